@@ -1,0 +1,172 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"vendorgate/shared/apikey"
+)
+
+func lookupEnv(name string) (string, bool) { return os.LookupEnv(name) }
+
+// Backend is the backend's whole configuration.
+type Backend struct {
+	// Listen serves the vendor API (to the gateway) and the internal API.
+	// Default "127.0.0.1:8081".
+	Listen string `yaml:"listen" env:"BACKEND_LISTEN"`
+	// AdminListen serves the operator API (vendorctl), /metrics, /healthz,
+	// /readyz. Default "127.0.0.1:8082".
+	AdminListen string `yaml:"admin_listen" env:"BACKEND_ADMIN_LISTEN"`
+	// Database is a SQLite file path (default "var/vendorgate.db") or a
+	// postgres:// URL.
+	Database string `yaml:"database" env:"BACKEND_DATABASE"`
+	// PublicBaseURL is the gateway's public address, used in poll.url,
+	// Location and file_url. Default "http://localhost:8080".
+	PublicBaseURL string `yaml:"public_base_url" env:"BACKEND_PUBLIC_BASE_URL"`
+	// InternalToken is what the gateway must send. Required.
+	InternalToken string `yaml:"internal_token" env:"BACKEND_INTERNAL_TOKEN" secret:"true"`
+	// AdminToken is what vendorctl must send. Required.
+	AdminToken string `yaml:"admin_token" env:"BACKEND_ADMIN_TOKEN" secret:"true"`
+	// RedisURL, when set, is where key and vendor changes are published.
+	RedisURL List `yaml:"redis_url" env:"BACKEND_REDIS_URL"`
+	// RedisMasterName selects Sentinel.
+	RedisMasterName string `yaml:"redis_master_name" env:"BACKEND_REDIS_MASTER_NAME"`
+	// OrderDeadline closes unfinished orders. Default 48h.
+	OrderDeadline time.Duration `yaml:"order_deadline" env:"BACKEND_ORDER_DEADLINE"`
+	// SweepInterval is how often the deadline sweeper runs. Default 1s.
+	SweepInterval time.Duration `yaml:"sweep_interval" env:"BACKEND_SWEEP_INTERVAL"`
+	// SandboxDelay is how long the sandbox provider takes per step. Default 5s.
+	SandboxDelay time.Duration `yaml:"sandbox_delay" env:"BACKEND_SANDBOX_DELAY"`
+	// KeyPrefixes are the key prefixes this deployment issues.
+	KeyPrefixes Prefixes `yaml:"key_prefixes"`
+	// KeyLifetime is the default lifetime of an issued key. Default 90d.
+	KeyLifetime time.Duration `yaml:"key_lifetime" env:"BACKEND_KEY_LIFETIME"`
+	// MVRUnavailableStates are license states for which an MVR cannot be
+	// ordered (422 mvr_state_unavailable).
+	MVRUnavailableStates List `yaml:"mvr_unavailable_states" env:"BACKEND_MVR_UNAVAILABLE_STATES"`
+	// ReportsDir holds report PDFs. Default "var/reports".
+	ReportsDir string `yaml:"reports_dir" env:"BACKEND_REPORTS_DIR"`
+	// SeedSandboxVendor creates an approved sandbox vendor with every
+	// service on first start (for make run). Default false.
+	SeedSandboxVendor bool `yaml:"seed_sandbox_vendor" env:"BACKEND_SEED_SANDBOX_VENDOR"`
+	// MaxBodyBytes bounds a request body. Default 1 MiB.
+	MaxBodyBytes int `yaml:"max_body_bytes" env:"BACKEND_MAX_BODY_BYTES"`
+	// ShutdownGrace bounds the drain on SIGTERM. Default 15s.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace" env:"BACKEND_SHUTDOWN_GRACE"`
+	// LogLevel is debug, info, warn or error. Default info.
+	LogLevel string `yaml:"log_level" env:"BACKEND_LOG_LEVEL"`
+}
+
+// DefaultBackend returns the documented defaults.
+func DefaultBackend() *Backend {
+	return &Backend{
+		Listen:        "127.0.0.1:8081",
+		AdminListen:   "127.0.0.1:8082",
+		Database:      "var/vendorgate.db",
+		PublicBaseURL: "http://localhost:8080",
+		OrderDeadline: 48 * time.Hour,
+		SweepInterval: time.Second,
+		SandboxDelay:  5 * time.Second,
+		KeyPrefixes:   Prefixes{Sandbox: apikey.DefaultSandboxPrefix, Live: apikey.DefaultLivePrefix},
+		KeyLifetime:   90 * 24 * time.Hour,
+		ReportsDir:    "var/reports",
+		MaxBodyBytes:  1 << 20,
+		ShutdownGrace: 15 * time.Second,
+		LogLevel:      "info",
+	}
+}
+
+// LoadBackend reads the backend's configuration: defaults, the file at path
+// (none when empty), the environment, then Validate.
+func LoadBackend(path string, env Env) (*Backend, error) {
+	cfg := DefaultBackend()
+	if err := load(cfg, path, prefixed(env, "BACKEND_")); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// IsPostgres reports whether Database names a PostgreSQL server.
+func (c *Backend) IsPostgres() bool {
+	return strings.HasPrefix(c.Database, "postgres://") || strings.HasPrefix(c.Database, "postgresql://")
+}
+
+// Validate checks every setting and says what to change.
+func (c *Backend) Validate() error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if err := checkListen(c.Listen); err != nil {
+		add("listen: %v", err)
+	}
+	if err := checkListen(c.AdminListen); err != nil {
+		add("admin_listen: %v", err)
+	}
+	if c.Database == "" {
+		add("database: set a SQLite file path or a postgres:// URL (BACKEND_DATABASE)")
+	}
+	if err := checkHTTPURL(c.PublicBaseURL); err != nil {
+		add("public_base_url: %v", err)
+	} else if u, _ := url.Parse(c.PublicBaseURL); u.Path != "" && u.Path != "/" {
+		add("public_base_url: %q must not have a path", c.PublicBaseURL)
+	}
+	if len(c.InternalToken) < 16 {
+		add("internal_token: set a shared secret of at least 16 characters (BACKEND_INTERNAL_TOKEN), the same as the gateway's")
+	}
+	if len(c.AdminToken) < 16 {
+		add("admin_token: set a secret of at least 16 characters (BACKEND_ADMIN_TOKEN) for vendorctl")
+	}
+	for _, u := range c.RedisURL {
+		if !strings.HasPrefix(u, "redis://") && !strings.HasPrefix(u, "rediss://") {
+			add("redis_url: %q is not a redis:// URL", RedactURL(u))
+		}
+	}
+	if c.OrderDeadline <= 0 || c.SweepInterval <= 0 || c.SandboxDelay < 0 || c.KeyLifetime <= 0 {
+		add("order_deadline, sweep_interval and key_lifetime must be positive, sandbox_delay not negative")
+	}
+	if err := c.KeyPrefixes.APIKey().Validate(); err != nil {
+		add("key_prefixes: %v", err)
+	}
+	for _, s := range c.MVRUnavailableStates {
+		if len(s) != 2 || strings.ToUpper(s) != s {
+			add("mvr_unavailable_states: %q is not a two-letter state code such as NY", s)
+		}
+	}
+	if c.ReportsDir == "" || c.MaxBodyBytes <= 0 || c.ShutdownGrace < 0 {
+		add("reports_dir, max_body_bytes and shutdown_grace must be set")
+	}
+	if err := checkLevel(c.LogLevel); err != nil {
+		add("log_level: %v", err)
+	}
+	return errors.Join(errs...)
+}
+
+// Vendorctl is the operator CLI's configuration, from the environment and
+// its flags only.
+type Vendorctl struct {
+	// AdminURL is the backend's admin listener. Default http://127.0.0.1:8082.
+	AdminURL string `env:"VENDORCTL_ADMIN_URL"`
+	// AdminToken is the backend's admin token.
+	AdminToken string `env:"VENDORCTL_ADMIN_TOKEN" secret:"true"`
+}
+
+// LoadVendorctl reads vendorctl's settings from env.
+func LoadVendorctl(env Env) (*Vendorctl, error) {
+	cfg := &Vendorctl{AdminURL: "http://127.0.0.1:8082"}
+	if err := load(cfg, "", env); err != nil {
+		return nil, err
+	}
+	if err := checkHTTPURL(cfg.AdminURL); err != nil {
+		return nil, fmt.Errorf("VENDORCTL_ADMIN_URL: %v", err)
+	}
+	if cfg.AdminToken == "" {
+		return nil, errors.New("VENDORCTL_ADMIN_TOKEN is not set: export the backend's admin token")
+	}
+	return cfg, nil
+}

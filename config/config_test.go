@@ -1,0 +1,172 @@
+package config
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func envMap(m map[string]string) Env {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestExamplesLoad(t *testing.T) {
+	g, err := LoadGateway("examples/gateway.yaml", envMap(nil))
+	if err != nil {
+		t.Fatalf("gateway example: %v", err)
+	}
+	if g.Limits.Vendor.Reads.Rate != 120 || g.Limits.Vendor.Orders.Rate != 10 || len(g.Redis.URL) != 0 {
+		t.Fatalf("gateway example limits: %+v", g.Limits)
+	}
+	b, err := LoadBackend("examples/backend.yaml", envMap(nil))
+	if err != nil {
+		t.Fatalf("backend example: %v", err)
+	}
+	if !b.SeedSandboxVendor || b.OrderDeadline != 48*time.Hour {
+		t.Fatalf("backend example: %+v", b)
+	}
+}
+
+func TestUnknownKeyNamesKeyAndFile(t *testing.T) {
+	p := writeFile(t, "listen: \":1\"\nredis:\n  timeuot: 5ms\n")
+	_, err := LoadGateway(p, envMap(map[string]string{"GATEWAY_INTERNAL_TOKEN": strings.Repeat("t", 16)}))
+	if err == nil || !strings.Contains(err.Error(), `unknown key "timeuot"`) || !strings.Contains(err.Error(), p) ||
+		!strings.Contains(err.Error(), "line 3") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestEnvironmentOverrides(t *testing.T) {
+	env := envMap(map[string]string{
+		"GATEWAY_LISTEN":             "127.0.0.1:1234",
+		"GATEWAY_ADMIN_LISTEN":       "127.0.0.1:1235",
+		"GATEWAY_BACKEND_URL":        "http://127.0.0.1:1,http://127.0.0.1:2",
+		"GATEWAY_REDIS_URL":          "redis://127.0.0.1:7000/0",
+		"GATEWAY_INTERNAL_TOKEN":     "0123456789abcdef",
+		"GATEWAY_REDIS_TIMEOUT":      "20ms",
+		"GATEWAY_KEY_PREFIX_SANDBOX": "acmesbx1",
+	})
+	g, err := LoadGateway("examples/gateway.yaml", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Listen != "127.0.0.1:1234" || g.AdminListen != "127.0.0.1:1235" || len(g.BackendURL) != 2 ||
+		g.Redis.URL[0] != "redis://127.0.0.1:7000/0" || g.InternalToken != "0123456789abcdef" ||
+		g.Redis.Timeout != 20*time.Millisecond || g.KeyPrefixes.Sandbox != "acmesbx1" {
+		t.Fatalf("env not applied: %+v", g)
+	}
+
+	b, err := LoadBackend("", envMap(map[string]string{
+		"BACKEND_INTERNAL_TOKEN": "0123456789abcdef", "BACKEND_ADMIN_TOKEN": "fedcba9876543210",
+		"BACKEND_ORDER_DEADLINE": "2s", "BACKEND_SANDBOX_DELAY": "100ms", "BACKEND_DATABASE": "postgres://u:secretpw@h/db",
+		"BACKEND_LISTEN": "127.0.0.1:1", "BACKEND_ADMIN_LISTEN": "127.0.0.1:2", "BACKEND_PUBLIC_BASE_URL": "http://gw:8080",
+		"BACKEND_REDIS_URL": "redis://127.0.0.1:1", "BACKEND_KEY_LIFETIME": "90d",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.OrderDeadline != 2*time.Second || b.SandboxDelay != 100*time.Millisecond || !b.IsPostgres() ||
+		b.KeyLifetime != 90*24*time.Hour || b.PublicBaseURL != "http://gw:8080" || len(b.RedisURL) != 1 {
+		t.Fatalf("env not applied: %+v", b)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	g, err := LoadGateway("", envMap(map[string]string{"GATEWAY_INTERNAL_TOKEN": "0123456789abcdef"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Listen != ":8080" || g.AdminListen != "127.0.0.1:9090" || g.BackendURL[0] != "http://127.0.0.1:8081" ||
+		len(g.Redis.URL) != 0 || g.FailedKeys.PerAddress != 100 || g.FailedKeys.PerKey != 10 || g.FailedKeys.Window != 10*time.Minute {
+		t.Fatalf("defaults: %+v", g)
+	}
+}
+
+func TestValidationMessages(t *testing.T) {
+	cases := []struct {
+		name, yaml, want string
+		env            map[string]string
+	}{
+		{"no token", "", "GATEWAY_INTERNAL_TOKEN", nil},
+		{"bad timeout", "redis: {timeout: 10s}", "redis.timeout", nil},
+		{"bad cidr", "trusted_proxies: [10.0.0.0/99]", "trusted_proxies", nil},
+		{"zero period", "limits: {vendor: {reads: {rate: 5, period: 0s}}}", "limits.vendor.reads.period", nil},
+		{"bad prefix", "key_prefixes: {sandbox: ab, live: vglive01}", "key_prefixes", nil},
+		{"bad env duration", "", "GATEWAY_REDIS_TIMEOUT", map[string]string{"GATEWAY_REDIS_TIMEOUT": "soon"}},
+		{"bad backend url", "backend_url: ftp://x", "backend_url", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"GATEWAY_INTERNAL_TOKEN": "0123456789abcdef"}
+			if tc.name == "no token" {
+				env = map[string]string{}
+			}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			_, err := LoadGateway(writeFile(t, tc.yaml), envMap(env))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want mention of %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPrintMasksSecrets(t *testing.T) {
+	b, err := LoadBackend("examples/backend.yaml", envMap(map[string]string{
+		"BACKEND_DATABASE": "postgres://app:hunter2pass@db/vg", "BACKEND_REDIS_URL": "redis://:redispw99@r:6379/0"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := Print(&buf, b); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, secret := range []string{"dev-internal-token-change-me", "dev-admin-token-change-me", "hunter2pass", "redispw99"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("-check output shows secret %q:\n%s", secret, out)
+		}
+	}
+	if !strings.Contains(out, "order_deadline: 48h0m0s") || !strings.Contains(out, "internal_token: '********'") {
+		t.Errorf("effective config not printed as expected:\n%s", out)
+	}
+	if b.InternalToken != "dev-internal-token-change-me" {
+		t.Error("Print changed the config it printed")
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{"90d": 2160 * time.Hour, "36h": 36 * time.Hour, "2s": 2 * time.Second} {
+		if got, err := ParseDuration(in); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"", "xd", "-1d", "soon"} {
+		if _, err := ParseDuration(bad); err == nil {
+			t.Errorf("ParseDuration(%q) accepted", bad)
+		}
+	}
+}
+
+func TestVendorctl(t *testing.T) {
+	if _, err := LoadVendorctl(envMap(nil)); err == nil || !strings.Contains(err.Error(), "VENDORCTL_ADMIN_TOKEN") {
+		t.Fatalf("missing token: %v", err)
+	}
+	c, err := LoadVendorctl(envMap(map[string]string{"VENDORCTL_ADMIN_TOKEN": "x", "VENDORCTL_ADMIN_URL": "http://127.0.0.1:9"}))
+	if err != nil || c.AdminURL != "http://127.0.0.1:9" {
+		t.Fatalf("%+v %v", c, err)
+	}
+}

@@ -1,0 +1,313 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"vendorgate/shared/apikey"
+)
+
+// Gateway is the gateway's whole configuration.
+type Gateway struct {
+	// Listen is the public address. Default ":8080".
+	Listen string `yaml:"listen" env:"GATEWAY_LISTEN"`
+	// AdminListen serves /metrics, /healthz, /readyz and the OpenAPI
+	// document; never the public port. Default "127.0.0.1:9090".
+	AdminListen string `yaml:"admin_listen" env:"GATEWAY_ADMIN_LISTEN"`
+	// BackendURL is the backend's base URL; a comma-separated list balances
+	// over several backends. Default "http://127.0.0.1:8081".
+	BackendURL List `yaml:"backend_url" env:"GATEWAY_BACKEND_URL"`
+	// InternalToken is sent to the backend on every call. Required.
+	InternalToken string `yaml:"internal_token" env:"GATEWAY_INTERNAL_TOKEN" secret:"true"`
+	// KeyPrefixes are the key prefixes this server issues.
+	KeyPrefixes Prefixes `yaml:"key_prefixes"`
+
+	Redis          Redis      `yaml:"redis"`
+	Limits         Limits     `yaml:"limits"`
+	FailedKeys     FailedKeys `yaml:"failed_keys"`
+	KeyCache       KeyCache   `yaml:"key_cache"`
+	Proxy          Proxy      `yaml:"proxy"`
+	TrustedProxies List       `yaml:"trusted_proxies" env:"GATEWAY_TRUSTED_PROXIES"`
+	// MaxBodyBytes bounds a request body (413 past it). Default 1 MiB.
+	MaxBodyBytes int `yaml:"max_body_bytes" env:"GATEWAY_MAX_BODY_BYTES"`
+	// ShutdownGrace bounds the drain on SIGTERM. Default 15s.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace" env:"GATEWAY_SHUTDOWN_GRACE"`
+	// LogLevel is debug, info, warn or error. Default info.
+	LogLevel string `yaml:"log_level" env:"GATEWAY_LOG_LEVEL"`
+}
+
+// Prefixes are the key prefixes of one deployment, one per environment.
+type Prefixes struct {
+	Sandbox string `yaml:"sandbox" env:"KEY_PREFIX_SANDBOX"`
+	Live    string `yaml:"live" env:"KEY_PREFIX_LIVE"`
+}
+
+// APIKey converts p for the apikey package.
+func (p Prefixes) APIKey() apikey.Prefixes { return apikey.Prefixes{Sandbox: p.Sandbox, Live: p.Live} }
+
+// Redis configures the limiter's Redis. An empty URL selects the in-process
+// limiter (a single gateway instance).
+type Redis struct {
+	// URL is redis://[:password@]host:port/db; several comma-separated
+	// addresses (redis://h1:p1,redis://h2:p2) form a cluster.
+	URL List `yaml:"url" env:"GATEWAY_REDIS_URL"`
+	// MasterName selects Sentinel: the URLs are then the sentinels.
+	MasterName string `yaml:"master_name" env:"GATEWAY_REDIS_MASTER_NAME"`
+	// Timeout bounds one limiter call. Default 50ms: past it the request
+	// fails closed with 503 instead of queueing behind a sick Redis.
+	Timeout time.Duration `yaml:"timeout" env:"GATEWAY_REDIS_TIMEOUT"`
+	// PoolSize is the connection pool size. Default 64.
+	PoolSize int `yaml:"pool_size" env:"GATEWAY_REDIS_POOL_SIZE"`
+	// BreakerOpenFor is how long the limiter's breaker stays open before it
+	// probes Redis again. Default 2s.
+	BreakerOpenFor time.Duration `yaml:"breaker_open_for" env:"GATEWAY_REDIS_BREAKER_OPEN_FOR"`
+	// BreakerFailures is how many consecutive failures open the breaker.
+	// Default 3.
+	BreakerFailures int `yaml:"breaker_failures" env:"GATEWAY_REDIS_BREAKER_FAILURES"`
+}
+
+// Limit is one rate limit: Rate requests per Period with a burst of Burst
+// (default Rate). Shadow counts and logs denials but never refuses.
+type Limit struct {
+	Rate   int           `yaml:"rate"`
+	Period time.Duration `yaml:"period"`
+	Burst  int           `yaml:"burst"`
+	Shadow bool          `yaml:"shadow"`
+}
+
+// Enabled reports whether l is set.
+func (l Limit) Enabled() bool { return l.Rate > 0 }
+
+func (l Limit) validate(name string) error {
+	if !l.Enabled() {
+		return nil
+	}
+	if l.Period <= 0 {
+		return fmt.Errorf("%s.period must be positive (for example 1m)", name)
+	}
+	if l.Burst < 0 {
+		return fmt.Errorf("%s.burst must not be negative", name)
+	}
+	return nil
+}
+
+// LimitPair is the reads and orders limits of one scope.
+type LimitPair struct {
+	Reads  Limit `yaml:"reads"`
+	Orders Limit `yaml:"orders"`
+}
+
+// Limits are the request limits. Vendor limits are shared by all of a
+// vendor's keys and all gateway replicas; per-key limits apply in addition
+// when set; Overrides replace a vendor's limits by vendor id.
+type Limits struct {
+	Vendor    LimitPair            `yaml:"vendor"`
+	PerKey    LimitPair            `yaml:"per_key"`
+	Overrides map[string]LimitPair `yaml:"overrides"`
+}
+
+// FailedKeys is the failed-key throttle: past PerAddress failures from one
+// client address, or PerKey failures of one presented key, within Window,
+// the answer is 429 instead of 401.
+type FailedKeys struct {
+	PerAddress int           `yaml:"per_address" env:"GATEWAY_FAILED_KEYS_PER_ADDRESS"`
+	PerKey     int           `yaml:"per_key" env:"GATEWAY_FAILED_KEYS_PER_KEY"`
+	Window     time.Duration `yaml:"window" env:"GATEWAY_FAILED_KEYS_WINDOW"`
+}
+
+// KeyCache bounds the in-process key cache.
+type KeyCache struct {
+	// Size is the most entries kept. Default 100000.
+	Size int `yaml:"size" env:"GATEWAY_KEY_CACHE_SIZE"`
+	// TTL of a resolved key. Default 30s: the staleness bound without Redis.
+	TTL time.Duration `yaml:"ttl" env:"GATEWAY_KEY_CACHE_TTL"`
+	// NegativeTTL of an unknown key. Default 5s.
+	NegativeTTL time.Duration `yaml:"negative_ttl" env:"GATEWAY_KEY_CACHE_NEGATIVE_TTL"`
+}
+
+// Proxy configures calls to the backend.
+type Proxy struct {
+	// Timeout bounds one backend call; past it the answer is 504. Default 10s.
+	Timeout time.Duration `yaml:"timeout" env:"GATEWAY_PROXY_TIMEOUT"`
+	// MaxConns bounds the connections to each backend. Default 512.
+	MaxConns int `yaml:"max_conns" env:"GATEWAY_PROXY_MAX_CONNS"`
+	// BreakerOpenFor is how long a backend's breaker stays open. Default 5s.
+	BreakerOpenFor time.Duration `yaml:"breaker_open_for" env:"GATEWAY_PROXY_BREAKER_OPEN_FOR"`
+	// BreakerFailures is how many consecutive failures open it. Default 5.
+	BreakerFailures int `yaml:"breaker_failures" env:"GATEWAY_PROXY_BREAKER_FAILURES"`
+}
+
+// DefaultGateway returns the documented defaults.
+func DefaultGateway() *Gateway {
+	return &Gateway{
+		Listen:      ":8080",
+		AdminListen: "127.0.0.1:9090",
+		BackendURL:  List{"http://127.0.0.1:8081"},
+		KeyPrefixes: Prefixes{Sandbox: apikey.DefaultSandboxPrefix, Live: apikey.DefaultLivePrefix},
+		Redis:       Redis{Timeout: 50 * time.Millisecond, PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3},
+		Limits: Limits{Vendor: LimitPair{
+			Reads:  Limit{Rate: 120, Period: time.Minute},
+			Orders: Limit{Rate: 10, Period: time.Minute},
+		}},
+		FailedKeys:    FailedKeys{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute},
+		KeyCache:      KeyCache{Size: 100000, TTL: 30 * time.Second, NegativeTTL: 5 * time.Second},
+		Proxy:         Proxy{Timeout: 10 * time.Second, MaxConns: 512, BreakerOpenFor: 5 * time.Second, BreakerFailures: 5},
+		MaxBodyBytes:  1 << 20,
+		ShutdownGrace: 15 * time.Second,
+		LogLevel:      "info",
+	}
+}
+
+// LoadGateway reads the gateway's configuration: defaults, the file at path
+// (none when empty), the environment, then Validate.
+func LoadGateway(path string, env Env) (*Gateway, error) {
+	cfg := DefaultGateway()
+	if err := load(cfg, path, prefixed(env, "GATEWAY_")); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// Validate checks every setting and says what to change.
+func (c *Gateway) Validate() error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if err := checkListen(c.Listen); err != nil {
+		add("listen: %v", err)
+	}
+	if err := checkListen(c.AdminListen); err != nil {
+		add("admin_listen: %v", err)
+	}
+	if len(c.BackendURL) == 0 {
+		add("backend_url: set at least one backend URL (GATEWAY_BACKEND_URL)")
+	}
+	for _, u := range c.BackendURL {
+		if err := checkHTTPURL(u); err != nil {
+			add("backend_url: %v", err)
+		}
+	}
+	if len(c.InternalToken) < 16 {
+		add("internal_token: set a shared secret of at least 16 characters (GATEWAY_INTERNAL_TOKEN), the same as the backend's")
+	}
+	if err := c.KeyPrefixes.APIKey().Validate(); err != nil {
+		add("key_prefixes: %v", err)
+	}
+	for _, u := range c.Redis.URL {
+		if _, err := url.Parse(u); err != nil || !strings.HasPrefix(u, "redis://") && !strings.HasPrefix(u, "rediss://") {
+			add("redis.url: %q is not a redis:// URL", RedactURL(u))
+		}
+	}
+	if c.Redis.Timeout <= 0 || c.Redis.Timeout > 5*time.Second {
+		add("redis.timeout: %s must be between 1ms and 5s (tens of milliseconds is usual)", c.Redis.Timeout)
+	}
+	if c.Redis.PoolSize <= 0 {
+		add("redis.pool_size must be positive")
+	}
+	if c.Redis.BreakerOpenFor <= 0 || c.Redis.BreakerFailures <= 0 {
+		add("redis.breaker_open_for and redis.breaker_failures must be positive")
+	}
+	for name, l := range map[string]Limit{"limits.vendor.reads": c.Limits.Vendor.Reads, "limits.vendor.orders": c.Limits.Vendor.Orders,
+		"limits.per_key.reads": c.Limits.PerKey.Reads, "limits.per_key.orders": c.Limits.PerKey.Orders} {
+		if err := l.validate(name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if !c.Limits.Vendor.Reads.Enabled() || !c.Limits.Vendor.Orders.Enabled() {
+		add("limits.vendor.reads and limits.vendor.orders must have a positive rate")
+	}
+	for vendor, o := range c.Limits.Overrides {
+		for name, l := range map[string]Limit{"reads": o.Reads, "orders": o.Orders} {
+			if err := l.validate("limits.overrides." + vendor + "." + name); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if c.FailedKeys.PerAddress <= 0 || c.FailedKeys.PerKey <= 0 || c.FailedKeys.Window <= 0 {
+		add("failed_keys: per_address, per_key and window must be positive")
+	}
+	if c.KeyCache.Size <= 0 || c.KeyCache.TTL <= 0 || c.KeyCache.NegativeTTL <= 0 {
+		add("key_cache: size, ttl and negative_ttl must be positive")
+	}
+	if c.Proxy.Timeout <= 0 || c.Proxy.MaxConns <= 0 || c.Proxy.BreakerOpenFor <= 0 || c.Proxy.BreakerFailures <= 0 {
+		add("proxy: timeout, max_conns, breaker_open_for and breaker_failures must be positive")
+	}
+	if _, err := ParseCIDRs(c.TrustedProxies); err != nil {
+		add("trusted_proxies: %v", err)
+	}
+	if c.MaxBodyBytes <= 0 {
+		add("max_body_bytes must be positive")
+	}
+	if c.ShutdownGrace < 0 {
+		add("shutdown_grace must not be negative")
+	}
+	if err := checkLevel(c.LogLevel); err != nil {
+		add("log_level: %v", err)
+	}
+	return errors.Join(errs...)
+}
+
+// ParseCIDRs parses trusted proxy ranges; a bare address is a /32 or /128.
+func ParseCIDRs(list []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(list))
+	for _, s := range list {
+		if !strings.Contains(s, "/") {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				return nil, fmt.Errorf("%q is not an address or CIDR", s)
+			}
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR", s)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+func checkListen(addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	return nil
+}
+
+func checkHTTPURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http:// URL", s)
+	}
+	return nil
+}
+
+func checkLevel(s string) error {
+	switch s {
+	case "debug", "info", "warn", "error":
+		return nil
+	}
+	return fmt.Errorf("%q is not one of debug, info, warn, error", s)
+}
+
+// prefixed lets the shared Prefixes struct read GATEWAY_KEY_PREFIX_* or
+// BACKEND_KEY_PREFIX_*: a tag without the binary's prefix gets it added.
+func prefixed(env Env, prefix string) Env {
+	if env == nil {
+		env = lookupEnv
+	}
+	return func(name string) (string, bool) {
+		if strings.HasPrefix(name, "KEY_PREFIX_") {
+			name = prefix + name
+		}
+		return env(name)
+	}
+}

@@ -1,0 +1,129 @@
+package apikey
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestGenerateAndParse(t *testing.T) {
+	p := DefaultPrefixes()
+	seen := map[string]bool{}
+	for _, env := range []string{Sandbox, Live} {
+		for i := 0; i < 50; i++ {
+			k, err := Generate(p, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen[k] {
+				t.Fatalf("Generate repeated a key")
+			}
+			seen[k] = true
+			parsed, err := Parse(k, p)
+			if err != nil {
+				t.Fatalf("Parse(generated) = %v", err)
+			}
+			if parsed.Environment != env || len(parsed.Secret) < MinSecretLen {
+				t.Fatalf("parsed %+v for %s", parsed, env)
+			}
+		}
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	p := DefaultPrefixes()
+	secret := strings.Repeat("A", 43)
+	cases := []struct {
+		name string
+		key  string
+		want error
+	}{
+		{"empty", "", ErrMalformed},
+		{"no separator", "vgsandbx" + secret, ErrMalformed},
+		{"separator misplaced", "vgsandb_" + secret, ErrMalformed},
+		{"short secret", "vgsandbx_" + strings.Repeat("a", 31), ErrMalformed},
+		{"long secret", "vgsandbx_" + strings.Repeat("a", 129), ErrMalformed},
+		{"bad secret char", "vgsandbx_" + strings.Repeat("a", 40) + "!", ErrMalformed},
+		{"space in secret", "vgsandbx_" + strings.Repeat("a", 40) + " x", ErrMalformed},
+		{"upper prefix", "VGSANDBX_" + secret, ErrMalformed},
+		{"foreign prefix", "othersrv_" + secret, ErrForeignPrefix},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Parse(tc.key, p); !errors.Is(err, tc.want) {
+				t.Fatalf("Parse = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if _, err := Parse("vgsandbx_"+strings.Repeat("a", 32), p); err != nil {
+		t.Fatalf("minimum-length secret refused: %v", err)
+	}
+}
+
+func TestKeyFromAnotherServerFailsOnPrefix(t *testing.T) {
+	other := Prefixes{Sandbox: "acmesbx1", Live: "acmelive"}
+	k, err := Generate(other, Live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse(k, DefaultPrefixes()); !errors.Is(err, ErrForeignPrefix) {
+		t.Fatalf("key of another server: %v, want ErrForeignPrefix", err)
+	}
+}
+
+func TestHash(t *testing.T) {
+	k := "vgsandbx_" + strings.Repeat("z", 43)
+	sum := sha256.Sum256([]byte(k))
+	if got, want := Hash(k), hex.EncodeToString(sum[:]); got != want {
+		t.Fatalf("Hash = %s, want %s", got, want)
+	}
+	if Hash(k) == Hash(k+"x") {
+		t.Fatal("different keys hash alike")
+	}
+}
+
+func TestPrefixesValidate(t *testing.T) {
+	if err := DefaultPrefixes().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []Prefixes{{"short", "vglive01"}, {"vgsandbx", "vgsandbx"}, {"vg_andbx", "vglive01"}, {"vgsandbx", "VGLIVE01"}} {
+		if err := p.Validate(); err == nil {
+			t.Errorf("Validate(%+v) accepted", p)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	p := DefaultPrefixes()
+	f.Add("vgsandbx_" + strings.Repeat("A", 43))
+	f.Add("vglive01_" + strings.Repeat("-", 32))
+	f.Add("")
+	f.Add("x_y")
+	f.Fuzz(func(t *testing.T, raw string) {
+		k, err := Parse(raw, p)
+		if err != nil {
+			return
+		}
+		if k.Prefix+"_"+k.Secret != raw {
+			t.Fatalf("parsed parts do not rebuild the key")
+		}
+		if _, ok := p.Environment(k.Prefix); !ok || len(k.Secret) < MinSecretLen {
+			t.Fatalf("accepted %q", raw)
+		}
+	})
+}
+
+func BenchmarkParseAndHash(b *testing.B) {
+	p := DefaultPrefixes()
+	k, _ := Generate(p, Sandbox)
+	var dst [64]byte
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(k, p); err != nil {
+			b.Fatal(err)
+		}
+		HashTo(dst[:], k)
+	}
+}

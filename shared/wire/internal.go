@@ -1,0 +1,57 @@
+package wire
+
+import "time"
+
+// Headers the gateway sets on every proxied call. The gateway removes any
+// copy a client sent before setting them; the backend trusts them only with
+// a valid internal token.
+const (
+	HeaderInternalToken = "X-Internal-Token"
+	HeaderVendorID      = "X-Vendor-Id"
+	HeaderKeyID         = "X-Key-Id"
+	HeaderEnvironment   = "X-Vendor-Environment"
+	HeaderRequestID     = "X-Request-Id"
+	HeaderForwardedFor  = "X-Forwarded-For"
+	HeaderAPIKey        = "X-API-Key"
+	HeaderIdempotency   = "Idempotency-Key"
+)
+
+// IdentityHeaders are the headers only the gateway may set.
+func IdentityHeaders() []string {
+	return []string{HeaderInternalToken, HeaderVendorID, HeaderKeyID, HeaderEnvironment}
+}
+
+// KeyLookupPath is the backend's internal endpoint that resolves a key by
+// the hex SHA-256 of the whole key: GET KeyLookupPath + hash, with the
+// internal token. 200 with KeyResolution, 404 when no key has that hash.
+const KeyLookupPath = "/internal/v1/keys/"
+
+// KeyResolution is what the gateway learns about a key and its vendor.
+type KeyResolution struct {
+	KeyID       string     `json:"key_id"`
+	VendorID    string     `json:"vendor_id"`
+	Environment string     `json:"environment"`
+	CreatedAt   time.Time  `json:"created_at"`
+	ExpiresAt   time.Time  `json:"expires_at"`
+	RevokedAt   *time.Time `json:"revoked_at"`
+	Vendor      VendorInfo `json:"vendor"`
+}
+
+// VendorInfo is the part of a vendor the gateway needs to admit a call.
+type VendorInfo struct {
+	Status          string   `json:"status"`
+	CompanyName     string   `json:"company_name"`
+	EnabledServices []string `json:"enabled_services"`
+}
+
+// InvalidationChannel is the Redis pub/sub channel on which the backend
+// announces changes that gateways cache.
+const InvalidationChannel = "vendorgate:invalidate"
+
+// Invalidation is one message on InvalidationChannel. Exactly one of
+// KeyHash (a key was revoked) or VendorID (a vendor's status or services
+// changed: drop every key of that vendor) is set.
+type Invalidation struct {
+	KeyHash  string `json:"key_hash,omitempty"`
+	VendorID string `json:"vendor_id,omitempty"`
+}
