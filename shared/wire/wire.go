@@ -1,4 +1,6 @@
 // Package wire holds the JSON types of the vendor API and the contracts
+// (the whole contract, admin API and metric names included: docs/CONTRACTS.md;
+// people building a part first read READ_FIRST_HELPERS.md at the repo root)
 // between the gateway and the backend: the internal header names, the key
 // resolution answer, and the invalidation messages.
 package wire
