@@ -41,3 +41,24 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("restarted server kept data: %q", got)
 	}
 }
+
+func TestCluster(t *testing.T) {
+	c := StartCluster(t)
+	if len(c.Nodes) != 3 {
+		t.Fatalf("%d nodes", len(c.Nodes))
+	}
+	for _, n := range c.Nodes {
+		if n.Port > 55535 {
+			t.Fatalf("port %d too high for a cluster bus", n.Port)
+		}
+	}
+	owner := c.NodeFor(t, "{v:abc}:reads")
+	if got := owner.Do(t, "SET", "{v:abc}:reads", "1"); got != "+OK" {
+		t.Fatalf("SET on the slot's owner = %q", got)
+	}
+	for _, n := range c.Nodes {
+		if n != owner && !strings.HasPrefix(n.Do(t, "SET", "{v:abc}:reads", "1"), "-MOVED") {
+			t.Fatalf("a node that does not own the slot accepted the write")
+		}
+	}
+}
