@@ -147,6 +147,7 @@ type stack struct {
 	gwURLs     []string
 	gwAdmin    []string
 	dataDir    string
+	conf       *conformance
 }
 
 type stackOptions struct {
@@ -212,6 +213,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		s.gwURLs = append(s.gwURLs, "http://127.0.0.1:"+strconv.Itoa(port))
 		s.gwAdmin = append(s.gwAdmin, "http://"+admin)
 	}
+	s.conf = newConformance(t, s.gwURLs[0])
 	return s
 }
 
@@ -306,7 +308,19 @@ func (r response) errorCode() string {
 
 var client = &http.Client{Timeout: 10 * time.Second}
 
+// do sends one request as a vendor would. Every answer from a stack's
+// gateway is also validated against the OpenAPI document.
 func do(t *testing.T, method, url, key string, body []byte, hdr map[string]string) response {
+	t.Helper()
+	return doChecked(t, nil, method, url, key, body, hdr)
+}
+
+func (s *stack) do(method, url, key string, body []byte, hdr map[string]string) response {
+	s.t.Helper()
+	return doChecked(s.t, s.conf, method, url, key, body, hdr)
+}
+
+func doChecked(t *testing.T, conf *conformance, method, url, key string, body []byte, hdr map[string]string) response {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -334,5 +348,9 @@ func do(t *testing.T, method, url, key string, body []byte, hdr map[string]strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	return response{status: resp.StatusCode, header: resp.Header, body: b}
+	r := response{status: resp.StatusCode, header: resp.Header, body: b}
+	if conf != nil {
+		conf.check(t, method, url, req.Header, r)
+	}
+	return r
 }

@@ -14,7 +14,7 @@ func TestMeThroughGatewayWithRedis(t *testing.T) {
 		t.Fatalf("sandbox key %q lacks the sandbox prefix", key[:9])
 	}
 
-	r := do(t, "GET", s.gwURLs[0]+"/api/vendor/v1/me", key, nil, nil)
+	r := s.do("GET", s.gwURLs[0]+"/api/vendor/v1/me", key, nil, nil)
 	if r.status != 200 {
 		t.Fatalf("GET /me = %d %s", r.status, r.body)
 	}
@@ -40,7 +40,7 @@ func TestMeThroughGatewayWithRedis(t *testing.T) {
 		t.Fatalf("no limiter key in Redis after an allowed read")
 	}
 
-	bad := do(t, "GET", s.gwURLs[0]+"/api/vendor/v1/me", "vgsandbx_"+strings.Repeat("A", 43), nil, nil)
+	bad := s.do("GET", s.gwURLs[0]+"/api/vendor/v1/me", "vgsandbx_"+strings.Repeat("A", 43), nil, nil)
 	if bad.status != 401 || bad.errorCode() != "invalid_api_key" {
 		t.Fatalf("unknown key = %d %s", bad.status, bad.body)
 	}
