@@ -72,6 +72,8 @@ type proc struct {
 	done chan struct{}
 	mu   sync.Mutex
 	err  error
+	// killed is set when a test killed the process on purpose.
+	killed bool
 }
 
 func startProc(t *testing.T, name string, env map[string]string, args ...string) *proc {
@@ -100,7 +102,9 @@ func startProc(t *testing.T, name string, env map[string]string, args ...string)
 		close(p.done)
 	}()
 	t.Cleanup(func() {
-		p.stop(t)
+		if err := p.stop(t); err != nil && !p.killed {
+			t.Errorf("%s did not exit cleanly on SIGTERM: %v", name, err)
+		}
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
 			if len(b) > 6000 {
@@ -151,10 +155,12 @@ type stack struct {
 }
 
 type stackOptions struct {
-	redis      bool
-	gateways   int
-	backendEnv map[string]string
-	gatewayEnv map[string]string
+	redis bool
+	// gatewayYAML, when set, is written to a file passed with -config.
+	gatewayYAML string
+	gateways    int
+	backendEnv  map[string]string
+	gatewayEnv  map[string]string
 }
 
 func newStack(t *testing.T, o stackOptions) *stack {
@@ -207,7 +213,15 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		for k, v := range o.gatewayEnv {
 			genv[k] = v
 		}
-		g := startProc(t, "gateway", genv)
+		var args []string
+		if o.gatewayYAML != "" {
+			path := filepath.Join(t.TempDir(), "gateway.yaml")
+			if err := os.WriteFile(path, []byte(o.gatewayYAML), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			args = []string{"-config", path}
+		}
+		g := startProc(t, "gateway", genv, args...)
 		waitHTTP(t, "http://"+admin+"/healthz", g)
 		s.gateways = append(s.gateways, g)
 		s.gwURLs = append(s.gwURLs, "http://127.0.0.1:"+strconv.Itoa(port))
