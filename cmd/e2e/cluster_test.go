@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"vendorgate/shared/testredis"
+)
+
+// TestRedisClusterTwoGateways runs two gateways on a real 3-master Redis
+// Cluster: the vendor's budget is exact across both, the loss of the slot's
+// master fails closed, and its return heals without restarting anything.
+func TestRedisClusterTwoGateways(t *testing.T) {
+	c := testredis.StartCluster(t)
+	urls := strings.Join(c.URLs(), ",")
+	s := newStack(t, stackOptions{
+		gateways:   2,
+		gatewayEnv: map[string]string{"GATEWAY_REDIS_URL": urls},
+		backendEnv: map[string]string{"BACKEND_REDIS_URL": urls},
+	})
+	vendorID, key := s.newVendor("sandbox", "mvr")
+
+	var mu sync.Mutex
+	admitted, limited := 0, 0
+	var wg sync.WaitGroup
+	for g := 0; g < 2; g++ {
+		wg.Add(1)
+		go func(base string) {
+			defer wg.Done()
+			for i := 0; i < 80; i++ {
+				r := do(t, "GET", base+"/api/vendor/v1/me", key, nil, nil)
+				mu.Lock()
+				switch r.status {
+				case 200:
+					admitted++
+				case 429:
+					limited++
+				default:
+					t.Errorf("read = %d %s", r.status, r.body)
+				}
+				mu.Unlock()
+			}
+		}(s.gwURLs[g])
+	}
+	wg.Wait()
+	if admitted != 120 || limited != 40 {
+		t.Fatalf("two gateways on a cluster admitted %d and limited %d of 160 reads; want exactly 120 and 40", admitted, limited)
+	}
+
+	// The node that holds this vendor's limit keys.
+	var owner *testredis.Server
+	for _, n := range c.Nodes {
+		if out := n.Do(t, "EVAL", "return #redis.call('KEYS', ARGV[1])", "0", "*"+vendorID+"*"); out != ":0" {
+			owner = n
+		}
+	}
+	if owner == nil {
+		t.Fatal("no cluster node holds a key naming the vendor")
+	}
+	owner.Stop()
+	for _, base := range s.gwURLs {
+		start := time.Now()
+		r := do(t, "GET", base+"/api/vendor/v1/me", key, nil, nil)
+		if r.status != 503 || r.errorCode() != "rate_limit_unavailable" {
+			t.Fatalf("with the slot's master stopped: %d %s", r.status, r.body)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("fail-closed answer took %s", d)
+		}
+	}
+
+	owner.Restart(t)
+	c.WaitOK(t)
+	_, fresh := s.newVendor("sandbox", "mvr")
+	deadline := time.Now().Add(20 * time.Second)
+	for _, base := range s.gwURLs {
+		for {
+			r := do(t, "GET", base+"/api/vendor/v1/me", fresh, nil, nil)
+			if r.status == 200 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("gateway %s not recovered after the master returned: %d %s", base, r.status, r.body)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
