@@ -1,0 +1,113 @@
+package admin
+
+import (
+	"strconv"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the gateway's Prometheus metrics (names: docs/CONTRACTS.md),
+// in their own registry.
+type Metrics struct {
+	Registry           *prometheus.Registry
+	requests           *prometheus.CounterVec
+	RequestDuration    *prometheus.HistogramVec
+	UpstreamDuration   *prometheus.HistogramVec
+	LimiterDecisions   *prometheus.CounterVec
+	RedisCallDuration  prometheus.Histogram
+	RedisErrors        prometheus.Counter
+	BreakerState       *prometheus.GaugeVec
+	BreakerTransitions *prometheus.CounterVec
+	AuthFailures       *prometheus.CounterVec
+	ConfigInfo         *prometheus.GaugeVec
+	ConfigReloads      *prometheus.CounterVec
+
+	// requestCounters caches the children of requests_total by route index,
+	// method index and status, so that counting a request does not hash
+	// label values.
+	requestCounters []atomic.Pointer[prometheus.Counter]
+	routes, methods []string
+}
+
+// Methods counted by name; any other is counted as "other".
+var countedMethods = []string{"GET", "POST", "other"}
+
+// NewMetrics registers every metric. routes are the route labels (the
+// router patterns and "unmatched"), indexed as the gateway indexes them.
+func NewMetrics(routes []string) *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_requests_total",
+			Help: "Requests answered, by route pattern, method and status."}, []string{"route", "method", "status"}),
+		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vendorgate_gateway_request_duration_seconds",
+			Help: "Time to answer a request (to the response headers).", Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14)}, []string{"route"}),
+		UpstreamDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vendorgate_gateway_upstream_duration_seconds",
+			Help: "Time of a backend call, by backend.", Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14)}, []string{"backend"}),
+		LimiterDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_limiter_decisions_total",
+			Help: "Rate limit decisions by limit and outcome (allowed, limited, unavailable, shadow_limited)."}, []string{"limit", "outcome"}),
+		RedisCallDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "vendorgate_gateway_redis_call_duration_seconds",
+			Help: "Time of a limiter call to Redis.", Buckets: prometheus.ExponentialBuckets(0.00005, 2, 14)}),
+		RedisErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_redis_errors_total",
+			Help: "Limiter calls to Redis that failed or timed out."}),
+		BreakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vendorgate_gateway_breaker_state",
+			Help: "Circuit breaker state: 0 closed, 1 half_open, 2 open."}, []string{"breaker"}),
+		BreakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_breaker_transitions_total",
+			Help: "Circuit breaker transitions."}, []string{"breaker", "from", "to"}),
+		AuthFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_auth_failures_total",
+			Help: "Refused keys by reason."}, []string{"reason"}),
+		ConfigInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vendorgate_gateway_config_info",
+			Help: "The configuration version in force (1)."}, []string{"version"}),
+		ConfigReloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_config_reloads_total",
+			Help: "Configuration reloads by result (ok, error)."}, []string{"result"}),
+		routes:  routes,
+		methods: countedMethods,
+	}
+	m.requestCounters = make([]atomic.Pointer[prometheus.Counter], len(routes)*len(countedMethods)*500)
+	reg.MustRegister(m.requests, m.RequestDuration, m.UpstreamDuration, m.LimiterDecisions, m.RedisCallDuration,
+		m.RedisErrors, m.BreakerState, m.BreakerTransitions, m.AuthFailures, m.ConfigInfo, m.ConfigReloads)
+	return m
+}
+
+// KeyCacheStats reads the key cache's counters.
+type KeyCacheStats func() (hits, misses, evictions, invalidations uint64)
+
+// RegisterKeyCache exports the key cache's own counters: the cache counts
+// with atomics and Prometheus reads them only when scraped.
+func (m *Metrics) RegisterKeyCache(stats KeyCacheStats) {
+	pick := func(i int) func() float64 {
+		return func() float64 {
+			h, mi, e, inv := stats()
+			return float64([]uint64{h, mi, e, inv}[i])
+		}
+	}
+	for i, name := range []string{"hits", "misses", "evictions", "invalidations"} {
+		m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "vendorgate_gateway_key_cache_" + name + "_total",
+			Help: "Key cache " + name + ".",
+		}, pick(i)))
+	}
+}
+
+// Request counts one answered request.
+func (m *Metrics) Request(route int, method []byte, status int) {
+	mi := 2
+	switch string(method) {
+	case "GET":
+		mi = 0
+	case "POST":
+		mi = 1
+	}
+	if status < 100 || status > 599 {
+		status = 599
+	}
+	i := (route*len(m.methods)+mi)*500 + status - 100
+	if c := m.requestCounters[i].Load(); c != nil {
+		(*c).Inc()
+		return
+	}
+	c := m.requests.WithLabelValues(m.routes[route], m.methods[mi], strconv.Itoa(status))
+	m.requestCounters[i].Store(&c)
+	c.Inc()
+}

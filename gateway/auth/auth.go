@@ -1,0 +1,157 @@
+// Package auth resolves an API key to the vendor it belongs to: format and
+// prefix checked locally, then a bounded in-process cache, then the
+// backend's internal key lookup. Expiry and revocation are checked on every
+// request, cached or not. The key itself is never stored or logged: its
+// SHA-256 finds it, its key id names it.
+package auth
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"vendorgate/shared/apikey"
+	"vendorgate/shared/wire"
+)
+
+// Outcomes of Authenticate that callers branch on.
+var (
+	ErrMissingKey = errors.New("no api key")
+	ErrMalformed  = errors.New("malformed api key")
+	ErrForeignKey = errors.New("api key not issued by this server")
+	ErrUnknownKey = errors.New("unknown api key")
+	ErrRevoked    = errors.New("revoked api key")
+	ErrKeyExpired = errors.New("expired api key")
+)
+
+// Identity is what a resolved key says about its caller. It is shared by
+// every request that presents the key while cached: never modify one.
+type Identity struct {
+	KeyID       string
+	VendorID    string
+	Environment string
+	// Status is the vendor's account status (wire.VendorApproved, ...).
+	Status    string
+	ExpiresAt time.Time
+	Revoked   bool
+	// Bucket names of the rate limits, built once per key: every bucket of
+	// a vendor shares the hash tag {v:<vendor_id>} so that a Redis Cluster
+	// keeps one request's buckets in one slot.
+	VendorReads, VendorOrders, KeyReads, KeyOrders string
+}
+
+// Lookup asks the backend about a key hash (hex SHA-256). It returns nil
+// and no error when no key has that hash.
+type Lookup interface {
+	Lookup(keyHash string) (*wire.KeyResolution, error)
+}
+
+// Options configures an Authenticator.
+type Options struct {
+	Prefixes apikey.Prefixes
+	Cache    *Cache
+	Lookup   Lookup
+	// Now is the clock for expiry; time.Now when nil.
+	Now func() time.Time
+}
+
+// Authenticator resolves keys.
+type Authenticator struct {
+	prefixes apikey.Prefixes
+	cache    *Cache
+	lookup   Lookup
+	now      func() time.Time
+}
+
+// New returns an Authenticator.
+func New(o Options) (*Authenticator, error) {
+	if o.Cache == nil || o.Lookup == nil {
+		return nil, errors.New("auth: cache and lookup required")
+	}
+	if err := o.Prefixes.Validate(); err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Authenticator{prefixes: o.Prefixes, cache: o.Cache, lookup: o.Lookup, now: o.Now}, nil
+}
+
+// Cache is the authenticator's cache, for invalidation.
+func (a *Authenticator) Cache() *Cache { return a.cache }
+
+// Sum is the SHA-256 of a presented key, the cache key and (in hex) the
+// lookup key. The throttle counts failures of one key by it as well.
+func Sum(raw []byte) [32]byte { return sha256.Sum256(raw) }
+
+// Authenticate resolves raw, the X-API-Key header value, whose SHA-256 is
+// sum. Errors: the sentinels above, or a lookup failure wrapped (the caller
+// answers 503: it cannot tell whether the key is good).
+func (a *Authenticator) Authenticate(raw []byte, sum *[32]byte) (*Identity, error) {
+	if len(raw) == 0 {
+		return nil, ErrMissingKey
+	}
+	// Parse does not retain its argument: no copy of the key is made.
+	key, err := apikey.Parse(unsafe.String(unsafe.SliceData(raw), len(raw)), a.prefixes)
+	switch {
+	case errors.Is(err, apikey.ErrForeignPrefix):
+		return nil, ErrForeignKey
+	case err != nil:
+		return nil, ErrMalformed
+	}
+	id, found := a.cache.Get(sum)
+	if !found {
+		id, err = a.resolve(sum)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if id == nil {
+		return nil, ErrUnknownKey
+	}
+	if id.Environment != key.Environment {
+		return nil, ErrUnknownKey // the prefix names another environment than the key's record
+	}
+	if id.Revoked {
+		return id, ErrRevoked
+	}
+	if !a.now().Before(id.ExpiresAt) {
+		return id, ErrKeyExpired
+	}
+	return id, nil
+}
+
+func (a *Authenticator) resolve(sum *[32]byte) (*Identity, error) {
+	gen := a.cache.Generation()
+	var h [64]byte
+	hex.Encode(h[:], sum[:])
+	res, err := a.lookup.Lookup(string(h[:]))
+	if err != nil {
+		return nil, fmt.Errorf("resolve key: %w", err)
+	}
+	var id *Identity
+	if res != nil {
+		id = identityOf(res)
+	}
+	a.cache.Put(sum, id, gen)
+	return id, nil
+}
+
+func identityOf(r *wire.KeyResolution) *Identity {
+	tag := "vg:{v:" + r.VendorID + "}:"
+	return &Identity{
+		KeyID:        r.KeyID,
+		VendorID:     r.VendorID,
+		Environment:  r.Environment,
+		Status:       r.Vendor.Status,
+		ExpiresAt:    r.ExpiresAt,
+		Revoked:      r.RevokedAt != nil,
+		VendorReads:  tag + "reads",
+		VendorOrders: tag + "orders",
+		KeyReads:     tag + "k:" + r.KeyID + ":reads",
+		KeyOrders:    tag + "k:" + r.KeyID + ":orders",
+	}
+}

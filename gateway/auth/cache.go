@@ -1,0 +1,198 @@
+package auth
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// cacheShards spreads entries over locks; a key's SHA-256 picks its shard.
+const cacheShards = 64
+
+// CacheOptions bounds the key cache.
+type CacheOptions struct {
+	// Size is the most entries kept in all. Default 100000.
+	Size int
+	// TTL of a resolved key. Default 30s: without Redis invalidation it is
+	// the bound on how long a revocation can go unseen.
+	TTL time.Duration
+	// NegativeTTL of an unknown key. Default 5s: long enough to shield the
+	// backend from a flood of one bad key, short enough that a new key
+	// works at once.
+	NegativeTTL time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Cache is the bounded in-process key cache, keyed by the SHA-256 of the
+// whole key, with positive and negative entries. Lookups by hash take the
+// same path whatever the secret, so its timing says nothing about a key.
+type Cache struct {
+	shards   [cacheShards]cacheShard
+	perShard int
+	ttl      int64
+	negTTL   int64
+	now      func() time.Time
+	// gen counts invalidations: a lookup that started before one must not
+	// cache what it read.
+	gen           atomic.Uint64
+	invalidations atomic.Uint64
+}
+
+type cacheShard struct {
+	mu        sync.RWMutex
+	m         map[[32]byte]cacheEntry
+	hits      atomic.Uint64
+	misses    atomic.Uint64
+	evictions atomic.Uint64
+	_         [40]byte // keep shards on separate cache lines
+}
+
+type cacheEntry struct {
+	id      *Identity // nil: the key is unknown
+	expires int64     // unix ns
+}
+
+// NewCache returns an empty cache.
+func NewCache(o CacheOptions) *Cache {
+	if o.Size <= 0 {
+		o.Size = 100000
+	}
+	if o.TTL <= 0 {
+		o.TTL = 30 * time.Second
+	}
+	if o.NegativeTTL <= 0 {
+		o.NegativeTTL = 5 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	c := &Cache{perShard: max(1, o.Size/cacheShards), ttl: int64(o.TTL), negTTL: int64(o.NegativeTTL), now: o.Now}
+	for i := range c.shards {
+		c.shards[i].m = make(map[[32]byte]cacheEntry)
+	}
+	return c
+}
+
+func (c *Cache) shard(sum *[32]byte) *cacheShard { return &c.shards[sum[0]%cacheShards] }
+
+// Get returns the entry for sum. found is false on a miss or an expired
+// entry; id is nil for a negative entry.
+func (c *Cache) Get(sum *[32]byte) (id *Identity, found bool) {
+	sh := c.shard(sum)
+	sh.mu.RLock()
+	e, ok := sh.m[*sum]
+	sh.mu.RUnlock()
+	if !ok || e.expires <= c.now().UnixNano() {
+		sh.misses.Add(1)
+		return nil, false
+	}
+	sh.hits.Add(1)
+	return e.id, true
+}
+
+// Generation is read before a lookup and handed to Put.
+func (c *Cache) Generation() uint64 { return c.gen.Load() }
+
+// Put stores id (nil: unknown key) unless an invalidation happened since gen
+// was read, so that a lookup racing a revocation does not cache the old
+// answer.
+func (c *Cache) Put(sum *[32]byte, id *Identity, gen uint64) {
+	ttl := c.ttl
+	if id == nil {
+		ttl = c.negTTL
+	}
+	now := c.now().UnixNano()
+	sh := c.shard(sum)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if c.gen.Load() != gen {
+		return
+	}
+	if _, ok := sh.m[*sum]; !ok && len(sh.m) >= c.perShard {
+		sh.evictOne(now)
+	}
+	sh.m[*sum] = cacheEntry{id: id, expires: now + ttl}
+}
+
+// evictOne removes an expired entry if one of the first few looked at is,
+// else an arbitrary one (map order is random): bounded memory without an
+// LRU list on the hot path.
+func (sh *cacheShard) evictOne(now int64) {
+	var victim [32]byte
+	n := 0
+	for k, e := range sh.m {
+		victim = k
+		if e.expires <= now || n >= 8 {
+			break
+		}
+		n++
+	}
+	delete(sh.m, victim)
+	sh.evictions.Add(1)
+}
+
+// InvalidateKey drops the entry of one key hash.
+func (c *Cache) InvalidateKey(sum *[32]byte) {
+	sh := c.shard(sum)
+	sh.mu.Lock()
+	c.gen.Add(1)
+	if _, ok := sh.m[*sum]; ok {
+		delete(sh.m, *sum)
+		c.invalidations.Add(1)
+	}
+	sh.mu.Unlock()
+}
+
+// InvalidateVendor drops every key of a vendor (status or services changed).
+// It walks the whole cache: rare, and cheaper than an index on every Put.
+func (c *Cache) InvalidateVendor(vendorID string) {
+	c.gen.Add(1)
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.m {
+			if e.id != nil && e.id.VendorID == vendorID {
+				delete(sh.m, k)
+				c.invalidations.Add(1)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// Purge drops everything, for when invalidations may have been missed (the
+// subscription was re-established).
+func (c *Cache) Purge() {
+	c.gen.Add(1)
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		n := len(sh.m)
+		clear(sh.m)
+		sh.mu.Unlock()
+		c.invalidations.Add(uint64(n))
+	}
+}
+
+// Stats are the cache's counters since start, for metrics.
+type Stats struct {
+	Hits, Misses, Evictions, Invalidations uint64
+	Entries                                int
+}
+
+// Stats sums the shards' counters.
+func (c *Cache) Stats() Stats {
+	var s Stats
+	for i := range c.shards {
+		sh := &c.shards[i]
+		s.Hits += sh.hits.Load()
+		s.Misses += sh.misses.Load()
+		s.Evictions += sh.evictions.Load()
+		sh.mu.RLock()
+		s.Entries += len(sh.m)
+		sh.mu.RUnlock()
+	}
+	s.Invalidations = c.invalidations.Load()
+	return s
+}

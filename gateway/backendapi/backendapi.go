@@ -1,0 +1,144 @@
+// Package backendapi calls the backend's internal key lookup, behind its own
+// circuit breaker so that a dead backend costs a failed lookup no timeout.
+package backendapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/shared/wire"
+)
+
+// ErrUnavailable means the lookup could not be made: backend refused, timed
+// out, answered an unexpected status, or the breaker is open.
+var ErrUnavailable = errors.New("key lookup unavailable")
+
+// BreakerName is the name of the lookup breaker in metrics.
+const BreakerName = "key_lookup"
+
+// Options configures a Client.
+type Options struct {
+	// Backends are base URLs (http://host:port); lookups rotate over them.
+	Backends []string
+	// InternalToken is sent as X-Internal-Token.
+	InternalToken string
+	// Timeout bounds one lookup. Default 2s.
+	Timeout time.Duration
+	// MaxConns bounds connections per backend. Default 64.
+	MaxConns int
+	// BreakerOpenFor is how long the breaker stays open. Default 5s.
+	BreakerOpenFor time.Duration
+	// BreakerFailures is how many consecutive failures open it. Default 5.
+	BreakerFailures int
+	// OnStateChange is told of breaker transitions; it runs under the
+	// breaker's lock.
+	OnStateChange func(name string, from, to gobreaker.State)
+}
+
+// Client looks keys up.
+type Client struct {
+	hosts   []*fasthttp.HostClient
+	next    atomic.Uint32
+	token   string
+	timeout time.Duration
+	cb      *gobreaker.CircuitBreaker[*wire.KeyResolution]
+}
+
+// New returns a Client.
+func New(o Options) (*Client, error) {
+	if len(o.Backends) == 0 {
+		return nil, errors.New("backendapi: no backend")
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 2 * time.Second
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 64
+	}
+	if o.BreakerOpenFor <= 0 {
+		o.BreakerOpenFor = 5 * time.Second
+	}
+	if o.BreakerFailures <= 0 {
+		o.BreakerFailures = 5
+	}
+	c := &Client{token: o.InternalToken, timeout: o.Timeout}
+	for _, b := range o.Backends {
+		u, err := url.Parse(b)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("backendapi: backend %q is not a URL", b)
+		}
+		c.hosts = append(c.hosts, &fasthttp.HostClient{
+			Addr:                      u.Host,
+			IsTLS:                     u.Scheme == "https",
+			MaxConns:                  o.MaxConns,
+			MaxIdemponentCallAttempts: 1,
+			NoDefaultUserAgentHeader:  true,
+			ReadTimeout:               o.Timeout,
+			WriteTimeout:              o.Timeout,
+			MaxResponseBodySize:       1 << 20,
+		})
+	}
+	failures := uint32(o.BreakerFailures)
+	c.cb = gobreaker.NewCircuitBreaker[*wire.KeyResolution](gobreaker.Settings{
+		Name:          BreakerName,
+		MaxRequests:   1,
+		Timeout:       o.BreakerOpenFor,
+		ReadyToTrip:   func(cn gobreaker.Counts) bool { return cn.ConsecutiveFailures >= failures },
+		OnStateChange: o.OnStateChange,
+	})
+	return c, nil
+}
+
+// State is the breaker's state (and moves open to half-open when due).
+func (c *Client) State() gobreaker.State { return c.cb.State() }
+
+// Lookup resolves a key hash. nil, nil: no key has that hash.
+func (c *Client) Lookup(keyHash string) (*wire.KeyResolution, error) {
+	res, err := c.cb.Execute(func() (*wire.KeyResolution, error) { return c.do(keyHash) })
+	if err != nil {
+		if errors.Is(err, ErrUnavailable) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return res, nil
+}
+
+func (c *Client) do(keyHash string) (*wire.KeyResolution, error) {
+	hc := c.hosts[int(c.next.Add(1))%len(c.hosts)]
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	scheme := "http://"
+	if hc.IsTLS {
+		scheme = "https://"
+	}
+	req.SetRequestURI(scheme + hc.Addr + wire.KeyLookupPath + keyHash)
+	req.Header.Set(wire.HeaderInternalToken, c.token)
+	req.Header.Set(fasthttp.HeaderAccept, "application/json")
+	if err := hc.DoTimeout(req, resp, c.timeout); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	switch resp.StatusCode() {
+	case fasthttp.StatusOK:
+		var kr wire.KeyResolution
+		if err := json.Unmarshal(resp.Body(), &kr); err != nil {
+			return nil, fmt.Errorf("%w: key lookup answer: %w", ErrUnavailable, err)
+		}
+		if kr.KeyID == "" || kr.VendorID == "" {
+			return nil, fmt.Errorf("%w: key lookup answer without key or vendor id", ErrUnavailable)
+		}
+		return &kr, nil
+	case fasthttp.StatusNotFound:
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("%w: key lookup answered %d", ErrUnavailable, resp.StatusCode())
+	}
+}

@@ -1,0 +1,331 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/gateway/auth"
+	"vendorgate/gateway/clientip"
+	"vendorgate/gateway/limit"
+	"vendorgate/gateway/proxy"
+	"vendorgate/gateway/respond"
+	"vendorgate/shared/apierr"
+	"vendorgate/shared/wire"
+)
+
+// The gateway's own refusals, encoded once (respond.Writer).
+var (
+	errNotFound         = &apierr.Error{Code: apierr.NotFound, Message: "no such path"}
+	errMethodNotAllowed = &apierr.Error{Code: apierr.MethodNotAllowed, Message: "method not allowed on this path"}
+	errInvalidKey       = &apierr.Error{Code: apierr.InvalidAPIKey, Message: "missing, malformed, unknown or revoked API key"}
+	errKeyExpired       = &apierr.Error{Code: apierr.APIKeyExpired, Message: "the API key has expired"}
+	errNotApproved      = &apierr.Error{Code: apierr.AccountNotApproved, Message: "the account is not approved yet"}
+	errSuspended        = &apierr.Error{Code: apierr.AccountSuspended, Message: "the account is suspended: results can be read, new orders are refused"}
+	errRateLimited      = &apierr.Error{Code: apierr.RateLimited, Message: "rate limit exceeded; see Retry-After"}
+	errThrottled        = &apierr.Error{Code: apierr.RateLimited, Message: "too many failed API keys; see Retry-After"}
+	errBodyTooLarge     = &apierr.Error{Code: apierr.PayloadTooLarge, Message: "the request body is too large"}
+	errHeaderTooLarge   = &apierr.Error{Code: apierr.RequestFailed, Message: "the request headers are too large", HTTPStatus: fasthttp.StatusRequestHeaderFieldsTooLarge}
+	errMalformed        = &apierr.Error{Code: apierr.ValidationError, Message: "malformed HTTP request"}
+)
+
+func cannedErrors() []*apierr.Error {
+	return []*apierr.Error{errNotFound, errMethodNotAllowed, errInvalidKey, errKeyExpired, errNotApproved,
+		errSuspended, errRateLimited, errThrottled, errBodyTooLarge, errHeaderTooLarge, errMalformed}
+}
+
+// exchange is what one request collects on its way through, for its
+// answer's headers, its metrics and its access log line.
+type exchange struct {
+	start    time.Time
+	route    int
+	client   netip.Addr
+	vendorID string
+	keyID    string
+	ridLen   int
+	rid      [64]byte
+	// rate limit state for the RateLimit headers
+	limits   *classLimits
+	checks   limit.Checks
+	decision limit.Decision
+	hasLimit bool
+}
+
+func (ex *exchange) requestID() []byte { return ex.rid[:ex.ridLen] }
+
+// serve is the public handler: the router inside a panic guard.
+func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
+	defer g.recoverPanic(ctx)
+	g.router.Handler(ctx)
+}
+
+// serveVendor is one request to a known route, DESIGN.md's steps in order.
+// Step 1 (route) happened in the router.
+func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
+	ex := exchange{start: time.Now(), route: rt.index}
+	sn := g.snap.Load()
+	g.setRequestID(ctx, &ex)
+	ex.client = sn.clientIP.Client(ctx)
+	id, err := g.authenticate(ctx, sn, &ex) // steps 2-4: key format, resolve, failed-key throttle
+	if err == nil {
+		err = g.admit(sn, id, rt, &ex) // steps 5-6: account state, then exact limits; fails closed
+	}
+	if err == nil {
+		err = g.forward(ctx, id, &ex) // step 7: proxy
+	}
+	if err != nil {
+		g.fail(ctx, err, &ex) // step 8: every refusal leaves through one envelope
+	}
+	g.finish(ctx, &ex) // step 8: no-store, X-Request-Id, RateLimit headers, metrics, log
+}
+
+// serveRefusal answers a request the router refused (404, 405).
+func (g *Gateway) serveRefusal(ctx *fasthttp.RequestCtx, e *apierr.Error) {
+	ex := exchange{start: time.Now(), route: routeUnmatched}
+	g.setRequestID(ctx, &ex)
+	ex.client = g.snap.Load().clientIP.Client(ctx)
+	g.respond.Write(ctx, e, 0)
+	g.finish(ctx, &ex)
+}
+
+// serverError answers what fasthttp refused before routing: a body over
+// the limit (413), headers over the buffer (431), a malformed request (400).
+func (g *Gateway) serverError(ctx *fasthttp.RequestCtx, err error) {
+	ex := exchange{start: time.Now(), route: routeUnmatched}
+	g.setRequestID(ctx, &ex)
+	ex.client = clientip.Peer(ctx)
+	var small *fasthttp.ErrSmallBuffer
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		g.respond.Write(ctx, errBodyTooLarge, 0)
+	case errors.As(err, &small):
+		g.respond.Write(ctx, errHeaderTooLarge, 0)
+	default:
+		g.respond.Write(ctx, errMalformed, 0)
+	}
+	g.finish(ctx, &ex)
+}
+
+// recoverPanic is the last guard: a panic answers 500 internal_error.
+func (g *Gateway) recoverPanic(ctx *fasthttp.RequestCtx) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	g.log.Error("panic serving request", "panic", p, "stack", string(debug.Stack()))
+	ex := exchange{start: time.Now(), route: routeUnmatched}
+	ctx.Response.Reset()
+	g.setRequestID(ctx, &ex)
+	g.respond.Write(ctx, respond.Internal(), 0)
+	g.finish(ctx, &ex)
+}
+
+// authenticate is steps 2-4: X-API-Key's format and prefix, its resolution,
+// and on failure the failed-key throttle (429 instead of 401 past it).
+func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *exchange) (*auth.Identity, error) {
+	raw := ctx.Request.Header.Peek(wire.HeaderAPIKey)
+	var sum [32]byte
+	if len(raw) > 0 {
+		sum = auth.Sum(raw)
+	}
+	id, err := g.auth.Authenticate(raw, &sum)
+	if id != nil {
+		ex.vendorID, ex.keyID = id.VendorID, id.KeyID // ids, never the key
+	}
+	if err == nil {
+		return id, nil
+	}
+	var reason string
+	refusal := errInvalidKey
+	switch {
+	case errors.Is(err, auth.ErrMissingKey):
+		reason = "missing"
+	case errors.Is(err, auth.ErrMalformed):
+		reason = "malformed"
+	case errors.Is(err, auth.ErrForeignKey):
+		reason = "foreign_prefix"
+	case errors.Is(err, auth.ErrUnknownKey):
+		reason = "unknown"
+	case errors.Is(err, auth.ErrRevoked):
+		reason = "revoked"
+	case errors.Is(err, auth.ErrKeyExpired):
+		reason, refusal = "expired", errKeyExpired
+	default:
+		return nil, err // the lookup failed: 503, not the key's fault
+	}
+	g.metrics.AuthFailures.WithLabelValues(reason).Inc()
+	var keySum *[32]byte
+	if len(raw) > 0 {
+		keySum = &sum
+	}
+	if g.redisLim != nil && g.redisLim.State() == gobreaker.StateOpen {
+		return nil, refusal // Redis is down: cannot count, the 401 stands
+	}
+	v, terr := g.throttle.Fail(ex.client, keySum, sn.settings.FailedKeys)
+	if terr != nil {
+		g.log.Warn("failed-key throttle unavailable", "err", terr)
+		return nil, refusal
+	}
+	if v.Over {
+		return nil, &respond.Refusal{Err: errThrottled, RetryAfter: v.RetryAfter}
+	}
+	return nil, refusal
+}
+
+// admit is steps 5-6: the account's state, then the exact limits.
+func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange) error {
+	switch id.Status {
+	case wire.VendorApproved:
+	case wire.VendorSuspended:
+		if rt.placesOrder {
+			return errSuspended
+		}
+	default:
+		return errNotApproved
+	}
+	cs, cl := sn.limits(id, rt.class)
+	d, err := g.limiter.Allow(cs)
+	if err != nil {
+		for i := 0; i < cs.N; i++ {
+			g.metrics.LimiterDecisions.WithLabelValues(cs.C[i].Rate.Name, "unavailable").Inc()
+		}
+		return err
+	}
+	ex.limits, ex.checks, ex.decision, ex.hasLimit = cl, cs, d, true
+	for i := 0; i < cs.N; i++ {
+		r := d.Results[i]
+		outcome := "allowed"
+		switch {
+		case !r.Known:
+			outcome = "limited"
+		case r.Allowed:
+		case cs.C[i].Rate.Shadow:
+			outcome = "shadow_limited"
+			g.log.Warn("shadow limit would refuse", "limit", cs.C[i].Rate.Name, "vendor_id", id.VendorID, "key_id", id.KeyID)
+		default:
+			outcome = "limited"
+		}
+		g.metrics.LimiterDecisions.WithLabelValues(cs.C[i].Rate.Name, outcome).Inc()
+	}
+	if !d.Allowed {
+		return &respond.Refusal{Err: errRateLimited, RetryAfter: d.RetryAfter}
+	}
+	return nil
+}
+
+// forward is step 7.
+func (g *Gateway) forward(ctx *fasthttp.RequestCtx, id *auth.Identity, ex *exchange) error {
+	var ip [48]byte
+	pid := proxy.Identity{VendorID: id.VendorID, KeyID: id.KeyID, Environment: id.Environment,
+		RequestID: ex.requestID(), ClientIP: ex.client.AppendTo(ip[:0])}
+	return g.proxy.Forward(ctx, &pid)
+}
+
+// fail writes err's envelope; an unexpected error is logged, never shown.
+func (g *Gateway) fail(ctx *fasthttp.RequestCtx, err error, ex *exchange) {
+	var ae *apierr.Error
+	var ref *respond.Refusal
+	if !errors.As(err, &ae) && !errors.As(err, &ref) {
+		g.log.Warn("request failed", "request_id", string(ex.requestID()), "err", err)
+	}
+	if g.respond.Error(ctx, err) {
+		g.log.Error("unexpected error", "request_id", string(ex.requestID()), "err", err)
+	}
+}
+
+// finish is the end of every answer: the common headers, the RateLimit
+// headers, metrics and the access log line.
+func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
+	if ex.hasLimit {
+		setRateLimitHeaders(ctx, ex)
+	}
+	respond.Common(ctx, ex.requestID())
+	status := ctx.Response.StatusCode()
+	g.metrics.Request(ex.route, ctx.Method(), status)
+	d := time.Since(ex.start)
+	g.metrics.RequestDuration.WithLabelValues(routeLabelOf(ex.route)).Observe(d.Seconds())
+	if g.accessLog {
+		g.log.LogAttrs(context.Background(), slog.LevelInfo, "request",
+			slog.String("request_id", string(ex.requestID())),
+			slog.String("route", routeLabelOf(ex.route)),
+			slog.String("method", string(ctx.Method())),
+			slog.Int("status", status),
+			slog.Duration("duration", d),
+			slog.String("vendor_id", ex.vendorID),
+			slog.String("key_id", ex.keyID),
+			slog.String("client", ex.client.String()))
+	}
+}
+
+func routeLabelOf(i int) string {
+	if i < len(routes) {
+		return routes[i].pattern
+	}
+	return "unmatched"
+}
+
+// setRateLimitHeaders writes the IETF draft's RateLimit-Policy and
+// RateLimit fields for the enforced limits of the request: r is the
+// remaining quota, t the seconds until the bucket is whole again.
+func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
+	if len(ex.limits.policy) == 0 {
+		return
+	}
+	ctx.Response.Header.SetBytesV("RateLimit-Policy", ex.limits.policy)
+	var buf [128]byte
+	b := buf[:0]
+	for i := 0; i < ex.checks.N; i++ {
+		rt := ex.checks.C[i].Rate
+		res := ex.decision.Results[i]
+		if rt.Shadow || !res.Known {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, '"')
+		b = append(b, rt.Name...)
+		b = append(b, `";r=`...)
+		rem := res.Remaining
+		if !res.Allowed {
+			rem = 0
+		}
+		b = strconv.AppendInt(b, int64(rem), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, int64((res.ResetAfter+time.Second-1)/time.Second), 10)
+	}
+	if len(b) > 0 {
+		ctx.Response.Header.SetBytesV("RateLimit", b)
+	}
+}
+
+// setRequestID keeps the client's X-Request-Id when it is sane (1-64
+// characters of letters, digits and -_.:), else makes one.
+func (g *Gateway) setRequestID(ctx *fasthttp.RequestCtx, ex *exchange) {
+	if v := ctx.Request.Header.Peek(wire.HeaderRequestID); saneRequestID(v) {
+		ex.ridLen = copy(ex.rid[:], v)
+		return
+	}
+	n := copy(ex.rid[:], g.ridPrefix[:])
+	b := strconv.AppendUint(ex.rid[n:n], g.ridSeq.Add(1), 16)
+	ex.ridLen = n + len(b)
+}
+
+func saneRequestID(v []byte) bool {
+	if len(v) == 0 || len(v) > 64 {
+		return false
+	}
+	for _, c := range v {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,134 @@
+// Package limit decides whether a request fits its rate limits. Both
+// limiters apply redis_rate's GCRA: *Redis keeps the state in Redis so that
+// every gateway replica shares one budget per vendor, *Local keeps it in
+// process for a single gateway. A refusal is a Decision, not an error;
+// errors are for failures (ErrUnavailable), which the gateway answers with
+// 503: it never fails open.
+package limit
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrUnavailable means the limiter could not decide: Redis refused, timed
+// out or its breaker is open. The caller must refuse the request.
+var ErrUnavailable = errors.New("rate limiter unavailable")
+
+// MaxChecks is how many limits one request can be subject to (the vendor's
+// limit and the optional per-key limit).
+const MaxChecks = 2
+
+// Rate is one limit: Limit requests per Period, with bursts up to Burst
+// (Limit when zero). Shadow limits are counted and reported but never
+// refuse. Name is the policy name in the RateLimit headers.
+type Rate struct {
+	Name   string
+	Limit  int
+	Burst  int
+	Period time.Duration
+	Shadow bool
+}
+
+// burst is the effective burst: Limit when Burst is not set.
+func (r Rate) burst() int {
+	if r.Burst > 0 {
+		return r.Burst
+	}
+	return r.Limit
+}
+
+// Quota is the policy's quota in the RateLimit headers: the burst.
+func (r Rate) Quota() int { return r.burst() }
+
+// valid reports whether r can ever allow a request; redis_rate denies every
+// call with a zero burst and errors on a zero limit.
+func (r Rate) valid() bool { return r.Limit > 0 && r.Period > 0 }
+
+// Check is one limit applied to one bucket. Key names the bucket; keys of
+// one request share a Redis Cluster hash tag ("vg:{v:<vendor>}:...").
+type Check struct {
+	Key  string
+	Rate Rate
+}
+
+// Checks are the limits of one request, passed by value so that a call
+// through an interface does not allocate.
+type Checks struct {
+	N int
+	C [MaxChecks]Check
+}
+
+// Add appends c; it ignores checks past MaxChecks and rates that are not set.
+func (cs *Checks) Add(c Check) {
+	if cs.N < MaxChecks && c.Rate.valid() {
+		cs.C[cs.N] = c
+		cs.N++
+	}
+}
+
+// Result is the state of one bucket after a check.
+type Result struct {
+	// Known is false when the limiter did not consult this bucket (a denial
+	// remembered in process answered first).
+	Known   bool
+	Allowed bool
+	// Remaining is how many more requests fit right now.
+	Remaining int
+	// RetryAfter is when the next request fits; 0 when allowed.
+	RetryAfter time.Duration
+	// ResetAfter is when the bucket is whole again.
+	ResetAfter time.Duration
+}
+
+// Decision is the answer for one request. Allowed considers only enforced
+// limits; a shadow limit that would have refused shows in Results and in
+// ShadowDenied.
+type Decision struct {
+	Allowed      bool
+	RetryAfter   time.Duration
+	ShadowDenied bool
+	N            int
+	Results      [MaxChecks]Result
+}
+
+// decide fills Allowed, RetryAfter and ShadowDenied from Results.
+func (d *Decision) decide(cs *Checks) {
+	d.N = cs.N
+	d.Allowed = true
+	for i := 0; i < cs.N; i++ {
+		r := d.Results[i]
+		if !r.Known || r.Allowed {
+			continue
+		}
+		if cs.C[i].Rate.Shadow {
+			d.ShadowDenied = true
+			continue
+		}
+		d.Allowed = false
+		if r.RetryAfter > d.RetryAfter {
+			d.RetryAfter = r.RetryAfter
+		}
+	}
+}
+
+// gcra is redis_rate's GCRA step in nanoseconds: given the stored
+// theoretical arrival time tat (0 when none) it returns the result and the
+// new tat to store when allowed.
+func gcra(now, tat int64, r Rate) (Result, int64) {
+	emission := int64(r.Period) / int64(r.Limit)
+	if emission <= 0 {
+		emission = 1
+	}
+	burstOffset := emission * int64(r.burst())
+	if tat < now {
+		tat = now
+	}
+	newTAT := tat + emission
+	allowAt := newTAT - burstOffset
+	diff := now - allowAt
+	if diff < 0 {
+		return Result{Known: true, Allowed: false, RetryAfter: time.Duration(-diff), ResetAfter: time.Duration(tat - now)}, tat
+	}
+	return Result{Known: true, Allowed: true, Remaining: int(diff / emission), ResetAfter: time.Duration(newTAT - now)}, newTAT
+}

@@ -1,0 +1,124 @@
+package limit
+
+import (
+	"hash/maphash"
+	"sync"
+	"time"
+)
+
+// localShards spreads buckets over locks so that vendors do not contend.
+const localShards = 64
+
+// Local is an in-process GCRA limiter with redis_rate's semantics, for a
+// single gateway instance (no Redis configured). It never fails.
+type Local struct {
+	now    func() time.Time
+	seed   maphash.Seed
+	shards [localShards]localShard
+}
+
+type localShard struct {
+	mu     sync.Mutex
+	tat    map[string]int64 // bucket → theoretical arrival time (unix ns)
+	writes int
+}
+
+// LocalOptions configures a Local limiter.
+type LocalOptions struct {
+	// Now is the clock; time.Now when nil. Tests move it forward instead of
+	// sleeping.
+	Now func() time.Time
+}
+
+// NewLocal returns an in-process limiter.
+func NewLocal(o LocalOptions) *Local {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	l := &Local{now: o.Now, seed: maphash.MakeSeed()}
+	for i := range l.shards {
+		l.shards[i].tat = make(map[string]int64)
+	}
+	return l
+}
+
+// Allow checks every limit of cs and charges them only when every enforced
+// limit allows (a shadow limit that refuses is not charged).
+func (l *Local) Allow(cs Checks) (Decision, error) {
+	var d Decision
+	now := l.now().UnixNano()
+	var idx [MaxChecks]int
+	for i := 0; i < cs.N; i++ {
+		idx[i] = int(maphash.String(l.seed, cs.C[i].Key) % localShards)
+	}
+	l.lock(&idx, cs.N)
+	var tats [MaxChecks]int64
+	for i := 0; i < cs.N; i++ {
+		d.Results[i], tats[i] = gcra(now, l.shards[idx[i]].tat[cs.C[i].Key], cs.C[i].Rate)
+	}
+	d.decide(&cs)
+	if d.Allowed {
+		for i := 0; i < cs.N; i++ {
+			if d.Results[i].Allowed {
+				sh := &l.shards[idx[i]]
+				sh.tat[cs.C[i].Key] = tats[i]
+				sh.writes++
+				if sh.writes&1023 == 0 {
+					sh.sweep(now)
+				}
+			}
+		}
+	}
+	l.unlock(&idx, cs.N)
+	return d, nil
+}
+
+// lock takes the shards of the checks in ascending order, each once.
+func (l *Local) lock(idx *[MaxChecks]int, n int) {
+	switch {
+	case n == 1:
+		l.shards[idx[0]].mu.Lock()
+	case n == 2 && idx[0] == idx[1]:
+		l.shards[idx[0]].mu.Lock()
+	case n == 2:
+		a, b := idx[0], idx[1]
+		if a > b {
+			a, b = b, a
+		}
+		l.shards[a].mu.Lock()
+		l.shards[b].mu.Lock()
+	}
+}
+
+func (l *Local) unlock(idx *[MaxChecks]int, n int) {
+	switch {
+	case n == 1:
+		l.shards[idx[0]].mu.Unlock()
+	case n == 2 && idx[0] == idx[1]:
+		l.shards[idx[0]].mu.Unlock()
+	case n == 2:
+		l.shards[idx[0]].mu.Unlock()
+		l.shards[idx[1]].mu.Unlock()
+	}
+}
+
+// sweep drops buckets whose tat has passed: they are whole again, exactly
+// as if absent, so memory stays bounded by the active vendors.
+func (s *localShard) sweep(now int64) {
+	for k, tat := range s.tat {
+		if tat <= now {
+			delete(s.tat, k)
+		}
+	}
+}
+
+// Len is the number of buckets held, for tests.
+func (l *Local) Len() int {
+	n := 0
+	for i := range l.shards {
+		l.shards[i].mu.Lock()
+		n += len(l.shards[i].tat)
+		l.shards[i].mu.Unlock()
+	}
+	return n
+}

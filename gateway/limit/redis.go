@@ -1,0 +1,279 @@
+package limit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
+)
+
+// keyPrefix is redis_rate's key prefix; the multi-key script uses it too so
+// that a bucket is the same Redis key whichever path checked it.
+const keyPrefix = "rate:"
+
+// RedisOptions configures a Redis limiter.
+type RedisOptions struct {
+	// Client is a plain, Sentinel or Cluster client. It should have
+	// MaxRetries -1: a retried EVALSHA can charge a bucket twice.
+	Client redis.UniversalClient
+	// Timeout bounds one call. Default 50ms: past it the request fails
+	// closed instead of queueing behind a sick Redis.
+	Timeout time.Duration
+	// BreakerOpenFor is how long the breaker stays open before it lets one
+	// probe through. Default 2s.
+	BreakerOpenFor time.Duration
+	// BreakerFailures is how many consecutive failures open it. Default 3.
+	BreakerFailures int
+	// OnStateChange is told of every breaker transition (metrics, logs). It
+	// runs under the breaker's lock: it must not call back into the breaker.
+	OnStateChange func(name string, from, to gobreaker.State)
+	// ObserveCall is told the duration and error of every Redis call.
+	ObserveCall func(d time.Duration, err error)
+	// Now is the clock of the in-process denial memory; time.Now when nil.
+	Now func() time.Time
+}
+
+// BreakerName is the name of the limiter's breaker in metrics.
+const BreakerName = "redis"
+
+// Redis is the shared limiter: GCRA in Redis through redis_rate (one limit)
+// or one script applying the same GCRA to every limit of a request, one
+// round trip either way. A denial is remembered in process until its
+// RetryAfter, so a vendor known to be over its limit costs no Redis call.
+type Redis struct {
+	rl      *redis_rate.Limiter
+	client  redis.UniversalClient
+	timeout time.Duration
+	cb      *gobreaker.CircuitBreaker[Decision]
+	observe func(time.Duration, error)
+	now     func() time.Time
+	seed    maphash.Seed
+	denied  [localShards]deniedShard
+}
+
+type deniedShard struct {
+	mu sync.RWMutex
+	m  map[string]denial
+}
+
+type denial struct{ until, reset int64 } // unix ns
+
+// NewRedis returns a Redis limiter behind its own breaker.
+func NewRedis(o RedisOptions) (*Redis, error) {
+	if o.Client == nil {
+		return nil, errors.New("limit: redis client required")
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 50 * time.Millisecond
+	}
+	if o.BreakerOpenFor <= 0 {
+		o.BreakerOpenFor = 2 * time.Second
+	}
+	if o.BreakerFailures <= 0 {
+		o.BreakerFailures = 3
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.ObserveCall == nil {
+		o.ObserveCall = func(time.Duration, error) {}
+	}
+	failures := uint32(o.BreakerFailures)
+	r := &Redis{
+		rl:      redis_rate.NewLimiter(o.Client),
+		client:  o.Client,
+		timeout: o.Timeout,
+		observe: o.ObserveCall,
+		now:     o.Now,
+		seed:    maphash.MakeSeed(),
+	}
+	r.cb = gobreaker.NewCircuitBreaker[Decision](gobreaker.Settings{
+		Name:          BreakerName,
+		MaxRequests:   1,
+		Timeout:       o.BreakerOpenFor,
+		ReadyToTrip:   func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
+		OnStateChange: o.OnStateChange,
+	})
+	for i := range r.denied {
+		r.denied[i].m = make(map[string]denial)
+	}
+	return r, nil
+}
+
+// State is the breaker's state; reading it also moves an open breaker whose
+// time is up to half-open.
+func (r *Redis) State() gobreaker.State { return r.cb.State() }
+
+// Allow checks cs in Redis. Redis down, slow past Timeout, or the breaker
+// open: ErrUnavailable, never an allowed Decision.
+func (r *Redis) Allow(cs Checks) (Decision, error) {
+	if cs.N == 0 {
+		return Decision{Allowed: true}, nil
+	}
+	now := r.now().UnixNano()
+	for i := 0; i < cs.N; i++ {
+		if cs.C[i].Rate.Shadow {
+			continue
+		}
+		if dn, ok := r.deniedUntil(cs.C[i].Key, now); ok {
+			var d Decision
+			d.Results[i] = Result{Known: true, RetryAfter: time.Duration(dn.until - now), ResetAfter: time.Duration(dn.reset - now)}
+			d.decide(&cs)
+			return d, nil
+		}
+	}
+	d, err := r.cb.Execute(func() (Decision, error) { return r.call(&cs) })
+	if err != nil {
+		if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+			return Decision{}, fmt.Errorf("%w: breaker %s", ErrUnavailable, err)
+		}
+		return Decision{}, err
+	}
+	if !d.Allowed {
+		for i := 0; i < cs.N; i++ {
+			if res := d.Results[i]; !res.Allowed && !cs.C[i].Rate.Shadow && res.RetryAfter > 0 {
+				r.remember(cs.C[i].Key, denial{until: now + int64(res.RetryAfter), reset: now + int64(res.ResetAfter)})
+			}
+		}
+	}
+	return d, nil
+}
+
+// call makes the one round trip of a decision.
+func (r *Redis) call(cs *Checks) (Decision, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	start := time.Now()
+	var d Decision
+	var err error
+	if cs.N == 1 {
+		d, err = r.allowOne(ctx, cs)
+	} else {
+		d, err = r.allowAll(ctx, cs)
+	}
+	r.observe(time.Since(start), err)
+	if err != nil {
+		return Decision{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	d.decide(cs)
+	return d, nil
+}
+
+// allowOne is redis_rate's AllowN for a request under one limit.
+func (r *Redis) allowOne(ctx context.Context, cs *Checks) (Decision, error) {
+	c := cs.C[0]
+	res, err := r.rl.AllowN(ctx, c.Key, redis_rate.Limit{Rate: c.Rate.Limit, Burst: c.Rate.burst(), Period: c.Rate.Period}, 1)
+	if err != nil {
+		return Decision{}, err
+	}
+	var d Decision
+	d.Results[0] = Result{Known: true, Allowed: res.Allowed > 0, ResetAfter: res.ResetAfter}
+	if res.Allowed > 0 {
+		// redis_rate's Remaining truncates a float and under-reports by
+		// one; ResetAfter gives the exact figure.
+		d.Results[0].Remaining = remaining(c.Rate, res.ResetAfter)
+	} else {
+		d.Results[0].RetryAfter = res.RetryAfter
+	}
+	return d, nil
+}
+
+// remaining is how many requests fit when the bucket is whole again after
+// resetAfter.
+func remaining(rt Rate, resetAfter time.Duration) int {
+	emission := float64(rt.Period) / float64(rt.Limit)
+	n := (emission*float64(rt.burst()) - float64(resetAfter)) / emission
+	if n < 0 {
+		return 0
+	}
+	return int(math.Floor(n + 1e-6))
+}
+
+// allowAll runs the multi-limit script.
+func (r *Redis) allowAll(ctx context.Context, cs *Checks) (Decision, error) {
+	keys := make([]string, cs.N)
+	args := make([]any, 0, 4*cs.N)
+	for i := 0; i < cs.N; i++ {
+		c := cs.C[i]
+		keys[i] = keyPrefix + c.Key
+		shadow := "0"
+		if c.Rate.Shadow {
+			shadow = "1"
+		}
+		args = append(args, c.Rate.burst(), c.Rate.Limit, c.Rate.Period.Seconds(), shadow)
+	}
+	v, err := allowAll.Run(ctx, r.client, keys, args...).Slice()
+	if err != nil {
+		return Decision{}, err
+	}
+	if len(v) != 4*cs.N {
+		return Decision{}, fmt.Errorf("limit script answered %d values for %d keys", len(v), cs.N)
+	}
+	var d Decision
+	for i := 0; i < cs.N; i++ {
+		allowed, _ := v[4*i].(int64)
+		rem, _ := v[4*i+1].(int64)
+		retry, err1 := seconds(v[4*i+2])
+		reset, err2 := seconds(v[4*i+3])
+		if err := errors.Join(err1, err2); err != nil {
+			return Decision{}, err
+		}
+		d.Results[i] = Result{Known: true, Allowed: allowed == 1, Remaining: int(rem), ResetAfter: reset}
+		if allowed != 1 {
+			d.Results[i].RetryAfter = retry
+		}
+	}
+	return d, nil
+}
+
+func seconds(v any) (time.Duration, error) {
+	s, ok := v.(string)
+	if !ok {
+		return 0, fmt.Errorf("limit script: %T is not a string", v)
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("limit script: %w", err)
+	}
+	if f < 0 {
+		return 0, nil
+	}
+	return time.Duration(f * float64(time.Second)), nil
+}
+
+func (r *Redis) shard(key string) *deniedShard {
+	return &r.denied[maphash.String(r.seed, key)%localShards]
+}
+
+func (r *Redis) deniedUntil(key string, now int64) (denial, bool) {
+	sh := r.shard(key)
+	sh.mu.RLock()
+	dn, ok := sh.m[key]
+	sh.mu.RUnlock()
+	if !ok || dn.until <= now {
+		return denial{}, false
+	}
+	return dn, true
+}
+
+func (r *Redis) remember(key string, dn denial) {
+	sh := r.shard(key)
+	sh.mu.Lock()
+	if len(sh.m) >= 1024 { // bounded: drop the denials that have ended
+		for k, v := range sh.m {
+			if v.until <= dn.until-int64(time.Hour) || v.until <= r.now().UnixNano() {
+				delete(sh.m, k)
+			}
+		}
+	}
+	sh.m[key] = dn
+	sh.mu.Unlock()
+}

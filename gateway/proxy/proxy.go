@@ -1,0 +1,289 @@
+// Package proxy forwards an admitted request to a backend: a bounded
+// fasthttp HostClient per backend, each behind its own gobreaker breaker; a
+// backend whose breaker is open is skipped while another is healthy. The
+// gateway's identity headers replace any copy the client sent, hop-by-hop
+// headers are stripped both ways, response bodies stream (report PDFs), and
+// a backend error that is not the API's envelope is wrapped in it.
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/shared/apierr"
+	"vendorgate/shared/wire"
+)
+
+// Outcomes callers map to answers.
+var (
+	// ErrUnavailable: the backend refused the connection, failed, or every
+	// backend's breaker is open (503 request_failed).
+	ErrUnavailable = errors.New("backend unavailable")
+	// ErrTimeout: the backend did not answer in time (504 request_failed).
+	ErrTimeout = errors.New("backend timed out")
+)
+
+// Options configures a Proxy.
+type Options struct {
+	// Backends are base URLs (http://host:port).
+	Backends []string
+	// InternalToken is sent as X-Internal-Token on every call.
+	InternalToken string
+	// Timeout bounds one call, headers and body. Default 10s.
+	Timeout time.Duration
+	// MaxConns bounds the connections to each backend; past it a request
+	// waits up to MaxConnWait. Default 512.
+	MaxConns int
+	// MaxConnWait is how long a request waits for a free connection.
+	// Default 100ms: a full pool is overload, answered 503 quickly.
+	MaxConnWait time.Duration
+	// BreakerOpenFor is how long a breaker stays open. Default 5s.
+	BreakerOpenFor time.Duration
+	// BreakerFailures is how many consecutive failures open it. Default 5.
+	BreakerFailures int
+	// OnStateChange is told of breaker transitions (under the breaker lock).
+	OnStateChange func(name string, from, to gobreaker.State)
+	// ObserveUpstream is told each call's backend index and duration.
+	ObserveUpstream func(backend int, d time.Duration)
+}
+
+// Identity is what the gateway asserts to the backend about a request.
+type Identity struct {
+	VendorID    string
+	KeyID       string
+	Environment string
+	RequestID   []byte
+	ClientIP    []byte
+}
+
+// Proxy forwards requests.
+type Proxy struct {
+	backends []*backend
+	next     atomic.Uint32
+	token    string
+	timeout  time.Duration
+	observe  func(int, time.Duration)
+}
+
+type backend struct {
+	name string
+	hc   *fasthttp.HostClient
+	cb   *gobreaker.CircuitBreaker[struct{}]
+}
+
+// New returns a Proxy.
+func New(o Options) (*Proxy, error) {
+	if len(o.Backends) == 0 {
+		return nil, errors.New("proxy: no backend")
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 512
+	}
+	if o.MaxConnWait <= 0 {
+		o.MaxConnWait = 100 * time.Millisecond
+	}
+	if o.BreakerOpenFor <= 0 {
+		o.BreakerOpenFor = 5 * time.Second
+	}
+	if o.BreakerFailures <= 0 {
+		o.BreakerFailures = 5
+	}
+	if o.ObserveUpstream == nil {
+		o.ObserveUpstream = func(int, time.Duration) {}
+	}
+	p := &Proxy{token: o.InternalToken, timeout: o.Timeout, observe: o.ObserveUpstream}
+	failures := uint32(o.BreakerFailures)
+	for _, b := range o.Backends {
+		u, err := url.Parse(b)
+		if err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https" {
+			return nil, fmt.Errorf("proxy: backend %q is not an http URL", b)
+		}
+		p.backends = append(p.backends, &backend{
+			name: u.Host,
+			hc: &fasthttp.HostClient{
+				Addr:                          u.Host,
+				IsTLS:                         u.Scheme == "https",
+				MaxConns:                      o.MaxConns,
+				MaxConnWaitTimeout:            o.MaxConnWait,
+				MaxIdemponentCallAttempts:     1, // the breaker decides, never a silent retry
+				NoDefaultUserAgentHeader:      true,
+				DisableHeaderNamesNormalizing: false,
+				DisablePathNormalizing:        true,
+				StreamResponseBody:            true,
+				ReadTimeout:                   o.Timeout,
+				WriteTimeout:                  o.Timeout,
+				MaxIdleConnDuration:           30 * time.Second,
+			},
+			cb: gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+				Name:          "backend:" + u.Host,
+				MaxRequests:   1,
+				Timeout:       o.BreakerOpenFor,
+				ReadyToTrip:   func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
+				OnStateChange: o.OnStateChange,
+			}),
+		})
+	}
+	return p, nil
+}
+
+// Breakers lists each backend's breaker name and current state (reading
+// the state moves an open breaker whose time is up to half-open).
+func (p *Proxy) Breakers(fn func(name string, s gobreaker.State)) {
+	for _, b := range p.backends {
+		fn(b.cb.Name(), b.cb.State())
+	}
+}
+
+// BackendNames are the backends' names in Options order (metric labels).
+func (p *Proxy) BackendNames() []string {
+	out := make([]string, len(p.backends))
+	for i, b := range p.backends {
+		out[i] = b.name
+	}
+	return out
+}
+
+// Close closes idle connections.
+func (p *Proxy) Close() {
+	for _, b := range p.backends {
+		b.hc.CloseIdleConnections()
+	}
+}
+
+// pick returns the next backend in turn whose breaker is not open; when all
+// are open, the next in turn (its breaker answers ErrOpenState at once).
+func (p *Proxy) pick() (int, *backend) {
+	n := len(p.backends)
+	start := int(p.next.Add(1) % uint32(n))
+	for i := 0; i < n; i++ {
+		j := (start + i) % n
+		if p.backends[j].cb.State() != gobreaker.StateOpen {
+			return j, p.backends[j]
+		}
+	}
+	return start, p.backends[start]
+}
+
+// Forward sends ctx's request to a backend and leaves the answer in
+// ctx.Response (the body still streaming from the backend). An error means
+// nothing usable came back; an *apierr.Error is a backend error answer that
+// was not in the envelope's shape and must be written instead.
+func (p *Proxy) Forward(ctx *fasthttp.RequestCtx, id *Identity) error {
+	req := &ctx.Request
+	closeAfter := req.Header.ConnectionClose()
+	prepareRequest(&req.Header, id, p.token)
+	i, b := p.pick()
+	start := time.Now()
+	_, err := b.cb.Execute(func() (struct{}, error) {
+		return struct{}{}, b.hc.DoTimeout(req, &ctx.Response, p.timeout)
+	})
+	p.observe(i, time.Since(start))
+	if closeAfter {
+		req.Header.SetConnectionClose()
+	}
+	if err != nil {
+		ctx.Response.Reset()
+		switch {
+		case errors.Is(err, fasthttp.ErrTimeout):
+			return fmt.Errorf("%w: %s: %w", ErrTimeout, b.name, err)
+		default:
+			return fmt.Errorf("%w: %s: %w", ErrUnavailable, b.name, err)
+		}
+	}
+	stripResponse(&ctx.Response.Header)
+	if ctx.Response.StatusCode() >= 400 {
+		return checkEnvelope(&ctx.Response)
+	}
+	return nil
+}
+
+// hopHeaders are removed both ways (RFC 9110 7.6.1 and the de-facto list
+// net/http/httputil keeps).
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// prepareRequest strips hop-by-hop headers (and those named in Connection),
+// removes every header only the gateway may set, the API key itself (the
+// backend trusts the identity headers instead), and sets the identity.
+func prepareRequest(h *fasthttp.RequestHeader, id *Identity, token string) {
+	if c := h.Peek(fasthttp.HeaderConnection); len(c) > 0 {
+		for _, name := range bytes.Split(c, []byte{','}) {
+			if name = bytes.TrimSpace(name); len(name) > 0 {
+				h.DelBytes(name)
+			}
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+	h.ResetConnectionClose()
+	h.Del(wire.HeaderAPIKey)
+	h.Set(wire.HeaderInternalToken, token)
+	h.Set(wire.HeaderVendorID, id.VendorID)
+	h.Set(wire.HeaderKeyID, id.KeyID)
+	h.Set(wire.HeaderEnvironment, id.Environment)
+	h.SetBytesV(wire.HeaderRequestID, id.RequestID)
+	h.SetBytesV(wire.HeaderForwardedFor, id.ClientIP)
+}
+
+// internalResponseHeaders never reach a client.
+var internalResponseHeaders = []string{wire.HeaderInternalToken, wire.HeaderVendorID, wire.HeaderKeyID, wire.HeaderEnvironment}
+
+func stripResponse(h *fasthttp.ResponseHeader) {
+	if c := h.Peek(fasthttp.HeaderConnection); len(c) > 0 {
+		for _, name := range bytes.Split(c, []byte{','}) {
+			if name = bytes.TrimSpace(name); len(name) > 0 && !bytes.EqualFold(name, []byte("close")) && !bytes.EqualFold(name, []byte("keep-alive")) {
+				h.DelBytes(name)
+			}
+		}
+	}
+	for _, name := range hopHeaders {
+		if name == "Transfer-Encoding" || name == "Connection" {
+			continue // fasthttp manages these itself for the client side
+		}
+		h.Del(name)
+	}
+	h.ResetConnectionClose()
+	for _, name := range internalResponseHeaders {
+		h.Del(name)
+	}
+}
+
+// maxErrorBody bounds how much of a backend error body is read to check it.
+const maxErrorBody = 64 << 10
+
+// checkEnvelope reads a backend error body; when it is not the envelope it
+// returns the envelope to write instead, chosen by the backend's status.
+func checkEnvelope(resp *fasthttp.Response) error {
+	body := resp.Body() // reads the stream: error bodies are small
+	if len(body) <= maxErrorBody {
+		if _, ok := apierr.Parse(body); ok {
+			return nil
+		}
+	}
+	status := resp.StatusCode()
+	e := &apierr.Error{Code: apierr.RequestFailed, Message: "the service answered an error", HTTPStatus: status}
+	switch status {
+	case fasthttp.StatusNotFound:
+		e = &apierr.Error{Code: apierr.NotFound, Message: "not found"}
+	case fasthttp.StatusMethodNotAllowed:
+		e = &apierr.Error{Code: apierr.MethodNotAllowed, Message: "method not allowed"}
+	case fasthttp.StatusRequestEntityTooLarge:
+		e = &apierr.Error{Code: apierr.PayloadTooLarge, Message: "the request body is too large"}
+	case fasthttp.StatusUnsupportedMediaType:
+		e = &apierr.Error{Code: apierr.UnsupportedMediaType, Message: "unsupported media type"}
+	case fasthttp.StatusInternalServerError:
+		e = &apierr.Error{Code: apierr.InternalError, Message: "internal error"}
+	}
+	return e
+}

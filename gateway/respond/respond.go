@@ -1,0 +1,127 @@
+// Package respond writes every answer the gateway itself produces: the
+// error envelope with its status, Retry-After on refusals, and the headers
+// every response under /api/vendor/ carries (Cache-Control: no-store and
+// X-Request-Id). Error is the one place an error becomes a status.
+package respond
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/gateway/backendapi"
+	"vendorgate/gateway/limit"
+	"vendorgate/gateway/proxy"
+	"vendorgate/shared/apierr"
+	"vendorgate/shared/wire"
+)
+
+// Refusal is an API error that tells the client when to try again.
+type Refusal struct {
+	Err        *apierr.Error
+	RetryAfter time.Duration
+}
+
+func (r *Refusal) Error() string { return r.Err.Error() }
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// Writer writes envelopes. The bodies of the fixed errors named at
+// construction are encoded once, so that a refusal under load costs no
+// JSON encoding.
+type Writer struct {
+	bodies map[*apierr.Error][]byte // read-only after NewWriter
+}
+
+// NewWriter returns a Writer that pre-encodes canned, the gateway's fixed
+// errors (never modified afterwards), and its own.
+func NewWriter(canned ...*apierr.Error) *Writer {
+	w := &Writer{bodies: make(map[*apierr.Error][]byte)}
+	for _, e := range append(canned, errLimiterDown, errBackendDown, errBackendTimout, errInternal) {
+		w.bodies[e] = e.Body()
+	}
+	return w
+}
+
+// Errors the mapping produces.
+var (
+	errLimiterDown   = &apierr.Error{Code: apierr.RateLimitUnavailable, Message: "the rate limiter is unavailable; try again shortly"}
+	errBackendDown   = &apierr.Error{Code: apierr.RequestFailed, Message: "the service is unavailable; try again shortly", HTTPStatus: fasthttp.StatusServiceUnavailable}
+	errBackendTimout = &apierr.Error{Code: apierr.RequestFailed, Message: "the service did not answer in time", HTTPStatus: fasthttp.StatusGatewayTimeout}
+	errInternal      = &apierr.Error{Code: apierr.InternalError, Message: "internal error"}
+)
+
+// Internal is the 500 envelope (a recovered panic, an unknown error).
+func Internal() *apierr.Error { return errInternal }
+
+// Error writes the answer for err and reports whether err was unexpected
+// (the caller logs it; it is never shown). Redis trouble → 503
+// rate_limit_unavailable; backend refused or breaker open → 503
+// request_failed; backend timeout → 504 request_failed; anything else
+// unknown → 500 internal_error.
+func (w *Writer) Error(ctx *fasthttp.RequestCtx, err error) (unexpected bool) {
+	var ref *Refusal
+	var ae *apierr.Error
+	switch {
+	case errors.As(err, &ref):
+		w.Write(ctx, ref.Err, ref.RetryAfter)
+	case errors.As(err, &ae):
+		w.Write(ctx, ae, 0)
+	case errors.Is(err, limit.ErrUnavailable):
+		w.Write(ctx, errLimiterDown, time.Second)
+	case errors.Is(err, proxy.ErrTimeout):
+		w.Write(ctx, errBackendTimout, 0)
+	case errors.Is(err, proxy.ErrUnavailable), errors.Is(err, backendapi.ErrUnavailable):
+		w.Write(ctx, errBackendDown, time.Second)
+	default:
+		w.Write(ctx, errInternal, 0)
+		return true
+	}
+	return false
+}
+
+// Write writes e as the envelope with its status. Retry-After is set when
+// retryAfter is positive, and always on 429 and 503 (at least 1 second).
+func (w *Writer) Write(ctx *fasthttp.RequestCtx, e *apierr.Error, retryAfter time.Duration) {
+	status := e.Status()
+	ctx.Response.ResetBody()
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.Response.SetBody(w.body(e))
+	if retryAfter > 0 || status == fasthttp.StatusTooManyRequests || status == fasthttp.StatusServiceUnavailable {
+		SetRetryAfter(ctx, retryAfter)
+	}
+	if status == fasthttp.StatusUnauthorized {
+		ctx.Response.Header.Set("WWW-Authenticate", `APIKey header="X-API-Key"`)
+	}
+}
+
+func (w *Writer) body(e *apierr.Error) []byte {
+	if b, ok := w.bodies[e]; ok {
+		return b
+	}
+	return e.Body()
+}
+
+// RetryAfterSeconds is d in whole seconds, rounded up, at least 1.
+func RetryAfterSeconds(d time.Duration) int64 {
+	s := int64((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		return 1
+	}
+	return s
+}
+
+// SetRetryAfter sets Retry-After to d in whole seconds (rounded up, >= 1).
+func SetRetryAfter(ctx *fasthttp.RequestCtx, d time.Duration) {
+	var buf [20]byte
+	ctx.Response.Header.SetBytesV("Retry-After", strconv.AppendInt(buf[:0], RetryAfterSeconds(d), 10))
+}
+
+// Common sets the headers every response carries: Cache-Control: no-store
+// and X-Request-Id. Call it last: proxying replaces the response headers.
+func Common(ctx *fasthttp.RequestCtx, requestID []byte) {
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	ctx.Response.Header.SetBytesV(wire.HeaderRequestID, requestID)
+}

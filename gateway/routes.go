@@ -1,0 +1,70 @@
+package gateway
+
+import (
+	"bytes"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+)
+
+// limitClass says which limit a route counts against.
+type limitClass uint8
+
+const (
+	classReads limitClass = iota
+	classOrders
+)
+
+// route is one known route of the vendor API.
+type route struct {
+	index   int
+	method  string
+	pattern string
+	class   limitClass
+	// placesOrder: refused for a suspended account.
+	placesOrder bool
+}
+
+// routes are the vendor API's routes; the router matches them exactly (no
+// redirects, no case folding). Indexes are metric label indexes.
+var routes = []route{
+	{index: 0, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/me", class: classReads},
+	{index: 1, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders", class: classReads},
+	{index: 2, method: fasthttp.MethodPost, pattern: "/api/vendor/v1/orders", class: classOrders, placesOrder: true},
+	{index: 3, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders/{order_id}", class: classReads},
+	{index: 4, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders/{order_id}/reports/{service}", class: classReads},
+}
+
+// Route label indexes beyond the table.
+const (
+	routeUnmatched = 5
+)
+
+// routeLabels are the route label values by index: the pattern, or
+// "unmatched" for 404 and 405 answers and answers before routing.
+func routeLabels() []string {
+	return []string{routes[0].pattern, routes[1].pattern, routes[2].pattern, routes[3].pattern, routes[4].pattern, "unmatched"}
+}
+
+// newRouter builds the router: exact matching, and 404/405 answered with the
+// envelope by the gateway.
+func (g *Gateway) newRouter() *router.Router {
+	r := router.New()
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.HandleOPTIONS = false
+	r.HandleMethodNotAllowed = true
+	for i := range routes {
+		rt := &routes[i]
+		r.Handle(rt.method, rt.pattern, func(ctx *fasthttp.RequestCtx) { g.serveVendor(ctx, rt) })
+	}
+	r.NotFound = func(ctx *fasthttp.RequestCtx) { g.serveRefusal(ctx, errNotFound) }
+	r.MethodNotAllowed = func(ctx *fasthttp.RequestCtx) {
+		// The router lists OPTIONS, which the gateway does not serve.
+		allow := ctx.Response.Header.Peek(fasthttp.HeaderAllow)
+		allow = bytes.ReplaceAll(bytes.ReplaceAll(allow, []byte(", OPTIONS"), nil), []byte("OPTIONS, "), nil)
+		ctx.Response.Header.SetBytesV(fasthttp.HeaderAllow, allow)
+		g.serveRefusal(ctx, errMethodNotAllowed)
+	}
+	return r
+}

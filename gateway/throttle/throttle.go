@@ -1,0 +1,169 @@
+// Package throttle counts failed keys per client address and per presented
+// key. Past a threshold within the window, the gateway answers 429 instead
+// of 401, so guessing keys is slow. Counts live in Redis when configured
+// (every replica sees the same counts), else in process. Only failures are
+// counted: a valid key is never refused for its address.
+package throttle
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Thresholds are the limits of the throttle; the gateway passes the current
+// ones on each call, so a reload applies at once.
+type Thresholds struct {
+	// PerAddress failures from one address within Window are allowed;
+	// one more answers 429.
+	PerAddress int
+	// PerKey failures of one presented key within Window are allowed.
+	PerKey int
+	// Window is counted from the first failure of the window.
+	Window time.Duration
+}
+
+// Verdict says whether a failure went over a threshold.
+type Verdict struct {
+	Over       bool
+	RetryAfter time.Duration
+}
+
+// counter counts one failure for each named bucket and returns the counts
+// and the time left in each bucket's window.
+type counter interface {
+	incr(keys []string, window time.Duration) ([]count, error)
+}
+
+type count struct {
+	n    int64
+	left time.Duration
+}
+
+// Throttle counts failures.
+type Throttle struct{ c counter }
+
+// Fail counts one failed key from addr, presented as the key whose SHA-256
+// is keySum (nil when no key was sent), and reports whether either count is
+// now over its threshold.
+func (t *Throttle) Fail(addr netip.Addr, keySum *[32]byte, th Thresholds) (Verdict, error) {
+	keys := make([]string, 1, 2)
+	keys[0] = "vg:fk:a:" + addressBucket(addr)
+	if keySum != nil {
+		keys = append(keys, "vg:fk:k:"+hex.EncodeToString(keySum[:16]))
+	}
+	counts, err := t.c.incr(keys, th.Window)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("count failed key: %w", err)
+	}
+	var v Verdict
+	over := func(c count, limit int) {
+		if c.n > int64(limit) {
+			v.Over = true
+			if c.left > v.RetryAfter {
+				v.RetryAfter = c.left
+			}
+		}
+	}
+	over(counts[0], th.PerAddress)
+	if len(counts) > 1 {
+		over(counts[1], th.PerKey)
+	}
+	return v, nil
+}
+
+// addressBucket is the address itself for IPv4 and its /64 for IPv6, where
+// one client holds a whole /64.
+func addressBucket(a netip.Addr) string {
+	if a.Is6() && !a.Is4In6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.String()
+}
+
+// NewLocal returns an in-process throttle (a single gateway). now is the
+// clock; time.Now when nil.
+func NewLocal(now func() time.Time) *Throttle {
+	if now == nil {
+		now = time.Now
+	}
+	return &Throttle{c: &localCounter{now: now, m: make(map[string]*window)}}
+}
+
+type localCounter struct {
+	now   func() time.Time
+	mu    sync.Mutex
+	m     map[string]*window
+	calls int
+}
+
+type window struct {
+	n   int64
+	end time.Time
+}
+
+func (l *localCounter) incr(keys []string, win time.Duration) ([]count, error) {
+	now := l.now()
+	out := make([]count, len(keys))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.calls++; l.calls%1024 == 0 { // bounded: drop ended windows
+		for k, w := range l.m {
+			if !now.Before(w.end) {
+				delete(l.m, k)
+			}
+		}
+	}
+	for i, k := range keys {
+		w, ok := l.m[k]
+		if !ok || !now.Before(w.end) {
+			w = &window{end: now.Add(win)}
+			l.m[k] = w
+		}
+		w.n++
+		out[i] = count{n: w.n, left: w.end.Sub(now)}
+	}
+	return out, nil
+}
+
+// NewRedis returns a throttle whose counts live in Redis, shared by every
+// replica. timeout bounds one call.
+func NewRedis(client redis.UniversalClient, timeout time.Duration) *Throttle {
+	return &Throttle{c: &redisCounter{client: client, timeout: timeout}}
+}
+
+type redisCounter struct {
+	client  redis.UniversalClient
+	timeout time.Duration
+}
+
+// incr sends INCR, EXPIRE NX and PTTL per bucket in one pipeline: the
+// window starts at the bucket's first failure.
+func (r *redisCounter) incr(keys []string, win time.Duration) ([]count, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	incrs := make([]*redis.IntCmd, len(keys))
+	ttls := make([]*redis.DurationCmd, len(keys))
+	_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			incrs[i] = p.Incr(ctx, k)
+			p.ExpireNX(ctx, k, win)
+			ttls[i] = p.PTTL(ctx, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]count, len(keys))
+	for i := range keys {
+		out[i] = count{n: incrs[i].Val(), left: ttls[i].Val()}
+	}
+	return out, nil
+}
