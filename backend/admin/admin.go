@@ -1,0 +1,293 @@
+// Package admin is the operator API that vendorctl calls (bearer admin
+// token) and the SRE endpoints /healthz, /readyz and /metrics (no token),
+// all on the backend's admin listener. Shapes follow docs/CONTRACTS.md.
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/backend/respond"
+	"vendorgate/backend/store"
+	"vendorgate/shared/apierr"
+	"vendorgate/shared/wire"
+)
+
+type vendorService interface {
+	Create(ctx context.Context, company, environment string, services []string) (*store.Vendor, error)
+	Get(ctx context.Context, id string) (*store.Vendor, error)
+	List(ctx context.Context) ([]*store.Vendor, error)
+	SetStatus(ctx context.Context, id, action string) (*store.Vendor, error)
+	SetServices(ctx context.Context, id string, services []string) (*store.Vendor, error)
+	IssueKey(ctx context.Context, vendorID string, lifetime time.Duration) (string, *store.Key, error)
+	ListKeys(ctx context.Context, vendorID string) ([]*store.Key, error)
+	RevokeKey(ctx context.Context, keyID string) (*store.Key, error)
+}
+
+type orderService interface {
+	AdminGet(ctx context.Context, id string) (vendorID string, o *wire.Order, err error)
+	Release(ctx context.Context, id, service string) (string, *wire.Order, error)
+	Complete(ctx context.Context, id, service string, pdf []byte, result *wire.ReviewsResult) (string, *wire.Order, error)
+	Fail(ctx context.Context, id, service, reason string) (string, *wire.Order, error)
+	Delete(ctx context.Context, id string) (string, *wire.Order, error)
+}
+
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Options configure the admin API.
+type Options struct {
+	// Token is what vendorctl must send as "Authorization: Bearer <token>".
+	Token   string
+	Vendors vendorService
+	Orders  orderService
+	// DB is checked by /readyz.
+	DB pinger
+	// Metrics serves /metrics.
+	Metrics fasthttp.RequestHandler
+	Logger  *slog.Logger
+}
+
+// API is the admin API.
+type API struct {
+	o Options
+}
+
+// New returns the admin API.
+func New(o Options) *API {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &API{o: o}
+}
+
+// Register adds every admin route to r.
+func (a *API) Register(r *router.Router) {
+	r.GET("/healthz", func(ctx *fasthttp.RequestCtx) { respond.JSON(ctx, 200, map[string]string{"status": "ok"}) })
+	r.GET("/readyz", a.readyz)
+	if a.o.Metrics != nil {
+		r.GET("/metrics", a.o.Metrics)
+	}
+	g := func(method, path string, h fasthttp.RequestHandler) { r.Handle(method, path, a.auth(h)) }
+	g("POST", "/admin/v1/vendors", a.createVendor)
+	g("GET", "/admin/v1/vendors", a.listVendors)
+	g("GET", "/admin/v1/vendors/{vendor_id}", a.getVendor)
+	for _, action := range []string{"approve", "suspend", "reinstate"} {
+		g("POST", "/admin/v1/vendors/{vendor_id}/"+action, a.setStatus(action))
+	}
+	g("PUT", "/admin/v1/vendors/{vendor_id}/services", a.setServices)
+	g("POST", "/admin/v1/vendors/{vendor_id}/keys", a.issueKey)
+	g("GET", "/admin/v1/vendors/{vendor_id}/keys", a.listKeys)
+	g("POST", "/admin/v1/keys/{key_id}/revoke", a.revokeKey)
+	if a.o.Orders != nil {
+		g("GET", "/admin/v1/orders/{order_id}", a.getOrder)
+		g("POST", "/admin/v1/orders/{order_id}/release", a.release)
+		g("POST", "/admin/v1/orders/{order_id}/complete", a.complete)
+		g("POST", "/admin/v1/orders/{order_id}/fail", a.fail)
+		g("DELETE", "/admin/v1/orders/{order_id}", a.deleteOrder)
+	}
+}
+
+func (a *API) auth(h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	want := []byte("Bearer " + a.o.Token)
+	return func(ctx *fasthttp.RequestCtx) {
+		got := ctx.Request.Header.Peek("Authorization")
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="vendorgate-admin"`)
+			respond.Error(ctx, a.o.Logger, apierr.New(apierr.InvalidAPIKey, "admin token required"))
+			return
+		}
+		h(ctx)
+	}
+}
+
+func (a *API) readyz(ctx *fasthttp.RequestCtx) {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := a.o.DB.Ping(c); err != nil {
+		a.o.Logger.Warn("readyz: database not reachable", "error", err)
+		respond.JSON(ctx, fasthttp.StatusServiceUnavailable, map[string]string{"status": "unavailable", "database": "unreachable"})
+		return
+	}
+	respond.JSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok", "database": "ok"})
+}
+
+// Vendor is the admin vendor object.
+type Vendor struct {
+	VendorID        string    `json:"vendor_id"`
+	CompanyName     string    `json:"company_name"`
+	Environment     string    `json:"environment"`
+	Status          string    `json:"status"`
+	EnabledServices []string  `json:"enabled_services"`
+	CreatedAt       time.Time `json:"created_at"`
+}
+
+func vendorJSON(v *store.Vendor) Vendor {
+	s := v.EnabledServices
+	if s == nil {
+		s = []string{}
+	}
+	return Vendor{VendorID: v.ID, CompanyName: v.CompanyName, Environment: v.Environment, Status: v.Status,
+		EnabledServices: s, CreatedAt: v.CreatedAt}
+}
+
+// Key is the admin key object: never the key itself.
+type Key struct {
+	KeyID     string     `json:"key_id"`
+	VendorID  string     `json:"vendor_id"`
+	Prefix    string     `json:"prefix"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+func keyJSON(k *store.Key) Key {
+	return Key{KeyID: k.ID, VendorID: k.VendorID, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt}
+}
+
+// IssuedKey is the answer to a key issue: the only time the key is shown.
+type IssuedKey struct {
+	Key       string    `json:"key"`
+	KeyID     string    `json:"key_id"`
+	VendorID  string    `json:"vendor_id"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+func param(ctx *fasthttp.RequestCtx, name string) string {
+	s, _ := ctx.UserValue(name).(string)
+	return s
+}
+
+// decode reads an optional JSON body; an empty body leaves v as it is.
+func decode(ctx *fasthttp.RequestCtx, v any) *apierr.Error {
+	if len(ctx.PostBody()) == 0 {
+		return nil
+	}
+	return respond.Decode(ctx.PostBody(), v)
+}
+
+func (a *API) vendorAnswer(ctx *fasthttp.RequestCtx, status int, v *store.Vendor, err error) {
+	if err != nil {
+		respond.Error(ctx, a.o.Logger, err)
+		return
+	}
+	respond.JSON(ctx, status, vendorJSON(v))
+}
+
+func (a *API) createVendor(ctx *fasthttp.RequestCtx) {
+	var req struct {
+		CompanyName     string   `json:"company_name"`
+		Environment     string   `json:"environment"`
+		EnabledServices []string `json:"enabled_services"`
+	}
+	if err := respond.Decode(ctx.PostBody(), &req); err != nil {
+		respond.Error(ctx, a.o.Logger, err)
+		return
+	}
+	c, cancel := respond.RequestContext()
+	defer cancel()
+	v, err := a.o.Vendors.Create(c, req.CompanyName, req.Environment, req.EnabledServices)
+	a.vendorAnswer(ctx, fasthttp.StatusCreated, v, err)
+}
+
+func (a *API) listVendors(ctx *fasthttp.RequestCtx) {
+	c, cancel := respond.RequestContext()
+	defer cancel()
+	vs, err := a.o.Vendors.List(c)
+	if err != nil {
+		respond.Error(ctx, a.o.Logger, err)
+		return
+	}
+	out := make([]Vendor, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, vendorJSON(v))
+	}
+	respond.JSON(ctx, fasthttp.StatusOK, map[string]any{"vendors": out})
+}
+
+func (a *API) getVendor(ctx *fasthttp.RequestCtx) {
+	c, cancel := respond.RequestContext()
+	defer cancel()
+	v, err := a.o.Vendors.Get(c, param(ctx, "vendor_id"))
+	a.vendorAnswer(ctx, fasthttp.StatusOK, v, err)
+}
+
+func (a *API) setStatus(action string) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		c, cancel := respond.RequestContext()
+		defer cancel()
+		v, err := a.o.Vendors.SetStatus(c, param(ctx, "vendor_id"), action)
+		a.vendorAnswer(ctx, fasthttp.StatusOK, v, err)
+	}
+}
+
+func (a *API) setServices(ctx *fasthttp.RequestCtx) {
+	var req struct {
+		EnabledServices []string `json:"enabled_services"`
+	}
+	if err := respond.Decode(ctx.PostBody(), &req); err != nil {
+		respond.Error(ctx, a.o.Logger, err)
+		return
+	}
+	c, cancel := respond.RequestContext()
+	defer cancel()
+	v, err := a.o.Vendors.SetServices(c, param(ctx, "vendor_id"), req.EnabledServices)
+	a.vendorAnswer(ctx, fasthttp.StatusOK, v, err)
+}
+
+func (a *API) issueKey(ctx *fasthttp.RequestCtx) {
+	var req struct {
+		LifetimeSeconds int64 `json:"lifetime_seconds"`
+	}
+	if err := decode(ctx, &req); err != nil {
+		respond.Error(ctx, a.o.Logger, err)
+		return
+	}
+	if req.LifetimeSeconds < 0 {
+		e := apierr.New(apierr.ValidationError, "the request is not valid")
+		e.Fields = map[string]string{"lifetime_seconds": "must be positive"}
+		respond.Error(ctx, a.o.Logger, e)
+		return
+	}
+	c, cancel := respond.RequestContext()
+	defer cancel()
+	raw, k, err := a.o.Vendors.IssueKey(c, param(ctx, "vendor_id"), time.Duration(req.LifetimeSeconds)*time.Second)
+	if err != nil {
+		respond.Error(ctx, a.o.Logger, err)
+		return
+	}
+	respond.JSON(ctx, fasthttp.StatusCreated, IssuedKey{Key: raw, KeyID: k.ID, VendorID: k.VendorID, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt})
+}
+
+func (a *API) listKeys(ctx *fasthttp.RequestCtx) {
+	c, cancel := respond.RequestContext()
+	defer cancel()
+	ks, err := a.o.Vendors.ListKeys(c, param(ctx, "vendor_id"))
+	if err != nil {
+		respond.Error(ctx, a.o.Logger, err)
+		return
+	}
+	out := make([]Key, 0, len(ks))
+	for _, k := range ks {
+		out = append(out, keyJSON(k))
+	}
+	respond.JSON(ctx, fasthttp.StatusOK, map[string]any{"keys": out})
+}
+
+func (a *API) revokeKey(ctx *fasthttp.RequestCtx) {
+	c, cancel := respond.RequestContext()
+	defer cancel()
+	k, err := a.o.Vendors.RevokeKey(c, param(ctx, "key_id"))
+	if err != nil {
+		respond.Error(ctx, a.o.Logger, err)
+		return
+	}
+	respond.JSON(ctx, fasthttp.StatusOK, keyJSON(k))
+}

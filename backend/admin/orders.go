@@ -1,0 +1,95 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/base64"
+
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/backend/respond"
+	"vendorgate/shared/apierr"
+	"vendorgate/shared/wire"
+)
+
+// orderAction is the body of the release, complete and fail routes.
+type orderAction struct {
+	Service         string              `json:"service"`
+	Reason          string              `json:"reason"`
+	ReportPDFBase64 string              `json:"report_pdf_base64"`
+	Result          *wire.ReviewsResult `json:"result"`
+}
+
+// OrderAnswer is what every admin order route answers.
+type OrderAnswer struct {
+	VendorID string      `json:"vendor_id"`
+	Order    *wire.Order `json:"order"`
+}
+
+func (a *API) orderAnswer(ctx *fasthttp.RequestCtx, vendorID string, o *wire.Order, err error) {
+	if err != nil {
+		respond.Error(ctx, a.o.Logger, err)
+		return
+	}
+	respond.JSON(ctx, fasthttp.StatusOK, OrderAnswer{VendorID: vendorID, Order: o})
+}
+
+func (a *API) getOrder(ctx *fasthttp.RequestCtx) {
+	c, cancel := respond.RequestContext()
+	defer cancel()
+	v, o, err := a.o.Orders.AdminGet(c, param(ctx, "order_id"))
+	a.orderAnswer(ctx, v, o, err)
+}
+
+func (a *API) release(ctx *fasthttp.RequestCtx) {
+	var req orderAction
+	if err := decode(ctx, &req); err != nil {
+		respond.Error(ctx, a.o.Logger, err)
+		return
+	}
+	c, cancel := respond.RequestContext()
+	defer cancel()
+	v, o, err := a.o.Orders.Release(c, param(ctx, "order_id"), req.Service)
+	a.orderAnswer(ctx, v, o, err)
+}
+
+func (a *API) complete(ctx *fasthttp.RequestCtx) {
+	var req orderAction
+	if err := decode(ctx, &req); err != nil {
+		respond.Error(ctx, a.o.Logger, err)
+		return
+	}
+	c, cancel := respond.RequestContext()
+	defer cancel()
+	var pdf []byte
+	if req.ReportPDFBase64 != "" {
+		b, err := base64.StdEncoding.DecodeString(req.ReportPDFBase64)
+		if err != nil || !bytes.HasPrefix(b, []byte("%PDF-")) {
+			e := apierr.New(apierr.ValidationError, "the request is not valid")
+			e.Fields = map[string]string{"report_pdf_base64": "must be a PDF file in standard base64"}
+			respond.Error(ctx, a.o.Logger, e)
+			return
+		}
+		pdf = b
+	}
+	v, o, err := a.o.Orders.Complete(c, param(ctx, "order_id"), req.Service, pdf, req.Result)
+	a.orderAnswer(ctx, v, o, err)
+}
+
+func (a *API) fail(ctx *fasthttp.RequestCtx) {
+	var req orderAction
+	if err := decode(ctx, &req); err != nil {
+		respond.Error(ctx, a.o.Logger, err)
+		return
+	}
+	c, cancel := respond.RequestContext()
+	defer cancel()
+	v, o, err := a.o.Orders.Fail(c, param(ctx, "order_id"), req.Service, req.Reason)
+	a.orderAnswer(ctx, v, o, err)
+}
+
+func (a *API) deleteOrder(ctx *fasthttp.RequestCtx) {
+	c, cancel := respond.RequestContext()
+	defer cancel()
+	v, o, err := a.o.Orders.Delete(c, param(ctx, "order_id"))
+	a.orderAnswer(ctx, v, o, err)
+}

@@ -1,0 +1,273 @@
+// Package backend owns vendors, API keys and orders. It serves the vendor
+// API and the internal key lookup to the gateway on one listener and the
+// operator API with /metrics, /healthz and /readyz on another, and runs the
+// sandbox provider and the deadline sweeper in the background.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/backend/admin"
+	"vendorgate/backend/internalapi"
+	"vendorgate/backend/invalidate"
+	"vendorgate/backend/metrics"
+	"vendorgate/backend/respond"
+	"vendorgate/backend/store"
+	"vendorgate/backend/store/sqlite"
+	"vendorgate/backend/vendorapi"
+	"vendorgate/backend/vendors"
+	"vendorgate/shared/apikey"
+)
+
+// Options configure a Backend. main fills them from config.Backend; zero
+// values take the defaults documented there.
+type Options struct {
+	// Listen serves the vendor and internal APIs; "127.0.0.1:0" picks a port.
+	Listen string
+	// AdminListen serves the admin API, /metrics, /healthz and /readyz.
+	AdminListen string
+	// Database is the SQLite file (its directory is created when missing).
+	Database string
+	// PublicBaseURL is the gateway's address, used in poll.url, Location and
+	// file_url.
+	PublicBaseURL string
+	// InternalToken is what the gateway sends; AdminToken what vendorctl sends.
+	InternalToken string
+	AdminToken    string
+	// RedisURLs, when set, is where invalidations are published.
+	RedisURLs       []string
+	RedisMasterName string
+	// OrderDeadline closes unfinished orders. Default 48h.
+	OrderDeadline time.Duration
+	// SweepInterval is how often the sweeper looks for them. Default 1s.
+	SweepInterval time.Duration
+	// SandboxDelay is one step of the sandbox provider. Default 5s when
+	// negative; zero means steps as fast as the simulator ticks.
+	SandboxDelay time.Duration
+	KeyPrefixes  apikey.Prefixes
+	// KeyLifetime is the default key lifetime. Default 90 days.
+	KeyLifetime time.Duration
+	// MVRUnavailableStates answer 422 mvr_state_unavailable.
+	MVRUnavailableStates []string
+	// ReportsDir holds the report PDFs (created when missing).
+	ReportsDir string
+	// SeedSandboxVendor creates "Sandbox Demo Vendor" when no vendor exists.
+	SeedSandboxVendor bool
+	// MaxBodyBytes bounds a vendor request body. Default 1 MiB.
+	MaxBodyBytes int
+	Logger       *slog.Logger
+	// Now is the clock of the domain, the simulator and the sweeper.
+	// Default time.Now.
+	Now func() time.Time
+}
+
+// Backend is the whole backend service.
+type Backend struct {
+	o         Options
+	log       *slog.Logger
+	store     store.Store
+	publisher *invalidate.Publisher
+	metrics   *metrics.Metrics
+	vendors   *vendors.Service
+	bg        *background
+
+	server, adminServer *fasthttp.Server
+	ln, adminLn         net.Listener
+	errs                chan error
+	serving             sync.WaitGroup
+}
+
+func (o *Options) defaults() {
+	if o.OrderDeadline <= 0 {
+		o.OrderDeadline = 48 * time.Hour
+	}
+	if o.SweepInterval <= 0 {
+		o.SweepInterval = time.Second
+	}
+	if o.SandboxDelay < 0 {
+		o.SandboxDelay = 5 * time.Second
+	}
+	if o.KeyPrefixes == (apikey.Prefixes{}) {
+		o.KeyPrefixes = apikey.DefaultPrefixes()
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 1 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// New opens the store (applying migrations), seeds the sandbox vendor when
+// asked, and builds both listeners' handlers. It does not listen yet.
+func New(ctx context.Context, o Options) (*Backend, error) {
+	o.defaults()
+	if len(o.InternalToken) < 16 || len(o.AdminToken) < 16 {
+		return nil, errors.New("backend: internal and admin tokens must be at least 16 characters")
+	}
+	st, err := sqlite.Open(ctx, o.Database)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{o: o, log: o.Logger, store: st, errs: make(chan error, 2)}
+	if err := b.build(ctx); err != nil {
+		b.closeAll()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Backend) build(ctx context.Context) error {
+	o := b.o
+	var pub vendors.Publisher
+	if len(o.RedisURLs) > 0 {
+		p, err := invalidate.New(invalidate.Options{URLs: o.RedisURLs, MasterName: o.RedisMasterName})
+		if err != nil {
+			return err
+		}
+		b.publisher, pub = p, p
+	}
+	b.metrics = metrics.New(b.store.CountOrdersByStatus, b.log)
+	vs, err := vendors.New(vendors.Options{Store: b.store, Prefixes: o.KeyPrefixes, KeyLifetime: o.KeyLifetime,
+		Publisher: pub, Now: o.Now, Logger: b.log})
+	if err != nil {
+		return err
+	}
+	b.vendors = vs
+	if o.SeedSandboxVendor {
+		if _, err := vs.Seed(ctx); err != nil {
+			return fmt.Errorf("seed sandbox vendor: %w", err)
+		}
+	}
+	b.bg = &background{}
+
+	internal := internalapi.New(o.InternalToken, vs, b.log)
+	r := respond.NewRouter(b.log)
+	r.GET("/internal/v1/keys/{hash}", internal.LookupKey)
+	vendorapi.New(vendorapi.Options{Vendors: vs, MaxBodyBytes: o.MaxBodyBytes, Logger: b.log}).
+		Register(r, internal.Guard)
+	b.server = newServer(b.metrics.Instrument(guardPrefixes(internal, r.Handler)), o.MaxBodyBytes, b.log)
+
+	ar := respond.NewRouter(b.log)
+	admin.New(admin.Options{Token: o.AdminToken, Vendors: vs, DB: b.store,
+		Metrics: b.metrics.Handler(), Logger: b.log}).Register(ar)
+	// The admin listener takes report PDFs in base64: allow more than a
+	// vendor body.
+	b.adminServer = newServer(b.metrics.Instrument(ar.Handler), 64<<20, b.log)
+	return nil
+}
+
+// guardPrefixes puts the internal-token guard in front of every path under
+// /api/vendor/ and /internal/, unknown ones included, so that nothing there
+// answers (not even a 404) without the token.
+func guardPrefixes(internal *internalapi.API, h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	guarded := internal.Guard(h)
+	return func(ctx *fasthttp.RequestCtx) {
+		p := ctx.Path()
+		if hasPrefix(p, "/api/vendor/") || hasPrefix(p, "/internal/") {
+			guarded(ctx)
+			return
+		}
+		h(ctx)
+	}
+}
+
+func hasPrefix(b []byte, p string) bool { return len(b) >= len(p) && string(b[:len(p)]) == p }
+
+type slogPrintf struct{ log *slog.Logger }
+
+func (l slogPrintf) Printf(format string, args ...any) { l.log.Warn(fmt.Sprintf(format, args...)) }
+
+func newServer(h fasthttp.RequestHandler, maxBody int, log *slog.Logger) *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:               h,
+		ErrorHandler:          respond.ServerErrorHandler,
+		MaxRequestBodySize:    maxBody,
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          60 * time.Second,
+		IdleTimeout:           60 * time.Second,
+		NoDefaultServerHeader: true,
+		Logger:                slogPrintf{log},
+	}
+}
+
+// Start binds both listeners, serves them and starts the sandbox provider
+// and the sweeper. A serving failure is reported on Errors.
+func (b *Backend) Start() error {
+	ln, err := net.Listen("tcp", b.o.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", b.o.Listen, err)
+	}
+	aln, err := net.Listen("tcp", b.o.AdminListen)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("admin listen %s: %w", b.o.AdminListen, err)
+	}
+	b.ln, b.adminLn = ln, aln
+	for _, s := range []struct {
+		srv *fasthttp.Server
+		ln  net.Listener
+	}{{b.server, ln}, {b.adminServer, aln}} {
+		b.serving.Add(1)
+		go func() {
+			defer b.serving.Done()
+			if err := s.srv.Serve(s.ln); err != nil {
+				b.errs <- err
+			}
+		}()
+	}
+	b.bg.start()
+	b.log.Info("backend listening", "listen", ln.Addr().String(), "admin_listen", aln.Addr().String(),
+		"database", b.o.Database, "redis_invalidation", b.publisher != nil)
+	return nil
+}
+
+// Addr is the address of the vendor and internal listener.
+func (b *Backend) Addr() string { return b.ln.Addr().String() }
+
+// AdminAddr is the address of the admin listener.
+func (b *Backend) AdminAddr() string { return b.adminLn.Addr().String() }
+
+// Errors reports a listener that stopped serving on its own.
+func (b *Backend) Errors() <-chan error { return b.errs }
+
+// Shutdown stops accepting, drains in-flight requests until ctx ends, stops
+// the background work and closes the database.
+func (b *Backend) Shutdown(ctx context.Context) error {
+	var errs []error
+	for _, s := range []*fasthttp.Server{b.server, b.adminServer} {
+		if s != nil && b.ln != nil {
+			if err := s.ShutdownWithContext(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	b.serving.Wait()
+	errs = append(errs, b.closeAll())
+	return errors.Join(errs...)
+}
+
+func (b *Backend) closeAll() error {
+	var errs []error
+	if b.bg != nil {
+		b.bg.stop()
+	}
+	if b.publisher != nil {
+		errs = append(errs, b.publisher.Close())
+	}
+	if b.store != nil {
+		errs = append(errs, b.store.Close())
+	}
+	return errors.Join(errs...)
+}

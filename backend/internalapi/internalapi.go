@@ -1,0 +1,60 @@
+// Package internalapi is what only the gateway may call: the internal-token
+// guard in front of every /api/vendor/ and /internal/ route, and key
+// resolution by hash.
+package internalapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/backend/respond"
+	"vendorgate/shared/apierr"
+	"vendorgate/shared/wire"
+)
+
+type resolver interface {
+	Resolve(ctx context.Context, hash string) (*wire.KeyResolution, error)
+}
+
+// API serves the internal routes.
+type API struct {
+	token []byte
+	keys  resolver
+	log   *slog.Logger
+}
+
+// New returns the internal API; token is what the gateway must send.
+func New(token string, keys resolver, log *slog.Logger) *API {
+	return &API{token: []byte(token), keys: keys, log: log}
+}
+
+// Guard refuses a call without the right X-Internal-Token with 401
+// invalid_api_key, so the vendor API cannot be reached around the gateway.
+// The compare takes constant time.
+func (a *API) Guard(h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		got := ctx.Request.Header.Peek(wire.HeaderInternalToken)
+		if len(got) == 0 || subtle.ConstantTimeCompare(got, a.token) != 1 {
+			respond.Error(ctx, a.log, apierr.New(apierr.InvalidAPIKey, "internal token required"))
+			return
+		}
+		h(ctx)
+	}
+}
+
+// LookupKey answers GET /internal/v1/keys/{hash}: the key and its vendor,
+// revoked and expired keys included; 404 not_found when no key has the hash.
+func (a *API) LookupKey(ctx *fasthttp.RequestCtx) {
+	hash, _ := ctx.UserValue("hash").(string)
+	c, cancel := respond.RequestContext()
+	defer cancel()
+	res, err := a.keys.Resolve(c, hash)
+	if err != nil {
+		respond.Error(ctx, a.log, err)
+		return
+	}
+	respond.JSON(ctx, fasthttp.StatusOK, res)
+}

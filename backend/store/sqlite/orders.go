@@ -1,0 +1,290 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"vendorgate/backend/store"
+	"vendorgate/shared/wire"
+)
+
+// ReserveIdempotency inserts rec unless the vendor already used its key.
+func (s *Store) ReserveIdempotency(ctx context.Context, rec store.Idempotency) (*store.Idempotency, error) {
+	var existing *store.Idempotency
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO idempotency (vendor_id, key, request_hash, order_id, created_at)
+			VALUES (?, ?, ?, NULL, ?) ON CONFLICT (vendor_id, key) DO NOTHING`,
+			rec.VendorID, rec.Key, rec.RequestHash, toNS(rec.CreatedAt))
+		if err != nil {
+			return fmt.Errorf("reserve idempotency key: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			return nil
+		}
+		var e store.Idempotency
+		var orderID sql.NullString
+		var created int64
+		err = tx.QueryRowContext(ctx, "SELECT vendor_id, key, request_hash, order_id, created_at FROM idempotency WHERE vendor_id = ? AND key = ?",
+			rec.VendorID, rec.Key).Scan(&e.VendorID, &e.Key, &e.RequestHash, &orderID, &created)
+		if err != nil {
+			return fmt.Errorf("read idempotency key: %w", err)
+		}
+		e.OrderID, e.CreatedAt = orderID.String, fromNS(created)
+		existing = &e
+		return nil
+	})
+	return existing, err
+}
+
+// DropIdempotency removes a record that has no order.
+func (s *Store) DropIdempotency(ctx context.Context, vendorID, key string) error {
+	_, err := s.db.ExecContext(ctx, "DELETE FROM idempotency WHERE vendor_id = ? AND key = ? AND order_id IS NULL", vendorID, key)
+	if err != nil {
+		return fmt.Errorf("drop idempotency key: %w", err)
+	}
+	return nil
+}
+
+// CreateOrder inserts the order, its services and its idempotency link in
+// one transaction, so a crash leaves either all of it or none.
+func (s *Store) CreateOrder(ctx context.Context, o *store.Order, idemKey string) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		driver, err := json.Marshal(o.Driver)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO orders (id, vendor_id, environment, mc_number, external_reference, driver,
+			created_at, status, final, next_step_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			o.ID, o.VendorID, o.Environment, o.MCNumber, toNullString(o.ExternalReference), string(driver),
+			toNS(o.CreatedAt), o.Status, o.Final, toNullNS(o.NextStepAt))
+		if err != nil {
+			return fmt.Errorf("create order %s: %w", o.ID, err)
+		}
+		if err := insertServices(ctx, tx, o); err != nil {
+			return err
+		}
+		if idemKey != "" {
+			res, err := tx.ExecContext(ctx, "UPDATE idempotency SET order_id = ? WHERE vendor_id = ? AND key = ? AND order_id IS NULL",
+				o.ID, o.VendorID, idemKey)
+			if err != nil {
+				return fmt.Errorf("link idempotency key to order %s: %w", o.ID, err)
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				return fmt.Errorf("link idempotency key to order %s: no reserved record", o.ID)
+			}
+		}
+		return nil
+	})
+}
+
+func insertServices(ctx context.Context, tx *sql.Tx, o *store.Order) error {
+	for i, sv := range o.Services {
+		var result sql.NullString
+		if sv.Result != nil {
+			b, err := json.Marshal(sv.Result)
+			if err != nil {
+				return err
+			}
+			result = sql.NullString{String: string(b), Valid: true}
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO order_services (order_id, position, service, status, reason, state,
+			completed_at, report_path, result, steps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			o.ID, i, sv.Name, sv.Status, toNullString(sv.Reason), toNullString(sv.State), toNullNS(sv.CompletedAt),
+			sv.ReportPath, result, sv.Steps)
+		if err != nil {
+			return fmt.Errorf("save service %s of order %s: %w", sv.Name, o.ID, err)
+		}
+	}
+	return nil
+}
+
+const orderCols = "id, vendor_id, environment, mc_number, external_reference, driver, created_at, status, final, next_step_at"
+
+type querier interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+func scanOrder(r scanner) (*store.Order, error) {
+	var o store.Order
+	var ext sql.NullString
+	var driver string
+	var created int64
+	var next sql.NullInt64
+	if err := r.Scan(&o.ID, &o.VendorID, &o.Environment, &o.MCNumber, &ext, &driver, &created, &o.Status, &o.Final, &next); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(driver), &o.Driver); err != nil {
+		return nil, fmt.Errorf("order %s driver: %w", o.ID, err)
+	}
+	o.ExternalReference, o.CreatedAt, o.NextStepAt = fromNullString(ext), fromNS(created), fromNullNS(next)
+	return &o, nil
+}
+
+func loadServices(ctx context.Context, q querier, o *store.Order) error {
+	rows, err := q.QueryContext(ctx, `SELECT service, status, reason, state, completed_at, report_path, result, steps
+		FROM order_services WHERE order_id = ? ORDER BY position`, o.ID)
+	if err != nil {
+		return fmt.Errorf("services of order %s: %w", o.ID, err)
+	}
+	defer rows.Close()
+	o.Services = o.Services[:0]
+	for rows.Next() {
+		var sv store.Service
+		var reason, state, result sql.NullString
+		var completed sql.NullInt64
+		if err := rows.Scan(&sv.Name, &sv.Status, &reason, &state, &completed, &sv.ReportPath, &result, &sv.Steps); err != nil {
+			return fmt.Errorf("services of order %s: %w", o.ID, err)
+		}
+		sv.Reason, sv.State, sv.CompletedAt = fromNullString(reason), fromNullString(state), fromNullNS(completed)
+		if result.Valid {
+			sv.Result = &wire.ReviewsResult{}
+			if err := json.Unmarshal([]byte(result.String), sv.Result); err != nil {
+				return fmt.Errorf("result of %s of order %s: %w", sv.Name, o.ID, err)
+			}
+		}
+		o.Services = append(o.Services, sv)
+	}
+	return rows.Err()
+}
+
+func getOrder(ctx context.Context, q querier, id string) (*store.Order, error) {
+	o, err := scanOrder(q.QueryRowContext(ctx, "SELECT "+orderCols+" FROM orders WHERE id = ?", id))
+	if err != nil {
+		return nil, notFound(err, "order", id)
+	}
+	if err := loadServices(ctx, q, o); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// GetOrder returns the order with id and its services.
+func (s *Store) GetOrder(ctx context.Context, id string) (*store.Order, error) {
+	return getOrder(ctx, s.db, id)
+}
+
+// ListOrders lists a vendor's orders, newest first.
+func (s *Store) ListOrders(ctx context.Context, vendorID string, after *store.Cursor, limit int) ([]*store.Order, error) {
+	q := "SELECT " + orderCols + " FROM orders WHERE vendor_id = ?"
+	args := []any{vendorID}
+	if after != nil {
+		q += " AND (created_at < ? OR (created_at = ? AND id < ?))"
+		ns := toNS(after.CreatedAt)
+		args = append(args, ns, ns, after.OrderID)
+	}
+	q += " ORDER BY created_at DESC, id DESC LIMIT ?"
+	args = append(args, limit)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list orders of %s: %w", vendorID, err)
+	}
+	var out []*store.Order
+	for rows.Next() {
+		o, err := scanOrder(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, o := range out {
+		if err := loadServices(ctx, s.db, o); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// UpdateOrder loads, changes and saves an order in one transaction.
+func (s *Store) UpdateOrder(ctx context.Context, id string, fn func(*store.Order) error) (*store.Order, error) {
+	var out *store.Order
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		o, err := getOrder(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if err := fn(o); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, "UPDATE orders SET status = ?, final = ?, next_step_at = ? WHERE id = ?",
+			o.Status, o.Final, toNullNS(o.NextStepAt), id)
+		if err != nil {
+			return fmt.Errorf("update order %s: %w", id, err)
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM order_services WHERE order_id = ?", id); err != nil {
+			return fmt.Errorf("update order %s: %w", id, err)
+		}
+		if err := insertServices(ctx, tx, o); err != nil {
+			return err
+		}
+		out = o
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) ids(ctx context.Context, q string, args ...any) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+// DueSandboxOrders lists orders whose next sandbox step is due.
+func (s *Store) DueSandboxOrders(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	ids, err := s.ids(ctx, "SELECT id FROM orders WHERE next_step_at IS NOT NULL AND next_step_at <= ? ORDER BY next_step_at LIMIT ?", toNS(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("due sandbox orders: %w", err)
+	}
+	return ids, nil
+}
+
+// UnfinishedBefore lists orders not final and created before t.
+func (s *Store) UnfinishedBefore(ctx context.Context, t time.Time, limit int) ([]string, error) {
+	ids, err := s.ids(ctx, "SELECT id FROM orders WHERE final = 0 AND created_at < ? ORDER BY created_at LIMIT ?", toNS(t), limit)
+	if err != nil {
+		return nil, fmt.Errorf("unfinished orders: %w", err)
+	}
+	return ids, nil
+}
+
+// CountOrdersByStatus counts every order by status.
+func (s *Store) CountOrdersByStatus(ctx context.Context) (map[string]int, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT status, COUNT(*) FROM orders GROUP BY status")
+	if err != nil {
+		return nil, fmt.Errorf("count orders: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, err
+		}
+		out[st] = n
+	}
+	if err := rows.Err(); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,134 @@
+// Package store holds the records the backend owns (vendors, keys, orders,
+// idempotency records) and the Store interface the domain packages ask for.
+// It is engine-neutral: backend/store/sqlite implements it today and a
+// PostgreSQL store can follow without the domain changing.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"vendorgate/shared/wire"
+)
+
+// ErrNotFound is returned when no record has the given id.
+var ErrNotFound = errors.New("not found")
+
+// Vendor is a vendor account.
+type Vendor struct {
+	ID              string
+	CompanyName     string
+	Environment     string
+	Status          string
+	EnabledServices []string
+	CreatedAt       time.Time
+}
+
+// Key is an API key, stored only by the hex SHA-256 of the whole key.
+type Key struct {
+	ID          string
+	VendorID    string
+	Hash        string
+	Prefix      string
+	Environment string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+	RevokedAt   *time.Time
+}
+
+// Order is one order with its services. Status and Final are derived by the
+// orders package and stored so that lists and gauges need not derive them.
+type Order struct {
+	ID                string
+	VendorID          string
+	Environment       string
+	MCNumber          string
+	ExternalReference *string
+	Driver            wire.Driver
+	CreatedAt         time.Time
+	Status            string
+	Final             bool
+	// NextStepAt is when the sandbox provider next works the order; nil when
+	// nothing is scheduled (live orders, held or final ones).
+	NextStepAt *time.Time
+	Services   []Service
+}
+
+// Service is one ordered service of an order.
+type Service struct {
+	Name        string
+	Status      string
+	Reason      *string
+	State       *string
+	CompletedAt *time.Time
+	// ReportPath is the report file, relative to the reports directory;
+	// empty when there is none.
+	ReportPath string
+	Result     *wire.ReviewsResult
+	// Steps counts the sandbox provider's steps on this service.
+	Steps int
+}
+
+// Idempotency is the record of one Idempotency-Key of one vendor.
+type Idempotency struct {
+	VendorID    string
+	Key         string
+	RequestHash string
+	// OrderID is empty while the order is still being placed.
+	OrderID   string
+	CreatedAt time.Time
+}
+
+// Cursor is a position in a vendor's order list, newest first: the list
+// continues with orders older than (CreatedAt, OrderID).
+type Cursor struct {
+	CreatedAt time.Time
+	OrderID   string
+}
+
+// Store is what the domain needs from storage. Every method is safe for
+// concurrent use.
+type Store interface {
+	Ping(ctx context.Context) error
+	Close() error
+
+	CreateVendor(ctx context.Context, v *Vendor) error
+	GetVendor(ctx context.Context, id string) (*Vendor, error)
+	// ListVendors lists every vendor, oldest first.
+	ListVendors(ctx context.Context) ([]*Vendor, error)
+	// UpdateVendor loads the vendor, lets fn change it and saves it, in one
+	// transaction.
+	UpdateVendor(ctx context.Context, id string, fn func(*Vendor) error) (*Vendor, error)
+
+	CreateKey(ctx context.Context, k *Key) error
+	GetKey(ctx context.Context, id string) (*Key, error)
+	GetKeyByHash(ctx context.Context, hash string) (*Key, error)
+	// ListKeys lists a vendor's keys, oldest first.
+	ListKeys(ctx context.Context, vendorID string) ([]*Key, error)
+	// RevokeKey sets revoked_at when it is not set yet and returns the key.
+	RevokeKey(ctx context.Context, id string, at time.Time) (*Key, error)
+
+	// ReserveIdempotency inserts rec with no order yet. When the vendor
+	// already used the key it inserts nothing and returns the existing
+	// record; a unique constraint decides races.
+	ReserveIdempotency(ctx context.Context, rec Idempotency) (existing *Idempotency, err error)
+	// DropIdempotency removes a record whose order was never placed.
+	DropIdempotency(ctx context.Context, vendorID, key string) error
+	// CreateOrder inserts o and its services and, when idemKey is not empty,
+	// points the vendor's idempotency record at it: one transaction.
+	CreateOrder(ctx context.Context, o *Order, idemKey string) error
+	GetOrder(ctx context.Context, id string) (*Order, error)
+	// ListOrders lists a vendor's orders newest first, after cursor when it
+	// is not nil, at most limit.
+	ListOrders(ctx context.Context, vendorID string, after *Cursor, limit int) ([]*Order, error)
+	// UpdateOrder loads the order, lets fn change it and saves the order and
+	// its services, in one transaction. fn's error aborts and is returned.
+	UpdateOrder(ctx context.Context, id string, fn func(*Order) error) (*Order, error)
+	// DueSandboxOrders lists orders whose NextStepAt is at or before now.
+	DueSandboxOrders(ctx context.Context, now time.Time, limit int) ([]string, error)
+	// UnfinishedBefore lists orders not final and created before t.
+	UnfinishedBefore(ctx context.Context, t time.Time, limit int) ([]string, error)
+	// CountOrdersByStatus counts every order by its stored status.
+	CountOrdersByStatus(ctx context.Context) (map[string]int, error)
+}

@@ -1,0 +1,339 @@
+// Package vendors manages vendor accounts and their API keys: creation,
+// approval, suspension, enabled services, key issue and revocation, and the
+// key resolution the gateway asks for. Every change a gateway caches is
+// announced through the Publisher.
+package vendors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"vendorgate/backend/store"
+	"vendorgate/shared/apierr"
+	"vendorgate/shared/apikey"
+	"vendorgate/shared/wire"
+)
+
+// SeedCompanyName is the name of the vendor seeded for make run.
+const SeedCompanyName = "Sandbox Demo Vendor"
+
+// Publisher announces invalidations; *invalidate.Publisher satisfies it.
+type Publisher interface {
+	Publish(ctx context.Context, msg wire.Invalidation) error
+}
+
+// Options configure a Service.
+type Options struct {
+	Store store.Store
+	// Prefixes are the key prefixes this deployment issues.
+	Prefixes apikey.Prefixes
+	// KeyLifetime is the default lifetime of an issued key. Default 90 days.
+	KeyLifetime time.Duration
+	// Publisher, when not nil, receives every invalidation.
+	Publisher Publisher
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Service is the vendor and key domain.
+type Service struct {
+	o Options
+}
+
+// New builds a Service.
+func New(o Options) (*Service, error) {
+	if o.Store == nil {
+		return nil, errors.New("vendors: no store")
+	}
+	if err := o.Prefixes.Validate(); err != nil {
+		return nil, err
+	}
+	if o.KeyLifetime <= 0 {
+		o.KeyLifetime = 90 * 24 * time.Hour
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Service{o: o}, nil
+}
+
+func (s *Service) now() time.Time { return s.o.Now().UTC().Truncate(time.Second) }
+
+// notFound maps a store miss to the API's not_found and passes other errors.
+func notFound(err error, what string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return apierr.New(apierr.NotFound, "%s not found", what)
+	}
+	return err
+}
+
+// Conflict is the answer to a transition that is not allowed: 409
+// request_failed, as the admin contract says.
+func Conflict(format string, args ...any) *apierr.Error {
+	e := apierr.New(apierr.RequestFailed, format, args...)
+	e.HTTPStatus = 409
+	return e
+}
+
+// NormaliseServices checks a list of service names: known, no duplicates.
+// It returns them in the specification's order.
+func NormaliseServices(field string, in []string) ([]string, *apierr.Error) {
+	seen := map[string]bool{}
+	for _, s := range in {
+		if !wire.IsService(s) {
+			return nil, validation(field, fmt.Sprintf("unknown service %q (known: %s)", s, strings.Join(wire.Services(), ", ")))
+		}
+		if seen[s] {
+			return nil, validation(field, fmt.Sprintf("service %q is listed twice", s))
+		}
+		seen[s] = true
+	}
+	out := []string{}
+	for _, s := range wire.Services() {
+		if seen[s] {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func validation(field, msg string) *apierr.Error {
+	e := apierr.New(apierr.ValidationError, "the request is not valid")
+	e.Fields = map[string]string{field: msg}
+	return e
+}
+
+// Create makes a pending vendor.
+func (s *Service) Create(ctx context.Context, company, environment string, services []string) (*store.Vendor, error) {
+	company = strings.TrimSpace(company)
+	fields := map[string]string{}
+	if company == "" || len(company) > 200 {
+		fields["company_name"] = "required, at most 200 characters"
+	}
+	if environment != apikey.Sandbox && environment != apikey.Live {
+		fields["environment"] = "must be sandbox or live"
+	}
+	svc, verr := NormaliseServices("enabled_services", services)
+	if verr != nil {
+		fields["enabled_services"] = verr.Fields["enabled_services"]
+	}
+	if len(fields) > 0 {
+		e := apierr.New(apierr.ValidationError, "the request is not valid")
+		e.Fields = fields
+		return nil, e
+	}
+	v := &store.Vendor{ID: uuid.NewString(), CompanyName: company, Environment: environment,
+		Status: wire.VendorPending, EnabledServices: svc, CreatedAt: s.now()}
+	if err := s.o.Store.CreateVendor(ctx, v); err != nil {
+		return nil, err
+	}
+	s.o.Logger.Info("vendor created", "vendor_id", v.ID, "environment", environment)
+	return v, nil
+}
+
+// Get returns one vendor.
+func (s *Service) Get(ctx context.Context, id string) (*store.Vendor, error) {
+	if uuid.Validate(id) != nil {
+		return nil, apierr.New(apierr.NotFound, "vendor not found")
+	}
+	v, err := s.o.Store.GetVendor(ctx, id)
+	if err != nil {
+		return nil, notFound(err, "vendor")
+	}
+	return v, nil
+}
+
+// List returns every vendor, oldest first.
+func (s *Service) List(ctx context.Context) ([]*store.Vendor, error) {
+	return s.o.Store.ListVendors(ctx)
+}
+
+// transitions lists, for each action, the statuses it may start from; the
+// target status itself is always allowed, so repeating an action is a no-op.
+var transitions = map[string]struct {
+	to   string
+	from []string
+}{
+	"approve":   {wire.VendorApproved, []string{wire.VendorPending}},
+	"suspend":   {wire.VendorSuspended, []string{wire.VendorApproved, wire.VendorPending}},
+	"reinstate": {wire.VendorApproved, []string{wire.VendorSuspended}},
+}
+
+// SetStatus applies action (approve, suspend, reinstate) to a vendor.
+func (s *Service) SetStatus(ctx context.Context, id, action string) (*store.Vendor, error) {
+	tr, ok := transitions[action]
+	if !ok {
+		return nil, fmt.Errorf("unknown vendor action %q", action)
+	}
+	if uuid.Validate(id) != nil {
+		return nil, apierr.New(apierr.NotFound, "vendor not found")
+	}
+	changed := false
+	v, err := s.o.Store.UpdateVendor(ctx, id, func(v *store.Vendor) error {
+		if v.Status == tr.to {
+			return nil
+		}
+		for _, f := range tr.from {
+			if v.Status == f {
+				v.Status, changed = tr.to, true
+				return nil
+			}
+		}
+		return Conflict("cannot %s a vendor that is %s", action, v.Status)
+	})
+	if err != nil {
+		return nil, notFound(err, "vendor")
+	}
+	if changed {
+		s.o.Logger.Info("vendor status changed", "vendor_id", id, "status", v.Status)
+		s.publish(ctx, wire.Invalidation{VendorID: id})
+	}
+	return v, nil
+}
+
+// SetServices replaces a vendor's enabled services.
+func (s *Service) SetServices(ctx context.Context, id string, services []string) (*store.Vendor, error) {
+	if services == nil {
+		return nil, validation("enabled_services", "required: a list of service names (may be empty)")
+	}
+	svc, verr := NormaliseServices("enabled_services", services)
+	if verr != nil {
+		return nil, verr
+	}
+	if uuid.Validate(id) != nil {
+		return nil, apierr.New(apierr.NotFound, "vendor not found")
+	}
+	v, err := s.o.Store.UpdateVendor(ctx, id, func(v *store.Vendor) error {
+		v.EnabledServices = svc
+		return nil
+	})
+	if err != nil {
+		return nil, notFound(err, "vendor")
+	}
+	s.o.Logger.Info("vendor services changed", "vendor_id", id, "enabled_services", svc)
+	s.publish(ctx, wire.Invalidation{VendorID: id})
+	return v, nil
+}
+
+// IssueKey makes a key for a vendor. The raw key is returned once and is
+// stored only as its hash. lifetime 0 means the default.
+func (s *Service) IssueKey(ctx context.Context, vendorID string, lifetime time.Duration) (string, *store.Key, error) {
+	if lifetime < 0 {
+		return "", nil, validation("lifetime_seconds", "must be positive")
+	}
+	if lifetime == 0 {
+		lifetime = s.o.KeyLifetime
+	}
+	v, err := s.Get(ctx, vendorID)
+	if err != nil {
+		return "", nil, err
+	}
+	raw, err := apikey.Generate(s.o.Prefixes, v.Environment)
+	if err != nil {
+		return "", nil, err
+	}
+	prefix, _ := s.o.Prefixes.For(v.Environment)
+	now := s.now()
+	k := &store.Key{ID: uuid.NewString(), VendorID: v.ID, Hash: apikey.Hash(raw), Prefix: prefix,
+		Environment: v.Environment, CreatedAt: now, ExpiresAt: now.Add(lifetime).Truncate(time.Second)}
+	if err := s.o.Store.CreateKey(ctx, k); err != nil {
+		return "", nil, err
+	}
+	s.o.Logger.Info("key issued", "vendor_id", v.ID, "key_id", k.ID, "expires_at", k.ExpiresAt)
+	return raw, k, nil
+}
+
+// ListKeys lists a vendor's keys, oldest first.
+func (s *Service) ListKeys(ctx context.Context, vendorID string) ([]*store.Key, error) {
+	if _, err := s.Get(ctx, vendorID); err != nil {
+		return nil, err
+	}
+	return s.o.Store.ListKeys(ctx, vendorID)
+}
+
+// RevokeKey revokes a key (repeating it keeps the first time) and
+// announces it so that gateways stop accepting it at once.
+func (s *Service) RevokeKey(ctx context.Context, keyID string) (*store.Key, error) {
+	if uuid.Validate(keyID) != nil {
+		return nil, apierr.New(apierr.NotFound, "key not found")
+	}
+	k, err := s.o.Store.RevokeKey(ctx, keyID, s.now())
+	if err != nil {
+		return nil, notFound(err, "key")
+	}
+	s.o.Logger.Info("key revoked", "vendor_id", k.VendorID, "key_id", k.ID)
+	s.publish(ctx, wire.Invalidation{KeyHash: k.Hash})
+	return k, nil
+}
+
+// Resolve finds a key by the hex SHA-256 of the whole key, with its vendor.
+// Revoked and expired keys resolve too: the gateway decides what to answer.
+func (s *Service) Resolve(ctx context.Context, hash string) (*wire.KeyResolution, error) {
+	if !isHexHash(hash) {
+		return nil, apierr.New(apierr.NotFound, "no key has that hash")
+	}
+	k, err := s.o.Store.GetKeyByHash(ctx, hash)
+	if err != nil {
+		return nil, notFound(err, "key")
+	}
+	v, err := s.o.Store.GetVendor(ctx, k.VendorID)
+	if err != nil {
+		return nil, fmt.Errorf("vendor of key %s: %w", k.ID, err)
+	}
+	return &wire.KeyResolution{KeyID: k.ID, VendorID: v.ID, Environment: k.Environment,
+		CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt,
+		Vendor: wire.VendorInfo{Status: v.Status, CompanyName: v.CompanyName, EnabledServices: v.EnabledServices}}, nil
+}
+
+func isHexHash(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Seed creates the approved "Sandbox Demo Vendor" with every service when
+// no vendor exists yet. It reports whether it created one.
+func (s *Service) Seed(ctx context.Context) (bool, error) {
+	vs, err := s.o.Store.ListVendors(ctx)
+	if err != nil {
+		return false, err
+	}
+	if len(vs) > 0 {
+		return false, nil
+	}
+	v := &store.Vendor{ID: uuid.NewString(), CompanyName: SeedCompanyName, Environment: apikey.Sandbox,
+		Status: wire.VendorApproved, EnabledServices: wire.Services(), CreatedAt: s.now()}
+	if err := s.o.Store.CreateVendor(ctx, v); err != nil {
+		return false, err
+	}
+	s.o.Logger.Info("seeded sandbox vendor", "vendor_id", v.ID)
+	return true, nil
+}
+
+func (s *Service) publish(ctx context.Context, msg wire.Invalidation) {
+	if s.o.Publisher == nil {
+		return
+	}
+	if err := s.o.Publisher.Publish(ctx, msg); err != nil {
+		// Gateways still drop the entry when their cache TTL runs out.
+		s.o.Logger.Warn("invalidation not published", "vendor_id", msg.VendorID, "error", err)
+	}
+}

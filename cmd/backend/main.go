@@ -1,0 +1,103 @@
+// Command backend runs the vendorgate backend: vendors, keys and orders,
+// the vendor API for the gateway and the admin API for vendorctl.
+//
+//	backend -config config/examples/backend.yaml
+//	backend -config FILE -check   # validate, print the effective config, exit
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"vendorgate/backend"
+	"vendorgate/config"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("backend", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "YAML configuration file (every key can be overridden by BACKEND_* variables)")
+	check := fs.Bool("check", false, "validate the configuration, print it with secrets masked, and exit")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := config.LoadBackend(*path, os.LookupEnv)
+	if err != nil {
+		fmt.Fprintf(stderr, "backend: %v\n", err)
+		return 2
+	}
+	if *check {
+		if err := config.Print(stdout, cfg); err != nil {
+			fmt.Fprintf(stderr, "backend: %v\n", err)
+			return 2
+		}
+		return 0
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level(cfg.LogLevel)}))
+	if cfg.IsPostgres() {
+		log.Error("the PostgreSQL store is not built yet: set database to a SQLite file path")
+		return 2
+	}
+	if err := os.MkdirAll(cfg.ReportsDir, 0o755); err != nil {
+		log.Error("create reports directory", "error", err)
+		return 1
+	}
+	ctx := context.Background()
+	b, err := backend.New(ctx, backend.Options{
+		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Database: cfg.Database,
+		PublicBaseURL: cfg.PublicBaseURL, InternalToken: cfg.InternalToken, AdminToken: cfg.AdminToken,
+		RedisURLs: cfg.RedisURL, RedisMasterName: cfg.RedisMasterName,
+		OrderDeadline: cfg.OrderDeadline, SweepInterval: cfg.SweepInterval, SandboxDelay: cfg.SandboxDelay,
+		KeyPrefixes: cfg.KeyPrefixes.APIKey(), KeyLifetime: cfg.KeyLifetime,
+		MVRUnavailableStates: cfg.MVRUnavailableStates, ReportsDir: cfg.ReportsDir,
+		SeedSandboxVendor: cfg.SeedSandboxVendor, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log,
+	})
+	if err != nil {
+		log.Error("backend did not start", "error", err)
+		return 1
+	}
+	if err := b.Start(); err != nil {
+		log.Error("backend did not start", "error", err)
+		_ = b.Shutdown(ctx)
+		return 1
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	code := 0
+	select {
+	case s := <-sig:
+		log.Info("shutting down", "signal", s.String(), "grace", cfg.ShutdownGrace.String())
+	case err := <-b.Errors():
+		log.Error("listener failed", "error", err)
+		code = 1
+	}
+	grace := cfg.ShutdownGrace
+	if grace <= 0 {
+		grace = time.Second
+	}
+	sctx, cancel := context.WithTimeout(ctx, grace)
+	defer cancel()
+	if err := b.Shutdown(sctx); err != nil {
+		log.Error("shutdown", "error", err)
+		code = 1
+	}
+	log.Info("backend stopped")
+	return code
+}
+
+func level(s string) slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}
