@@ -68,7 +68,9 @@ func New(count CountOrders, log *slog.Logger) *Metrics {
 }
 
 // OrderCreated counts one placed order.
-func (m *Metrics) OrderCreated(environment string) { m.ordersCreated.WithLabelValues(environment).Inc() }
+func (m *Metrics) OrderCreated(environment string) {
+	m.ordersCreated.WithLabelValues(environment).Inc()
+}
 
 // SweeperRun counts one sweeper run that closed n orders.
 func (m *Metrics) SweeperRun(closed int) {
