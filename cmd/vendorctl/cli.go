@@ -1,0 +1,276 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// Output formats of -o.
+const (
+	formatTable = "table"
+	formatJSON  = "json"
+)
+
+// command is one `vendorctl GROUP VERB` with what it accepts.
+type command struct {
+	group, verb string
+	// args names the positional arguments, all required, in order.
+	args []string
+	// flags lists the flags the command takes; every flag takes a value.
+	flags []string
+	// usage is the line after "vendorctl ", summary says what it does.
+	usage, summary string
+	run            func(*env, *invocation) error
+}
+
+func (c *command) name() string { return c.group + " " + c.verb }
+
+func (c *command) takes(flag string) bool {
+	for _, f := range c.flags {
+		if f == flag {
+			return true
+		}
+	}
+	return false
+}
+
+// invocation is a parsed command line.
+type invocation struct {
+	cmd    *command // nil for top-level help
+	args   []string
+	flags  map[string]string
+	format string
+	help   bool
+	// group is set when only a group was named (`vendorctl vendor -h`).
+	group string
+}
+
+// usageError is a command line vendorctl cannot run; it exits 2 and prints
+// the usage line of the command (or of vendorctl) after the reason.
+type usageError struct {
+	reason string
+	cmd    *command
+	group  string
+}
+
+func (e *usageError) Error() string { return e.reason }
+
+func usagef(cmd *command, format string, args ...any) *usageError {
+	return &usageError{reason: fmt.Sprintf(format, args...), cmd: cmd}
+}
+
+// commands is vendorctl's command table, in the order usage lists them.
+func commands() []*command {
+	return []*command{
+		{group: "vendor", verb: "create", flags: []string{"company", "environment", "services"},
+			usage:   "vendor create --company NAME --environment sandbox|live [--services mvr,psp,...]",
+			summary: "create a vendor (pending approval)", run: vendorCreate},
+		{group: "vendor", verb: "approve", args: []string{"VENDOR_ID"},
+			usage: "vendor approve VENDOR_ID", summary: "approve a vendor", run: vendorAction("approve")},
+		{group: "vendor", verb: "suspend", args: []string{"VENDOR_ID"},
+			usage: "vendor suspend VENDOR_ID", summary: "suspend a vendor: results readable, no new orders", run: vendorAction("suspend")},
+		{group: "vendor", verb: "reinstate", args: []string{"VENDOR_ID"},
+			usage: "vendor reinstate VENDOR_ID", summary: "reinstate a suspended vendor", run: vendorAction("reinstate")},
+		{group: "vendor", verb: "services", args: []string{"VENDOR_ID", "SERVICES"},
+			usage: "vendor services VENDOR_ID mvr,psp,...|none", summary: "set the services a vendor may order", run: vendorServices},
+		{group: "vendor", verb: "get", args: []string{"VENDOR_ID"},
+			usage: "vendor get VENDOR_ID", summary: "show a vendor", run: vendorGet},
+		{group: "vendor", verb: "list",
+			usage: "vendor list", summary: "list vendors, oldest first", run: vendorList},
+		{group: "key", verb: "issue", args: []string{"VENDOR_ID"}, flags: []string{"lifetime"},
+			usage: "key issue VENDOR_ID [--lifetime 90d|36h|...]", summary: "issue an API key; the key is shown only once", run: keyIssue},
+		{group: "key", verb: "revoke", args: []string{"KEY_ID"},
+			usage: "key revoke KEY_ID", summary: "revoke an API key", run: keyRevoke},
+		{group: "key", verb: "list", args: []string{"VENDOR_ID"},
+			usage: "key list VENDOR_ID", summary: "list a vendor's keys (never the secret)", run: keyList},
+		{group: "order", verb: "get", args: []string{"ORDER_ID"},
+			usage: "order get ORDER_ID", summary: "show an order", run: orderGet},
+		{group: "order", verb: "release", args: []string{"ORDER_ID"}, flags: []string{"service"},
+			usage: "order release ORDER_ID [--service S]", summary: "release held services (all when no --service)", run: orderRelease},
+		{group: "order", verb: "complete", args: []string{"ORDER_ID"}, flags: []string{"service", "file", "result"},
+			usage:   "order complete ORDER_ID --service S [--file report.pdf] [--result reviews.json]",
+			summary: "complete a service (report PDF, or driver_reviews result)", run: orderComplete},
+		{group: "order", verb: "fail", args: []string{"ORDER_ID"}, flags: []string{"service", "reason"},
+			usage: "order fail ORDER_ID --service S --reason R", summary: "fail a service with a reason", run: orderFail},
+		{group: "order", verb: "delete", args: []string{"ORDER_ID"},
+			usage: "order delete ORDER_ID", summary: "delete an order's data (unfinished services fail record_deleted)", run: orderDelete},
+	}
+}
+
+func findCommand(cmds []*command, group, verb string) *command {
+	for _, c := range cmds {
+		if c.group == group && c.verb == verb {
+			return c
+		}
+	}
+	return nil
+}
+
+func isGroup(cmds []*command, group string) bool {
+	for _, c := range cmds {
+		if c.group == group {
+			return true
+		}
+	}
+	return false
+}
+
+// parse reads a command line. The global flags -o/--output and -h/--help
+// are accepted anywhere; a command's own flags after its name, as --name
+// value or --name=value (one dash works too). "--" ends the flags.
+func parse(cmds []*command, argv []string) (*invocation, error) {
+	inv := &invocation{flags: map[string]string{}, format: formatTable}
+	var words []string
+	formatSet := false
+	flagsDone := false
+	for i := 0; i < len(argv); i++ {
+		a := argv[i]
+		if flagsDone || a == "-" || !strings.HasPrefix(a, "-") {
+			words = append(words, a)
+			if inv.cmd == nil && len(words) == 2 {
+				inv.cmd = findCommand(cmds, words[0], words[1])
+			}
+			continue
+		}
+		if a == "--" {
+			flagsDone = true
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		switch {
+		case name == "h" || name == "help":
+			if hasValue {
+				return nil, usagef(inv.cmd, "flag -%s takes no value", name)
+			}
+			inv.help = true
+			continue
+		case name == "o" || name == "output":
+		case inv.cmd != nil && inv.cmd.takes(name):
+		case inv.cmd != nil:
+			return nil, usagef(inv.cmd, "unknown flag %s for %q", a, inv.cmd.name())
+		default:
+			return nil, usagef(nil, "unknown flag %s", a)
+		}
+		if !hasValue {
+			if i+1 >= len(argv) {
+				return nil, usagef(inv.cmd, "flag %s needs a value", a)
+			}
+			i++
+			value = argv[i]
+		}
+		if name == "o" || name == "output" {
+			if formatSet {
+				return nil, usagef(inv.cmd, "-o given twice")
+			}
+			if value != formatTable && value != formatJSON {
+				return nil, usagef(inv.cmd, "-o %q: use table or json", value)
+			}
+			inv.format, formatSet = value, true
+			continue
+		}
+		if _, dup := inv.flags[name]; dup {
+			return nil, usagef(inv.cmd, "--%s given twice", name)
+		}
+		inv.flags[name] = value
+	}
+
+	switch {
+	case len(words) == 0:
+		if inv.help {
+			return inv, nil
+		}
+		return nil, usagef(nil, "no command given")
+	case words[0] == "help":
+		// `vendorctl help`, `vendorctl help vendor`, `vendorctl help vendor create`.
+		inv.help = true
+		if len(words) >= 3 {
+			inv.cmd = findCommand(cmds, words[1], words[2])
+		}
+		if inv.cmd == nil && len(words) >= 2 && isGroup(cmds, words[1]) {
+			inv.group = words[1]
+		}
+		return inv, nil
+	case !isGroup(cmds, words[0]):
+		return nil, usagef(nil, "unknown command %q", words[0])
+	case inv.cmd == nil:
+		e := &usageError{reason: fmt.Sprintf("%q needs a subcommand", words[0]), group: words[0]}
+		if len(words) >= 2 {
+			e.reason = fmt.Sprintf("unknown command %q", words[0]+" "+words[1])
+		}
+		if inv.help && len(words) == 1 {
+			inv.group = words[0]
+			return inv, nil
+		}
+		return nil, e
+	}
+	if inv.help {
+		return inv, nil
+	}
+	inv.args = words[2:]
+	if want := inv.cmd.args; len(inv.args) != len(want) {
+		if len(inv.args) < len(want) {
+			return nil, usagef(inv.cmd, "missing %s", strings.Join(want[len(inv.args):], " "))
+		}
+		return nil, usagef(inv.cmd, "unexpected argument %q", inv.args[len(want)])
+	}
+	for i, a := range inv.args {
+		if strings.TrimSpace(a) == "" && inv.cmd.args[i] != "SERVICES" {
+			return nil, usagef(inv.cmd, "%s is empty", inv.cmd.args[i])
+		}
+	}
+	return inv, nil
+}
+
+// writeUsage prints vendorctl's usage: every command, or one group's, or one.
+func writeUsage(w io.Writer, cmds []*command, group string, one *command) {
+	if one != nil {
+		fmt.Fprintf(w, "usage: vendorctl %s [-o table|json]\n\n%s.\n", one.usage, capitalise(one.summary))
+		return
+	}
+	fmt.Fprintln(w, "usage: vendorctl [-o table|json] <command> [arguments]")
+	if group == "" {
+		fmt.Fprintln(w, "\nvendorctl manages vendors, API keys and orders through the vendorgate backend's admin API.")
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	last := ""
+	for _, c := range cmds {
+		if group != "" && c.group != group {
+			continue
+		}
+		if c.group != last {
+			fmt.Fprintf(tw, "\n%s commands:\n", c.group)
+			last = c.group
+		}
+		fmt.Fprintf(tw, "  vendorctl %s\t%s\n", c.usage, c.summary)
+	}
+	tw.Flush()
+	fmt.Fprint(w, `
+Flags:
+  -o, --output table|json   output format (default table), before or after the command
+  -h, --help                show this help (vendorctl help COMMAND for one command)
+
+Environment:
+  VENDORCTL_ADMIN_URL       the backend's admin API (default http://127.0.0.1:8082)
+  VENDORCTL_ADMIN_TOKEN     the backend's admin token (required)
+`)
+}
+
+// usageLine is the one line printed after a usage error's reason.
+func usageLine(e *usageError) string {
+	switch {
+	case e.cmd != nil:
+		return "usage: vendorctl " + e.cmd.usage
+	case e.group != "":
+		return "usage: vendorctl " + e.group + " <command> ... (vendorctl help " + e.group + " lists them)"
+	}
+	return "usage: vendorctl [-o table|json] <command> [arguments] (vendorctl help lists the commands)"
+}
+
+func capitalise(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
