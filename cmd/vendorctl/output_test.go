@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// render writes v with fn into a table and returns the text.
+func render[T any](t *testing.T, fn func(*table, T), v T) string {
+	t.Helper()
+	var buf bytes.Buffer
+	tb := newTable(&buf)
+	fn(tb, v)
+	if err := tb.flush(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+func TestVendorsTableAligned(t *testing.T) {
+	out := render(t, writeVendors, []adminVendor{
+		{VendorID: "v-1", CompanyName: "Acme", Environment: "sandbox", Status: "approved",
+			EnabledServices: []string{"mvr", "psp"}, CreatedAt: "2026-11-23T11:12:21.123456789Z"},
+		{VendorID: "v-2", CompanyName: "Much Longer Company Name", Environment: "live", Status: "pending",
+			CreatedAt: "2026-11-23T12:00:00+02:00"},
+	})
+	want := strings.Join([]string{
+		"VENDOR ID  COMPANY                   ENVIRONMENT  STATUS    SERVICES  CREATED",
+		"v-1        Acme                      sandbox      approved  mvr,psp   2026-11-23 11:12:21Z",
+		"v-2        Much Longer Company Name  live         pending   none      2026-11-23 10:00:00Z",
+		"",
+	}, "\n")
+	if out != want {
+		t.Fatalf("table:\n%s\nwant:\n%s", out, want)
+	}
+	if got := render(t, writeVendors, nil); got != "No vendors.\n" {
+		t.Fatalf("empty list: %q", got)
+	}
+}
+
+func TestCellsCannotBreakTheTable(t *testing.T) {
+	out := render(t, writeVendor, adminVendor{VendorID: "v", CompanyName: "Evil\tCo\n\x1b[2Jcleared", CreatedAt: "not a time"})
+	if strings.ContainsAny(out, "\t\x1b") {
+		t.Fatalf("control characters reached the output: %q", out)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("%d lines, want 6 (one per field):\n%s", len(lines), out)
+	}
+	for _, want := range []string{"COMPANY      Evil Co  [2Jcleared", "ENVIRONMENT  -", "SERVICES     none", "CREATED      not a time"} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("missing line %q in:\n%s", want, out)
+		}
+	}
+}
+
+func TestIssuedKeyShownProminently(t *testing.T) {
+	out := render(t, writeIssuedKey, issuedKey{Key: "vgsandbx_SECRETSECRET", KeyID: "k-1", VendorID: "v-1",
+		CreatedAt: "2026-11-23T11:00:00Z", ExpiresAt: "2027-02-21T11:00:00Z"})
+	lines := strings.Split(out, "\n")
+	if !strings.Contains(lines[0], "shown only once") || lines[2] != "    vgsandbx_SECRETSECRET" {
+		t.Fatalf("key not shown on its own line under the once-only warning:\n%s", out)
+	}
+	if !strings.Contains(out, "EXPIRES    2027-02-21 11:00:00Z\n") {
+		t.Fatalf("no expiry line:\n%s", out)
+	}
+}
+
+func TestKeysTableStates(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	revoked := "2026-11-23T11:30:00Z"
+	out := render(t, func(tb *table, ks []adminKey) { writeKeys(tb, ks, now) }, []adminKey{
+		{KeyID: "k-active", Prefix: "vgsandbx", CreatedAt: "2026-11-23T11:00:00Z", ExpiresAt: "2027-02-21T11:00:00Z"},
+		{KeyID: "k-expired", Prefix: "vgsandbx", CreatedAt: "2026-11-23T11:00:00Z", ExpiresAt: "2026-11-23T11:00:02Z"},
+		{KeyID: "k-revoked", Prefix: "vglive01", CreatedAt: "2026-11-23T11:00:00Z", ExpiresAt: "2027-02-21T11:00:00Z", RevokedAt: &revoked},
+	})
+	for _, want := range []string{
+		"KEY ID     PREFIX    STATE    CREATED               EXPIRES               REVOKED",
+		"k-active   vgsandbx  active   2026-11-23 11:00:00Z  2027-02-21 11:00:00Z  -",
+		"k-expired  vgsandbx  expired  2026-11-23 11:00:00Z  2026-11-23 11:00:02Z  -",
+		"k-revoked  vglive01  revoked  2026-11-23 11:00:00Z  2027-02-21 11:00:00Z  2026-11-23 11:30:00Z",
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("missing line %q in:\n%s", want, out)
+		}
+	}
+}
+
+func TestOrderTable(t *testing.T) {
+	var a adminOrder
+	body := `{"vendor_id":"v-1","order":{"order_id":"o-1","status":"under_review","final":false,
+		"safety_score":{"score":82,"grade":"B","risk_level":"low","reports_used":["mvr","psp"],"calculated_at":"2026-11-23T11:00:05Z"},
+		"environment":"sandbox","mc_number":"MC123456","external_reference":null,"created_at":"2026-11-23T11:00:00Z",
+		"poll":{"url":"http://x/api/vendor/v1/orders/o-1","after_seconds":5},
+		"services":[
+		 {"service":"mvr","status":"under_review","reason":"manual_review","state":"TX","completed_at":null,"file_url":null,"result":null},
+		 {"service":"psp","status":"completed","reason":null,"state":null,"completed_at":"2026-11-23T11:00:03Z","file_url":"http://x/r/psp","result":null},
+		 {"service":"driver_reviews","status":"completed","reason":null,"state":null,"completed_at":"2026-11-23T11:00:04Z","file_url":null,
+		  "result":{"found":true,"reviews":[{"rating":4,"text":"ok","date":"2026-01-02"},{"rating":null,"text":null,"date":null}]}}]}}`
+	if err := json.Unmarshal([]byte(body), &a); err != nil {
+		t.Fatal(err)
+	}
+	out := render(t, writeOrder, a)
+	for _, want := range []string{
+		"ORDER ID      o-1",
+		"VENDOR ID     v-1",
+		"STATUS        under_review",
+		"FINAL         false",
+		"EXTERNAL REF  -",
+		"SAFETY SCORE  82 (grade B, risk low, from mvr,psp)",
+		"SERVICE         STATUS        REASON         STATE  COMPLETED             REPORT / RESULT",
+		"mvr             under_review  manual_review  TX     -                     -",
+		"psp             completed     -              -      2026-11-23 11:00:03Z  http://x/r/psp",
+		"driver_reviews  completed     -              -      2026-11-23 11:00:04Z  2 reviews",
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("missing line %q in:\n%s", want, out)
+		}
+	}
+}
+
+func TestWriteJSONIndentsAndKeepsUnknownFields(t *testing.T) {
+	var buf bytes.Buffer
+	if err := writeJSON(&buf, json.RawMessage(`{"vendor_id":"v","later_field":[1,2]}`)); err != nil {
+		t.Fatal(err)
+	}
+	want := "{\n  \"vendor_id\": \"v\",\n  \"later_field\": [\n    1,\n    2\n  ]\n}\n"
+	if buf.String() != want {
+		t.Fatalf("got %q want %q", buf.String(), want)
+	}
+	if err := writeJSON(&buf, json.RawMessage(`{oops`)); err == nil {
+		t.Fatal("invalid JSON printed without error")
+	}
+}
+
+func TestMember(t *testing.T) {
+	if m, err := member(json.RawMessage(`{"vendors":[{"a":1}]}`), "vendors"); err != nil || string(m) != `[{"a":1}]` {
+		t.Fatalf("member = %s, %v", m, err)
+	}
+	if m, err := member(json.RawMessage(`{"vendors":null}`), "vendors"); err != nil || string(m) != `[]` {
+		t.Fatalf("null member = %s, %v; want []", m, err)
+	}
+	if _, err := member(json.RawMessage(`{"keys":[]}`), "vendors"); err == nil {
+		t.Fatal("missing member accepted")
+	}
+}
