@@ -1,0 +1,192 @@
+package gateway
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"vendorgate/shared/apierr"
+	"vendorgate/shared/wire"
+)
+
+func TestHappyPathCarriesIdentity(t *testing.T) {
+	b := newTestBackend(t)
+	gw := startGateway(t, b, nil)
+	key, res := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	a := do(t, "GET", gw.url+"/api/vendor/v1/me", key)
+	if a.status != 200 {
+		t.Fatalf("status %d %s", a.status, a.body)
+	}
+	a.wantCommon(t)
+	if a.echo[wire.HeaderVendorID] != res.VendorID || a.echo[wire.HeaderKeyID] != res.KeyID || a.echo[wire.HeaderEnvironment] != "sandbox" {
+		t.Fatalf("identity not asserted: %v", a.echo)
+	}
+	if _, ok := a.echo[wire.HeaderAPIKey]; ok {
+		t.Fatal("the API key reached the backend")
+	}
+	if a.echo[wire.HeaderRequestID] != a.header.Get("X-Request-Id") {
+		t.Fatalf("request id %q to backend, %q to client", a.echo[wire.HeaderRequestID], a.header.Get("X-Request-Id"))
+	}
+	if a.header.Get("Location") == "" || a.header.Get("Retry-After") != "7" {
+		t.Fatalf("Location/Retry-After not passed through: %v", a.header)
+	}
+	if a.header.Get("RateLimit-Policy") != `"reads";q=5;w=60` || a.header.Get("RateLimit") != `"reads";r=4;t=12` {
+		t.Fatalf("RateLimit headers: %q %q", a.header.Get("RateLimit-Policy"), a.header.Get("RateLimit"))
+	}
+	_ = http.StatusOK
+	_ = apierr.NotFound
+}
+
+func TestRouting(t *testing.T) {
+	b := newTestBackend(t)
+	gw := startGateway(t, b, nil)
+	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	for _, k := range []string{"", key} {
+		do(t, "GET", gw.url+"/api/vendor/v1/nope", k).wantError(t, 404, apierr.NotFound)
+		do(t, "GET", gw.url+"/api/vendor/v2/me", k).wantError(t, 404, apierr.NotFound)
+		do(t, "GET", gw.url+"/api/vendor/v1/me/", k).wantError(t, 404, apierr.NotFound) // no redirect
+		do(t, "GET", gw.url+"/API/vendor/v1/me", k).wantError(t, 404, apierr.NotFound)  // no case folding
+		do(t, "GET", gw.url+"/", k).wantError(t, 404, apierr.NotFound)
+		do(t, "GET", gw.url+"/internal/v1/keys/abc", k).wantError(t, 404, apierr.NotFound)
+	}
+	a := do(t, "POST", gw.url+"/api/vendor/v1/me", key)
+	a.wantError(t, 405, apierr.MethodNotAllowed)
+	if a.header.Get("Allow") != "GET" {
+		t.Fatalf("Allow %q", a.header.Get("Allow"))
+	}
+	a = do(t, "DELETE", gw.url+"/api/vendor/v1/orders", key)
+	a.wantError(t, 405, apierr.MethodNotAllowed)
+	if a.header.Get("Allow") != "GET, POST" {
+		t.Fatalf("Allow %q", a.header.Get("Allow"))
+	}
+	if b.calls.Load() != 0 {
+		t.Fatalf("%d refused requests reached the backend", b.calls.Load())
+	}
+	for _, p := range []string{"/api/vendor/v1/me", "/api/vendor/v1/orders", "/api/vendor/v1/orders/0b9a7f0e-1111-4222-8333-444455556666",
+		"/api/vendor/v1/orders/0b9a7f0e-1111-4222-8333-444455556666/reports/psp"} {
+		if a := do(t, "GET", gw.url+p, key); a.status != 200 {
+			t.Fatalf("GET %s: %d %s", p, a.status, a.body)
+		}
+	}
+}
+
+// TestAuthenticationRules has one case per rule of the specification's
+// Authentication section that the gateway decides.
+func TestAuthenticationRules(t *testing.T) {
+	b := newTestBackend(t)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	gw := startGateway(t, b, func(o *Options) { o.Now = clock })
+	good, _ := b.addKey("vendor-ok", wire.VendorApproved, now.Add(90*24*time.Hour))
+	revoked, _ := b.addKey("vendor-ok", wire.VendorApproved, now.Add(time.Hour))
+	b.update(revoked, func(r *wire.KeyResolution) { ts := now; r.RevokedAt = &ts })
+	expired, _ := b.addKey("vendor-ok", wire.VendorApproved, now.Add(-time.Second))
+	pending, _ := b.addKey("vendor-pending", wire.VendorPending, now.Add(time.Hour))
+	suspended, _ := b.addKey("vendor-susp", wire.VendorSuspended, now.Add(time.Hour))
+	unknown := "vgsandbx_" + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	foreign := "othersrv_" + good[9:]
+	me := gw.url + "/api/vendor/v1/me"
+
+	t.Run("1 missing key", func(t *testing.T) {
+		a := do(t, "GET", me, "")
+		a.wantError(t, 401, apierr.InvalidAPIKey)
+		if a.header.Get("WWW-Authenticate") == "" {
+			t.Fatal("no WWW-Authenticate")
+		}
+	})
+	t.Run("2 malformed key", func(t *testing.T) {
+		before := b.lookups.Load()
+		for _, k := range []string{"short", "vgsandbx-" + good[9:], "vgsandbx_" + "has space in the secret ................", "VGSANDBX_" + good[9:]} {
+			do(t, "GET", me, k).wantError(t, 401, apierr.InvalidAPIKey)
+		}
+		if b.lookups.Load() != before {
+			t.Fatal("a malformed key was looked up")
+		}
+	})
+	t.Run("4 key from another server", func(t *testing.T) {
+		before := b.lookups.Load()
+		do(t, "GET", me, foreign).wantError(t, 401, apierr.InvalidAPIKey)
+		if b.lookups.Load() != before {
+			t.Fatal("a foreign key was looked up")
+		}
+	})
+	t.Run("5 expired key", func(t *testing.T) {
+		do(t, "GET", me, expired).wantError(t, 401, apierr.APIKeyExpired)
+	})
+	t.Run("5 expiry checked on a cached key", func(t *testing.T) {
+		k, _ := b.addKey("vendor-ok", wire.VendorApproved, now.Add(time.Second))
+		if a := do(t, "GET", me, k); a.status != 200 {
+			t.Fatalf("%d %s", a.status, a.body)
+		}
+		now = now.Add(2 * time.Second) // still cached (TTL 30s), now past expires_at
+		do(t, "GET", me, k).wantError(t, 401, apierr.APIKeyExpired)
+	})
+	t.Run("6 unknown key, cached negatively", func(t *testing.T) {
+		do(t, "GET", me, unknown).wantError(t, 401, apierr.InvalidAPIKey)
+		before := b.lookups.Load()
+		do(t, "GET", me, unknown).wantError(t, 401, apierr.InvalidAPIKey)
+		if b.lookups.Load() != before {
+			t.Fatal("a negative entry was not cached")
+		}
+	})
+	t.Run("6 revoked key", func(t *testing.T) {
+		do(t, "GET", me, revoked).wantError(t, 401, apierr.InvalidAPIKey)
+	})
+	t.Run("8 account not approved", func(t *testing.T) {
+		do(t, "GET", me, pending).wantError(t, 403, apierr.AccountNotApproved)
+		do(t, "GET", gw.url+"/api/vendor/v1/orders", pending).wantError(t, 403, apierr.AccountNotApproved)
+	})
+	t.Run("9 suspended reads, refused orders", func(t *testing.T) {
+		if a := do(t, "GET", me, suspended); a.status != 200 {
+			t.Fatalf("GET /me suspended: %d", a.status)
+		}
+		if a := do(t, "GET", gw.url+"/api/vendor/v1/orders/0b9a7f0e-1111-4222-8333-444455556666", suspended); a.status != 200 {
+			t.Fatalf("GET order suspended: %d", a.status)
+		}
+		do(t, "POST", gw.url+"/api/vendor/v1/orders", suspended).wantError(t, 403, apierr.AccountSuspended)
+	})
+	t.Run("valid key", func(t *testing.T) {
+		if a := do(t, "GET", me, good); a.status != 200 {
+			t.Fatalf("%d %s", a.status, a.body)
+		}
+	})
+}
+
+func TestFailedKeyThrottle(t *testing.T) {
+	b := newTestBackend(t)
+	gw := startGateway(t, b, func(o *Options) {
+		o.Settings.FailedKeys.PerAddress = 20
+		o.Settings.FailedKeys.PerKey = 3
+	})
+	me := gw.url + "/api/vendor/v1/me"
+	good, _ := b.addKey("vendor-ok", wire.VendorApproved, time.Now().Add(time.Hour))
+	bad := "vgsandbx_" + "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+	t.Run("per key", func(t *testing.T) {
+		for i := 0; i < 3; i++ {
+			do(t, "GET", me, bad).wantError(t, 401, apierr.InvalidAPIKey)
+		}
+		a := do(t, "GET", me, bad)
+		a.wantError(t, 429, apierr.RateLimited)
+		if ra := a.header.Get("Retry-After"); ra == "" || ra == "0" {
+			t.Fatalf("Retry-After %q", ra)
+		}
+	})
+	t.Run("per address", func(t *testing.T) {
+		for i := 0; i < 30; i++ { // distinct malformed keys: only the address counts them all
+			a := do(t, "GET", me, "bad-"+string(rune('a'+i)))
+			if a.status == 429 {
+				a.wantError(t, 429, apierr.RateLimited)
+				if i < 16 { // 4 failures above count too
+					t.Fatalf("throttled after %d", i)
+				}
+				return
+			}
+		}
+		t.Fatal("never throttled")
+	})
+	t.Run("valid key not refused for its address", func(t *testing.T) {
+		if a := do(t, "GET", me, good); a.status != 200 {
+			t.Fatalf("%d %s", a.status, a.body)
+		}
+	})
+}

@@ -1,0 +1,272 @@
+package gateway
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/gateway/auth"
+	"vendorgate/gateway/throttle"
+	"vendorgate/shared/apierr"
+	"vendorgate/shared/apikey"
+	"vendorgate/shared/wire"
+)
+
+const testToken = "test-internal-token-0123456789"
+
+// testBackend implements the backend's side of the contract: the internal
+// key lookup, and vendor routes that echo what the gateway asserted.
+type testBackend struct {
+	t       testing.TB
+	mu      sync.Mutex
+	keys    map[string]wire.KeyResolution // by hash
+	lookups atomic.Int64
+	calls   atomic.Int64
+	ln      net.Listener
+	addr    string
+	srv     *fasthttp.Server
+	delay   atomic.Int64 // ns, for /slow
+}
+
+func newTestBackend(t testing.TB) *testBackend {
+	b := &testBackend{t: t, keys: map[string]wire.KeyResolution{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.addr = ln.Addr().String()
+	b.serve(ln)
+	t.Cleanup(b.stop)
+	return b
+}
+
+func (b *testBackend) serve(ln net.Listener) {
+	b.ln = ln
+	b.srv = &fasthttp.Server{Handler: b.handle, StreamRequestBody: false}
+	go func() { _ = b.srv.Serve(ln) }()
+}
+
+func (b *testBackend) URL() string { return "http://" + b.addr }
+
+// stop closes the listener and every connection.
+func (b *testBackend) stop() {
+	b.mu.Lock()
+	srv := b.srv
+	b.srv = nil
+	b.mu.Unlock()
+	if srv != nil {
+		srv.CloseOnShutdown = true
+		_ = srv.Shutdown()
+	}
+}
+
+// restart listens again on the same address.
+func (b *testBackend) restart() {
+	var ln net.Listener
+	var err error
+	for i := 0; i < 100; i++ {
+		if ln, err = net.Listen("tcp", b.addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.serve(ln)
+}
+
+// addKey issues a key for vendor (status) and returns it.
+func (b *testBackend) addKey(vendorID, status string, expires time.Time) (key string, res wire.KeyResolution) {
+	key, err := apikey.Generate(apikey.DefaultPrefixes(), apikey.Sandbox)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	res = wire.KeyResolution{KeyID: "key-" + key[9:17], VendorID: vendorID, Environment: apikey.Sandbox,
+		CreatedAt: time.Now().Add(-time.Hour), ExpiresAt: expires,
+		Vendor: wire.VendorInfo{Status: status, CompanyName: "Test " + vendorID, EnabledServices: wire.Services()}}
+	b.mu.Lock()
+	b.keys[apikey.Hash(key)] = res
+	b.mu.Unlock()
+	return key, res
+}
+
+func (b *testBackend) update(key string, fn func(*wire.KeyResolution)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.keys[apikey.Hash(key)]
+	fn(&r)
+	b.keys[apikey.Hash(key)] = r
+}
+
+func (b *testBackend) handle(ctx *fasthttp.RequestCtx) {
+	if string(ctx.Request.Header.Peek(wire.HeaderInternalToken)) != testToken {
+		ctx.SetStatusCode(401)
+		ctx.SetBody(apierr.New(apierr.InvalidAPIKey, "internal token required").Body())
+		return
+	}
+	path := string(ctx.Path())
+	if h, ok := strings.CutPrefix(path, wire.KeyLookupPath); ok {
+		b.lookups.Add(1)
+		b.mu.Lock()
+		r, found := b.keys[h]
+		b.mu.Unlock()
+		if !found {
+			ctx.SetStatusCode(404)
+			ctx.SetBody(apierr.New(apierr.NotFound, "no such key").Body())
+			return
+		}
+		body, _ := json.Marshal(r)
+		ctx.SetContentType("application/json")
+		ctx.SetBody(body)
+		return
+	}
+	b.calls.Add(1)
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	switch {
+	case strings.HasSuffix(path, "/plain-error"):
+		ctx.SetStatusCode(502)
+		ctx.SetBodyString("<html>bad gateway</html>")
+		return
+	case strings.HasSuffix(path, "/envelope-error"):
+		ctx.SetStatusCode(404)
+		ctx.SetBody(apierr.New(apierr.NotFound, "order not found").Body())
+		return
+	case strings.HasSuffix(path, "/slow"):
+		time.Sleep(time.Duration(b.delay.Load()))
+	case strings.HasSuffix(path, "/reports/mvr"):
+		ctx.SetContentType("application/pdf")
+		ctx.Response.Header.Set("Keep-Alive", "timeout=5")
+		ctx.Response.Header.Set(wire.HeaderVendorID, "leak")
+		ctx.SetBody(make([]byte, 3<<20))
+		return
+	}
+	echo := map[string]string{}
+	ctx.Request.Header.VisitAll(func(k, v []byte) { echo[string(k)] = string(v) })
+	echo["method"] = string(ctx.Method())
+	echo["body"] = string(ctx.PostBody())
+	body, _ := json.Marshal(echo)
+	ctx.Response.Header.Set("Location", "/api/vendor/v1/orders/x")
+	ctx.Response.Header.Set("Retry-After", "7")
+	ctx.SetContentType("application/json")
+	ctx.SetStatusCode(200)
+	ctx.SetBody(body)
+}
+
+// testGateway is one gateway on loopback listeners.
+type testGateway struct {
+	g     *Gateway
+	url   string
+	admin string
+}
+
+// defaultSettings are small limits so that tests reach them quickly.
+func defaultSettings() Settings {
+	return Settings{
+		Vendor:     LimitPair{Reads: Limit{Rate: 5, Period: time.Minute}, Orders: Limit{Rate: 2, Period: time.Minute}},
+		FailedKeys: throttle.Thresholds{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute},
+		Version:    "test",
+	}
+}
+
+func startGateway(t testing.TB, b *testBackend, mod func(*Options)) *testGateway {
+	o := Options{
+		Backends:      []string{b.URL()},
+		InternalToken: testToken,
+		Prefixes:      apikey.DefaultPrefixes(),
+		KeyCache:      auth.CacheOptions{Size: 1000, TTL: 30 * time.Second, NegativeTTL: 5 * time.Second},
+		Proxy:         ProxyOptions{Timeout: 2 * time.Second, MaxConns: 64, BreakerOpenFor: 300 * time.Millisecond, BreakerFailures: 3},
+		Redis:         RedisOptions{Timeout: 50 * time.Millisecond, PoolSize: 16, BreakerOpenFor: 300 * time.Millisecond, BreakerFailures: 3},
+		MaxBodyBytes:  1 << 16,
+		Settings:      defaultSettings(),
+		Logger:        slog.New(slog.NewJSONHandler(io.Discard, nil)),
+	}
+	if mod != nil {
+		mod(&o)
+	}
+	g, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = g.Serve(pub, adm); close(done) }()
+	t.Cleanup(func() {
+		_ = g.Shutdown(5 * time.Second)
+		<-done
+	})
+	return &testGateway{g: g, url: "http://" + pub.Addr().String(), admin: "http://" + adm.Addr().String()}
+}
+
+var httpClient = &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+	env    apierr.Detail
+	isEnv  bool
+	echo   map[string]string
+}
+
+// do sends one request; key "" sends none. extra are header pairs.
+func do(t testing.TB, method, url, key string, extra ...string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set(wire.HeaderAPIKey, key)
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		req.Header.Add(extra[i], extra[i+1])
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	a := answer{status: resp.StatusCode, header: resp.Header, body: body}
+	a.env, a.isEnv = apierr.Parse(body)
+	if resp.StatusCode < 300 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		_ = json.Unmarshal(body, &a.echo)
+	}
+	return a
+}
+
+// wantError checks status and envelope code, and the headers every answer
+// carries.
+func (a answer) wantError(t testing.TB, status int, code apierr.Code) {
+	t.Helper()
+	if a.status != status || !a.isEnv || a.env.Code != code {
+		t.Fatalf("got %d %s, want %d envelope %s", a.status, a.body, status, code)
+	}
+	a.wantCommon(t)
+}
+
+func (a answer) wantCommon(t testing.TB) {
+	t.Helper()
+	if a.header.Get("Cache-Control") != "no-store" || a.header.Get("X-Request-Id") == "" {
+		t.Fatalf("missing common headers: %v", a.header)
+	}
+}
