@@ -150,17 +150,21 @@ func (b *Backend) build(ctx context.Context) error {
 			return fmt.Errorf("seed sandbox vendor: %w", err)
 		}
 	}
-	b.bg = &background{}
+	orders, bg, err := b.buildOrders()
+	if err != nil {
+		return err
+	}
+	b.bg = bg
 
 	internal := internalapi.New(o.InternalToken, vs, b.log)
 	r := respond.NewRouter(b.log)
 	r.GET("/internal/v1/keys/{hash}", internal.LookupKey)
-	vendorapi.New(vendorapi.Options{Vendors: vs, MaxBodyBytes: o.MaxBodyBytes, Logger: b.log}).
+	vendorapi.New(vendorapi.Options{Vendors: vs, Orders: orders, MaxBodyBytes: o.MaxBodyBytes, Logger: b.log}).
 		Register(r, internal.Guard)
 	b.server = newServer(b.metrics.Instrument(guardPrefixes(internal, r.Handler)), o.MaxBodyBytes, b.log)
 
 	ar := respond.NewRouter(b.log)
-	admin.New(admin.Options{Token: o.AdminToken, Vendors: vs, DB: b.store,
+	admin.New(admin.Options{Token: o.AdminToken, Vendors: vs, Orders: orders, DB: b.store,
 		Metrics: b.metrics.Handler(), Logger: b.log}).Register(ar)
 	// The admin listener takes report PDFs in base64: allow more than a
 	// vendor body.

@@ -1,7 +1,52 @@
 package backend
 
-// background is the sandbox provider and the sweeper.
-type background struct{}
+import (
+	"time"
 
-func (g *background) start() {}
-func (g *background) stop()  {}
+	"vendorgate/backend/orders"
+	"vendorgate/backend/reports"
+	"vendorgate/backend/sandbox"
+	"vendorgate/backend/sweeper"
+)
+
+// background is the sandbox provider and the deadline sweeper.
+type background struct {
+	runner  *sandbox.Runner
+	sweeper *sweeper.Sweeper
+}
+
+func (g *background) start() {
+	g.runner.Start()
+	g.sweeper.Start()
+}
+
+func (g *background) stop() {
+	g.runner.Close()
+	g.sweeper.Close()
+}
+
+// buildOrders builds the order domain and its background work.
+func (b *Backend) buildOrders() (*orders.Service, *background, error) {
+	o := b.o
+	rs, err := reports.New(o.ReportsDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	svc, err := orders.New(orders.Options{Store: b.store, Reports: rs, PublicBaseURL: o.PublicBaseURL,
+		Deadline: o.OrderDeadline, SandboxDelay: o.SandboxDelay, MVRUnavailableStates: o.MVRUnavailableStates,
+		Observer: b.metrics, Now: o.Now, Logger: b.log})
+	if err != nil {
+		return nil, nil, err
+	}
+	tick := o.SandboxDelay / 10
+	tick = max(10*time.Millisecond, min(tick, 250*time.Millisecond))
+	runner, err := sandbox.NewRunner(sandbox.RunnerOptions{Orders: svc, Tick: tick, Logger: b.log})
+	if err != nil {
+		return nil, nil, err
+	}
+	sw, err := sweeper.New(sweeper.Options{Orders: svc, Interval: o.SweepInterval, Observer: b.metrics, Logger: b.log})
+	if err != nil {
+		return nil, nil, err
+	}
+	return svc, &background{runner: runner, sweeper: sw}, nil
+}

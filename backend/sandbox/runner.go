@@ -1,0 +1,73 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+type stepper interface {
+	StepSandbox(ctx context.Context) (int, error)
+}
+
+// RunnerOptions configure a Runner.
+type RunnerOptions struct {
+	Orders stepper
+	// Tick is how often due steps are looked for. Default 100ms: a step
+	// lands within a tick of its due time.
+	Tick   time.Duration
+	Logger *slog.Logger
+}
+
+// Runner is the simulated provider at work: it steps due sandbox orders in
+// its own goroutine between Start and Close.
+type Runner struct {
+	o    RunnerOptions
+	stop chan struct{}
+	done sync.WaitGroup
+	once sync.Once
+}
+
+// NewRunner builds a Runner; Start starts it.
+func NewRunner(o RunnerOptions) (*Runner, error) {
+	if o.Orders == nil {
+		return nil, errors.New("sandbox: no orders")
+	}
+	if o.Tick <= 0 {
+		o.Tick = 100 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Runner{o: o, stop: make(chan struct{})}, nil
+}
+
+// Start steps due orders every tick until Close.
+func (r *Runner) Start() {
+	r.done.Add(1)
+	go func() {
+		defer r.done.Done()
+		t := time.NewTicker(r.o.Tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-r.stop:
+				return
+			case <-t.C:
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				if _, err := r.o.Orders.StepSandbox(ctx); err != nil {
+					r.o.Logger.Error("sandbox step", "error", err)
+				}
+				cancel()
+			}
+		}
+	}()
+}
+
+// Close stops the runner and waits for a step in progress.
+func (r *Runner) Close() {
+	r.once.Do(func() { close(r.stop) })
+	r.done.Wait()
+}
