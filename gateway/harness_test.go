@@ -51,7 +51,7 @@ func newTestBackend(t testing.TB) *testBackend {
 
 func (b *testBackend) serve(ln net.Listener) {
 	b.ln = ln
-	b.srv = &fasthttp.Server{Handler: b.handle, StreamRequestBody: false}
+	b.srv = &fasthttp.Server{Handler: b.handle, CloseOnShutdown: true}
 	go func() { _ = b.srv.Serve(ln) }()
 }
 
@@ -64,7 +64,6 @@ func (b *testBackend) stop() {
 	b.srv = nil
 	b.mu.Unlock()
 	if srv != nil {
-		srv.CloseOnShutdown = true
 		_ = srv.Shutdown()
 	}
 }
