@@ -1,0 +1,360 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"vendorgate/backend/store"
+	"vendorgate/shared/wire"
+)
+
+// ReserveIdempotency inserts rec unless the vendor already used its key.
+// The primary key (vendor_id, key) decides a race: the loser's INSERT waits
+// for the winner's commit, inserts nothing, and reads the winner's record.
+func (s *Store) ReserveIdempotency(ctx context.Context, rec store.Idempotency) (*store.Idempotency, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	// The existing record can be dropped between the INSERT and the SELECT
+	// (a placement that failed): then the key is free again; try again.
+	for attempt := 0; attempt < 5; attempt++ {
+		tag, err := s.pool.Exec(ctx, `INSERT INTO idempotency (vendor_id, key, request_hash, order_id, created_at)
+			VALUES ($1, $2, $3, NULL, $4) ON CONFLICT (vendor_id, key) DO NOTHING`,
+			rec.VendorID, rec.Key, rec.RequestHash, rec.CreatedAt)
+		if err != nil {
+			return nil, fmt.Errorf("reserve idempotency key: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
+			return nil, nil
+		}
+		var e store.Idempotency
+		var orderID *string
+		err = s.pool.QueryRow(ctx, "SELECT vendor_id, key, request_hash, order_id, created_at FROM idempotency WHERE vendor_id = $1 AND key = $2",
+			rec.VendorID, rec.Key).Scan(&e.VendorID, &e.Key, &e.RequestHash, &orderID, &e.CreatedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read idempotency key: %w", err)
+		}
+		if orderID != nil {
+			e.OrderID = *orderID
+		}
+		e.CreatedAt = utc(e.CreatedAt)
+		return &e, nil
+	}
+	return nil, errors.New("reserve idempotency key: the record kept changing under us")
+}
+
+// DropIdempotency removes a record that has no order.
+func (s *Store) DropIdempotency(ctx context.Context, vendorID, key string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	_, err := s.pool.Exec(ctx, "DELETE FROM idempotency WHERE vendor_id = $1 AND key = $2 AND order_id IS NULL", vendorID, key)
+	if err != nil {
+		return fmt.Errorf("drop idempotency key: %w", err)
+	}
+	return nil
+}
+
+// CreateOrder inserts the order, its services and its idempotency link in
+// one transaction, so a failure leaves either all of it or none.
+func (s *Store) CreateOrder(ctx context.Context, o *store.Order, idemKey string) error {
+	driver, err := json.Marshal(o.Driver)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO orders (id, vendor_id, environment, mc_number, external_reference, driver,
+			created_at, status, final, next_step_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			o.ID, o.VendorID, o.Environment, o.MCNumber, o.ExternalReference, string(driver),
+			o.CreatedAt, o.Status, o.Final, o.NextStepAt)
+		if err != nil {
+			return fmt.Errorf("create order %s: %w", o.ID, err)
+		}
+		if err := insertServices(ctx, tx, o); err != nil {
+			return err
+		}
+		if idemKey != "" {
+			tag, err := tx.Exec(ctx, "UPDATE idempotency SET order_id = $1 WHERE vendor_id = $2 AND key = $3 AND order_id IS NULL",
+				o.ID, o.VendorID, idemKey)
+			if err != nil {
+				return fmt.Errorf("link idempotency key to order %s: %w", o.ID, err)
+			}
+			if tag.RowsAffected() != 1 {
+				return fmt.Errorf("link idempotency key to order %s: no reserved record", o.ID)
+			}
+		}
+		return nil
+	})
+}
+
+func insertServices(ctx context.Context, tx pgx.Tx, o *store.Order) error {
+	for i, sv := range o.Services {
+		var result *string
+		if sv.Result != nil {
+			b, err := json.Marshal(sv.Result)
+			if err != nil {
+				return err
+			}
+			r := string(b)
+			result = &r
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO order_services (order_id, position, service, status, reason, state,
+			completed_at, report_path, result, steps) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			o.ID, i, sv.Name, sv.Status, sv.Reason, sv.State, sv.CompletedAt, sv.ReportPath, result, sv.Steps)
+		if err != nil {
+			return fmt.Errorf("save service %s of order %s: %w", sv.Name, o.ID, err)
+		}
+	}
+	return nil
+}
+
+const orderCols = "id, vendor_id, environment, mc_number, external_reference, driver, created_at, status, final, next_step_at"
+
+// querier is the pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func scanOrder(r pgx.Row) (*store.Order, error) {
+	var o store.Order
+	var driver []byte
+	if err := r.Scan(&o.ID, &o.VendorID, &o.Environment, &o.MCNumber, &o.ExternalReference, &driver,
+		&o.CreatedAt, &o.Status, &o.Final, &o.NextStepAt); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(driver, &o.Driver); err != nil {
+		return nil, fmt.Errorf("order %s driver: %w", o.ID, err)
+	}
+	o.CreatedAt, o.NextStepAt = utc(o.CreatedAt), utcPtr(o.NextStepAt)
+	return &o, nil
+}
+
+func loadServices(ctx context.Context, q querier, o *store.Order) error {
+	rows, err := q.Query(ctx, `SELECT service, status, reason, state, completed_at, report_path, result, steps
+		FROM order_services WHERE order_id = $1 ORDER BY position`, o.ID)
+	if err != nil {
+		return fmt.Errorf("services of order %s: %w", o.ID, err)
+	}
+	defer rows.Close()
+	o.Services = o.Services[:0]
+	for rows.Next() {
+		var sv store.Service
+		var result []byte
+		if err := rows.Scan(&sv.Name, &sv.Status, &sv.Reason, &sv.State, &sv.CompletedAt, &sv.ReportPath, &result, &sv.Steps); err != nil {
+			return fmt.Errorf("services of order %s: %w", o.ID, err)
+		}
+		sv.CompletedAt = utcPtr(sv.CompletedAt)
+		if result != nil {
+			sv.Result = &wire.ReviewsResult{}
+			if err := json.Unmarshal(result, sv.Result); err != nil {
+				return fmt.Errorf("result of %s of order %s: %w", sv.Name, o.ID, err)
+			}
+		}
+		o.Services = append(o.Services, sv)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("services of order %s: %w", o.ID, err)
+	}
+	return nil
+}
+
+// getOrder reads an order and its services; lock adds FOR UPDATE (inside a
+// transaction) so that the caller holds the row until it commits.
+func getOrder(ctx context.Context, q querier, id string, lock bool) (*store.Order, error) {
+	sql := "SELECT " + orderCols + " FROM orders WHERE id = $1"
+	if lock {
+		sql += " FOR UPDATE"
+	}
+	o, err := scanOrder(q.QueryRow(ctx, sql, id))
+	if err != nil {
+		return nil, notFound(err, "order", id)
+	}
+	if err := loadServices(ctx, q, o); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// GetOrder returns the order with id and its services. The two reads run
+// in one transaction so that they see one state of the order.
+func (s *Store) GetOrder(ctx context.Context, id string) (*store.Order, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var out *store.Order
+	err := s.readTx(ctx, func(tx pgx.Tx) error {
+		o, err := getOrder(ctx, tx, id, false)
+		out = o
+		return err
+	})
+	return out, err
+}
+
+// readTx runs fn in a read-only REPEATABLE READ transaction: one snapshot
+// for every statement, never blocking a writer.
+func (s *Store) readTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	return fn(tx)
+}
+
+// ListOrders lists a vendor's orders, newest first, after the cursor.
+func (s *Store) ListOrders(ctx context.Context, vendorID string, after *store.Cursor, limit int) ([]*store.Order, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	q := "SELECT " + orderCols + " FROM orders WHERE vendor_id = $1"
+	args := []any{vendorID}
+	if after != nil {
+		q += " AND (created_at, id) < ($2, $3)"
+		args = append(args, after.CreatedAt, after.OrderID)
+	}
+	q += fmt.Sprintf(" ORDER BY created_at DESC, id DESC LIMIT $%d", len(args)+1)
+	args = append(args, limit)
+	var out []*store.Order
+	err := s.readTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("list orders of %s: %w", vendorID, err)
+		}
+		for rows.Next() {
+			o, err := scanOrder(rows)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("list orders of %s: %w", vendorID, err)
+			}
+			out = append(out, o)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("list orders of %s: %w", vendorID, err)
+		}
+		for _, o := range out {
+			if err := loadServices(ctx, tx, o); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// UpdateOrder locks the order's row (SELECT ... FOR UPDATE), lets fn change
+// it and saves the order and its services, in one transaction. Concurrent
+// updaters, on this replica or another, take turns, and each fn sees what
+// the previous one saved. fn's error aborts and is returned.
+func (s *Store) UpdateOrder(ctx context.Context, id string, fn func(*store.Order) error) (*store.Order, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var out *store.Order
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		o, err := getOrder(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		if err := fn(o); err != nil {
+			return err
+		}
+		driver, err := json.Marshal(o.Driver)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE orders SET mc_number = $1, external_reference = $2, driver = $3,
+			status = $4, final = $5, next_step_at = $6 WHERE id = $7`,
+			o.MCNumber, o.ExternalReference, string(driver), o.Status, o.Final, o.NextStepAt, id)
+		if err != nil {
+			return fmt.Errorf("update order %s: %w", id, err)
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM order_services WHERE order_id = $1", id); err != nil {
+			return fmt.Errorf("update order %s: %w", id, err)
+		}
+		if err := insertServices(ctx, tx, o); err != nil {
+			return err
+		}
+		out = o
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *Store) ids(ctx context.Context, q string, args ...any) ([]string, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+// DueSandboxOrders lists orders whose next sandbox step is due. Two
+// replicas may list the same order: UpdateOrder's row lock makes them take
+// turns, and the caller's fn finds the step already taken (NextStepAt moved
+// on) the second time.
+func (s *Store) DueSandboxOrders(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	ids, err := s.ids(ctx, "SELECT id FROM orders WHERE next_step_at IS NOT NULL AND next_step_at <= $1 ORDER BY next_step_at, id LIMIT $2", now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("due sandbox orders: %w", err)
+	}
+	return ids, nil
+}
+
+// UnfinishedBefore lists orders not final and created before t. As with
+// DueSandboxOrders, UpdateOrder's lock and the caller's re-check of Final
+// close each order once whichever replica gets there first.
+func (s *Store) UnfinishedBefore(ctx context.Context, t time.Time, limit int) ([]string, error) {
+	ids, err := s.ids(ctx, "SELECT id FROM orders WHERE NOT final AND created_at < $1 ORDER BY created_at, id LIMIT $2", t, limit)
+	if err != nil {
+		return nil, fmt.Errorf("unfinished orders: %w", err)
+	}
+	return ids, nil
+}
+
+// CountOrdersByStatus counts every order by status.
+func (s *Store) CountOrdersByStatus(ctx context.Context) (map[string]int, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, "SELECT status, COUNT(*) FROM orders GROUP BY status")
+	if err != nil {
+		return nil, fmt.Errorf("count orders: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("count orders: %w", err)
+		}
+		out[st] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count orders: %w", err)
+	}
+	return out, nil
+}
