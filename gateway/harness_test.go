@@ -51,8 +51,9 @@ func newTestBackend(t testing.TB) *testBackend {
 
 func (b *testBackend) serve(ln net.Listener) {
 	b.ln = ln
-	b.srv = &fasthttp.Server{Handler: b.handle, CloseOnShutdown: true}
-	go func() { _ = b.srv.Serve(ln) }()
+	srv := &fasthttp.Server{Handler: b.handle, CloseOnShutdown: true}
+	b.srv = srv
+	go func() { _ = srv.Serve(ln) }()
 }
 
 func (b *testBackend) URL() string { return "http://" + b.addr }
@@ -269,3 +270,5 @@ func (a answer) wantCommon(t testing.TB) {
 		t.Fatalf("missing common headers: %v", a.header)
 	}
 }
+
+func hashOf(key string) string { return apikey.Hash(key) }
