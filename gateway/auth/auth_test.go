@@ -1,0 +1,134 @@
+package auth
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"vendorgate/shared/apikey"
+	"vendorgate/shared/wire"
+)
+
+// table is a Lookup over a map, counting calls.
+type table struct {
+	m     map[string]*wire.KeyResolution
+	calls atomic.Int64
+}
+
+func (t *table) Lookup(h string) (*wire.KeyResolution, error) {
+	t.calls.Add(1)
+	return t.m[h], nil
+}
+
+func newAuth(t testing.TB, size int) (*Authenticator, *table, string) {
+	key, _ := apikey.Generate(apikey.DefaultPrefixes(), apikey.Sandbox)
+	tb := &table{m: map[string]*wire.KeyResolution{apikey.Hash(key): {KeyID: "k1", VendorID: "v1", Environment: "sandbox",
+		ExpiresAt: time.Now().Add(time.Hour), Vendor: wire.VendorInfo{Status: wire.VendorApproved}}}}
+	a, err := New(Options{Prefixes: apikey.DefaultPrefixes(), Cache: NewCache(CacheOptions{Size: size}), Lookup: tb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, tb, key
+}
+
+func authn(a *Authenticator, key string) (*Identity, error) {
+	sum := Sum([]byte(key))
+	return a.Authenticate([]byte(key), &sum)
+}
+
+func TestCacheHitAndInvalidation(t *testing.T) {
+	a, tb, key := newAuth(t, 100)
+	for i := 0; i < 3; i++ {
+		id, err := authn(a, key)
+		if err != nil || id.KeyID != "k1" || id.VendorReads != "vg:{v:v1}:reads" || id.KeyReads != "vg:{v:v1}:k:k1:reads" {
+			t.Fatalf("%v %+v", err, id)
+		}
+	}
+	if tb.calls.Load() != 1 {
+		t.Fatalf("%d lookups, want 1", tb.calls.Load())
+	}
+	sum := Sum([]byte(key))
+	a.Cache().InvalidateKey(&sum)
+	_, _ = authn(a, key)
+	a.Cache().InvalidateVendor("v1")
+	_, _ = authn(a, key)
+	if tb.calls.Load() != 3 {
+		t.Fatalf("%d lookups after invalidations, want 3", tb.calls.Load())
+	}
+	if s := a.Cache().Stats(); s.Invalidations != 2 || s.Hits != 2 {
+		t.Fatalf("%+v", s)
+	}
+}
+
+func TestCacheBounded(t *testing.T) {
+	c := NewCache(CacheOptions{Size: 128})
+	for i := 0; i < 10000; i++ {
+		var sum [32]byte
+		sum[0], sum[1], sum[2] = byte(i), byte(i>>8), byte(i>>16)
+		c.Put(&sum, nil, c.Generation())
+	}
+	if s := c.Stats(); s.Entries > 128 || s.Evictions == 0 {
+		t.Fatalf("%+v", s)
+	}
+}
+
+func TestLookupRacingInvalidationIsNotCached(t *testing.T) {
+	c := NewCache(CacheOptions{})
+	var sum [32]byte
+	gen := c.Generation()
+	c.InvalidateVendor("v1") // the revocation lands while the lookup is in flight
+	c.Put(&sum, &Identity{VendorID: "v1"}, gen)
+	if _, found := c.Get(&sum); found {
+		t.Fatal("a stale lookup was cached")
+	}
+}
+
+func TestSentinels(t *testing.T) {
+	a, _, key := newAuth(t, 100)
+	cases := map[string]error{
+		"":                     ErrMissingKey,
+		"x":                    ErrMalformed,
+		"zzzzzzzz_" + key[9:]:  ErrForeignKey,
+		key[:len(key)-1] + "Q": ErrUnknownKey,
+	}
+	for k, want := range cases {
+		if _, err := authn(a, k); !errors.Is(err, want) {
+			t.Errorf("%q: %v, want %v", k, err, want)
+		}
+	}
+}
+
+func FuzzKeyParser(f *testing.F) {
+	a, _, key := newAuth(f, 1000)
+	for _, s := range []string{key, "", "vgsandbx_", "vglive01_" + key[9:], key + "x", "vgsandbx_\x00\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := authn(a, s)
+		if err == nil && s != key {
+			t.Fatalf("%q authenticated", s)
+		}
+		if err == nil && id == nil {
+			t.Fatal("no identity")
+		}
+	})
+}
+
+func BenchmarkCacheHit(b *testing.B) {
+	a, _, key := newAuth(b, 1000)
+	raw := []byte(key)
+	sum := Sum(raw)
+	if _, err := a.Authenticate(raw, &sum); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			s := Sum(raw)
+			if _, err := a.Authenticate(raw, &s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

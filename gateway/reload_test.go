@@ -1,0 +1,119 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/shared/apierr"
+	"vendorgate/shared/wire"
+)
+
+func TestReload(t *testing.T) {
+	b := newTestBackend(t)
+	gw := startGateway(t, b, nil)
+	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	me := gw.url + "/api/vendor/v1/me"
+	if a := do(t, "GET", me, key); a.header.Get("RateLimit-Policy") != `"reads";q=5;w=60` {
+		t.Fatalf("policy %q", a.header.Get("RateLimit-Policy"))
+	}
+	s := defaultSettings()
+	s.Vendor.Reads = Limit{Rate: 50, Period: time.Minute}
+	s.Version = "v2"
+	if err := gw.g.Reload(s); err != nil {
+		t.Fatal(err)
+	}
+	if a := do(t, "GET", me, key); a.status != 200 || a.header.Get("RateLimit-Policy") != `"reads";q=50;w=60` {
+		t.Fatalf("after reload: %d %q", a.status, a.header.Get("RateLimit-Policy"))
+	}
+	bad := s
+	bad.Vendor.Reads = Limit{Rate: -1, Period: time.Minute}
+	if err := gw.g.Reload(bad); err == nil {
+		t.Fatal("a bad configuration was accepted")
+	}
+	if a := do(t, "GET", me, key); a.header.Get("RateLimit-Policy") != `"reads";q=50;w=60` {
+		t.Fatalf("bad reload changed the policy: %q", a.header.Get("RateLimit-Policy"))
+	}
+	m := scrape(t, gw)
+	for _, want := range []string{`vendorgate_gateway_config_reloads_total{result="ok"} 1`, `vendorgate_gateway_config_reloads_total{result="error"} 1`,
+		`vendorgate_gateway_config_info{version="v2"} 1`} {
+		if !strings.Contains(m, want) {
+			t.Fatalf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(m, `config_info{version="test"}`) {
+		t.Fatal("old config version still exported")
+	}
+}
+
+func TestMetricsAndReadiness(t *testing.T) {
+	b := newTestBackend(t)
+	gw := startGateway(t, b, nil)
+	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	do(t, "GET", gw.url+"/api/vendor/v1/orders/abc", key)
+	do(t, "GET", gw.url+"/api/vendor/v1/orders/abc", key)
+	do(t, "GET", gw.url+"/nope", "")
+	do(t, "GET", gw.url+"/api/vendor/v1/me", "")
+	m := scrape(t, gw)
+	for _, want := range []string{
+		`vendorgate_gateway_requests_total{method="GET",route="/api/vendor/v1/orders/{order_id}",status="200"} 2`,
+		`vendorgate_gateway_requests_total{method="GET",route="unmatched",status="404"} 1`,
+		`vendorgate_gateway_request_duration_seconds_bucket{route="/api/vendor/v1/me"`,
+		`vendorgate_gateway_upstream_duration_seconds_bucket{backend="` + b.addr + `"`,
+		`vendorgate_gateway_limiter_decisions_total{limit="reads",outcome="allowed"} 2`,
+		`vendorgate_gateway_auth_failures_total{reason="missing"} 1`,
+		`vendorgate_gateway_key_cache_hits_total 1`,
+		`vendorgate_gateway_key_cache_misses_total 1`,
+		`vendorgate_gateway_key_cache_evictions_total 0`,
+		`vendorgate_gateway_key_cache_invalidations_total 0`,
+		`vendorgate_gateway_breaker_state{breaker="key_lookup"} 0`,
+		`vendorgate_gateway_config_info{version="test"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if a := do(t, "GET", gw.admin+"/readyz", ""); a.status != 200 {
+		t.Fatalf("readyz %d %s", a.status, a.body)
+	}
+	if a := do(t, "GET", gw.admin+"/healthz", ""); a.status != 200 {
+		t.Fatalf("healthz %d", a.status)
+	}
+	gw.g.draining.Store(true)
+	if a := do(t, "GET", gw.admin+"/readyz", ""); a.status != 503 || !strings.Contains(string(a.body), "draining") {
+		t.Fatalf("readyz while draining: %d %s", a.status, a.body)
+	}
+	gw.g.draining.Store(false)
+}
+
+// FuzzRouter: whatever the path and method, the answer is an envelope or a
+// proxied answer, never a redirect, and always carries the common headers.
+func FuzzRouter(f *testing.F) {
+	b := newTestBackend(f)
+	gw := startGateway(f, b, nil)
+	h := gw.g.Handler()
+	for _, s := range []string{"/api/vendor/v1/me", "/api/vendor/v1/orders/x/reports/mvr", "/api/vendor/", "//", "/api/vendor/v1/orders/%2e%2e", "/api/vendor/v1/me/"} {
+		f.Add("GET", s)
+		f.Add("POST", s)
+	}
+	f.Fuzz(func(t *testing.T, method, path string) {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetMethod(method)
+		ctx.Request.SetRequestURI(path)
+		h(&ctx)
+		st := ctx.Response.StatusCode()
+		if st >= 300 && st < 400 {
+			t.Fatalf("%s %q redirected (%d)", method, path, st)
+		}
+		if string(ctx.Response.Header.Peek("Cache-Control")) != "no-store" || len(ctx.Response.Header.Peek("X-Request-Id")) == 0 {
+			t.Fatalf("%s %q: common headers missing", method, path)
+		}
+		if st >= 400 {
+			if d, ok := apierr.Parse(ctx.Response.Body()); !ok || d.Code.Status() != st && d.Code != apierr.RequestFailed {
+				t.Fatalf("%s %q: %d %s", method, path, st, ctx.Response.Body())
+			}
+		}
+	})
+}
