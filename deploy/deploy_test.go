@@ -1,0 +1,888 @@
+package deploy
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Every YAML and JSON file under deploy/ parses; multi-document YAML is
+// read to the end.
+func TestEveryFileParses(t *testing.T) {
+	yamlFiles := files(t, ".yml", ".yaml")
+	jsonFiles := files(t, ".json")
+	if len(yamlFiles) < 10 || len(jsonFiles) < 1 {
+		t.Fatalf("found %d YAML and %d JSON files under deploy/; the layout changed?", len(yamlFiles), len(jsonFiles))
+	}
+	for _, p := range yamlFiles {
+		if len(yamlDocs(t, p)) == 0 {
+			t.Errorf("%s: no YAML document", p)
+		}
+	}
+	for _, p := range jsonFiles {
+		var v any
+		if err := json.Unmarshal(readFile(t, p), &v); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
+// Every metric an alert or a dashboard panel queries is one
+// docs/CONTRACTS.md promises, so a typo fails here before any code exists.
+func TestMetricNamesAreInTheContract(t *testing.T) {
+	contract := contractMetrics(t)
+	for _, q := range append(alertQueries(t), dashboardQueries(t)...) {
+		for _, name := range metricsInExpr(q.expr) {
+			if _, ok := resolveMetric(name, contract); !ok {
+				t.Errorf("%s queries %s, which docs/CONTRACTS.md does not name", q.where, name)
+			}
+		}
+	}
+}
+
+// Every metric an alert or a dashboard panel queries is exported by the
+// gateway's or the backend's code. A name the code does not define yet
+// fails here, by name: the alert or panel would silently never fire or show.
+func TestMetricNamesAreExportedByTheCode(t *testing.T) {
+	exported := exportedMetrics(t)
+	missing := map[string][]string{}
+	for _, q := range append(alertQueries(t), dashboardQueries(t)...) {
+		for _, name := range metricsInExpr(q.expr) {
+			if base, ok := resolveMetric(name, exported); !ok {
+				missing[base] = append(missing[base], q.where)
+			}
+		}
+	}
+	names := make([]string, 0, len(missing))
+	for n := range missing {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		t.Errorf("metric %s is queried (%s) but no Go source under gateway/ or backend/ defines it",
+			n, strings.Join(dedupe(missing[n]), "; "))
+	}
+}
+
+func dedupe(s []string) []string {
+	sort.Strings(s)
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// The scanner itself: literal names, concatenations over a literal list,
+// and Namespace/Subsystem/Name options are all found.
+func TestMetricScanner(t *testing.T) {
+	src := `package x
+var a = NewCounter(CounterOpts{Name: "vendorgate_gateway_requests_total"})
+func f() {
+	for _, name := range []string{"hits", "misses"} {
+		_ = "vendorgate_gateway_key_cache_" + name + "_total"
+	}
+	_ = CounterOpts{Namespace: "vendorgate", Subsystem: "backend", Name: "sweeper_runs_total"}
+	_ = "vendorgate_not a metric"
+}`
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.go")
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := parseGo(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, n := range metricNamesInFile(f) {
+		if metricRef.FindString(n) == n {
+			got[n] = true
+		}
+	}
+	for _, want := range []string{"vendorgate_gateway_requests_total", "vendorgate_gateway_key_cache_hits_total",
+		"vendorgate_gateway_key_cache_misses_total", "vendorgate_backend_sweeper_runs_total"} {
+		if !got[want] {
+			t.Errorf("scanner missed %s (found %v)", want, got)
+		}
+	}
+	if got["vendorgate_gateway_key_cache_hits"] {
+		t.Error("scanner reported a partial concatenation")
+	}
+	known := map[string]string{"vendorgate_gateway_request_duration_seconds": ""}
+	if base, ok := resolveMetric("vendorgate_gateway_request_duration_seconds_bucket", known); !ok || base != "vendorgate_gateway_request_duration_seconds" {
+		t.Errorf("histogram _bucket did not resolve to its base name: %q %v", base, ok)
+	}
+	if _, ok := resolveMetric("vendorgate_gateway_nope_bucket", known); ok {
+		t.Error("an unknown _bucket name resolved")
+	}
+}
+
+// The alert rules cover what the SREs asked to be paged for, each with a
+// severity, a summary, a description and a runbook note.
+func TestAlertRules(t *testing.T) {
+	rules := alertRules(t)
+	seen := map[string]bool{}
+	for _, r := range rules {
+		name := str(r["alert"])
+		if name == "" {
+			t.Errorf("rule without an alert name: %v", r)
+			continue
+		}
+		if seen[name] {
+			t.Errorf("alert %s defined twice", name)
+		}
+		seen[name] = true
+		switch sev := str(dig(r, "labels", "severity")); sev {
+		case "critical", "warning", "info":
+		default:
+			t.Errorf("%s: severity %q, want critical, warning or info", name, sev)
+		}
+		for _, a := range []string{"summary", "description", "runbook"} {
+			if strings.TrimSpace(str(dig(r, "annotations", a))) == "" {
+				t.Errorf("%s: no %s annotation", name, a)
+			}
+		}
+	}
+	required := []struct {
+		what  string
+		match []string // every substring must be in one rule's expression
+		for_  string   // minimum `for`, empty for none
+	}{
+		{"Redis limiter unavailable", []string{"vendorgate_gateway_limiter_decisions_total", `outcome="unavailable"`, "> 0"}, "1m"},
+		{"breaker open", []string{"vendorgate_gateway_breaker_state", "== 2"}, "1m"},
+		{"5xx ratio", []string{"vendorgate_gateway_requests_total", `status=~"5.."`, "/"}, "1m"},
+		{"p99 latency", []string{"histogram_quantile(0.99", "vendorgate_gateway_request_duration_seconds_bucket"}, "1m"},
+		{"failed-auth spike", []string{"vendorgate_gateway_auth_failures_total"}, "1m"},
+		{"backend sweeper stalled", []string{"vendorgate_backend_sweeper_runs_total"}, "1m"},
+		{"backend down", []string{`up{job="vendorgate-backend"}`, "== 0"}, "1m"},
+	}
+	for _, req := range required {
+		found := false
+		for _, r := range rules {
+			expr := strings.Join(strings.Fields(str(r["expr"])), " ")
+			ok := true
+			for _, m := range req.match {
+				ok = ok && strings.Contains(expr, m)
+			}
+			if !ok {
+				continue
+			}
+			found = true
+			if req.for_ != "" {
+				got, err := time.ParseDuration(str(r["for"]))
+				want, _ := time.ParseDuration(req.for_)
+				if err != nil || got < want {
+					t.Errorf("%s (%s): for %q, want at least %s", str(r["alert"]), req.what, str(r["for"]), req.for_)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no alert for %s (an expression containing %q)", req.what, req.match)
+		}
+	}
+}
+
+// The job labels the alerts select on are the jobs Prometheus scrapes, in
+// the compose and the Kubernetes configurations alike.
+func TestAlertJobsAreScraped(t *testing.T) {
+	jobRef := regexp.MustCompile(`job="([^"]+)"`)
+	var used []string
+	for _, q := range alertQueries(t) {
+		for _, m := range jobRef.FindAllStringSubmatch(q.expr, -1) {
+			used = append(used, m[1])
+		}
+	}
+	if len(used) == 0 {
+		t.Fatal("no alert selects a job: the up == 0 alerts are gone?")
+	}
+	for _, path := range []string{"prometheus/prometheus.yml", "prometheus/prometheus-kubernetes.yml"} {
+		cfg := yamlDoc(t, path)
+		jobs := map[string]bool{}
+		for _, sc := range asList(cfg["scrape_configs"]) {
+			jobs[str(asMap(sc)["job_name"])] = true
+		}
+		for _, j := range used {
+			if !jobs[j] {
+				t.Errorf("%s: alerts select job %q, which it does not scrape", path, j)
+			}
+		}
+		files := asList(cfg["rule_files"])
+		if len(files) != 1 || str(files[0]) != "alerts.yml" {
+			t.Errorf("%s: rule_files = %v, want [alerts.yml] (relative to the config file)", path, files)
+		}
+	}
+}
+
+// The dashboard shows what was asked for, every panel reads the provisioned
+// datasource, and Grafana finds it where compose mounts it.
+func TestDashboard(t *testing.T) {
+	dash := jsonDoc(t, "grafana/dashboards/vendorgate.json")
+	ds := yamlDoc(t, "grafana/provisioning/datasources/prometheus.yml")
+	uid := str(dig(asList(ds["datasources"])[0], "uid"))
+	if uid == "" {
+		t.Fatal("the provisioned datasource has no uid for the dashboard to refer to")
+	}
+	ids := map[string]bool{}
+	var exprs []string
+	for _, p := range asList(dash["panels"]) {
+		p := asMap(p)
+		id := str(p["id"])
+		if ids[id] {
+			t.Errorf("panel id %s used twice", id)
+		}
+		ids[id] = true
+		if dig(p, "gridPos", "w") == nil {
+			t.Errorf("panel %q has no gridPos", str(p["title"]))
+		}
+		if str(p["type"]) == "row" {
+			continue
+		}
+		if got := str(dig(p, "datasource", "uid")); got != uid {
+			t.Errorf("panel %q reads datasource %q, want the provisioned %q", str(p["title"]), got, uid)
+		}
+		for _, tg := range asList(p["targets"]) {
+			if got := str(dig(tg, "datasource", "uid")); got != uid {
+				t.Errorf("panel %q target reads datasource %q, want %q", str(p["title"]), got, uid)
+			}
+			exprs = append(exprs, str(asMap(tg)["expr"]))
+		}
+	}
+	all := strings.Join(exprs, "\n")
+	for _, want := range []string{
+		"vendorgate_gateway_requests_total", `status=~"5.."`, "histogram_quantile(0.5,", "histogram_quantile(0.99,",
+		"vendorgate_gateway_request_duration_seconds_bucket", "vendorgate_gateway_limiter_decisions_total",
+		"vendorgate_gateway_redis_call_duration_seconds_bucket", "vendorgate_gateway_redis_errors_total",
+		"vendorgate_gateway_breaker_state", "vendorgate_gateway_key_cache_hits_total", "vendorgate_gateway_key_cache_misses_total",
+		"vendorgate_gateway_auth_failures_total", "vendorgate_backend_orders", "vendorgate_backend_sweeper_runs_total",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no dashboard panel queries %s", want)
+		}
+	}
+	for _, want := range []string{"by (status)", "by (outcome)", "by (instance, breaker)", "by (reason)"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no dashboard panel breaks a series down %s", want)
+		}
+	}
+
+	provider := asMap(asList(yamlDoc(t, "grafana/provisioning/dashboards/vendorgate.yml")["providers"])[0])
+	path := str(dig(provider, "options", "path"))
+	grafana := asMap(dig(yamlDoc(t, "docker-compose.yml"), "services", "grafana"))
+	mounts := map[string]string{}
+	for _, v := range asList(grafana["volumes"]) {
+		parts := strings.Split(str(v), ":")
+		if len(parts) >= 2 {
+			mounts[parts[1]] = parts[0]
+		}
+	}
+	if mounts[path] != "./grafana/dashboards" {
+		t.Errorf("the dashboard provider reads %q, but compose mounts ./grafana/dashboards at another path (%v)", path, mounts)
+	}
+	if mounts["/etc/grafana/provisioning"] != "./grafana/provisioning" {
+		t.Errorf("compose does not mount ./grafana/provisioning at /etc/grafana/provisioning (%v)", mounts)
+	}
+	if target := str(dig(asList(ds["datasources"])[0], "url")); target != "http://prometheus:9090" {
+		t.Errorf("datasource url %q, want the compose prometheus service http://prometheus:9090", target)
+	}
+}
+
+// promtool checks the rules, the configurations, the alert unit tests and
+// every dashboard expression, when it is installed (Debian: apt-get install
+// prometheus).
+func TestPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not on PATH (Debian package: prometheus)")
+	}
+	run := func(t *testing.T, dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	t.Run("check rules", func(t *testing.T) { run(t, "prometheus", "check", "rules", "alerts.yml") })
+	t.Run("check config", func(t *testing.T) { run(t, "prometheus", "check", "config", "prometheus.yml") })
+	t.Run("check kubernetes config", func(t *testing.T) {
+		cmd := exec.Command(promtool, "check", "config", "prometheus-kubernetes.yml")
+		cmd.Dir = "prometheus"
+		out, err := cmd.CombinedOutput()
+		if err != nil && strings.Contains(string(out), "field kubernetes_sd_configs not found") {
+			t.Skip("this promtool is built without Kubernetes service discovery (Debian's is)")
+		}
+		if err != nil {
+			t.Fatalf("promtool check config prometheus-kubernetes.yml: %v\n%s", err, out)
+		}
+	})
+	t.Run("alert unit tests", func(t *testing.T) {
+		// The cases in alerts.test.yml compare labels only: run them against
+		// a copy of the rules without annotations.
+		doc := yamlDoc(t, "prometheus/alerts.yml")
+		for _, g := range asList(doc["groups"]) {
+			for _, r := range asList(asMap(g)["rules"]) {
+				delete(asMap(r), "annotations")
+			}
+		}
+		dir := t.TempDir()
+		stripped, err := yaml.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "alerts.yml"), stripped, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "alerts.test.yml"), readFile(t, "prometheus/alerts.test.yml"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		run(t, dir, "test", "rules", "alerts.test.yml")
+	})
+	t.Run("every alert has a unit test", func(t *testing.T) {
+		tested := map[string]bool{}
+		for _, tc := range asList(yamlDoc(t, "prometheus/alerts.test.yml")["tests"]) {
+			for _, a := range asList(asMap(tc)["alert_rule_test"]) {
+				if len(asList(asMap(a)["exp_alerts"])) > 0 {
+					tested[str(asMap(a)["alertname"])] = true
+				}
+			}
+		}
+		for _, r := range alertRules(t) {
+			if !tested[str(r["alert"])] {
+				t.Errorf("alert %s has no unit test in alerts.test.yml that expects it to fire", str(r["alert"]))
+			}
+		}
+	})
+	t.Run("dashboard expressions", func(t *testing.T) {
+		// Grafana's variables replaced by what they expand to, each
+		// expression checked as a recording rule.
+		vars := strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "1h", "$gateway", ".*")
+		var rules []map[string]string
+		for i, q := range dashboardQueries(t) {
+			if strings.HasPrefix(q.expr, "label_values(") {
+				continue // a Grafana function, not PromQL
+			}
+			rules = append(rules, map[string]string{"record": fmt.Sprintf("dashboard:query_%d", i), "expr": vars.Replace(q.expr)})
+		}
+		out, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rules}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "dashboard.yml"), out, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		run(t, dir, "check", "rules", "dashboard.yml")
+	})
+}
+
+// Every environment variable set for a vendorgate binary, anywhere under
+// deploy/, is one the config package reads.
+func TestEnvironmentNamesAreSettings(t *testing.T) {
+	known := configEnvNames(t)
+	check := func(where string, names []string) {
+		t.Helper()
+		if len(names) == 0 {
+			t.Errorf("%s: found no environment variables (parser broken?)", where)
+		}
+		for _, n := range names {
+			if !known[n] && !runtimeEnv[n] {
+				t.Errorf("%s sets %s, which is not a setting in config/*.go", where, n)
+			}
+		}
+	}
+
+	for name, svc := range asMap(yamlDoc(t, "docker-compose.yml")["services"]) {
+		svc := asMap(svc)
+		if binary(str(svc["image"])) == "" {
+			continue
+		}
+		var names []string
+		for k := range composeEnv(svc) {
+			names = append(names, k)
+		}
+		check("docker-compose.yml service "+name, names)
+	}
+
+	for _, c := range k8sContainers(t) {
+		if binary(c.image) == "" {
+			continue
+		}
+		var names []string
+		for _, e := range asList(c.spec["env"]) {
+			names = append(names, str(asMap(e)["name"]))
+		}
+		check("k8s "+c.where, names)
+	}
+
+	for _, bin := range []string{"gateway", "backend"} {
+		u := parseUnit(t, "systemd/vendorgate-"+bin+".service")
+		var names []string
+		for _, v := range u["Service"]["Environment"] {
+			for _, kv := range strings.Fields(v) {
+				k, _, _ := strings.Cut(strings.Trim(kv, `"`), "=")
+				names = append(names, k)
+			}
+		}
+		if bin == "backend" {
+			check("systemd/vendorgate-backend.service", names)
+		}
+		var fileNames []string
+		for k := range envFileNames(t, "systemd/"+bin+".env.example") {
+			fileNames = append(fileNames, k)
+		}
+		check("systemd/"+bin+".env.example", fileNames)
+	}
+
+	for _, p := range files(t, ".Dockerfile") {
+		var names []string
+		for _, in := range dockerInstructions(t, p) {
+			if in.cmd == "ENV" {
+				for k := range dockerEnv(in.args) {
+					names = append(names, k)
+				}
+			}
+		}
+		if strings.Contains(p, "vendorctl") {
+			continue // sets none
+		}
+		check(p, names)
+	}
+}
+
+// The tokens are required in compose (${VAR:?}), the gateway and the
+// backend share one internal token, and every variable compose
+// interpolates is documented in .env.example.
+func TestComposeSecretsAndVariables(t *testing.T) {
+	raw := string(readFile(t, "docker-compose.yml"))
+	services := asMap(yamlDoc(t, "docker-compose.yml")["services"])
+	required := regexp.MustCompile(`^\$\{([A-Z0-9_]+):\?[^}]+\}$`)
+	tokenVar := func(svc, key string) string {
+		v := str(composeRawEnv(asMap(services[svc]))[key])
+		m := required.FindStringSubmatch(v)
+		if m == nil {
+			t.Errorf("%s %s = %q: want ${VAR:?message} so compose refuses to start without it", svc, key, v)
+			return ""
+		}
+		return m[1]
+	}
+	gw1 := tokenVar("gateway-1", "GATEWAY_INTERNAL_TOKEN")
+	gw2 := tokenVar("gateway-2", "GATEWAY_INTERNAL_TOKEN")
+	be := tokenVar("backend", "BACKEND_INTERNAL_TOKEN")
+	tokenVar("backend", "BACKEND_ADMIN_TOKEN")
+	if gw1 != be || gw2 != be {
+		t.Errorf("gateway internal tokens (%s, %s) and the backend's (%s) come from different variables", gw1, gw2, be)
+	}
+	documented := envFileNames(t, ".env.example")
+	for _, m := range interp.FindAllStringSubmatch(raw, -1) {
+		if _, ok := documented[m[1]]; !ok {
+			t.Errorf("docker-compose.yml uses ${%s}, which .env.example does not list", m[1])
+		}
+	}
+	if !strings.Contains(string(readFile(t, ".gitignore")), ".env") {
+		t.Error("deploy/.gitignore does not keep .env (the tokens) out of git")
+	}
+}
+
+// The compose stack: the services asked for, listeners reachable inside the
+// network, exposed ports that are the ports the binaries listen on, every
+// address that points at a service pointing at the right port, grace
+// periods above shutdown_grace, and host paths that exist.
+func TestComposeStack(t *testing.T) {
+	doc := yamlDoc(t, "docker-compose.yml")
+	services := asMap(doc["services"])
+	for _, s := range []string{"redis", "backend", "gateway-1", "gateway-2", "lb", "prometheus", "grafana"} {
+		if services[s] == nil {
+			t.Errorf("no %s service", s)
+		}
+	}
+	if img := str(dig(services, "redis", "image")); img != "redis:7" {
+		t.Errorf("redis image %q, want redis:7", img)
+	}
+
+	// Each vendorgate service's effective listeners, from the config file
+	// it mounts and its environment, loaded by the config package.
+	type svcPorts struct{ listen, admin int }
+	ports := map[string]svcPorts{}
+	for name, svc := range services {
+		svc := asMap(svc)
+		bin := binary(str(svc["image"]))
+		if bin == "" || bin == "vendorctl" {
+			continue
+		}
+		var fileText []byte
+		if cfgPath := flagValue(asList(svc["command"]), "-config"); cfgPath != "" {
+			host := composeMountSource(svc, cfgPath)
+			if host == "" {
+				t.Errorf("%s: -config %s is not a mounted file", name, cfgPath)
+				continue
+			}
+			fileText = readFile(t, host)
+		}
+		eff := loadConfig(t, bin, fileText, composeEnv(svc))
+		for _, addr := range []string{eff.listen, eff.admin} {
+			if !reachable(t, addr) {
+				t.Errorf("%s listens on %s: unreachable from the other containers", name, addr)
+			}
+		}
+		p := svcPorts{portOf(t, eff.listen), portOf(t, eff.admin)}
+		ports[name] = p
+		if hostname := str(svc["hostname"]); hostname != "" {
+			ports[hostname] = p
+		}
+		for _, e := range asList(svc["expose"]) {
+			if n, _ := strconv.Atoi(str(e)); n != p.listen && n != p.admin {
+				t.Errorf("%s exposes %s; it listens on %d and %d", name, str(e), p.listen, p.admin)
+			}
+		}
+		for _, pub := range asList(svc["ports"]) {
+			parts := strings.Split(interpolate(str(pub)), ":")
+			if n, _ := strconv.Atoi(parts[len(parts)-1]); n != p.listen && n != p.admin {
+				t.Errorf("%s publishes %s; it listens on %d and %d", name, str(pub), p.listen, p.admin)
+			}
+		}
+		if d, err := time.ParseDuration(str(svc["stop_grace_period"])); err != nil || d.Seconds() <= eff.grace {
+			t.Errorf("%s: stop_grace_period %q must exceed shutdown_grace (%vs)", name, str(svc["stop_grace_period"]), eff.grace)
+		}
+		if str(svc["read_only"]) != "true" {
+			t.Errorf("%s: read_only is not true", name)
+		}
+	}
+	if ports["gateway-1"].admin == 0 || ports["backend"].admin == 0 {
+		t.Fatalf("could not work out the listeners of gateway-1 and backend: %v", ports)
+	}
+
+	// Addresses the gateways and the backend are given.
+	for _, gw := range []string{"gateway-1", "gateway-2"} {
+		env := composeEnv(asMap(services[gw]))
+		if got, want := env["GATEWAY_BACKEND_URL"], fmt.Sprintf("http://backend:%d", ports["backend"].listen); got != want {
+			t.Errorf("%s GATEWAY_BACKEND_URL = %q, want %q (the backend's main listener)", gw, got, want)
+		}
+		if got := env["GATEWAY_REDIS_URL"]; got != "redis://redis:6379/0" {
+			t.Errorf("%s GATEWAY_REDIS_URL = %q", gw, got)
+		}
+		if got := env["GATEWAY_ADMIN_LISTEN"]; got != "0.0.0.0:9090" {
+			t.Errorf("%s GATEWAY_ADMIN_LISTEN = %q, want 0.0.0.0:9090", gw, got)
+		}
+	}
+	benv := composeEnv(asMap(services["backend"]))
+	for k, want := range map[string]string{"BACKEND_REDIS_URL": "redis://redis:6379/0", "BACKEND_LISTEN": "0.0.0.0:8081", "BACKEND_ADMIN_LISTEN": "0.0.0.0:8082"} {
+		if benv[k] != want {
+			t.Errorf("backend %s = %q, want %q", k, benv[k], want)
+		}
+	}
+	// The SQLite file lives on a named volume.
+	dbDir := filepath.Dir(benv["BACKEND_DATABASE"])
+	volumes := asMap(doc["volumes"])
+	onVolume := false
+	for _, v := range asList(dig(services, "backend", "volumes")) {
+		parts := strings.Split(str(v), ":")
+		if _, named := volumes[parts[0]]; named && len(parts) >= 2 && (parts[1] == dbDir || strings.HasPrefix(dbDir, parts[1]+"/")) {
+			onVolume = true
+		}
+	}
+	if !onVolume {
+		t.Errorf("backend database %q is not on a named volume", benv["BACKEND_DATABASE"])
+	}
+
+	// Prometheus scrapes the admin listeners.
+	prom := yamlDoc(t, "prometheus/prometheus.yml")
+	scraped := map[string]bool{}
+	for _, sc := range asList(prom["scrape_configs"]) {
+		sc := asMap(sc)
+		if !strings.HasPrefix(str(sc["job_name"]), "vendorgate-") {
+			continue
+		}
+		if p := str(sc["metrics_path"]); p != "" && p != "/metrics" {
+			t.Errorf("job %s scrapes %s, want /metrics", str(sc["job_name"]), p)
+		}
+		for _, st := range asList(sc["static_configs"]) {
+			for _, target := range asList(asMap(st)["targets"]) {
+				host, port, _ := strings.Cut(str(target), ":")
+				p, ok := ports[host]
+				if !ok {
+					t.Errorf("prometheus target %s is not a vendorgate service", str(target))
+					continue
+				}
+				if n, _ := strconv.Atoi(port); n != p.admin {
+					t.Errorf("prometheus target %s: %s serves /metrics on its admin port %d", str(target), host, p.admin)
+				}
+				scraped[host] = true
+			}
+		}
+	}
+	for _, s := range []string{"gateway-1", "gateway-2", "backend"} {
+		if !scraped[s] {
+			t.Errorf("prometheus does not scrape %s", s)
+		}
+	}
+
+	// The load balancer sends traffic to the public port and checks
+	// /readyz on the admin port.
+	hap := string(readFile(t, "haproxy/haproxy.cfg"))
+	check := regexp.MustCompile(`(?m)^\s*default-server\b.*\bcheck port (\d+)`)
+	if m := check.FindStringSubmatch(hap); m == nil || m[1] != strconv.Itoa(ports["gateway-1"].admin) {
+		t.Errorf("haproxy does not health-check the gateways' admin port %d (default-server ... check port N)", ports["gateway-1"].admin)
+	}
+	if !regexp.MustCompile(`(?m)^\s*http-check send meth GET uri /readyz\s*$`).MatchString(hap) {
+		t.Error("haproxy does not health-check GET /readyz")
+	}
+	servers := regexp.MustCompile(`(?m)^\s*server (\S+) (\S+):(\d+)`).FindAllStringSubmatch(hap, -1)
+	if len(servers) != 2 {
+		t.Errorf("haproxy has %d servers, want gateway-1 and gateway-2", len(servers))
+	}
+	for _, s := range servers {
+		p, ok := ports[s[2]]
+		if !ok {
+			t.Errorf("haproxy server %s points at %s, not a gateway service", s[1], s[2])
+			continue
+		}
+		if n, _ := strconv.Atoi(s[3]); n != p.listen {
+			t.Errorf("haproxy server %s: port %s, the gateway listens on %d", s[1], s[3], p.listen)
+		}
+	}
+	lb := asMap(services["lb"])
+	bind := regexp.MustCompile(`(?m)^\s*bind :(\d+)\s*$`).FindStringSubmatch(hap)
+	published := ""
+	for _, pub := range asList(lb["ports"]) {
+		parts := strings.Split(str(pub), ":")
+		published = parts[len(parts)-1]
+	}
+	if bind == nil || bind[1] != published {
+		t.Errorf("lb publishes container port %q but haproxy binds %v", published, bind)
+	}
+	trusted := composeEnv(asMap(services["gateway-1"]))["GATEWAY_TRUSTED_PROXIES"]
+	lbAddr := str(dig(lb, "networks", "vendorgate", "ipv4_address"))
+	if lbAddr == "" || trusted != lbAddr {
+		t.Errorf("gateways trust X-Forwarded-For from %q, the load balancer is at %q", trusted, lbAddr)
+	}
+
+	// Host paths mounted or built from exist.
+	for name, svc := range services {
+		svc := asMap(svc)
+		for _, v := range asList(svc["volumes"]) {
+			src := strings.Split(str(v), ":")[0]
+			if strings.HasPrefix(src, ".") {
+				if _, err := os.Stat(src); err != nil {
+					t.Errorf("%s mounts %s, which does not exist", name, src)
+				}
+			}
+		}
+		if b := asMap(svc["build"]); b != nil {
+			if _, err := os.Stat(filepath.Join(str(b["context"]), str(b["dockerfile"]))); err != nil {
+				t.Errorf("%s builds from %s/%s, which does not exist", name, str(b["context"]), str(b["dockerfile"]))
+			}
+		}
+	}
+}
+
+// composeRawEnv is a service's environment as written (map or list form).
+func composeRawEnv(svc map[string]any) map[string]any {
+	out := map[string]any{}
+	switch env := svc["environment"].(type) {
+	case map[string]any:
+		for k, v := range env {
+			out[k] = v
+		}
+	case []any:
+		for _, kv := range env {
+			k, v, _ := strings.Cut(str(kv), "=")
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// composeEnv is a service's environment as the container sees it.
+func composeEnv(svc map[string]any) map[string]string {
+	out := map[string]string{}
+	for k, v := range composeRawEnv(svc) {
+		out[k] = interpolate(str(v))
+	}
+	return out
+}
+
+// composeMountSource is the host path mounted at the container path target.
+func composeMountSource(svc map[string]any, target string) string {
+	for _, v := range asList(svc["volumes"]) {
+		parts := strings.Split(str(v), ":")
+		if len(parts) >= 2 && parts[1] == target {
+			return parts[0]
+		}
+	}
+	return ""
+}
+
+// flagValue returns the argument after flag in args.
+func flagValue(args []any, flag string) string {
+	for i := 0; i+1 < len(args); i++ {
+		if str(args[i]) == flag {
+			return str(args[i+1])
+		}
+	}
+	return ""
+}
+
+// The HAProxy configuration is valid, when haproxy is installed.
+func TestHAProxyConfig(t *testing.T) {
+	haproxy, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("haproxy not on PATH")
+	}
+	out, err := exec.Command(haproxy, "-c", "-f", "haproxy/haproxy.cfg").CombinedOutput()
+	if err != nil {
+		t.Fatalf("haproxy -c: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		// Service names resolve only inside the compose network.
+		if strings.Contains(line, "[WARNING]") && !strings.Contains(line, "could not resolve address") {
+			t.Errorf("haproxy -c: %s", line)
+		}
+	}
+}
+
+// dockerEnv parses an ENV instruction's KEY=value pairs.
+func dockerEnv(args string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range strings.Fields(args) {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			out[k] = strings.Trim(v, `"`)
+		}
+	}
+	return out
+}
+
+// Each Dockerfile builds a static binary in a golang:1.26 stage and runs it
+// from a distroless (or scratch) image as a non-root user, exposing the
+// ports the binary listens on with the image's environment.
+func TestDockerfiles(t *testing.T) {
+	paths := files(t, ".Dockerfile")
+	if len(paths) != 3 {
+		t.Fatalf("found %v, want gateway, backend and vendorctl Dockerfiles", paths)
+	}
+	for _, p := range paths {
+		bin := strings.TrimSuffix(filepath.Base(p), ".Dockerfile")
+		t.Run(bin, func(t *testing.T) {
+			ins := dockerInstructions(t, p)
+			var froms []string
+			stages := map[string]bool{}
+			final := -1
+			for i, in := range ins {
+				if in.cmd == "FROM" {
+					f := strings.Fields(in.args)
+					var image string
+					for j := 0; j < len(f); j++ {
+						if strings.HasPrefix(f[j], "--") {
+							continue
+						}
+						image = f[j]
+						if j+2 < len(f) && strings.EqualFold(f[j+1], "AS") {
+							stages[f[j+2]] = true
+						}
+						break
+					}
+					froms = append(froms, image)
+					final = i
+				}
+				if in.cmd == "COPY" && strings.Contains(in.args, "--from=") {
+					from := regexp.MustCompile(`--from=(\S+)`).FindStringSubmatch(in.args)[1]
+					if !stages[from] {
+						t.Errorf("COPY --from=%s: no earlier stage of that name", from)
+					}
+				}
+			}
+			if len(froms) < 2 {
+				t.Fatalf("FROM %v: want a multi-stage build", froms)
+			}
+			if froms[0] != "golang:1.26" {
+				t.Errorf("build stage FROM %s, want golang:1.26", froms[0])
+			}
+			last := froms[len(froms)-1]
+			if !strings.HasPrefix(last, "gcr.io/distroless/static") && last != "scratch" {
+				t.Errorf("final stage FROM %s, want distroless static or scratch", last)
+			}
+
+			var build string
+			for _, in := range ins[:final] {
+				if in.cmd == "RUN" && strings.Contains(in.args, "go build") {
+					build = in.args
+				}
+			}
+			for _, want := range []string{"CGO_ENABLED=0", "-trimpath", `-ldflags="-s -w"`, "-o /out/" + bin, "./cmd/" + bin} {
+				if !strings.Contains(build, want) {
+					t.Errorf("go build step lacks %s: %q", want, build)
+				}
+			}
+
+			user, entry := "", ""
+			env := map[string]string{}
+			var exposed []int
+			for _, in := range ins[final:] {
+				switch in.cmd {
+				case "USER":
+					user = in.args
+				case "ENTRYPOINT":
+					entry = in.args
+				case "ENV":
+					for k, v := range dockerEnv(in.args) {
+						env[k] = v
+					}
+				case "EXPOSE":
+					for _, f := range strings.Fields(in.args) {
+						n, err := strconv.Atoi(strings.TrimSuffix(f, "/tcp"))
+						if err != nil {
+							t.Errorf("EXPOSE %s", f)
+						}
+						exposed = append(exposed, n)
+					}
+				}
+			}
+			uid, _, _ := strings.Cut(user, ":")
+			nonRootImage := strings.HasSuffix(last, ":nonroot")
+			if uid == "0" || uid == "root" || (uid == "" && !nonRootImage) {
+				t.Errorf("final stage runs as %q; want a non-root user (65532)", user)
+			}
+			var argv []string
+			if err := json.Unmarshal([]byte(entry), &argv); err != nil || len(argv) == 0 || filepath.Base(argv[0]) != bin {
+				t.Errorf("ENTRYPOINT %s: want the exec form running %s (no shell in the image)", entry, bin)
+			}
+			if _, err := os.Stat(p + ".dockerignore"); err != nil {
+				t.Errorf("no %s.dockerignore: the whole repository (bin/, var/, .git) would be sent as context", p)
+			}
+			if bin == "vendorctl" {
+				if len(exposed) != 0 {
+					t.Errorf("vendorctl exposes %v; it listens on nothing", exposed)
+				}
+				return
+			}
+			env[map[string]string{"gateway": "GATEWAY_INTERNAL_TOKEN", "backend": "BACKEND_INTERNAL_TOKEN"}[bin]] = dummyToken
+			env["BACKEND_ADMIN_TOKEN"] = dummyToken
+			eff := loadConfig(t, bin, nil, env)
+			want := []int{portOf(t, eff.listen), portOf(t, eff.admin)}
+			sort.Ints(exposed)
+			sort.Ints(want)
+			if fmt.Sprint(exposed) != fmt.Sprint(want) {
+				t.Errorf("EXPOSE %v, but with the image's environment it listens on %v", exposed, want)
+			}
+			for _, addr := range []string{eff.listen, eff.admin} {
+				if !reachable(t, addr) {
+					t.Errorf("with the image's environment it listens on %s: unreachable from outside the container", addr)
+				}
+			}
+		})
+	}
+}
