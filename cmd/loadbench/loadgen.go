@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+// measurement is one load run against one row at one connection count.
+type measurement struct {
+	Requests int64
+	Elapsed  time.Duration
+	RPS      float64
+	P50      time.Duration
+	P99      time.Duration
+	P999     time.Duration
+	// Failed counts socket errors, timeouts and answers other than 2xx: a
+	// row that fails requests is not measuring what it claims.
+	Failed int64
+}
+
+// loadGenerator drives closed-loop load: conns connections, each sending
+// the next request as soon as the previous answer arrived, for d.
+type loadGenerator interface {
+	name() string
+	run(url, apiKey string, conns int, d time.Duration) (measurement, error)
+}
+
+// wrk is the wrk binary (Debian's package) with one thread by default: on
+// a 2-core machine one core drives the load, the other serves it.
+type wrk struct {
+	bin     string
+	threads int
+	script  string
+}
+
+// wrkScript prints the numbers loadbench needs on one line from wrk's done
+// callback: --latency alone prints no p99.9 and rounds its output.
+const wrkScript = `done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("LOADBENCH requests=%d duration_us=%d p50_us=%d p99_us=%d p999_us=%d connect=%d read=%d write=%d status=%d timeout=%d\n",
+    summary.requests, summary.duration,
+    math.floor(latency:percentile(50)), math.floor(latency:percentile(99)), math.floor(latency:percentile(99.9)),
+    e.connect, e.read, e.write, e.status, e.timeout))
+end
+`
+
+func newWrk(dir string, threads int) (*wrk, error) {
+	bin, err := exec.LookPath("wrk")
+	if err != nil {
+		return nil, err
+	}
+	script := filepath.Join(dir, "loadbench.lua")
+	if err := os.WriteFile(script, []byte(wrkScript), 0o644); err != nil {
+		return nil, err
+	}
+	return &wrk{bin: bin, threads: max(threads, 1), script: script}, nil
+}
+
+func (w *wrk) name() string { return fmt.Sprintf("wrk -t%d", w.threads) }
+
+func (w *wrk) run(url, apiKey string, conns int, d time.Duration) (measurement, error) {
+	secs := max(int(math.Round(d.Seconds())), 1)
+	args := []string{"-t", strconv.Itoa(min(w.threads, conns)), "-c", strconv.Itoa(conns),
+		"-d", strconv.Itoa(secs) + "s", "--timeout", "5s", "--latency", "-s", w.script,
+		"-H", "X-API-Key: " + apiKey, url}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs)*time.Second+30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, w.bin, args...).CombinedOutput()
+	if err != nil {
+		return measurement{}, fmt.Errorf("wrk %s: %w\n%s", url, err, out)
+	}
+	return parseWrk(string(out))
+}
+
+// parseWrk reads the LOADBENCH line the Lua script printed.
+func parseWrk(out string) (measurement, error) {
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "LOADBENCH ")
+		if !ok {
+			continue
+		}
+		v := map[string]int64{}
+		for _, kv := range strings.Fields(rest) {
+			k, s, _ := strings.Cut(kv, "=")
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return measurement{}, fmt.Errorf("wrk output %q: %w", kv, err)
+			}
+			v[k] = n
+		}
+		if v["duration_us"] <= 0 {
+			return measurement{}, fmt.Errorf("wrk output without a duration: %q", rest)
+		}
+		m := measurement{
+			Requests: v["requests"],
+			Elapsed:  time.Duration(v["duration_us"]) * time.Microsecond,
+			P50:      time.Duration(v["p50_us"]) * time.Microsecond,
+			P99:      time.Duration(v["p99_us"]) * time.Microsecond,
+			P999:     time.Duration(v["p999_us"]) * time.Microsecond,
+			Failed:   v["connect"] + v["read"] + v["write"] + v["status"] + v["timeout"],
+		}
+		m.RPS = float64(m.Requests) / m.Elapsed.Seconds()
+		return m, nil
+	}
+	return measurement{}, fmt.Errorf("no LOADBENCH line in wrk output:\n%s", out)
+}
+
+// vegetaGen is vegeta used as a library: closed loop with one worker per
+// connection (rate 0), or open loop at a constant rate (attackRate). It
+// needs no external package, so the smoke test can always run it.
+type vegetaGen struct{}
+
+func (vegetaGen) name() string { return "vegeta (library)" }
+
+func (vegetaGen) run(url, apiKey string, conns int, d time.Duration) (measurement, error) {
+	return vegetaAttack(url, apiKey, conns, vegeta.Rate{}, d)
+}
+
+// attackRate sends rate requests per second whatever the latency, which is
+// how latency at a given load must be measured (a closed loop slows down
+// with the server and hides its queueing).
+func attackRate(url, apiKey string, rate int, d time.Duration) (measurement, error) {
+	return vegetaAttack(url, apiKey, 256, vegeta.Rate{Freq: rate, Per: time.Second}, d)
+}
+
+func vegetaAttack(url, apiKey string, conns int, rate vegeta.Rate, d time.Duration) (measurement, error) {
+	opts := []func(*vegeta.Attacker){
+		vegeta.Connections(conns), vegeta.MaxConnections(conns),
+		vegeta.KeepAlive(true), vegeta.HTTP2(false), vegeta.Timeout(5 * time.Second),
+	}
+	if rate.Freq == 0 {
+		opts = append(opts, vegeta.Workers(uint64(conns)), vegeta.MaxWorkers(uint64(conns)))
+	} else {
+		opts = append(opts, vegeta.Workers(uint64(min(conns, 32))), vegeta.MaxWorkers(uint64(conns)))
+	}
+	atk := vegeta.NewAttacker(opts...)
+	tgt := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: url,
+		Header: http.Header{"X-API-Key": []string{apiKey}}})
+	var m vegeta.Metrics
+	var failed int64
+	for res := range atk.Attack(tgt, rate, d, "loadbench") {
+		if res.Error != "" || res.Code < 200 || res.Code > 299 {
+			failed++
+		}
+		m.Add(res)
+	}
+	m.Close()
+	if m.Requests == 0 {
+		return measurement{}, errors.New("vegeta sent no request")
+	}
+	elapsed := m.Duration + m.Wait
+	out := measurement{
+		Requests: int64(m.Requests),
+		Elapsed:  elapsed,
+		RPS:      float64(m.Requests) / elapsed.Seconds(),
+		P50:      m.Latencies.P50,
+		P99:      m.Latencies.P99,
+		P999:     m.Latencies.Quantile(0.999),
+		Failed:   failed,
+	}
+	return out, nil
+}

@@ -1,0 +1,369 @@
+// Command loadbench is vendorgate's load benchmark. It starts everything it
+// measures itself, on loopback: one fixed JSON responder (the backend of
+// every row), a bare fasthttp proxy, the vendorgate gateway with its
+// in-process limiter and with Redis limiting, nginx and HAProxy. It then
+// drives each with wrk (or vegeta as a library when wrk is missing) at
+// several connection counts, interleaving the rows within each repetition,
+// and prints one table of the medians: requests/s, p50, p99 and p99.9, and
+// each row's ratio to the bare proxy and to nginx. It also reads Redis'
+// INFO commandstats for Redis calls per request, measures the gateway's
+// added p99 at half its peak rate (vegeta, constant rate), and the gateway's
+// RSS with 10,000 distinct keys cached. `make bench-load` runs it and writes
+// docs/bench.md.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/shared/apikey"
+)
+
+func main() {
+	if ok, err := runRole(); ok {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loadbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "loadbench:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// options are the command-line flags.
+type options struct {
+	duration        time.Duration
+	warmup          time.Duration
+	reps            int
+	conns           []int
+	rows            []string
+	loadgen         string
+	threads         int
+	out             string
+	gateway         string
+	keys            int
+	latencyDuration time.Duration
+	install         bool
+	maxTime         time.Duration
+	args            []string
+}
+
+func parseOptions(args []string, stderr io.Writer) (options, error) {
+	o := options{args: args}
+	fs := flag.NewFlagSet("loadbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of one measured run (one row at one connection count)")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load on each row before the first repetition")
+	fs.IntVar(&o.reps, "reps", 3, "repetitions; the table shows the median of each row")
+	conns := fs.String("conns", "16,64,256", "connection counts, comma-separated")
+	rows := fs.String("rows", strings.Join(allRows(), ","), "rows to measure, comma-separated, of "+strings.Join(allRows(), ","))
+	fs.StringVar(&o.loadgen, "loadgen", "auto", "load generator: wrk, vegeta, or auto (wrk when installed or installable, else vegeta)")
+	fs.IntVar(&o.threads, "threads", 1, "wrk threads (-t): 1 leaves the other core(s) to the proxy under test")
+	fs.StringVar(&o.out, "out", "docs/bench.md", "write the results here as markdown (empty: print only)")
+	fs.StringVar(&o.gateway, "gateway", "", "gateway binary (default: built from ./cmd/gateway into a temporary directory)")
+	fs.IntVar(&o.keys, "keys", 10000, "distinct keys sent through each gateway after the runs for the memory figure (0: skip)")
+	fs.DurationVar(&o.latencyDuration, "latency-duration", 10*time.Second, "length of the constant-rate runs at half of row 4's peak (0: skip)")
+	fs.BoolVar(&o.install, "install", true, "apt-get install nginx, haproxy, wrk when missing")
+	fs.DurationVar(&o.maxTime, "max-time", 9*time.Minute, "stop starting new runs past this time and report what was measured")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	for _, s := range strings.Split(*conns, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("-conns: %q is not a positive number", s)
+		}
+		o.conns = append(o.conns, n)
+	}
+	known := map[string]bool{}
+	for _, r := range allRows() {
+		known[r] = true
+	}
+	for _, s := range strings.Split(*rows, ",") {
+		s = strings.TrimSpace(s)
+		if !known[s] {
+			return o, fmt.Errorf("-rows: unknown row %q (rows: %s)", s, strings.Join(allRows(), ","))
+		}
+		o.rows = append(o.rows, s)
+	}
+	if o.reps < 1 || o.duration < time.Second {
+		return o, errors.New("-reps must be at least 1 and -duration at least 1s")
+	}
+	switch o.loadgen {
+	case "auto", "wrk", "vegeta":
+	default:
+		return o, fmt.Errorf("-loadgen: %q is not wrk, vegeta or auto", o.loadgen)
+	}
+	return o, nil
+}
+
+// bench is one run of the benchmark and everything it started.
+type bench struct {
+	opts     options
+	dir      string
+	self     string
+	progress io.Writer
+	started  time.Time
+
+	token       string
+	keys        []string // keys[0] is the one wrk sends; the rest prime the cache
+	meBody      []byte
+	backendAddr string
+	responder   *proc
+
+	gatewayBin  string
+	gatewaySkip string
+
+	gen  loadGenerator
+	rows []*row
+}
+
+// run is the whole benchmark; stdout gets the table, stderr the progress.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	opts, err := parseOptions(args, stderr)
+	if err != nil {
+		return err
+	}
+	b := &bench{opts: opts, progress: stderr, started: time.Now()}
+	if b.self, err = os.Executable(); err != nil {
+		return err
+	}
+	if b.dir, err = os.MkdirTemp("", "loadbench"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(b.dir)
+	defer b.stopAll()
+
+	if err := b.setup(); err != nil {
+		return err
+	}
+	res, err := b.measure(ctx)
+	if err != nil {
+		return err
+	}
+	if err := b.extras(ctx, res); err != nil {
+		return err
+	}
+	res.env = collectEnv(b)
+	report := res.markdown()
+	if _, err := io.WriteString(stdout, report); err != nil {
+		return err
+	}
+	if opts.out != "" {
+		if err := os.WriteFile(opts.out, []byte(res.document(report)), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", opts.out, err)
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", opts.out)
+	}
+	return nil
+}
+
+func (b *bench) logf(format string, a ...any) {
+	fmt.Fprintf(b.progress, "[%5.1fs] ", time.Since(b.started).Seconds())
+	fmt.Fprintf(b.progress, format+"\n", a...)
+}
+
+func (b *bench) has(id string) bool {
+	for _, r := range b.opts.rows {
+		if r == id {
+			return true
+		}
+	}
+	return false
+}
+
+// setup makes the keys, picks the load generator, and starts the
+// responder and every row.
+func (b *bench) setup() error {
+	tok := make([]byte, 24)
+	if _, err := rand.Read(tok); err != nil {
+		return err
+	}
+	b.token = hex.EncodeToString(tok)
+	if err := b.makeKeys(); err != nil {
+		return err
+	}
+	if err := b.pickLoadgen(); err != nil {
+		return err
+	}
+	if err := b.startResponder(); err != nil {
+		return err
+	}
+	if b.has(rowGateway) || b.has(rowGatewayRedis) {
+		b.findGateway()
+	}
+	for _, id := range b.opts.rows {
+		var r *row
+		var err error
+		switch id {
+		case rowBackend:
+			r = &row{id: rowBackend, url: "http://" + b.backendAddr + mePath}
+		case rowBare:
+			r, err = b.startBareProxy()
+		case rowGateway:
+			r, err = b.startGateway(rowGateway, false)
+		case rowGatewayRedis:
+			r, err = b.startGateway(rowGatewayRedis, true)
+		case rowNginx:
+			r, err = b.startNginx()
+		case rowHAProxy:
+			r, err = b.startHAProxy()
+		}
+		if r != nil {
+			b.rows = append(b.rows, r)
+		}
+		if err != nil {
+			return fmt.Errorf("start %s: %w", rowLabel(id), err)
+		}
+		if r.skip == "" {
+			if err := b.check(r); err != nil {
+				r.stop()
+				r.skip = err.Error()
+			}
+		}
+		if r.skip != "" {
+			b.logf("%s: skipped: %s", r.label(), r.skip)
+		} else {
+			b.logf("%s: ready at %s", r.label(), r.url)
+		}
+	}
+	return nil
+}
+
+func (b *bench) stopAll() {
+	for i := len(b.rows) - 1; i >= 0; i-- {
+		b.rows[i].stop()
+	}
+	b.responder.stop(5 * time.Second)
+}
+
+// makeKeys generates the keys and the responder's file of their hashes.
+func (b *bench) makeKeys() error {
+	n := 1 + max(b.opts.keys, 0)
+	b.keys = make([]string, n)
+	var sb strings.Builder
+	for i := range b.keys {
+		k, err := apikey.Generate(apikey.DefaultPrefixes(), apikey.Sandbox)
+		if err != nil {
+			return err
+		}
+		b.keys[i] = k
+		sb.WriteString(apikey.Hash(k))
+		sb.WriteByte(' ')
+		sb.WriteString(strconv.Itoa(i))
+		sb.WriteByte('\n')
+	}
+	return os.WriteFile(filepath.Join(b.dir, "keys.txt"), []byte(sb.String()), 0o600)
+}
+
+func (b *bench) pickLoadgen() error {
+	switch b.opts.loadgen {
+	case "vegeta":
+		b.gen = vegetaGen{}
+		return nil
+	case "wrk":
+		if bin, note := b.tool("wrk", "wrk"); bin == "" {
+			return errors.New(note)
+		}
+	case "auto":
+		if bin, note := b.tool("wrk", "wrk"); bin == "" {
+			b.logf("%s: using vegeta as a library instead", note)
+			b.gen = vegetaGen{}
+			return nil
+		}
+	}
+	w, err := newWrk(b.dir, b.opts.threads)
+	if err != nil {
+		return err
+	}
+	b.gen = w
+	return nil
+}
+
+func (b *bench) startResponder() error {
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	p, err := startProc(b.dir, "responder", []string{envRole + "=" + roleResponder, envListen + "=" + addr,
+		envKeysFile + "=" + filepath.Join(b.dir, "keys.txt"), envToken + "=" + b.token}, b.self)
+	if err != nil {
+		return err
+	}
+	b.responder, b.backendAddr = p, addr
+	if err := p.waitTCP(addr, 10*time.Second); err != nil {
+		return err
+	}
+	status, body, err := fasthttp.Get(nil, "http://"+addr+mePath)
+	if err != nil || status != fasthttp.StatusOK {
+		return fmt.Errorf("responder: GET %s: %d %v", mePath, status, err)
+	}
+	b.meBody = body
+	return nil
+}
+
+// findGateway uses -gateway, or builds ./cmd/gateway of this module so the
+// figures are of the source at hand, not of a stale bin/.
+func (b *bench) findGateway() {
+	if b.opts.gateway != "" {
+		if _, err := os.Stat(b.opts.gateway); err != nil {
+			b.gatewaySkip = "gateway binary: " + err.Error()
+			return
+		}
+		b.gatewayBin = b.opts.gateway
+		return
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		b.gatewaySkip = err.Error()
+		return
+	}
+	bin := filepath.Join(b.dir, "gateway")
+	b.logf("building ./cmd/gateway")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/gateway")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.gatewaySkip = fmt.Sprintf("the gateway does not build: %v: %s", err, lastLine(out))
+		return
+	}
+	b.gatewayBin = bin
+}
+
+// moduleRoot walks up from the working directory to go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory: run from the vendorgate checkout")
+		}
+		dir = parent
+	}
+}

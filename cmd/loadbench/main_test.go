@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary play the responder and the bare proxy, as
+// the loadbench binary does when it re-executes itself.
+func TestMain(m *testing.M) {
+	if ok, err := runRole(); ok {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// tableRPS returns the req/s column of the table line of label at conns,
+// or -1 when the table has no such line.
+func tableRPS(t *testing.T, table, label string, conns int) float64 {
+	t.Helper()
+	prefix := fmt.Sprintf("| %s | %d | ", label, conns)
+	for _, line := range strings.Split(table, "\n") {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			f, _, _ := strings.Cut(rest, " |")
+			v, err := strconv.ParseFloat(f, 64)
+			if err != nil {
+				t.Fatalf("req/s of %q: %v", line, err)
+			}
+			return v
+		}
+	}
+	return -1
+}
+
+func runSmoke(t *testing.T, args ...string) (stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := run(ctx, args, &out, &errOut)
+	if err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, errOut.String())
+	}
+	return out.String(), errOut.String()
+}
+
+// TestSmoke runs the tool for 2 seconds per row on the rows that need no
+// external package (wrk is used when installed, vegeta otherwise) and wants
+// each in the table with traffic, and the document written.
+func TestSmoke(t *testing.T) {
+	doc := filepath.Join(t.TempDir(), "bench.md")
+	table, progress := runSmoke(t, "-duration", "2s", "-reps", "1", "-conns", "16", "-warmup", "0",
+		"-rows", "backend,bare,gateway", "-keys", "200", "-latency-duration", "0", "-install=false", "-out", doc)
+	rows := []string{rowLabel(rowBackend), rowLabel(rowBare)}
+	if strings.Contains(table, rowLabel(rowGateway)+": skipped: the gateway does not build") {
+		t.Logf("gateway row skipped: the gateway does not build here")
+	} else {
+		rows = append(rows, rowLabel(rowGateway))
+	}
+	for _, label := range rows {
+		if v := tableRPS(t, table, label, 16); v <= 0 {
+			t.Errorf("row %q: req/s %v, want > 0\ntable:\n%s\nprogress:\n%s", label, v, table, progress)
+		}
+	}
+	if !strings.Contains(table, "| 1.00 |") {
+		t.Errorf("the bare proxy's ratio to itself is missing:\n%s", table)
+	}
+	if len(rows) == 3 && !strings.Contains(table, "with 200 keys cached") {
+		t.Errorf("no memory figure for the gateway:\n%s", table)
+	}
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(b), "# Load benchmark") || !strings.Contains(string(b), table) {
+		t.Errorf("document does not hold the header and the table:\n%s", b)
+	}
+}
+
+// TestSmokeVegeta drives the load with vegeta as a library, the path taken
+// where wrk cannot be installed.
+func TestSmokeVegeta(t *testing.T) {
+	table, _ := runSmoke(t, "-loadgen", "vegeta", "-duration", "1s", "-reps", "1", "-conns", "8", "-warmup", "0",
+		"-rows", "backend,bare", "-keys", "0", "-latency-duration", "0", "-install=false", "-out", "")
+	for _, label := range []string{rowLabel(rowBackend), rowLabel(rowBare)} {
+		if v := tableRPS(t, table, label, 8); v <= 0 {
+			t.Errorf("row %q: req/s %v, want > 0\n%s", label, v, table)
+		}
+	}
+	if !strings.Contains(table, "vegeta") {
+		t.Errorf("table does not name vegeta as the load generator:\n%s", table)
+	}
+}
+
+func TestParseWrk(t *testing.T) {
+	out := `Running 2s test @ http://127.0.0.1:1/api/vendor/v1/me
+  1 threads and 16 connections
+LOADBENCH requests=100000 duration_us=2000000 p50_us=210 p99_us=900 p999_us=2500 connect=0 read=1 write=0 status=3 timeout=2
+`
+	m, err := parseWrk(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.RPS != 50000 || m.P50 != 210*time.Microsecond || m.P99 != 900*time.Microsecond ||
+		m.P999 != 2500*time.Microsecond || m.Failed != 6 {
+		t.Errorf("parsed %+v", m)
+	}
+	if _, err := parseWrk("Running 2s test\n"); err == nil {
+		t.Error("output without the LOADBENCH line parsed")
+	}
+}
+
+func TestCommandStats(t *testing.T) {
+	before := parseCommandStats("# Commandstats\r\ncmdstat_evalsha:calls=10,usec=30,usec_per_call=3.00\r\ncmdstat_info:calls=2,usec=1\r\n")
+	after := parseCommandStats("# Commandstats\r\ncmdstat_evalsha:calls=110,usec=300,usec_per_call=2.7\r\ncmdstat_info:calls=4,usec=2\r\ncmdstat_eval:calls=1,usec=9\r\n")
+	d := after.diff(before)
+	if d["evalsha"] != 100 || d["eval"] != 1 || d["info"] != 0 || d.total() != 101 {
+		t.Errorf("diff %v", d)
+	}
+	if got := d.String(); got != "evalsha=100 eval=1" {
+		t.Errorf("String() = %q", got)
+	}
+}
+
+func TestMedianAndRatio(t *testing.T) {
+	m := func(rps float64) *measurement { return &measurement{RPS: rps} }
+	row := &series{byRep: []*measurement{m(90), m(50), m(100)}}
+	ref := &series{byRep: []*measurement{m(100), m(100), nil}}
+	med, ok := row.median()
+	if !ok || med.RPS != 90 {
+		t.Errorf("median %v %v, want 90", med.RPS, ok)
+	}
+	// Only repetitions where both ran count: 0.9 and 0.5.
+	if r, ok := row.ratio(ref); !ok || math.Abs(r-0.7) > 1e-9 {
+		t.Errorf("ratio %v %v, want 0.7", r, ok)
+	}
+	if _, ok := (&series{byRep: []*measurement{nil}}).median(); ok {
+		t.Error("median of no repetition reported ok")
+	}
+}

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// series is every repetition of one row at one connection count; byRep[i]
+// is nil when repetition i did not run.
+type series struct {
+	byRep []*measurement
+}
+
+// results is what the report is made of.
+type results struct {
+	opts  options
+	gen   string
+	rows  []*row
+	cells map[string]map[int]*series
+	// repsDone counts complete repetitions; cut says why the runs stopped
+	// early, if they did.
+	repsDone int
+	cut      string
+	notes    []string
+
+	redisCalls    commandStats
+	redisRequests int64
+
+	latencyRate int
+	latency     map[string]measurement
+
+	memory []memoryFigure
+	env    envInfo
+	// bodyLen is the size of the responder's answer.
+	bodyLen int
+}
+
+type memoryFigure struct {
+	row           string
+	keys          int
+	before, after int // KiB
+	err           error
+}
+
+func (b *bench) active() []*row {
+	var out []*row
+	for _, r := range b.rows {
+		if r.skip == "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// measure runs every row at every connection count, the rows interleaved
+// within each repetition so that drift of the machine hits all alike.
+func (b *bench) measure(ctx context.Context) (*results, error) {
+	o := b.opts
+	res := &results{opts: o, gen: b.gen.name(), rows: b.rows, cells: map[string]map[int]*series{},
+		redisCalls: commandStats{}, bodyLen: len(b.meBody)}
+	for _, r := range b.rows {
+		res.cells[r.id] = map[int]*series{}
+		for _, c := range o.conns {
+			res.cells[r.id][c] = &series{byRep: make([]*measurement, o.reps)}
+		}
+	}
+	runs := len(b.active()) * len(o.conns) * o.reps
+	b.logf("%d measured runs of %s with %s (about %s)", runs, o.duration, b.gen.name(),
+		(time.Duration(runs)*(o.duration+300*time.Millisecond) + time.Duration(len(b.active()))*o.warmup).Round(time.Second))
+	maxConns := 0
+	for _, c := range o.conns {
+		maxConns = max(maxConns, c)
+	}
+	if o.warmup > 0 {
+		for _, r := range b.active() {
+			if _, err := b.gen.run(r.url, b.keys[0], maxConns, max(o.warmup, time.Second)); err != nil {
+				r.skip = "warm-up failed: " + err.Error()
+				b.logf("%s: %s", r.label(), r.skip)
+			}
+		}
+	}
+	deadline := b.started.Add(o.maxTime)
+	for rep := 0; rep < o.reps; rep++ {
+		for _, c := range o.conns {
+			for _, r := range b.active() {
+				if err := ctx.Err(); err != nil {
+					return nil, fmt.Errorf("interrupted: %w", err)
+				}
+				if time.Now().Add(o.duration).After(deadline) {
+					res.cut = fmt.Sprintf("stopped after %d of %d repetitions: -max-time %s reached", rep, o.reps, o.maxTime)
+					b.logf("%s", res.cut)
+					return res, nil
+				}
+				m, err := b.runOne(r, c, res)
+				if err != nil {
+					res.notes = append(res.notes, fmt.Sprintf("%s, %d conns, repetition %d: %v", r.label(), c, rep+1, err))
+					b.logf("%s", res.notes[len(res.notes)-1])
+					continue
+				}
+				res.cells[r.id][c].byRep[rep] = &m
+				b.logf("rep %d/%d  %-34s c=%-4d %9.0f req/s  p50 %s  p99 %s  p99.9 %s%s", rep+1, o.reps, r.label(), c,
+					m.RPS, ms(m.P50), ms(m.P99), ms(m.P999), failedNote(m))
+			}
+		}
+		res.repsDone = rep + 1
+	}
+	return res, nil
+}
+
+// runOne measures r once at c connections, and for a Redis row the Redis
+// calls the run caused.
+func (b *bench) runOne(r *row, c int, res *results) (measurement, error) {
+	var before commandStats
+	if r.redis != nil {
+		var err error
+		if before, err = r.redis.commandStats(); err != nil {
+			return measurement{}, err
+		}
+	}
+	m, err := b.gen.run(r.url, b.keys[0], c, b.opts.duration)
+	if err != nil {
+		return m, err
+	}
+	if r.main != nil && r.main.exited() {
+		r.skip = "exited during the run: " + r.main.tail()
+		return m, fmt.Errorf("%s", r.skip)
+	}
+	if r.redis != nil {
+		after, err := r.redis.commandStats()
+		if err != nil {
+			return m, err
+		}
+		for k, v := range after.diff(before) {
+			res.redisCalls[k] += v
+		}
+		res.redisRequests += m.Requests
+	}
+	return m, nil
+}
+
+// extras measures latency at half of row 4's peak and the memory figure.
+func (b *bench) extras(ctx context.Context, res *results) error {
+	if b.opts.latencyDuration > 0 {
+		if err := b.halfPeakLatency(ctx, res); err != nil {
+			return err
+		}
+	}
+	if b.opts.keys > 0 {
+		for _, r := range b.active() {
+			if r.main == nil || ctx.Err() != nil {
+				continue
+			}
+			f := memoryFigure{row: r.id, keys: len(b.keys) - 1}
+			f.before, f.err = rssKiB(r.main.pid())
+			if f.err == nil {
+				b.logf("%s: sending %d distinct keys", r.label(), f.keys)
+				f.err = primeKeys(r.url, b.keys[1:], 32)
+			}
+			if f.err == nil {
+				f.after, f.err = rssKiB(r.main.pid())
+			}
+			res.memory = append(res.memory, f)
+		}
+	}
+	return ctx.Err()
+}
+
+// halfPeakLatency runs vegeta's constant-rate attacker at half of row 4's
+// peak (the best median req/s over the connection counts) against rows 1,
+// 3 and 4: wrk2 is not packaged, and a closed loop cannot hold a rate.
+func (b *bench) halfPeakLatency(ctx context.Context, res *results) error {
+	peak := 0.0
+	for _, c := range b.opts.conns {
+		if s := res.cells[rowGatewayRedis][c]; s != nil {
+			if m, ok := s.median(); ok {
+				peak = max(peak, m.RPS)
+			}
+		}
+	}
+	if peak == 0 {
+		return nil
+	}
+	res.latencyRate = int(peak / 2)
+	res.latency = map[string]measurement{}
+	for _, r := range b.active() {
+		if r.id != rowBackend && r.id != rowGateway && r.id != rowGatewayRedis {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		m, err := attackRate(r.url, b.keys[0], res.latencyRate, b.opts.latencyDuration)
+		if err != nil {
+			res.notes = append(res.notes, fmt.Sprintf("constant-rate run on %s: %v", r.label(), err))
+			continue
+		}
+		res.latency[r.id] = m
+		b.logf("constant %d req/s  %-34s achieved %.0f req/s  p50 %s  p99 %s  p99.9 %s%s", res.latencyRate, r.label(),
+			m.RPS, ms(m.P50), ms(m.P99), ms(m.P999), failedNote(m))
+	}
+	return nil
+}
+
+// median is the median of every figure taken separately over the
+// repetitions that ran; ok is false when none did.
+func (s *series) median() (measurement, bool) {
+	var ms []measurement
+	for _, m := range s.byRep {
+		if m != nil {
+			ms = append(ms, *m)
+		}
+	}
+	if len(ms) == 0 {
+		return measurement{}, false
+	}
+	pick := func(f func(measurement) float64) float64 {
+		v := make([]float64, len(ms))
+		for i, m := range ms {
+			v[i] = f(m)
+		}
+		return medianOf(v)
+	}
+	out := measurement{
+		RPS:  pick(func(m measurement) float64 { return m.RPS }),
+		P50:  time.Duration(pick(func(m measurement) float64 { return float64(m.P50) })),
+		P99:  time.Duration(pick(func(m measurement) float64 { return float64(m.P99) })),
+		P999: time.Duration(pick(func(m measurement) float64 { return float64(m.P999) })),
+	}
+	for _, m := range ms {
+		out.Requests += m.Requests
+		out.Failed += m.Failed
+	}
+	return out, true
+}
+
+// ratio is the median over repetitions of s's req/s divided by ref's in
+// the same repetition: interleaved runs share the machine's state.
+func (s *series) ratio(ref *series) (float64, bool) {
+	if ref == nil {
+		return 0, false
+	}
+	var v []float64
+	for i, m := range s.byRep {
+		if m != nil && i < len(ref.byRep) && ref.byRep[i] != nil && ref.byRep[i].RPS > 0 {
+			v = append(v, m.RPS/ref.byRep[i].RPS)
+		}
+	}
+	if len(v) == 0 {
+		return 0, false
+	}
+	return medianOf(v), true
+}
+
+func medianOf(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// ms formats a latency in milliseconds.
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+func failedNote(m measurement) string {
+	if m.Failed == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  (%d failed)", m.Failed)
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisServer is a private redis-server on a free loopback port, started
+// the way shared/testredis does it (that package needs a testing.TB).
+type redisServer struct {
+	addr   string
+	proc   *proc
+	client *redis.Client
+}
+
+func startRedis(dir string) (*redisServer, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redis-server not found (apt-get install -y redis-server)")
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	p, err := startProc(dir, "redis", nil, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "no")
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitTCP(addr, 10*time.Second); err != nil {
+		p.stop(time.Second)
+		return nil, err
+	}
+	return &redisServer{addr: addr, proc: p, client: redis.NewClient(&redis.Options{Addr: addr, PoolSize: 2})}, nil
+}
+
+func (r *redisServer) url() string { return "redis://" + r.addr + "/0" }
+
+func (r *redisServer) stop() {
+	if r == nil {
+		return
+	}
+	_ = r.client.Close()
+	r.proc.stop(2 * time.Second)
+}
+
+func (r *redisServer) version() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := r.client.Info(ctx, "server").Result()
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	return "?"
+}
+
+// commandStats is calls per command from INFO commandstats.
+type commandStats map[string]int64
+
+// commandStats reads Redis' own per-command call counters.
+func (r *redisServer) commandStats() (commandStats, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := r.client.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis INFO commandstats: %w", err)
+	}
+	return parseCommandStats(s), nil
+}
+
+// parseCommandStats parses lines like
+// "cmdstat_evalsha:calls=12,usec=34,usec_per_call=2.8,...".
+func parseCommandStats(s string) commandStats {
+	out := commandStats{}
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err == nil {
+					out[strings.TrimPrefix(name, "cmdstat_")] = n
+				}
+			}
+		}
+	}
+	return out
+}
+
+// diff is after minus before, without the INFO calls loadbench itself made.
+func (after commandStats) diff(before commandStats) commandStats {
+	out := commandStats{}
+	for k, v := range after {
+		if k == "info" {
+			continue
+		}
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func (c commandStats) total() int64 {
+	var n int64
+	for _, v := range c {
+		n += v
+	}
+	return n
+}
+
+// String lists the commands, most called first: "evalsha=123 ping=1".
+func (c commandStats) String() string {
+	names := make([]string, 0, len(c))
+	for k := range c {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if c[names[i]] != c[names[j]] {
+			return c[names[i]] > c[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s=%d", k, c[k])
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// envInfo is the machine and the versions the figures belong to.
+type envInfo struct {
+	date    time.Time
+	cpu     string
+	cores   int
+	kernel  string
+	goVer   string
+	commit  string
+	loadgen string
+	tools   []string // "nginx 1.22.1", ...
+}
+
+func collectEnv(b *bench) envInfo {
+	e := envInfo{date: time.Now().UTC(), cores: runtime.NumCPU(), goVer: runtime.Version(), loadgen: b.gen.name()}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				e.cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		e.kernel = strings.TrimSpace(string(data))
+	}
+	if root, err := moduleRoot(); err == nil {
+		if out, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output(); err == nil {
+			e.commit = strings.TrimSpace(string(out))
+		}
+	}
+	version := func(name string, args ...string) {
+		if _, err := exec.LookPath(name); err != nil {
+			return
+		}
+		out, _ := exec.Command(name, args...).CombinedOutput()
+		line := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+		if line != "" {
+			e.tools = append(e.tools, line)
+		}
+	}
+	version("wrk", "-v")
+	version("nginx", "-v")
+	version("haproxy", "-v")
+	for _, r := range b.rows {
+		if r.redis != nil {
+			e.tools = append(e.tools, "Redis "+r.redis.version())
+		}
+	}
+	return e
+}
+
+// markdown is the report: the table and what goes with it.
+func (res *results) markdown() string {
+	var sb strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&sb, format, a...) }
+	o := res.opts
+	w("| row | conns | req/s | p50 | p99 | p99.9 | × bare proxy | × nginx | failed |\n")
+	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, c := range o.conns {
+		for _, r := range res.rows {
+			s := res.cells[r.id][c]
+			m, ok := s.median()
+			if !ok {
+				continue
+			}
+			w("| %s | %d | %.0f | %.2f ms | %.2f ms | %.2f ms | %s | %s | %d |\n", r.label(), c, m.RPS,
+				msf(m.P50), msf(m.P99), msf(m.P999),
+				ratioCell(s, res.cells[rowBare][c]), ratioCell(s, res.cells[rowNginx][c]), m.Failed)
+		}
+	}
+	w("\nMedians of %d repetition(s) of %s per row and connection count, rows interleaved within each repetition; "+
+		"ratios are the median of the per-repetition ratios. Load generator: %s, keep-alive, loopback.\n", res.repsDone, o.duration, res.gen)
+	if res.cut != "" {
+		w("\n**%s.**\n", res.cut)
+	}
+	var skipped []string
+	for _, r := range res.rows {
+		if r.skip != "" {
+			skipped = append(skipped, fmt.Sprintf("- %s: skipped: %s", r.label(), oneLine(r.skip)))
+		}
+	}
+	if len(skipped) > 0 {
+		w("\n%s\n", strings.Join(skipped, "\n"))
+	}
+	if res.redisRequests > 0 {
+		w("\n**Redis calls per request** (row 4, from Redis' INFO commandstats before and after each measured run): "+
+			"%.3f (%d calls for %d requests: %s).\n",
+			float64(res.redisCalls.total())/float64(res.redisRequests), res.redisCalls.total(), res.redisRequests, res.redisCalls)
+	}
+	if res.latencyRate > 0 {
+		w("\n**Latency at half of row 4's peak** (vegeta's constant-rate attacker at %d req/s for %s per row; "+
+			"wrk2 is not packaged):\n\n", res.latencyRate, o.latencyDuration)
+		w("| row | achieved req/s | p50 | p99 | p99.9 | failed |\n|---|---:|---:|---:|---:|---:|\n")
+		for _, id := range []string{rowBackend, rowGateway, rowGatewayRedis} {
+			if m, ok := res.latency[id]; ok {
+				w("| %s | %.0f | %.2f ms | %.2f ms | %.2f ms | %d |\n", rowLabel(id), m.RPS, msf(m.P50), msf(m.P99), msf(m.P999), m.Failed)
+			}
+		}
+		base, ok1 := res.latency[rowBackend]
+		gw, ok4 := res.latency[rowGatewayRedis]
+		if ok1 && ok4 {
+			w("\np99 added by vendorgate with Redis limiting (row 4 minus row 1) at %d req/s: **%.2f ms** (target: at most 1 ms).\n",
+				res.latencyRate, msf(gw.P99-base.P99))
+		}
+	}
+	if len(res.memory) > 0 {
+		w("\n**Gateway memory** (VmRSS from /proc, after the runs, then after one request with each of the distinct keys, every one resolved and cached; each key is its own vendor, so also its own limiter bucket):\n\n")
+		for _, f := range res.memory {
+			if f.err != nil {
+				w("- %s: %v\n", rowLabel(f.row), f.err)
+				continue
+			}
+			w("- %s: %.1f MiB after the runs, %.1f MiB with %d keys cached\n", rowLabel(f.row), float64(f.before)/1024, float64(f.after)/1024, f.keys)
+		}
+	}
+	w("%s", res.targets())
+	if len(res.notes) > 0 {
+		w("\nNotes:\n")
+		for _, n := range res.notes {
+			w("- %s\n", oneLine(n))
+		}
+	}
+	return sb.String()
+}
+
+// targets checks issue 7's targets against the table, per connection count.
+func (res *results) targets() string {
+	var lines []string
+	check := func(id, ref string, want float64) {
+		var parts []string
+		for _, c := range res.opts.conns {
+			s, rs := res.cells[id][c], res.cells[ref][c]
+			if s == nil || rs == nil {
+				continue
+			}
+			if v, ok := s.ratio(rs); ok {
+				verdict := "met"
+				if v < want {
+					verdict = "NOT met"
+				}
+				parts = append(parts, fmt.Sprintf("%d conns %.2f× (%s)", c, v, verdict))
+			}
+		}
+		if len(parts) > 0 {
+			lines = append(lines, fmt.Sprintf("- %s ≥ %.1f× %s: %s", rowLabel(id), want, rowLabel(ref), strings.Join(parts, ", ")))
+		}
+	}
+	check(rowGatewayRedis, rowNginx, 1.0)
+	check(rowGatewayRedis, rowBare, 0.8)
+	check(rowGateway, rowBare, 0.9)
+	base, ok1 := res.latency[rowBackend]
+	gw, ok4 := res.latency[rowGatewayRedis]
+	if ok1 && ok4 {
+		added := gw.P99 - base.P99
+		verdict := "met"
+		if added > time.Millisecond {
+			verdict = "NOT met"
+		}
+		lines = append(lines, fmt.Sprintf("- p99 added by row 4 at half its peak ≤ 1 ms: %.2f ms (%s)", msf(added), verdict))
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return "\n**Targets of issue 7:**\n\n" + strings.Join(lines, "\n") + "\n"
+}
+
+// document is docs/bench.md: the machine, the method and the report.
+func (res *results) document(report string) string {
+	e := res.env
+	var sb strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&sb, format, a...) }
+	w("# Load benchmark\n\n")
+	w("Written by `make bench-load` (`go run ./cmd/loadbench %s`); run it again to refresh. Do not edit by hand.\n\n",
+		strings.Join(res.opts.args, " "))
+	w("- Date: %s\n", e.date.Format("2006-01-02 15:04 UTC"))
+	w("- Machine: %s, %d cores, Linux %s\n", e.cpu, e.cores, e.kernel)
+	w("- Go: %s; vendorgate commit %s\n", e.goVer, e.commit)
+	for _, t := range e.tools {
+		w("- %s\n", t)
+	}
+	w("\n## Method\n\n")
+	w(`Everything runs on this one machine over loopback, started by the tool itself, each its own process:
+one fixed JSON responder (fasthttp; the same process answers every row, so the backend costs the
+same CPU everywhere: GET %s answers a %d-byte JSON, and the internal key lookup answers a
+KeyResolution for the generated keys, checking X-Internal-Token), and in front of it:
+
+1. nothing (the backend direct);
+2. a bare fasthttp proxy (a fasthttp server handing every request to one HostClient: no auth,
+   no limits; the floor of proxying in Go);
+3. vendorgate with its in-process limiter;
+4. vendorgate with Redis limiting (a private redis-server 7 on loopback);
+5. nginx proxy_pass to an upstream with keepalive 64, proxy_http_version 1.1, access log off;
+6. HAProxy with a per-key request-rate limit in a stick table (track-sc0 on X-API-Key,
+   http_req_rate(60s), deny 429 above 10^9) and http-reuse always.
+
+The gateway runs with its default configuration except limits of 100,000,000 per minute (the
+limiter is consulted on every request and never denies) and log_level warn (its access log is one
+line per request at info). Every request carries the same valid X-API-Key, so after the first
+request the gateway answers from its key cache and consults the limiter once per request.
+
+Load: %s, keep-alive, closed loop at each connection count; each repetition runs every row once
+at every connection count, the rows interleaved; the table is the median of the repetitions, and
+each ratio the median of the per-repetition ratios. A row whose check request does not answer the
+responder's exact 200 is skipped, not measured. On a 2-core machine the load generator, the proxy
+and the responder share the cores, as the reference figures of issue 7 did.
+
+`, mePath, res.bodyLen, e.loadgen)
+	w("## Results\n\n%s", report)
+	return sb.String()
+}
+
+func ratioCell(s, ref *series) string {
+	if ref == nil {
+		return "–"
+	}
+	v, ok := s.ratio(ref)
+	if !ok {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " …"
+	}
+	return s
+}

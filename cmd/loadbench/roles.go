@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/shared/apikey"
+	"vendorgate/shared/wire"
+)
+
+// The responder and the bare proxy run as subprocesses of the loadbench
+// binary itself, chosen by environment, so that the load generator, the
+// backend and the proxy under test are separate processes as in a real
+// deployment, and the backend costs the same CPU for every row.
+const (
+	envRole     = "LOADBENCH_ROLE"
+	envListen   = "LOADBENCH_LISTEN"
+	envUpstream = "LOADBENCH_UPSTREAM"
+	envKeysFile = "LOADBENCH_KEYS_FILE"
+	envToken    = "LOADBENCH_INTERNAL_TOKEN"
+
+	roleResponder = "responder"
+	roleBareProxy = "bareproxy"
+)
+
+// mePath is the one vendor route every row is measured on.
+const mePath = "/api/vendor/v1/me"
+
+// runRole runs the subprocess role named by LOADBENCH_ROLE until SIGTERM.
+// ok is false when no role is set, i.e. this is the benchmark itself.
+func runRole() (ok bool, err error) {
+	role := os.Getenv(envRole)
+	if role == "" {
+		return false, nil
+	}
+	ln, err := net.Listen("tcp4", os.Getenv(envListen))
+	if err != nil {
+		return true, fmt.Errorf("%s: listen: %w", role, err)
+	}
+	var h fasthttp.RequestHandler
+	switch role {
+	case roleResponder:
+		r, err := newResponder(os.Getenv(envKeysFile), os.Getenv(envToken))
+		if err != nil {
+			return true, err
+		}
+		h = r.serve
+	case roleBareProxy:
+		h = newBareProxy(os.Getenv(envUpstream)).serve
+	default:
+		return true, fmt.Errorf("unknown %s %q", envRole, role)
+	}
+	srv := &fasthttp.Server{
+		Handler:                       h,
+		Name:                          "loadbench",
+		NoDefaultServerHeader:         true,
+		NoDefaultDate:                 false,
+		DisableHeaderNamesNormalizing: false,
+		IdleTimeout:                   30 * time.Second,
+		Concurrency:                   1 << 18,
+	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return true, err
+	case <-stop:
+		return true, srv.Shutdown()
+	}
+}
+
+// responder is the fixed backend: a small constant JSON for the vendor
+// route, and the internal key lookup for the keys loadbench generated.
+type responder struct {
+	token   []byte
+	me      []byte
+	keys    map[string]int // key hash -> index
+	created time.Time
+	expires time.Time
+}
+
+func newResponder(keysFile, token string) (*responder, error) {
+	me, err := json.Marshal(wire.Vendor{
+		VendorID:        vendorID(0),
+		CompanyName:     "Load Bench Vendor",
+		Environment:     apikey.Sandbox,
+		EnabledServices: wire.Services(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := &responder{token: []byte(token), me: me, keys: map[string]int{}}
+	r.created = time.Now().UTC().Truncate(time.Second)
+	r.expires = r.created.Add(90 * 24 * time.Hour)
+	if keysFile == "" {
+		return r, nil
+	}
+	f, err := os.Open(keysFile)
+	if err != nil {
+		return nil, fmt.Errorf("responder: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		hash, idx, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(idx)
+		if err != nil {
+			return nil, fmt.Errorf("responder: keys file: %w", err)
+		}
+		r.keys[hash] = n
+	}
+	return r, sc.Err()
+}
+
+func (r *responder) serve(ctx *fasthttp.RequestCtx) {
+	path := ctx.Path()
+	switch {
+	case string(path) == mePath:
+		ctx.Response.Header.SetContentType("application/json")
+		ctx.Response.Header.Set("Cache-Control", "no-store")
+		ctx.Response.SetBodyRaw(r.me)
+	case bytes.HasPrefix(path, []byte(wire.KeyLookupPath)):
+		r.lookup(ctx, string(path[len(wire.KeyLookupPath):]))
+	default:
+		ctx.Response.Header.SetContentType("application/json")
+		ctx.SetStatusCode(fasthttp.StatusNotFound)
+		ctx.SetBodyString(`{"error":{"code":"not_found","message":"not found"}}`)
+	}
+}
+
+func (r *responder) lookup(ctx *fasthttp.RequestCtx, hash string) {
+	ctx.Response.Header.SetContentType("application/json")
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	if subtle.ConstantTimeCompare(ctx.Request.Header.Peek(wire.HeaderInternalToken), r.token) != 1 {
+		ctx.SetStatusCode(fasthttp.StatusUnauthorized)
+		ctx.SetBodyString(`{"error":{"code":"invalid_api_key","message":"internal token required"}}`)
+		return
+	}
+	i, ok := r.keys[hash]
+	if !ok {
+		ctx.SetStatusCode(fasthttp.StatusNotFound)
+		ctx.SetBodyString(`{"error":{"code":"not_found","message":"no key has that hash"}}`)
+		return
+	}
+	b, err := json.Marshal(wire.KeyResolution{
+		KeyID:       keyID(i),
+		VendorID:    vendorID(i),
+		Environment: apikey.Sandbox,
+		CreatedAt:   r.created,
+		ExpiresAt:   r.expires,
+		Vendor: wire.VendorInfo{
+			Status:          wire.VendorApproved,
+			CompanyName:     "Load Bench Vendor " + strconv.Itoa(i),
+			EnabledServices: wire.Services(),
+		},
+	})
+	if err != nil {
+		ctx.SetStatusCode(fasthttp.StatusInternalServerError)
+		return
+	}
+	ctx.SetBody(b)
+}
+
+// Each generated key belongs to its own vendor: 10,000 keys then also mean
+// 10,000 limiter buckets, the costly case for the memory figure.
+func vendorID(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
+func keyID(i int) string    { return fmt.Sprintf("00000000-0000-4000-9000-%012d", i) }
+
+// bareProxy is the floor of proxying: a fasthttp server handing every
+// request to one HostClient, with no auth, no limits and no header work
+// beyond dropping the client's Connection header.
+type bareProxy struct{ hc *fasthttp.HostClient }
+
+func newBareProxy(upstream string) *bareProxy {
+	return &bareProxy{hc: &fasthttp.HostClient{
+		Addr:                      upstream,
+		MaxConns:                  1024,
+		MaxIdemponentCallAttempts: 1,
+		NoDefaultUserAgentHeader:  true,
+		ReadTimeout:               10 * time.Second,
+		WriteTimeout:              10 * time.Second,
+	}}
+}
+
+func (p *bareProxy) serve(ctx *fasthttp.RequestCtx) {
+	req := &ctx.Request
+	req.Header.Del("Connection")
+	req.SetHost(p.hc.Addr)
+	if err := p.hc.Do(req, &ctx.Response); err != nil {
+		ctx.ResetBody()
+		ctx.SetStatusCode(fasthttp.StatusBadGateway)
+		return
+	}
+	ctx.Response.Header.Del("Connection")
+}

@@ -1,0 +1,364 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Row ids, in the order of the table.
+const (
+	rowBackend      = "backend"
+	rowBare         = "bare"
+	rowGateway      = "gateway"
+	rowGatewayRedis = "gateway-redis"
+	rowNginx        = "nginx"
+	rowHAProxy      = "haproxy"
+)
+
+// rowLabel is the row's name in the table, numbered as in issue 7.
+func rowLabel(id string) string {
+	switch id {
+	case rowBackend:
+		return "1 backend direct"
+	case rowBare:
+		return "2 bare fasthttp proxy"
+	case rowGateway:
+		return "3 vendorgate, in-process limiter"
+	case rowGatewayRedis:
+		return "4 vendorgate, Redis limiter"
+	case rowNginx:
+		return "5 nginx proxy_pass"
+	case rowHAProxy:
+		return "6 HAProxy stick-table limit"
+	}
+	return id
+}
+
+func allRows() []string {
+	return []string{rowBackend, rowBare, rowGateway, rowGatewayRedis, rowNginx, rowHAProxy}
+}
+
+// row is one thing measured: a URL, the processes behind it, or the reason
+// it was skipped.
+type row struct {
+	id    string
+	url   string
+	procs []*proc
+	// main is the process whose RSS is reported (the gateway).
+	main  *proc
+	redis *redisServer
+	skip  string
+}
+
+func (r *row) label() string { return rowLabel(r.id) }
+
+func (r *row) stop() {
+	for i := len(r.procs) - 1; i >= 0; i-- {
+		r.procs[i].stop(5 * time.Second)
+	}
+	r.redis.stop()
+}
+
+// startBareProxy re-executes this binary as the bare fasthttp proxy.
+func (b *bench) startBareProxy() (*row, error) {
+	r := &row{id: rowBare}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProc(b.dir, "bareproxy", []string{envRole + "=" + roleBareProxy, envListen + "=" + addr,
+		envUpstream + "=" + b.backendAddr}, b.self)
+	if err != nil {
+		return nil, err
+	}
+	r.procs = append(r.procs, p)
+	r.url = "http://" + addr + mePath
+	return r, p.waitTCP(addr, 10*time.Second)
+}
+
+// gatewayConfig keeps the limiter on every request but never denying, and
+// the access log (one line per request at info) off.
+const gatewayConfig = `# loadbench: limits high enough never to deny, so the limiter is
+# exercised on every request without refusing any.
+limits:
+  vendor:
+    reads:  {rate: 100000000, period: 1m}
+    orders: {rate: 100000000, period: 1m}
+log_level: warn
+`
+
+// startGateway starts the vendorgate gateway, with Redis limiting when
+// withRedis.
+func (b *bench) startGateway(id string, withRedis bool) (*row, error) {
+	r := &row{id: id}
+	if b.gatewayBin == "" {
+		r.skip = b.gatewaySkip
+		return r, nil
+	}
+	cfgPath := filepath.Join(b.dir, "gateway.yaml")
+	if err := os.WriteFile(cfgPath, []byte(gatewayConfig), 0o644); err != nil {
+		return nil, err
+	}
+	redisURL := ""
+	if withRedis {
+		rs, err := startRedis(b.dir)
+		if err != nil {
+			r.skip = err.Error()
+			return r, nil
+		}
+		r.redis = rs
+		redisURL = rs.url()
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	admin, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProc(b.dir, id, []string{
+		"GATEWAY_LISTEN=" + addr,
+		"GATEWAY_ADMIN_LISTEN=" + admin,
+		"GATEWAY_BACKEND_URL=http://" + b.backendAddr,
+		"GATEWAY_INTERNAL_TOKEN=" + b.token,
+		"GATEWAY_REDIS_URL=" + redisURL,
+		"GATEWAY_LOG_LEVEL=warn",
+	}, b.gatewayBin, "-config", cfgPath)
+	if err != nil {
+		r.stop()
+		return nil, err
+	}
+	r.procs = append(r.procs, p)
+	r.main = p
+	r.url = "http://" + addr + mePath
+	if err := p.waitTCP(addr, 15*time.Second); err != nil {
+		r.stop()
+		return nil, err
+	}
+	return r, nil
+}
+
+// nginxConfig: proxy_pass to an upstream block with keep-alive, the setup
+// an SRE would reach for; access log off like the gateway's.
+const nginxConfig = `worker_processes auto;
+daemon off;
+pid {{DIR}}/nginx.pid;
+error_log {{DIR}}/nginx-error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path {{DIR}}/nginx-body;
+  proxy_temp_path {{DIR}}/nginx-proxy;
+  fastcgi_temp_path {{DIR}}/nginx-fastcgi;
+  uwsgi_temp_path {{DIR}}/nginx-uwsgi;
+  scgi_temp_path {{DIR}}/nginx-scgi;
+  keepalive_requests 1000000;
+  upstream backend {
+    server {{BACKEND}};
+    keepalive 64;
+    keepalive_requests 1000000;
+  }
+  server {
+    listen {{LISTEN}};
+    location / {
+      proxy_pass http://backend;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+`
+
+func (b *bench) startNginx() (*row, error) {
+	r := &row{id: rowNginx}
+	bin, note := b.tool("nginx", "nginx")
+	if bin == "" {
+		r.skip = note
+		return r, nil
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	conf := strings.NewReplacer("{{DIR}}", b.dir, "{{BACKEND}}", b.backendAddr, "{{LISTEN}}", addr).Replace(nginxConfig)
+	path := filepath.Join(b.dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	p, err := startProc(b.dir, "nginx", nil, bin, "-e", filepath.Join(b.dir, "nginx-error.log"), "-p", b.dir, "-c", path)
+	if err != nil {
+		r.skip = err.Error()
+		return r, nil
+	}
+	r.procs = append(r.procs, p)
+	r.url = "http://" + addr + mePath
+	if err := p.waitTCP(addr, 10*time.Second); err != nil {
+		r.stop()
+		r.procs = nil
+		r.skip = err.Error()
+	}
+	return r, nil
+}
+
+// haproxyConfig: a per-key request-rate limit in a stick table (the
+// threshold is never reached) and server-side connection reuse.
+const haproxyConfig = `global
+  maxconn 4096
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+frontend fe
+  bind {{LISTEN}}
+  stick-table type string len 64 size 100k expire 60s store http_req_rate(60s)
+  http-request track-sc0 req.hdr(X-API-Key)
+  http-request deny deny_status 429 if { sc_http_req_rate(0) gt 1000000000 }
+  default_backend be
+backend be
+  http-reuse always
+  server s1 {{BACKEND}}
+`
+
+func (b *bench) startHAProxy() (*row, error) {
+	r := &row{id: rowHAProxy}
+	bin, note := b.tool("haproxy", "haproxy")
+	if bin == "" {
+		r.skip = note
+		return r, nil
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	conf := strings.NewReplacer("{{BACKEND}}", b.backendAddr, "{{LISTEN}}", addr).Replace(haproxyConfig)
+	path := filepath.Join(b.dir, "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	p, err := startProc(b.dir, "haproxy", nil, bin, "-db", "-f", path)
+	if err != nil {
+		r.skip = err.Error()
+		return r, nil
+	}
+	r.procs = append(r.procs, p)
+	r.url = "http://" + addr + mePath
+	if err := p.waitTCP(addr, 10*time.Second); err != nil {
+		r.stop()
+		r.procs = nil
+		r.skip = err.Error()
+	}
+	return r, nil
+}
+
+// tool finds bin, installing Debian package pkg when it is missing and
+// installs are allowed. It returns "" and a note when it cannot.
+func (b *bench) tool(bin, pkg string) (string, string) {
+	if p, err := exec.LookPath(bin); err == nil {
+		return p, ""
+	}
+	if !b.opts.install {
+		return "", bin + " not installed (apt-get install -y " + pkg + "; -install=false)"
+	}
+	fmt.Fprintf(b.progress, "installing %s (apt-get install -y %s)\n", bin, pkg)
+	install := func() error {
+		cmd := exec.Command("apt-get", "install", "-y", "-qq", "--no-install-recommends", pkg)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, lastLine(out))
+		}
+		return nil
+	}
+	if err := install(); err != nil {
+		_ = exec.Command("apt-get", "update", "-qq").Run()
+		if err := install(); err != nil {
+			return "", fmt.Sprintf("%s could not be installed (apt-get install -y %s: %v)", bin, pkg, err)
+		}
+	}
+	p, err := exec.LookPath(bin)
+	if err != nil {
+		return "", bin + " not found after installing " + pkg
+	}
+	return p, ""
+}
+
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
+}
+
+// check sends one request through the row and wants the responder's exact
+// answer: a row that answers 401 or 429 would be measuring its refusals.
+func (b *bench) check(r *row) error {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(r.url)
+	req.Header.Set("X-API-Key", b.keys[0])
+	var err error
+	for i := 0; i < 50; i++ { // a proxy may listen a moment before it serves
+		if err = fasthttp.DoTimeout(req, resp, 5*time.Second); err == nil && resp.StatusCode() == fasthttp.StatusOK {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", r.label(), err)
+	}
+	if resp.StatusCode() != fasthttp.StatusOK || !bytes.Equal(resp.Body(), b.meBody) {
+		return fmt.Errorf("%s answered %d %q, want 200 with the responder's body", r.label(), resp.StatusCode(), resp.Body())
+	}
+	return nil
+}
+
+// primeKeys sends one request with each of keys through r so that the
+// gateway resolves and caches every one, with conc requests in flight.
+func primeKeys(url string, keys []string, conc int) error {
+	c := &fasthttp.Client{MaxConnsPerHost: conc, NoDefaultUserAgentHeader: true}
+	work := make(chan string)
+	errs := make(chan error, conc)
+	for i := 0; i < conc; i++ {
+		go func() {
+			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+			defer fasthttp.ReleaseRequest(req)
+			defer fasthttp.ReleaseResponse(resp)
+			var first error
+			for k := range work {
+				if first != nil {
+					continue
+				}
+				req.Reset()
+				req.SetRequestURI(url)
+				req.Header.Set("X-API-Key", k)
+				if err := c.DoTimeout(req, resp, 10*time.Second); err != nil {
+					first = err
+				} else if resp.StatusCode() != fasthttp.StatusOK {
+					first = errors.New("status " + strconv.Itoa(resp.StatusCode()) + ": " + string(resp.Body()))
+				}
+			}
+			errs <- first
+		}()
+	}
+	for _, k := range keys {
+		work <- k
+	}
+	close(work)
+	var first error
+	for i := 0; i < conc; i++ {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
