@@ -93,7 +93,7 @@ func commands() []*command {
 			usage:   "order complete ORDER_ID --service S [--file report.pdf] [--result reviews.json]",
 			summary: "complete a service (report PDF, or driver_reviews result)", run: orderComplete},
 		{group: "order", verb: "fail", args: []string{"ORDER_ID"}, flags: []string{"service", "reason"},
-			usage: "order fail ORDER_ID --service S --reason R", summary: "fail a service with a reason", run: orderFail},
+			usage: "order fail ORDER_ID --service S --reason provider_failed|no_record|no_report|...", summary: "fail a service with a reason", run: orderFail},
 		{group: "order", verb: "delete", args: []string{"ORDER_ID"},
 			usage: "order delete ORDER_ID", summary: "delete an order's data (unfinished services fail record_deleted)", run: orderDelete},
 	}

@@ -195,7 +195,8 @@ func TestRunRefusesLocally(t *testing.T) {
 		{[]string{"order", "complete", someID, "--service", "driver_reviews", "--file", notPDF}, "--file is for the report services"},
 		{[]string{"order", "complete", someID, "--service", "psp", "--result", reviews}, "--result is for driver_reviews only"},
 		{[]string{"order", "complete", someID, "--service", "driver_reviews", "--result", reviews}, `unknown field "typo"`},
-		{[]string{"order", "fail", someID, "--service", "psp"}, "--reason is required"},
+		{[]string{"order", "fail", someID, "--service", "psp"}, "--reason is required (one of provider_failed, no_record,"},
+		{[]string{"order", "fail", someID, "--service", "psp", "--reason", "manual_review"}, `--reason "manual_review": use one of provider_failed`},
 	}
 	lookup := envOf(map[string]string{"VENDORCTL_ADMIN_URL": "http://127.0.0.1:1", "VENDORCTL_ADMIN_TOKEN": "test-token"})
 	for _, tt := range tests {

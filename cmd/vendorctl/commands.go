@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -207,9 +208,12 @@ func orderFail(e *env, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	reason := strings.TrimSpace(inv.flags["reason"])
-	if reason == "" {
-		return usagef(inv.cmd, "--reason is required (e.g. %s, %s, %s)", wire.ReasonProviderFailed, wire.ReasonNoRecord, wire.ReasonNoReport)
+	reason, ok := inv.flags["reason"]
+	if !ok {
+		return usagef(inv.cmd, "--reason is required (one of %s)", strings.Join(failReasons(), ", "))
+	}
+	if !slices.Contains(failReasons(), reason) {
+		return usagef(inv.cmd, "--reason %q: use one of %s", reason, strings.Join(failReasons(), ", "))
 	}
 	return orderCall(e, inv, http.MethodPost, "/fail", map[string]any{"service": service, "reason": reason})
 }
@@ -229,6 +233,12 @@ func orderCall(e *env, inv *invocation, method, suffix string, body any) error {
 		return err
 	}
 	return show(e, raw, writeOrder)
+}
+
+// failReasons are the specification's reasons that go with status failed.
+func failReasons() []string {
+	return []string{wire.ReasonProviderFailed, wire.ReasonNoRecord, wire.ReasonNoReport,
+		wire.ReasonTimedOut, wire.ReasonIdentityUnverified, wire.ReasonRecordDeleted}
 }
 
 // uuidArg is positional argument i, which the specification makes a UUID
