@@ -30,12 +30,12 @@ done
 bin/gateway -config "$GATEWAY_CONFIG" &
 pids+=($!)
 
-vendor=$(bin/vendorctl -o json vendor list | tr -d ' \n' | grep -o '"vendor_id":"[^"]*","company_name":"Sandbox Demo Vendor"' | head -1 | cut -d'"' -f4 || true)
+vendor=$(bin/vendorctl vendor list | awk '/Sandbox Demo Vendor/ && /sandbox/ {print $1; exit}')
 if [ -z "$vendor" ]; then
 	echo "no seeded sandbox vendor found (is seed_sandbox_vendor on?)" >&2
 	exit 1
 fi
-key=$(bin/vendorctl -o json key issue "$vendor" | tr -d ' \n' | grep -o '"key":"[^"]*"' | cut -d'"' -f4)
+key=$(bin/vendorctl -o json key issue "$vendor" | grep -o '"key": *"[^"]*"' | cut -d'"' -f4)
 listen=${GATEWAY_LISTEN:-$(sed -n 's/^listen: *"\{0,1\}\([^" ]*\)"\{0,1\}.*/\1/p' "$GATEWAY_CONFIG" | head -1)}
 port=${listen##*:}
 cat <<MSG
