@@ -99,6 +99,9 @@ func (c *Client) Do(ctx context.Context, method, path string, in any) (json.RawM
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if ctx.Err() != nil { // the operator interrupted: not the backend's fault
+			return nil, fmt.Errorf("%s %s: interrupted: %w", method, path, ctx.Err())
+		}
 		return nil, &UnreachableError{URL: c.base, Err: err}
 	}
 	defer resp.Body.Close()

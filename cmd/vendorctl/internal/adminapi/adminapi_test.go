@@ -113,6 +113,15 @@ func TestUnreachable(t *testing.T) {
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "no answer in time") {
 		t.Fatalf("hung server: %v", err)
 	}
+
+	// Interrupted by the operator (Ctrl-C cancels the context): said so.
+	c, _ = New(Options{BaseURL: "http://" + hang.Addr().String(), Token: "t"})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = c.Do(ctx, http.MethodGet, "/admin/v1/vendors", nil)
+	if errors.As(err, &ue) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("cancelled call: %v", err)
+	}
 }
 
 func TestNewRefuses(t *testing.T) {
