@@ -35,7 +35,7 @@ type harness struct {
 	bin      string // vendorctl binary
 	adminURL string
 	apiURL   string
-	log      *bytes.Buffer
+	log      *syncBuffer
 }
 
 // built holds the binaries, built once per test run by buildBinaries.
@@ -94,13 +94,28 @@ func freePort(t *testing.T) string {
 }
 
 // startBackend runs the backend until the test ends, then stops it with
-// SIGTERM; its log is printed when the test failed.
+// SIGTERM; its log is printed when the test failed. A port taken between
+// choosing it and the backend binding it (another package's test) costs a
+// retry on new ports, not a failure.
 func startBackend(t *testing.T) *harness {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the backend")
 	}
 	bin := buildBinaries(t)
+	for attempt := 1; ; attempt++ {
+		h, err := tryStartBackend(t, bin)
+		if err == nil {
+			return h
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+	}
+}
+
+func tryStartBackend(t *testing.T, bin string) (*harness, error) {
+	t.Helper()
 	dir := t.TempDir()
 	listen, admin := freePort(t), freePort(t)
 	cmd := exec.Command(filepath.Join(bin, "backend"))
@@ -114,10 +129,10 @@ func startBackend(t *testing.T) *harness {
 		"BACKEND_SANDBOX_DELAY=50ms",
 		"BACKEND_SEED_SANDBOX_VENDOR=false",
 	)
-	h := &harness{t: t, bin: filepath.Join(bin, "vendorctl"), adminURL: "http://" + admin, apiURL: "http://" + listen, log: &bytes.Buffer{}}
+	h := &harness{t: t, bin: filepath.Join(bin, "vendorctl"), adminURL: "http://" + admin, apiURL: "http://" + listen, log: &syncBuffer{}}
 	cmd.Stdout, cmd.Stderr = h.log, h.log
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
@@ -137,20 +152,39 @@ func startBackend(t *testing.T) *harness {
 	for {
 		select {
 		case <-exited:
-			t.Fatalf("backend exited before it was ready:\n%s", h.log.String())
+			return nil, fmt.Errorf("backend exited before it was ready:\n%s", h.log.String())
 		default:
 		}
 		if resp, err := http.Get(h.adminURL + "/healthz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return h
+				return h, nil
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("backend admin /healthz not ready within 20s:\n%s", h.log.String())
+			return nil, fmt.Errorf("backend admin /healthz not ready within 20s:\n%s", h.log.String())
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
+}
+
+// syncBuffer is the backend's log: written by exec's copying goroutine,
+// read by the test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // result is one vendorctl run.

@@ -254,6 +254,9 @@ Flags:
 Environment:
   VENDORCTL_ADMIN_URL       the backend's admin API (default http://127.0.0.1:8082)
   VENDORCTL_ADMIN_TOKEN     the backend's admin token (required)
+
+Exit status: 0 done; 1 the call failed (the API's error code and message, or the backend
+unreachable); 2 the command line is wrong. Errors are one line on stderr.
 `)
 }
 
