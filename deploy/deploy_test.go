@@ -505,7 +505,7 @@ func TestComposeSecretsAndVariables(t *testing.T) {
 func TestComposeStack(t *testing.T) {
 	doc := yamlDoc(t, "docker-compose.yml")
 	services := asMap(doc["services"])
-	for _, s := range []string{"redis", "backend", "gateway-1", "gateway-2", "lb", "prometheus", "grafana"} {
+	for _, s := range []string{"redis", "backend", "gateway-1", "gateway-2", "lb", "prometheus", "grafana", "vendorctl"} {
 		if services[s] == nil {
 			t.Errorf("no %s service", s)
 		}
@@ -584,6 +584,13 @@ func TestComposeStack(t *testing.T) {
 		if benv[k] != want {
 			t.Errorf("backend %s = %q, want %q", k, benv[k], want)
 		}
+	}
+	venv := composeEnv(asMap(services["vendorctl"]))
+	if got, want := venv["VENDORCTL_ADMIN_URL"], fmt.Sprintf("http://backend:%d", ports["backend"].admin); got != want {
+		t.Errorf("vendorctl VENDORCTL_ADMIN_URL = %q, want %q (the backend's admin listener)", got, want)
+	}
+	if str(composeRawEnv(asMap(services["vendorctl"]))["VENDORCTL_ADMIN_TOKEN"]) != str(composeRawEnv(asMap(services["backend"]))["BACKEND_ADMIN_TOKEN"]) {
+		t.Error("vendorctl's VENDORCTL_ADMIN_TOKEN and the backend's BACKEND_ADMIN_TOKEN come from different variables")
 	}
 	// The SQLite file lives on a named volume.
 	dbDir := filepath.Dir(benv["BACKEND_DATABASE"])
