@@ -146,6 +146,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	b := &bench{opts: opts, progress: stderr, started: time.Now()}
+	raiseFileLimit()
 	if b.self, err = os.Executable(); err != nil {
 		return err
 	}
@@ -365,5 +366,16 @@ func moduleRoot() (string, error) {
 			return "", errors.New("go.mod not found above the working directory: run from the vendorgate checkout")
 		}
 		dir = parent
+	}
+}
+
+// raiseFileLimit lifts the soft open-file limit to the hard one for this
+// process and its children: HAProxy refuses a maxconn the limit cannot
+// hold, and 256 connections through a proxy need twice as many sockets.
+func raiseFileLimit() {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
 	}
 }

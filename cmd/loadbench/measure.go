@@ -41,7 +41,11 @@ type memoryFigure struct {
 	row           string
 	keys          int
 	before, after int // KiB
-	err           error
+	// misses is the growth of the gateway's key-cache miss counter while
+	// the keys were sent (-1 when /metrics could not be read): the proof
+	// that each key was resolved and cached, not refused.
+	misses int
+	err    error
 }
 
 func (b *bench) active() []*row {
@@ -152,7 +156,8 @@ func (b *bench) extras(ctx context.Context, res *results) error {
 			if r.main == nil || ctx.Err() != nil {
 				continue
 			}
-			f := memoryFigure{row: r.id, keys: len(b.keys) - 1}
+			f := memoryFigure{row: r.id, keys: len(b.keys) - 1, misses: -1}
+			missesBefore, mErr := metricValue(r.admin, missesMetric)
 			f.before, f.err = rssKiB(r.main.pid())
 			if f.err == nil {
 				b.logf("%s: sending %d distinct keys", r.label(), f.keys)
@@ -161,11 +166,17 @@ func (b *bench) extras(ctx context.Context, res *results) error {
 			if f.err == nil {
 				f.after, f.err = rssKiB(r.main.pid())
 			}
+			if missesAfter, err := metricValue(r.admin, missesMetric); err == nil && mErr == nil {
+				f.misses = int(missesAfter - missesBefore)
+			}
 			res.memory = append(res.memory, f)
 		}
 	}
 	return ctx.Err()
 }
+
+// missesMetric is the gateway's key-cache miss counter (docs/CONTRACTS.md).
+const missesMetric = "vendorgate_gateway_key_cache_misses_total"
 
 // halfPeakLatency runs vegeta's constant-rate attacker at half of row 4's
 // peak (the best median req/s over the connection counts) against rows 1,

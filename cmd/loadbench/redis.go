@@ -125,6 +125,25 @@ func (c commandStats) total() int64 {
 	return n
 }
 
+// scriptCalls counts script invocations: each is one round trip.
+func (c commandStats) scriptCalls() int64 {
+	var n int64
+	for k, v := range c {
+		if isScriptCommand(k) {
+			n += v
+		}
+	}
+	return n
+}
+
+func isScriptCommand(k string) bool {
+	switch k {
+	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
+		return true
+	}
+	return false
+}
+
 // String lists the commands, most called first: "evalsha=123 ping=1".
 func (c commandStats) String() string {
 	names := make([]string, 0, len(c))

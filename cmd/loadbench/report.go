@@ -94,9 +94,11 @@ func (res *results) markdown() string {
 		w("\n%s\n", strings.Join(skipped, "\n"))
 	}
 	if res.redisRequests > 0 {
-		w("\n**Redis calls per request** (row 4, from Redis' INFO commandstats before and after each measured run): "+
-			"%.3f (%d calls for %d requests: %s).\n",
-			float64(res.redisCalls.total())/float64(res.redisRequests), res.redisCalls.total(), res.redisRequests, res.redisCalls)
+		w("\n**Redis calls per request** (row 4, from Redis' INFO commandstats before and after each measured run, "+
+			"%d requests): %.3f script calls (EVALSHA/EVAL, one round trip each); %.3f commands in all as Redis counts "+
+			"them, which includes the commands a Lua script runs inside Redis (%s).\n",
+			res.redisRequests, float64(res.redisCalls.scriptCalls())/float64(res.redisRequests),
+			float64(res.redisCalls.total())/float64(res.redisRequests), res.redisCalls)
 	}
 	if res.latencyRate > 0 {
 		w("\n**Latency at half of row 4's peak** (vegeta's constant-rate attacker at %d req/s for %s per row; "+
@@ -121,7 +123,12 @@ func (res *results) markdown() string {
 				w("- %s: %v\n", rowLabel(f.row), f.err)
 				continue
 			}
-			w("- %s: %.1f MiB after the runs, %.1f MiB with %d keys cached\n", rowLabel(f.row), float64(f.before)/1024, float64(f.after)/1024, f.keys)
+			misses := "key-cache misses not read"
+			if f.misses >= 0 {
+				misses = fmt.Sprintf("%d key-cache misses counted meanwhile", f.misses)
+			}
+			w("- %s: %.1f MiB after the runs, %.1f MiB with %d keys cached (%s)\n", rowLabel(f.row),
+				float64(f.before)/1024, float64(f.after)/1024, f.keys, misses)
 		}
 	}
 	w("%s", res.targets())

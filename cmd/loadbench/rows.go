@@ -53,8 +53,10 @@ type row struct {
 	id    string
 	url   string
 	procs []*proc
-	// main is the process whose RSS is reported (the gateway).
+	// main is the process whose RSS is reported (the gateway), admin its
+	// admin listener.
 	main  *proc
+	admin string
 	redis *redisServer
 	skip  string
 }
@@ -139,7 +141,7 @@ func (b *bench) startGateway(id string, withRedis bool) (*row, error) {
 		return nil, err
 	}
 	r.procs = append(r.procs, p)
-	r.main = p
+	r.main, r.admin = p, admin
 	r.url = "http://" + addr + mePath
 	if err := p.waitTCP(addr, 15*time.Second); err != nil {
 		r.stop()
@@ -361,4 +363,38 @@ func primeKeys(url string, keys []string, conc int) error {
 		}
 	}
 	return first
+}
+
+// metricValue sums the samples of a Prometheus counter on the admin
+// listener's /metrics (all label sets).
+func metricValue(admin, name string) (float64, error) {
+	status, body, err := fasthttp.GetTimeout(nil, "http://"+admin+"/metrics", 5*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	if status != fasthttp.StatusOK {
+		return 0, fmt.Errorf("GET /metrics: status %d", status)
+	}
+	var sum float64
+	found := false
+	for _, line := range strings.Split(string(body), "\n") {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest != "" && rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return 0, fmt.Errorf("metric line %q: %w", line, err)
+		}
+		sum += v
+		found = true
+	}
+	if !found {
+		return 0, fmt.Errorf("no %s on /metrics", name)
+	}
+	return sum, nil
 }
