@@ -50,6 +50,56 @@ func TestMetricNamesAreInTheContract(t *testing.T) {
 	}
 }
 
+// Label matchers on vendorgate metrics use the labels docs/CONTRACTS.md
+// gives them (plus the target labels job and instance, and le on buckets).
+func TestMetricLabelsAreInTheContract(t *testing.T) {
+	text := string(readFile(t, filepath.Join(repoRoot, "docs", "CONTRACTS.md")))
+	labels := map[string]map[string]bool{}
+	for _, m := range regexp.MustCompile(`(vendorgate_[a-z_]*[a-z])(?:\{([a-z_,]+)\})?`).FindAllStringSubmatch(text, -1) {
+		if labels[m[1]] == nil {
+			labels[m[1]] = map[string]bool{"job": true, "instance": true}
+		}
+		for _, l := range strings.Split(m[2], ",") {
+			if l != "" {
+				labels[m[1]][l] = true
+			}
+		}
+	}
+	selector := regexp.MustCompile(`(vendorgate_[a-z_]*[a-z])\{([^}]*)\}`)
+	matcher := regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)`)
+	known := map[string]string{}
+	for name := range labels {
+		known[name] = ""
+	}
+	checked := 0
+	for _, q := range append(alertQueries(t), dashboardQueries(t)...) {
+		for _, m := range selector.FindAllStringSubmatch(q.expr, -1) {
+			base, ok := resolveMetric(m[1], known)
+			if !ok {
+				continue // TestMetricNamesAreInTheContract reports it
+			}
+			for _, lm := range matcher.FindAllStringSubmatch(m[2], -1) {
+				checked++
+				if l := lm[1]; !labels[base][l] && !(l == "le" && base != m[1]) {
+					t.Errorf("%s selects %s{%s=...}; the contract gives it labels %v", q.where, m[1], l, keys(labels[base]))
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no label matcher found: the parser is broken")
+	}
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Every metric an alert or a dashboard panel queries is exported by the
 // gateway's or the backend's code. A name the code does not define yet
 // fails here, by name: the alert or panel would silently never fire or show.
