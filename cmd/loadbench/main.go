@@ -328,11 +328,15 @@ func (b *bench) startResponder() error {
 // figures are of the source at hand, not of a stale bin/.
 func (b *bench) findGateway() {
 	if b.opts.gateway != "" {
-		if _, err := os.Stat(b.opts.gateway); err != nil {
+		abs, err := filepath.Abs(b.opts.gateway)
+		if err == nil {
+			_, err = os.Stat(abs)
+		}
+		if err != nil {
 			b.gatewaySkip = "gateway binary: " + err.Error()
 			return
 		}
-		b.gatewayBin = b.opts.gateway
+		b.gatewayBin = abs // children run in the temporary directory
 		return
 	}
 	root, err := moduleRoot()

@@ -34,6 +34,9 @@ func startProc(dir, name string, env []string, bin string, args ...string) (*pro
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Dir = dir
+	// SIGTERM when loadbench dies, however it dies: no gateway, proxy or
+	// Redis is left listening after an interrupted benchmark.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
