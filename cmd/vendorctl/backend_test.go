@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"vendorgate/cmd/vendorctl/internal/view"
 	"vendorgate/shared/wire"
 )
 
@@ -294,7 +295,7 @@ func TestVendorsAndKeysAgainstBackend(t *testing.T) {
 		t.Fatalf("a vendor created without --services shows %q", lineWith(out, "SERVICES"))
 	}
 
-	v := decodeInto[adminVendor](t, h.ctl("-o", "json", "vendor", "create", "--company", "Acme Freight", "--environment", "sandbox", "--services", "mvr"))
+	v := decodeInto[view.Vendor](t, h.ctl("-o", "json", "vendor", "create", "--company", "Acme Freight", "--environment", "sandbox", "--services", "mvr"))
 	if v.VendorID == "" || v.Status != wire.VendorPending || v.Environment != "sandbox" || v.CompanyName != "Acme Freight" ||
 		strings.Join(v.EnabledServices, ",") != "mvr" {
 		t.Fatalf("created vendor %+v", v)
@@ -310,13 +311,13 @@ func TestVendorsAndKeysAgainstBackend(t *testing.T) {
 		{[]string{"vendor", "suspend", id}, wire.VendorSuspended},
 		{[]string{"vendor", "reinstate", id}, wire.VendorApproved},
 	} {
-		got := decodeInto[adminVendor](t, h.ctl(append(step.args, "-o", "json")...))
+		got := decodeInto[view.Vendor](t, h.ctl(append(step.args, "-o", "json")...))
 		if got.VendorID != id || got.Status != step.status {
 			t.Fatalf("%q: vendor %+v, want status %s", step.args, got, step.status)
 		}
 	}
 
-	got := decodeInto[adminVendor](t, h.ctl("vendor", "services", id, "mvr,psp,cdlis,driver_reviews", "-o", "json"))
+	got := decodeInto[view.Vendor](t, h.ctl("vendor", "services", id, "mvr,psp,cdlis,driver_reviews", "-o", "json"))
 	if strings.Join(got.EnabledServices, ",") != "mvr,psp,cdlis,driver_reviews" {
 		t.Fatalf("services set to %v", got.EnabledServices)
 	}
@@ -329,7 +330,7 @@ func TestVendorsAndKeysAgainstBackend(t *testing.T) {
 			t.Errorf("vendor get table has no line %q:\n%s", want, out)
 		}
 	}
-	if g := decodeInto[adminVendor](t, h.ctl("vendor", "get", "-o", "json", id)); g.VendorID != id || g.Status != wire.VendorApproved {
+	if g := decodeInto[view.Vendor](t, h.ctl("vendor", "get", "-o", "json", id)); g.VendorID != id || g.Status != wire.VendorApproved {
 		t.Errorf("vendor get json: %+v", g)
 	}
 
@@ -341,7 +342,7 @@ func TestVendorsAndKeysAgainstBackend(t *testing.T) {
 	}
 	// (The backend keeps created_at to the second, so two vendors created in
 	// the same second may list in either order.)
-	list := decodeInto[[]adminVendor](t, jsonBefore)
+	list := decodeInto[[]view.Vendor](t, jsonBefore)
 	if len(list) != 2 || (list[0].VendorID != id && list[1].VendorID != id) {
 		t.Fatalf("vendor list json: %+v", list)
 	}
@@ -393,7 +394,7 @@ func TestVendorsAndKeysAgainstBackend(t *testing.T) {
 	secrets := []string{k1.Key, k2.Key, k3.Key, k4}
 
 	// revoke one, then list: every key id, the revoked one marked, no secret.
-	rev := decodeInto[adminKey](t, h.ctl("key", "revoke", k1.KeyID, "-o", "json"))
+	rev := decodeInto[view.Key](t, h.ctl("key", "revoke", k1.KeyID, "-o", "json"))
 	if rev.KeyID != k1.KeyID || rev.RevokedAt == nil {
 		t.Fatalf("revoked key: %+v", rev)
 	}
@@ -405,7 +406,7 @@ func TestVendorsAndKeysAgainstBackend(t *testing.T) {
 			t.Fatalf("key list shows a key's secret:\n%s\n%s", listJSON, listTable)
 		}
 	}
-	keys := decodeInto[[]adminKey](t, listJSON)
+	keys := decodeInto[[]view.Key](t, listJSON)
 	if len(keys) != 4 {
 		t.Fatalf("key list json: %+v", keys)
 	}
@@ -438,7 +439,7 @@ func TestVendorsAndKeysAgainstBackend(t *testing.T) {
 	}
 	// A local refusal never reaches the backend: the vendor keeps its services.
 	h.ctlFails(2, "vendor", "services", id, "mvr,dmv")
-	if g := decodeInto[adminVendor](t, h.ctl("-o", "json", "vendor", "get", id)); len(g.EnabledServices) != 4 {
+	if g := decodeInto[view.Vendor](t, h.ctl("-o", "json", "vendor", "get", id)); len(g.EnabledServices) != 4 {
 		t.Errorf("a refused services change reached the backend: %v", g.EnabledServices)
 	}
 }
@@ -466,9 +467,9 @@ func TestConfigErrorsAgainstBackend(t *testing.T) {
 }
 
 // order is the part of the admin order answer the order tests read.
-func orderOf(t *testing.T, s string) adminOrder {
+func orderOf(t *testing.T, s string) view.Order {
 	t.Helper()
-	return decodeInto[adminOrder](t, s)
+	return decodeInto[view.Order](t, s)
 }
 
 func service(o wire.Order, name string) wire.ServiceEntry {
@@ -524,7 +525,7 @@ func (h *harness) vendorCall(method, vendorID, path string, body io.Reader) *htt
 }
 
 // waitFor polls `order get` until cond holds for the order (10s at most).
-func (h *harness) waitFor(orderID, what string, cond func(wire.Order) bool) adminOrder {
+func (h *harness) waitFor(orderID, what string, cond func(wire.Order) bool) view.Order {
 	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -541,7 +542,7 @@ func (h *harness) waitFor(orderID, what string, cond func(wire.Order) bool) admi
 
 func TestOrdersAgainstBackend(t *testing.T) {
 	h := startBackend(t)
-	v := decodeInto[adminVendor](t, h.ctl("-o", "json", "vendor", "create", "--company", "Order Co", "--environment", "sandbox",
+	v := decodeInto[view.Vendor](t, h.ctl("-o", "json", "vendor", "create", "--company", "Order Co", "--environment", "sandbox",
 		"--services", "mvr,psp,cdlis,driver_reviews"))
 	h.ctl("vendor", "approve", v.VendorID)
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -253,5 +254,17 @@ func envOf(m map[string]string) config.Env {
 	return func(name string) (string, bool) {
 		v, ok := m[name]
 		return v, ok
+	}
+}
+
+func TestMember(t *testing.T) {
+	if m, err := member(json.RawMessage(`{"vendors":[{"a":1}]}`), "vendors"); err != nil || string(m) != `[{"a":1}]` {
+		t.Fatalf("member = %s, %v", m, err)
+	}
+	if m, err := member(json.RawMessage(`{"vendors":null}`), "vendors"); err != nil || string(m) != `[]` {
+		t.Fatalf("null member = %s, %v; want []", m, err)
+	}
+	if _, err := member(json.RawMessage(`{"keys":[]}`), "vendors"); err == nil {
+		t.Fatal("missing member accepted")
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"vendorgate/cmd/vendorctl/internal/view"
 	"vendorgate/config"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/wire"
@@ -51,11 +52,11 @@ func vendorCreate(e *env, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	return show(e, raw, func(w *table, v adminVendor) {
-		writeVendor(w, v)
+	return show(e, raw, func(w *view.Table, v view.Vendor) {
+		view.WriteVendor(w, v)
 		if v.Status == wire.VendorPending {
-			w.note("")
-			w.note("The vendor is pending approval: vendorctl vendor approve " + v.VendorID)
+			w.Note("")
+			w.Note("The vendor is pending approval: vendorctl vendor approve " + v.VendorID)
 		}
 	})
 }
@@ -71,7 +72,7 @@ func vendorAction(action string) func(*env, *invocation) error {
 		if err != nil {
 			return err
 		}
-		return show(e, raw, writeVendor)
+		return show(e, raw, view.WriteVendor)
 	}
 }
 
@@ -88,7 +89,7 @@ func vendorServices(e *env, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	return show(e, raw, writeVendor)
+	return show(e, raw, view.WriteVendor)
 }
 
 func vendorGet(e *env, inv *invocation) error {
@@ -100,7 +101,7 @@ func vendorGet(e *env, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	return show(e, raw, writeVendor)
+	return show(e, raw, view.WriteVendor)
 }
 
 func vendorList(e *env, _ *invocation) error {
@@ -112,7 +113,7 @@ func vendorList(e *env, _ *invocation) error {
 	if err != nil {
 		return err
 	}
-	return show(e, list, writeVendors)
+	return show(e, list, view.WriteVendors)
 }
 
 func keyIssue(e *env, inv *invocation) error {
@@ -132,7 +133,7 @@ func keyIssue(e *env, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	return show(e, raw, writeIssuedKey)
+	return show(e, raw, view.WriteIssuedKey)
 }
 
 func keyRevoke(e *env, inv *invocation) error {
@@ -140,7 +141,7 @@ func keyRevoke(e *env, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	return show(e, raw, func(w *table, k adminKey) { writeKey(w, k, e.now()) })
+	return show(e, raw, func(w *view.Table, k view.Key) { view.WriteKey(w, k, e.now()) })
 }
 
 func keyList(e *env, inv *invocation) error {
@@ -156,7 +157,7 @@ func keyList(e *env, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	return show(e, list, func(w *table, ks []adminKey) { writeKeys(w, ks, e.now()) })
+	return show(e, list, func(w *view.Table, ks []view.Key) { view.WriteKeys(w, ks, e.now()) })
 }
 
 func orderGet(e *env, inv *invocation) error {
@@ -232,7 +233,7 @@ func orderCall(e *env, inv *invocation, method, suffix string, body any) error {
 	if err != nil {
 		return err
 	}
-	return show(e, raw, writeOrder)
+	return show(e, raw, view.WriteOrder)
 }
 
 // failReasons are the specification's reasons that go with status failed.
@@ -352,4 +353,19 @@ func member(raw json.RawMessage, name string) (json.RawMessage, error) {
 		return json.RawMessage("[]"), nil
 	}
 	return m, nil
+}
+
+// show prints raw as indented JSON with -o json, and otherwise decodes it
+// into T and writes it as a table.
+func show[T any](e *env, raw json.RawMessage, write func(*view.Table, T)) error {
+	if e.format == formatJSON {
+		return view.JSON(e.out, raw)
+	}
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return fmt.Errorf("read the backend's answer: %w", err)
+	}
+	t := view.NewTable(e.out)
+	write(t, v)
+	return t.Flush()
 }

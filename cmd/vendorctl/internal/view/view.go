@@ -1,4 +1,8 @@
-package main
+// Package view is how vendorctl shows the admin API's objects: aligned
+// text tables for people, indented JSON for scripts. Cells are cleaned of
+// control characters, so a hostile company name cannot break a table or
+// drive the operator's terminal.
+package view
 
 import (
 	"bytes"
@@ -14,9 +18,9 @@ import (
 	"vendorgate/shared/wire"
 )
 
-// adminVendor is the admin API's vendor object. Times stay strings so that
+// Vendor is the admin API's vendor object. Times stay strings so that
 // a table shows whatever the backend sent even if it is not RFC 3339.
-type adminVendor struct {
+type Vendor struct {
 	VendorID        string   `json:"vendor_id"`
 	CompanyName     string   `json:"company_name"`
 	Environment     string   `json:"environment"`
@@ -25,8 +29,8 @@ type adminVendor struct {
 	CreatedAt       string   `json:"created_at"`
 }
 
-// adminKey is the admin API's key object: never the secret.
-type adminKey struct {
+// Key is the admin API's key object: never the secret.
+type Key struct {
 	KeyID     string  `json:"key_id"`
 	VendorID  string  `json:"vendor_id"`
 	Prefix    string  `json:"prefix"`
@@ -35,8 +39,8 @@ type adminKey struct {
 	RevokedAt *string `json:"revoked_at"`
 }
 
-// issuedKey is the answer of key issue, the one time the key is shown.
-type issuedKey struct {
+// IssuedKey is the answer of key issue, the one time the key is shown.
+type IssuedKey struct {
 	Key       string `json:"key"`
 	KeyID     string `json:"key_id"`
 	VendorID  string `json:"vendor_id"`
@@ -44,29 +48,14 @@ type issuedKey struct {
 	ExpiresAt string `json:"expires_at"`
 }
 
-// adminOrder is every order command's answer.
-type adminOrder struct {
+// Order is every order command's answer.
+type Order struct {
 	VendorID string     `json:"vendor_id"`
 	Order    wire.Order `json:"order"`
 }
 
-// show prints raw as indented JSON with -o json, and otherwise decodes it
-// into T and writes it as a table.
-func show[T any](e *env, raw json.RawMessage, write func(*table, T)) error {
-	if e.format == formatJSON {
-		return writeJSON(e.out, raw)
-	}
-	var v T
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return fmt.Errorf("read the backend's answer: %w", err)
-	}
-	t := newTable(e.out)
-	write(t, v)
-	return t.flush()
-}
-
-// writeJSON prints raw indented by two spaces, with a final newline.
-func writeJSON(w io.Writer, raw json.RawMessage) error {
+// JSON prints raw indented by two spaces, with a final newline.
+func JSON(w io.Writer, raw json.RawMessage) error {
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, raw, "", "  "); err != nil {
 		return fmt.Errorf("read the backend's answer: %w", err)
@@ -76,19 +65,21 @@ func writeJSON(w io.Writer, raw json.RawMessage) error {
 	return err
 }
 
-// table is an aligned text table: columns two spaces apart.
-type table struct {
+// Table is an aligned text table: columns two spaces apart, written when
+// Flush is called (text/tabwriter).
+type Table struct {
 	tw *tabwriter.Writer
 }
 
-func newTable(w io.Writer) *table {
-	return &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+// NewTable returns a table writing to w.
+func NewTable(w io.Writer) *Table {
+	return &Table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
 }
 
-// row writes one line of cells. Each cell is cleaned of tabs, newlines and
+// Row writes one line of cells. Each cell is cleaned of tabs, newlines and
 // other control characters, which would break the alignment or, from a
 // hostile company name, drive the operator's terminal.
-func (t *table) row(cells ...string) {
+func (t *Table) Row(cells ...string) {
 	for i, c := range cells {
 		if i > 0 {
 			io.WriteString(t.tw, "\t")
@@ -98,12 +89,13 @@ func (t *table) row(cells ...string) {
 	io.WriteString(t.tw, "\n")
 }
 
-// note writes a line outside the columns.
-func (t *table) note(s string) {
+// Note writes a line outside the columns.
+func (t *Table) Note(s string) {
 	io.WriteString(t.tw, clean(s)+"\n")
 }
 
-func (t *table) flush() error { return t.tw.Flush() }
+// Flush writes the table out.
+func (t *Table) Flush() error { return t.tw.Flush() }
 
 // cell is s cleaned, or "-" when empty.
 func cell(s string) string {
@@ -152,39 +144,43 @@ func services(s []string) string {
 	return strings.Join(s, ",")
 }
 
-func writeVendor(t *table, v adminVendor) {
-	t.row("VENDOR ID", v.VendorID)
-	t.row("COMPANY", v.CompanyName)
-	t.row("ENVIRONMENT", v.Environment)
-	t.row("STATUS", v.Status)
-	t.row("SERVICES", services(v.EnabledServices))
-	t.row("CREATED", when(v.CreatedAt))
+// WriteVendor shows one vendor, a field per line.
+func WriteVendor(t *Table, v Vendor) {
+	t.Row("VENDOR ID", v.VendorID)
+	t.Row("COMPANY", v.CompanyName)
+	t.Row("ENVIRONMENT", v.Environment)
+	t.Row("STATUS", v.Status)
+	t.Row("SERVICES", services(v.EnabledServices))
+	t.Row("CREATED", when(v.CreatedAt))
 }
 
-func writeVendors(t *table, vs []adminVendor) {
+// WriteVendors shows vendors a row each under a header.
+func WriteVendors(t *Table, vs []Vendor) {
 	if len(vs) == 0 {
-		t.note("No vendors.")
+		t.Note("No vendors.")
 		return
 	}
-	t.row("VENDOR ID", "COMPANY", "ENVIRONMENT", "STATUS", "SERVICES", "CREATED")
+	t.Row("VENDOR ID", "COMPANY", "ENVIRONMENT", "STATUS", "SERVICES", "CREATED")
 	for _, v := range vs {
-		t.row(v.VendorID, v.CompanyName, v.Environment, v.Status, services(v.EnabledServices), when(v.CreatedAt))
+		t.Row(v.VendorID, v.CompanyName, v.Environment, v.Status, services(v.EnabledServices), when(v.CreatedAt))
 	}
 }
 
-func writeIssuedKey(t *table, k issuedKey) {
-	t.note("API key (shown only once: it cannot be shown again, store it now):")
-	t.note("")
-	t.note("    " + k.Key)
-	t.note("")
-	t.row("KEY ID", k.KeyID)
-	t.row("VENDOR ID", k.VendorID)
-	t.row("CREATED", when(k.CreatedAt))
-	t.row("EXPIRES", when(k.ExpiresAt))
+// WriteIssuedKey shows a new key alone on its line, under a warning that
+// it is shown only once, so that it is copied before the screen scrolls.
+func WriteIssuedKey(t *Table, k IssuedKey) {
+	t.Note("API key (shown only once: it cannot be shown again, store it now):")
+	t.Note("")
+	t.Note("    " + k.Key)
+	t.Note("")
+	t.Row("KEY ID", k.KeyID)
+	t.Row("VENDOR ID", k.VendorID)
+	t.Row("CREATED", when(k.CreatedAt))
+	t.Row("EXPIRES", when(k.ExpiresAt))
 }
 
-// keyState says whether a key works now: revoked, expired or active.
-func keyState(k adminKey, now time.Time) string {
+// KeyState says whether a key works now: revoked, expired or active.
+func KeyState(k Key, now time.Time) string {
 	if k.RevokedAt != nil {
 		return "revoked"
 	}
@@ -194,42 +190,45 @@ func keyState(k adminKey, now time.Time) string {
 	return "active"
 }
 
-func writeKey(t *table, k adminKey, now time.Time) {
-	t.row("KEY ID", k.KeyID)
-	t.row("VENDOR ID", k.VendorID)
-	t.row("PREFIX", k.Prefix)
-	t.row("STATE", keyState(k, now))
-	t.row("CREATED", when(k.CreatedAt))
-	t.row("EXPIRES", when(k.ExpiresAt))
-	t.row("REVOKED", when(str(k.RevokedAt)))
+// WriteKey shows one key, a field per line, with its state at now.
+func WriteKey(t *Table, k Key, now time.Time) {
+	t.Row("KEY ID", k.KeyID)
+	t.Row("VENDOR ID", k.VendorID)
+	t.Row("PREFIX", k.Prefix)
+	t.Row("STATE", KeyState(k, now))
+	t.Row("CREATED", when(k.CreatedAt))
+	t.Row("EXPIRES", when(k.ExpiresAt))
+	t.Row("REVOKED", when(str(k.RevokedAt)))
 }
 
-func writeKeys(t *table, ks []adminKey, now time.Time) {
+// WriteKeys shows keys a row each, with their state at now.
+func WriteKeys(t *Table, ks []Key, now time.Time) {
 	if len(ks) == 0 {
-		t.note("No keys.")
+		t.Note("No keys.")
 		return
 	}
-	t.row("KEY ID", "PREFIX", "STATE", "CREATED", "EXPIRES", "REVOKED")
+	t.Row("KEY ID", "PREFIX", "STATE", "CREATED", "EXPIRES", "REVOKED")
 	for _, k := range ks {
-		t.row(k.KeyID, k.Prefix, keyState(k, now), when(k.CreatedAt), when(k.ExpiresAt), when(str(k.RevokedAt)))
+		t.Row(k.KeyID, k.Prefix, KeyState(k, now), when(k.CreatedAt), when(k.ExpiresAt), when(str(k.RevokedAt)))
 	}
 }
 
-func writeOrder(t *table, a adminOrder) {
+// WriteOrder shows an order's fields, then its services a row each.
+func WriteOrder(t *Table, a Order) {
 	o := a.Order
-	t.row("ORDER ID", o.OrderID)
-	t.row("VENDOR ID", a.VendorID)
-	t.row("STATUS", o.Status)
-	t.row("FINAL", strconv.FormatBool(o.Final))
-	t.row("ENVIRONMENT", o.Environment)
-	t.row("MC NUMBER", o.MCNumber)
-	t.row("EXTERNAL REF", str(o.ExternalReference))
-	t.row("CREATED", o.CreatedAt.UTC().Format("2006-01-02 15:04:05Z"))
-	t.row("SAFETY SCORE", safetyScore(o.SafetyScore))
-	t.note("")
-	t.row("SERVICE", "STATUS", "REASON", "STATE", "COMPLETED", "REPORT / RESULT")
+	t.Row("ORDER ID", o.OrderID)
+	t.Row("VENDOR ID", a.VendorID)
+	t.Row("STATUS", o.Status)
+	t.Row("FINAL", strconv.FormatBool(o.Final))
+	t.Row("ENVIRONMENT", o.Environment)
+	t.Row("MC NUMBER", o.MCNumber)
+	t.Row("EXTERNAL REF", str(o.ExternalReference))
+	t.Row("CREATED", o.CreatedAt.UTC().Format("2006-01-02 15:04:05Z"))
+	t.Row("SAFETY SCORE", safetyScore(o.SafetyScore))
+	t.Note("")
+	t.Row("SERVICE", "STATUS", "REASON", "STATE", "COMPLETED", "REPORT / RESULT")
 	for _, s := range o.Services {
-		t.row(s.Service, s.Status, str(s.Reason), str(s.State), whenPtr(s.CompletedAt), outcome(s))
+		t.Row(s.Service, s.Status, str(s.Reason), str(s.State), whenPtr(s.CompletedAt), outcome(s))
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package view
 
 import (
 	"bytes"
@@ -9,19 +9,19 @@ import (
 )
 
 // render writes v with fn into a table and returns the text.
-func render[T any](t *testing.T, fn func(*table, T), v T) string {
+func render[T any](t *testing.T, fn func(*Table, T), v T) string {
 	t.Helper()
 	var buf bytes.Buffer
-	tb := newTable(&buf)
+	tb := NewTable(&buf)
 	fn(tb, v)
-	if err := tb.flush(); err != nil {
+	if err := tb.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	return buf.String()
 }
 
 func TestVendorsTableAligned(t *testing.T) {
-	out := render(t, writeVendors, []adminVendor{
+	out := render(t, WriteVendors, []Vendor{
 		{VendorID: "v-1", CompanyName: "Acme", Environment: "sandbox", Status: "approved",
 			EnabledServices: []string{"mvr", "psp"}, CreatedAt: "2026-11-23T11:12:21.123456789Z"},
 		{VendorID: "v-2", CompanyName: "Much Longer Company Name", Environment: "live", Status: "pending",
@@ -36,13 +36,13 @@ func TestVendorsTableAligned(t *testing.T) {
 	if out != want {
 		t.Fatalf("table:\n%s\nwant:\n%s", out, want)
 	}
-	if got := render(t, writeVendors, nil); got != "No vendors.\n" {
+	if got := render(t, WriteVendors, nil); got != "No vendors.\n" {
 		t.Fatalf("empty list: %q", got)
 	}
 }
 
 func TestCellsCannotBreakTheTable(t *testing.T) {
-	out := render(t, writeVendor, adminVendor{VendorID: "v", CompanyName: "Evil\tCo\n\x1b[2Jcleared", CreatedAt: "not a time"})
+	out := render(t, WriteVendor, Vendor{VendorID: "v", CompanyName: "Evil\tCo\n\x1b[2Jcleared", CreatedAt: "not a time"})
 	if strings.ContainsAny(out, "\t\x1b") {
 		t.Fatalf("control characters reached the output: %q", out)
 	}
@@ -58,7 +58,7 @@ func TestCellsCannotBreakTheTable(t *testing.T) {
 }
 
 func TestIssuedKeyShownProminently(t *testing.T) {
-	out := render(t, writeIssuedKey, issuedKey{Key: "vgsandbx_SECRETSECRET", KeyID: "k-1", VendorID: "v-1",
+	out := render(t, WriteIssuedKey, IssuedKey{Key: "vgsandbx_SECRETSECRET", KeyID: "k-1", VendorID: "v-1",
 		CreatedAt: "2026-11-23T11:00:00Z", ExpiresAt: "2027-02-21T11:00:00Z"})
 	lines := strings.Split(out, "\n")
 	if !strings.Contains(lines[0], "shown only once") || lines[2] != "    vgsandbx_SECRETSECRET" {
@@ -72,7 +72,7 @@ func TestIssuedKeyShownProminently(t *testing.T) {
 func TestKeysTableStates(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	revoked := "2026-11-23T11:30:00Z"
-	out := render(t, func(tb *table, ks []adminKey) { writeKeys(tb, ks, now) }, []adminKey{
+	out := render(t, func(tb *Table, ks []Key) { WriteKeys(tb, ks, now) }, []Key{
 		{KeyID: "k-active", Prefix: "vgsandbx", CreatedAt: "2026-11-23T11:00:00Z", ExpiresAt: "2027-02-21T11:00:00Z"},
 		{KeyID: "k-expired", Prefix: "vgsandbx", CreatedAt: "2026-11-23T11:00:00Z", ExpiresAt: "2026-11-23T11:00:02Z"},
 		{KeyID: "k-revoked", Prefix: "vglive01", CreatedAt: "2026-11-23T11:00:00Z", ExpiresAt: "2027-02-21T11:00:00Z", RevokedAt: &revoked},
@@ -90,7 +90,7 @@ func TestKeysTableStates(t *testing.T) {
 }
 
 func TestOrderTable(t *testing.T) {
-	var a adminOrder
+	var a Order
 	body := `{"vendor_id":"v-1","order":{"order_id":"o-1","status":"under_review","final":false,
 		"safety_score":{"score":82,"grade":"B","risk_level":"low","reports_used":["mvr","psp"],"calculated_at":"2026-11-23T11:00:05Z"},
 		"environment":"sandbox","mc_number":"MC123456","external_reference":null,"created_at":"2026-11-23T11:00:00Z",
@@ -103,7 +103,7 @@ func TestOrderTable(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &a); err != nil {
 		t.Fatal(err)
 	}
-	out := render(t, writeOrder, a)
+	out := render(t, WriteOrder, a)
 	for _, want := range []string{
 		"ORDER ID      o-1",
 		"VENDOR ID     v-1",
@@ -124,26 +124,14 @@ func TestOrderTable(t *testing.T) {
 
 func TestWriteJSONIndentsAndKeepsUnknownFields(t *testing.T) {
 	var buf bytes.Buffer
-	if err := writeJSON(&buf, json.RawMessage(`{"vendor_id":"v","later_field":[1,2]}`)); err != nil {
+	if err := JSON(&buf, json.RawMessage(`{"vendor_id":"v","later_field":[1,2]}`)); err != nil {
 		t.Fatal(err)
 	}
 	want := "{\n  \"vendor_id\": \"v\",\n  \"later_field\": [\n    1,\n    2\n  ]\n}\n"
 	if buf.String() != want {
 		t.Fatalf("got %q want %q", buf.String(), want)
 	}
-	if err := writeJSON(&buf, json.RawMessage(`{oops`)); err == nil {
+	if err := JSON(&buf, json.RawMessage(`{oops`)); err == nil {
 		t.Fatal("invalid JSON printed without error")
-	}
-}
-
-func TestMember(t *testing.T) {
-	if m, err := member(json.RawMessage(`{"vendors":[{"a":1}]}`), "vendors"); err != nil || string(m) != `[{"a":1}]` {
-		t.Fatalf("member = %s, %v", m, err)
-	}
-	if m, err := member(json.RawMessage(`{"vendors":null}`), "vendors"); err != nil || string(m) != `[]` {
-		t.Fatalf("null member = %s, %v; want []", m, err)
-	}
-	if _, err := member(json.RawMessage(`{"keys":[]}`), "vendors"); err == nil {
-		t.Fatal("missing member accepted")
 	}
 }
