@@ -183,6 +183,9 @@ func (p *Proxy) Forward(ctx *fasthttp.RequestCtx, id *Identity) error {
 	closeAfter := req.Header.ConnectionClose()
 	prepareRequest(&req.Header, id, p.token)
 	i, b := p.pick()
+	if len(req.Header.Host()) == 0 { // HTTP/1.0 without Host: HostClient needs one
+		req.URI().SetHost(b.name)
+	}
 	start := time.Now()
 	_, err := b.cb.Execute(func() (struct{}, error) {
 		return struct{}{}, b.hc.DoTimeout(req, &ctx.Response, p.timeout)

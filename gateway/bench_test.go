@@ -1,0 +1,64 @@
+package gateway
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/shared/testredis"
+	"vendorgate/shared/wire"
+)
+
+// benchHandler drives the whole handler (routing, auth from the cache,
+// limiter, proxy to a real backend over loopback, answer) without a client
+// socket, so that allocations are the gateway's own.
+func benchHandler(b *testing.B, mod func(*Options)) {
+	be := newTestBackend(b)
+	gw := startGateway(b, be, func(o *Options) {
+		o.Settings.Vendor.Reads = Limit{Rate: 1 << 30, Period: time.Second}
+		if mod != nil {
+			mod(o)
+		}
+	})
+	key, _ := be.addKey("vendor-bench", wire.VendorApproved, time.Now().Add(time.Hour))
+	h := gw.g.Handler()
+	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var req fasthttp.Request
+		var ctx fasthttp.RequestCtx
+		for pb.Next() {
+			req.Reset()
+			req.Header.SetMethod("GET")
+			req.SetRequestURI("/api/vendor/v1/orders/fast")
+			req.Header.Set(wire.HeaderAPIKey, key)
+			ctx.Init(&req, addr, nil)
+			h(&ctx)
+			if ctx.Response.StatusCode() != 200 {
+				b.Fatalf("status %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+			}
+			ctx.Response.Reset() // closes the streamed body, returning the connection
+		}
+	})
+}
+
+func BenchmarkHandlerLocal(b *testing.B) {
+	benchHandler(b, func(o *Options) { o.DisableAccessLog = true })
+}
+
+func BenchmarkHandlerLocalAccessLog(b *testing.B) {
+	benchHandler(b, func(o *Options) { o.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil)) })
+}
+
+func BenchmarkHandlerRedis(b *testing.B) {
+	rs := testredis.Start(b)
+	benchHandler(b, func(o *Options) {
+		o.DisableAccessLog = true
+		o.Redis.URLs = []string{rs.URL()}
+	})
+}

@@ -1,0 +1,192 @@
+package limit
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"vendorgate/shared/testredis"
+)
+
+func one(key string, r Rate) Checks {
+	var cs Checks
+	cs.Add(Check{Key: key, Rate: r})
+	return cs
+}
+
+func TestLocalGCRA(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	l := NewLocal(LocalOptions{Now: func() time.Time { return now }})
+	r := Rate{Name: "reads", Limit: 120, Period: time.Minute}
+	for i := 0; i < 120; i++ {
+		d, _ := l.Allow(one("v", r))
+		if !d.Allowed || d.Results[0].Remaining != 119-i {
+			t.Fatalf("request %d: %+v", i, d)
+		}
+	}
+	d, _ := l.Allow(one("v", r))
+	if d.Allowed || d.RetryAfter != 500*time.Millisecond || d.Results[0].ResetAfter != time.Minute {
+		t.Fatalf("121st: %+v", d)
+	}
+	now = now.Add(500 * time.Millisecond)
+	if d, _ := l.Allow(one("v", r)); !d.Allowed || d.Results[0].Remaining != 0 {
+		t.Fatalf("after one emission interval: %+v", d)
+	}
+	now = now.Add(2 * time.Minute)
+	l.Allow(one("other", r))
+	for i := 0; i < 2048; i++ { // sweeps drop whole buckets
+		l.Allow(one("other", r))
+		now = now.Add(time.Second)
+	}
+	if l.Len() > 2 {
+		t.Fatalf("%d buckets kept", l.Len())
+	}
+}
+
+func TestLocalAllOrNothing(t *testing.T) {
+	l := NewLocal(LocalOptions{})
+	vendor := Rate{Name: "reads", Limit: 10, Period: time.Minute}
+	key := Rate{Name: "key-reads", Limit: 1, Period: time.Minute}
+	var cs Checks
+	cs.Add(Check{Key: "v", Rate: vendor})
+	cs.Add(Check{Key: "v:k", Rate: key})
+	if d, _ := l.Allow(cs); !d.Allowed {
+		t.Fatal(d)
+	}
+	if d, _ := l.Allow(cs); d.Allowed || d.Results[0].Allowed != true || d.Results[1].Allowed {
+		t.Fatalf("%+v", d)
+	}
+	// The refused request did not charge the vendor: 9 left then 8.
+	if d, _ := l.Allow(one("v", vendor)); d.Results[0].Remaining != 8 {
+		t.Fatalf("%+v", d)
+	}
+}
+
+func newRedis(t testing.TB, rs *testredis.Server, calls *atomic.Int64) *Redis {
+	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
+		DialTimeout: 100 * time.Millisecond, ReadTimeout: 50 * time.Millisecond, WriteTimeout: 50 * time.Millisecond})
+	t.Cleanup(func() { c.Close() })
+	r, err := NewRedis(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, BreakerOpenFor: 200 * time.Millisecond,
+		ObserveCall: func(time.Duration, error) {
+			if calls != nil {
+				calls.Add(1)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestRedisMatchesLocal: the same sequence gives the same decisions.
+func TestRedisMatchesLocal(t *testing.T) {
+	rs := testredis.Start(t)
+	var calls atomic.Int64
+	r := newRedis(t, rs, &calls)
+	l := NewLocal(LocalOptions{})
+	vendor := Rate{Name: "reads", Limit: 5, Period: time.Minute}
+	key := Rate{Name: "key-reads", Limit: 3, Period: time.Minute}
+	for _, multi := range []bool{false, true} {
+		prefix := "single"
+		if multi {
+			prefix = "multi"
+		}
+		var cs Checks
+		cs.Add(Check{Key: "vg:{v:" + prefix + "}:reads", Rate: vendor})
+		if multi {
+			cs.Add(Check{Key: "vg:{v:" + prefix + "}:k:1:reads", Rate: key})
+		}
+		for i := 0; i < 7; i++ {
+			dr, err := r.Allow(cs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dl, _ := l.Allow(cs)
+			if dr.Allowed != dl.Allowed || dr.N != dl.N {
+				t.Fatalf("%s %d: redis %+v local %+v", prefix, i, dr, dl)
+			}
+			for j := 0; j < dl.N; j++ {
+				if !dr.Results[j].Known { // a remembered denial answered without asking Redis
+					continue
+				}
+				if dr.Results[j].Allowed != dl.Results[j].Allowed || dr.Results[j].Remaining != dl.Results[j].Remaining {
+					t.Fatalf("%s %d/%d: redis %+v local %+v", prefix, i, j, dr.Results[j], dl.Results[j])
+				}
+			}
+			if !dr.Allowed && (dr.RetryAfter <= 0 || dr.RetryAfter > 20*time.Second) {
+				t.Fatalf("retry after %s", dr.RetryAfter)
+			}
+		}
+	}
+	// A remembered denial costs no Redis call.
+	before := calls.Load()
+	d, err := r.Allow(one("vg:{v:single}:reads", vendor))
+	if err != nil || d.Allowed || calls.Load() != before {
+		t.Fatalf("denial not remembered: %+v %v, %d calls", d, err, calls.Load()-before)
+	}
+}
+
+func TestRedisUnavailableAndBreaker(t *testing.T) {
+	rs := testredis.Start(t)
+	var calls atomic.Int64
+	r := newRedis(t, rs, &calls)
+	rate := Rate{Name: "reads", Limit: 100, Period: time.Minute}
+	if _, err := r.Allow(one("a", rate)); err != nil {
+		t.Fatal(err)
+	}
+	rs.Pause()
+	defer rs.Resume()
+	for i := 0; i < 3; i++ {
+		start := time.Now()
+		if _, err := r.Allow(one("a", rate)); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("paused Redis: %v", err)
+		}
+		if d := time.Since(start); d > 500*time.Millisecond {
+			t.Fatalf("took %s past a 50ms timeout", d)
+		}
+	}
+	before := calls.Load()
+	if _, err := r.Allow(one("a", rate)); !errors.Is(err, ErrUnavailable) || calls.Load() != before {
+		t.Fatalf("open breaker called Redis: %v", err)
+	}
+}
+
+func BenchmarkLocal(b *testing.B) {
+	l := NewLocal(LocalOptions{})
+	cs := one("vg:{v:bench}:reads", Rate{Name: "reads", Limit: 1 << 30, Period: time.Second})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if d, _ := l.Allow(cs); !d.Allowed {
+				b.Fatal("denied")
+			}
+		}
+	})
+}
+
+func BenchmarkRedis(b *testing.B) {
+	rs := testredis.Start(b)
+	r := newRedis(b, rs, nil)
+	r.timeout = time.Second // a cold pool under RunParallel dials many connections at once
+	for _, multi := range []bool{false, true} {
+		name := "one-limit"
+		cs := one("vg:{v:bench}:reads", Rate{Name: "reads", Limit: 1 << 30, Period: time.Second})
+		if multi {
+			name = "two-limits"
+			cs.Add(Check{Key: "vg:{v:bench}:k:1:reads", Rate: Rate{Name: "key-reads", Limit: 1 << 30, Period: time.Second}})
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := r.Allow(cs); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
