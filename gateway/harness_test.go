@@ -159,7 +159,9 @@ func (b *testBackend) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	echo := map[string]string{}
-	ctx.Request.Header.VisitAll(func(k, v []byte) { echo[string(k)] = string(v) })
+	for k, v := range ctx.Request.Header.All() {
+		echo[string(k)] = string(v)
+	}
 	echo["method"] = string(ctx.Method())
 	echo["body"] = string(ctx.PostBody())
 	body, _ := json.Marshal(echo)
