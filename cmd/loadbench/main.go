@@ -120,11 +120,12 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 
 // bench is one run of the benchmark and everything it started.
 type bench struct {
-	opts     options
-	dir      string
-	self     string
-	progress io.Writer
-	started  time.Time
+	opts       options
+	loadBefore string
+	dir        string
+	self       string
+	progress   io.Writer
+	started    time.Time
 
 	token       string
 	keys        []string // keys[0] is the one wrk sends; the rest prime the cache
@@ -145,7 +146,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{opts: opts, progress: stderr, started: time.Now()}
+	b := &bench{opts: opts, progress: stderr, started: time.Now(), loadBefore: loadAverage()}
 	raiseFileLimit()
 	if b.self, err = os.Executable(); err != nil {
 		return err

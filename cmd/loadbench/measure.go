@@ -71,6 +71,7 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 		}
 	}
 	runs := len(b.active()) * len(o.conns) * o.reps
+	b.logf("load average before the runs: %s (other work on the machine skews the figures)", loadAverage())
 	b.logf("%d measured runs of %s with %s (about %s)", runs, o.duration, b.gen.name(),
 		(time.Duration(runs)*(o.duration+300*time.Millisecond) + time.Duration(len(b.active()))*o.warmup).Round(time.Second))
 	maxConns := 0

@@ -19,10 +19,14 @@ type envInfo struct {
 	commit  string
 	loadgen string
 	tools   []string // "nginx 1.22.1", ...
+	// loadBefore and loadAfter are /proc/loadavg at the start and the end:
+	// on a shared machine, other work skews the figures, tails first.
+	loadBefore, loadAfter string
 }
 
 func collectEnv(b *bench) envInfo {
-	e := envInfo{date: time.Now().UTC(), cores: runtime.NumCPU(), goVer: runtime.Version(), loadgen: b.gen.name()}
+	e := envInfo{date: time.Now().UTC(), cores: runtime.NumCPU(), goVer: runtime.Version(), loadgen: b.gen.name(),
+		loadBefore: b.loadBefore, loadAfter: loadAverage()}
 	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(data), "\n") {
 			if v, ok := strings.CutPrefix(line, "model name"); ok {
@@ -45,6 +49,11 @@ func collectEnv(b *bench) envInfo {
 		}
 		out, _ := exec.Command(name, args...).CombinedOutput()
 		line := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+		for _, cut := range []string{" Copyright", " - http"} {
+			if i := strings.Index(line, cut); i > 0 {
+				line = line[:i]
+			}
+		}
 		if line != "" {
 			e.tools = append(e.tools, line)
 		}
@@ -193,6 +202,7 @@ func (res *results) document(report string) string {
 	w("- Date: %s\n", e.date.Format("2006-01-02 15:04 UTC"))
 	w("- Machine: %s, %d cores, Linux %s\n", e.cpu, e.cores, e.kernel)
 	w("- Go: %s; vendorgate commit %s\n", e.goVer, e.commit)
+	w("- Load average (1, 5, 15 min) at the start: %s; at the end: %s\n", e.loadBefore, e.loadAfter)
 	for _, t := range e.tools {
 		w("- %s\n", t)
 	}
@@ -246,4 +256,17 @@ func oneLine(s string) string {
 		s = s[:i] + " …"
 	}
 	return s
+}
+
+// loadAverage is the first three fields of /proc/loadavg.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
