@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -15,6 +16,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/redis/go-redis/v9"
 
 	"vendorgate/config"
 	"vendorgate/gateway"
@@ -45,6 +48,7 @@ func run() int {
 		return 0
 	}
 	log := newLogger(cfg.LogLevel)
+	redis.SetLogger(redisLog{log}) // go-redis logs through a package-level logger: route it to JSON
 	settings, err := settingsOf(cfg, *path)
 	if err != nil {
 		log.Error("configuration", "err", err)
@@ -169,6 +173,13 @@ func pairOf(p config.LimitPair) gateway.LimitPair {
 
 func limitOf(l config.Limit) gateway.Limit {
 	return gateway.Limit{Rate: l.Rate, Period: l.Period, Burst: l.Burst, Shadow: l.Shadow}
+}
+
+// redisLog turns go-redis's own log lines (dial failures) into slog lines.
+type redisLog struct{ log *slog.Logger }
+
+func (r redisLog) Printf(_ context.Context, format string, v ...any) {
+	r.log.Warn("redis", "msg", fmt.Sprintf(format, v...))
 }
 
 func newLogger(level string) *slog.Logger {
