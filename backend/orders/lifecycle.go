@@ -45,7 +45,9 @@ func closeAtDeadline(o *store.Order) {
 // how many it closed. The sweeper calls it.
 func (s *Service) CloseExpired(ctx context.Context) (int, error) {
 	now := s.now()
-	ids, err := s.o.Store.UnfinishedBefore(ctx, now.Add(-s.o.Deadline), batch)
+	// An order is expired from the very instant of its deadline: +1ns makes
+	// "created before" include it.
+	ids, err := s.o.Store.UnfinishedBefore(ctx, now.Add(-s.o.Deadline).Add(time.Nanosecond), batch)
 	if err != nil {
 		return 0, err
 	}

@@ -165,7 +165,13 @@ func getOrder(ctx context.Context, q querier, id string) (*store.Order, error) {
 
 // GetOrder returns the order with id and its services.
 func (s *Store) GetOrder(ctx context.Context, id string) (*store.Order, error) {
-	return getOrder(ctx, s.db, id)
+	var o *store.Order
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		o, err = getOrder(ctx, tx, id)
+		return err
+	})
+	return o, err
 }
 
 // ListOrders lists a vendor's orders, newest first.
@@ -179,29 +185,32 @@ func (s *Store) ListOrders(ctx context.Context, vendorID string, after *store.Cu
 	}
 	q += " ORDER BY created_at DESC, id DESC LIMIT ?"
 	args = append(args, limit)
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list orders of %s: %w", vendorID, err)
-	}
 	var out []*store.Order
-	for rows.Next() {
-		o, err := scanOrder(rows)
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
-			rows.Close()
-			return nil, err
+			return fmt.Errorf("list orders of %s: %w", vendorID, err)
 		}
-		out = append(out, o)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	for _, o := range out {
-		if err := loadServices(ctx, s.db, o); err != nil {
-			return nil, err
+		for rows.Next() {
+			o, err := scanOrder(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			out = append(out, o)
 		}
-	}
-	return out, nil
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, o := range out {
+			if err := loadServices(ctx, tx, o); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // UpdateOrder loads, changes and saves an order in one transaction.

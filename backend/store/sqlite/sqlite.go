@@ -131,6 +131,17 @@ func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return nil
 }
 
+// read runs fn in one read-only transaction: in WAL mode it sees one
+// snapshot, so an order row and its service rows always agree.
+func (s *Store) read(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("begin read: %w", err)
+	}
+	defer tx.Rollback()
+	return fn(tx)
+}
+
 // Times are stored as Unix nanoseconds and read back in UTC.
 func toNS(t time.Time) int64 { return t.UnixNano() }
 
