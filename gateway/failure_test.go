@@ -160,3 +160,34 @@ func TestBackendTimeout(t *testing.T) {
 	b.delay.Store(int64(time.Second))
 	do(t, "GET", gw.url+"/api/vendor/v1/orders/slow", key).wantError(t, 504, apierr.RequestFailed)
 }
+
+// TestOpenBackendSkipped: with two backends, one stopped, every request is
+// served by the other once the stopped one's breaker is open.
+func TestOpenBackendSkipped(t *testing.T) {
+	b1, b2 := newTestBackend(t), newTestBackend(t)
+	gw := startGateway(t, b1, func(o *Options) {
+		o.Backends = []string{b1.URL(), b2.URL()}
+		o.Settings.Vendor.Reads = Limit{Rate: 1000, Period: time.Minute}
+	})
+	key, res := b1.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	b2.update(key, func(r *wire.KeyResolution) { *r = res })
+	me := gw.url + "/api/vendor/v1/me"
+	b1.stop()
+	failed := 0
+	for i := 0; i < 20; i++ {
+		if a := do(t, "GET", me, key); a.status != 200 {
+			failed++
+		}
+	}
+	if failed > 3 { // the breaker opens after 3 consecutive failures
+		t.Fatalf("%d of 20 failed with a healthy backend available", failed)
+	}
+	for i := 0; i < 10; i++ {
+		if a := do(t, "GET", me, key); a.status != 200 {
+			t.Fatalf("request %d after the breaker opened: %d %s", i, a.status, a.body)
+		}
+	}
+	if a := do(t, "GET", gw.admin+"/readyz", ""); a.status != 200 {
+		t.Fatalf("readyz with one healthy backend: %d %s", a.status, a.body)
+	}
+}
