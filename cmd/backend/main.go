@@ -65,13 +65,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("backend did not start", "error", err)
 		return 1
 	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	if err := b.Start(); err != nil {
 		log.Error("backend did not start", "error", err)
 		_ = b.Shutdown(ctx)
 		return 1
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	code := 0
 	select {
 	case s := <-sig:
