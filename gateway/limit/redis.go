@@ -268,8 +268,9 @@ func (r *Redis) remember(key string, dn denial) {
 	sh := r.shard(key)
 	sh.mu.Lock()
 	if len(sh.m) >= 1024 { // bounded: drop the denials that have ended
+		now := r.now().UnixNano()
 		for k, v := range sh.m {
-			if v.until <= dn.until-int64(time.Hour) || v.until <= r.now().UnixNano() {
+			if v.until <= now {
 				delete(sh.m, k)
 			}
 		}
