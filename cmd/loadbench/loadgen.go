@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -26,8 +27,10 @@ type measurement struct {
 	P99      time.Duration
 	P999     time.Duration
 	// Failed counts socket errors, timeouts and answers other than 2xx: a
-	// row that fails requests is not measuring what it claims.
-	Failed int64
+	// row that fails requests is not measuring what it claims. FailedDetail
+	// says which.
+	Failed       int64
+	FailedDetail string
 }
 
 // loadGenerator drives closed-loop load: conns connections, each sending
@@ -112,6 +115,13 @@ func parseWrk(out string) (measurement, error) {
 			P999:     time.Duration(v["p999_us"]) * time.Microsecond,
 			Failed:   v["connect"] + v["read"] + v["write"] + v["status"] + v["timeout"],
 		}
+		var detail []string
+		for _, k := range []string{"connect", "read", "write", "status", "timeout"} {
+			if v[k] > 0 {
+				detail = append(detail, fmt.Sprintf("%s errors %d", k, v[k]))
+			}
+		}
+		m.FailedDetail = strings.Join(detail, ", ")
 		m.RPS = float64(m.Requests) / m.Elapsed.Seconds()
 		return m, nil
 	}
@@ -151,9 +161,15 @@ func vegetaAttack(url, apiKey string, conns int, rate vegeta.Rate, d time.Durati
 		Header: http.Header{"X-API-Key": []string{apiKey}}})
 	var m vegeta.Metrics
 	var failed int64
+	kinds := map[string]int{}
 	for res := range atk.Attack(tgt, rate, d, "loadbench") {
 		if res.Error != "" || res.Code < 200 || res.Code > 299 {
 			failed++
+			if res.Error != "" {
+				kinds["error"]++
+			} else {
+				kinds["status "+strconv.Itoa(int(res.Code))]++
+			}
 		}
 		m.Add(res)
 	}
@@ -170,6 +186,15 @@ func vegetaAttack(url, apiKey string, conns int, rate vegeta.Rate, d time.Durati
 		P99:      m.Latencies.P99,
 		P999:     m.Latencies.Quantile(0.999),
 		Failed:   failed,
+	}
+	var detail []string
+	for k, n := range kinds {
+		detail = append(detail, fmt.Sprintf("%s: %d", k, n))
+	}
+	sort.Strings(detail)
+	out.FailedDetail = strings.Join(detail, ", ")
+	if len(m.Errors) > 0 {
+		out.FailedDetail += "; first error: " + m.Errors[0]
 	}
 	return out, nil
 }

@@ -27,6 +27,7 @@ type results struct {
 
 	redisCalls    commandStats
 	redisRequests int64
+	cpu           map[string]*cpuUse
 
 	latencyRate int
 	latency     map[string]measurement
@@ -35,6 +36,13 @@ type results struct {
 	env    envInfo
 	// bodyLen is the size of the responder's answer.
 	bodyLen int
+}
+
+// cpuUse is the CPU time each process of a row spent over its measured
+// runs, for CPU per request: where a row's cost goes.
+type cpuUse struct {
+	proxy, redis, responder time.Duration
+	requests                int64
 }
 
 type memoryFigure struct {
@@ -63,7 +71,7 @@ func (b *bench) active() []*row {
 func (b *bench) measure(ctx context.Context) (*results, error) {
 	o := b.opts
 	res := &results{opts: o, gen: b.gen.name(), rows: b.rows, cells: map[string]map[int]*series{},
-		redisCalls: commandStats{}, bodyLen: len(b.meBody)}
+		redisCalls: commandStats{}, bodyLen: len(b.meBody), cpu: map[string]*cpuUse{}}
 	for _, r := range b.rows {
 		res.cells[r.id] = map[int]*series{}
 		for _, c := range o.conns {
@@ -105,6 +113,10 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 					continue
 				}
 				res.cells[r.id][c].byRep[rep] = &m
+				if m.Failed > 0 {
+					res.notes = append(res.notes, fmt.Sprintf("%s, %d conns, repetition %d: %d of %d requests failed (%s)",
+						r.label(), c, rep+1, m.Failed, m.Requests, m.FailedDetail))
+				}
 				b.logf("rep %d/%d  %-34s c=%-4d %9.0f req/s  p50 %s  p99 %s  p99.9 %s%s", rep+1, o.reps, r.label(), c,
 					m.RPS, ms(m.P50), ms(m.P99), ms(m.P999), failedNote(m))
 			}
@@ -124,9 +136,21 @@ func (b *bench) runOne(r *row, c int, res *results) (measurement, error) {
 			return measurement{}, err
 		}
 	}
+	cpuBefore := b.cpuOf(r)
 	m, err := b.gen.run(r.url, b.keys[0], c, b.opts.duration)
 	if err != nil {
 		return m, err
+	}
+	if cpuAfter := b.cpuOf(r); cpuBefore != nil && cpuAfter != nil {
+		u := res.cpu[r.id]
+		if u == nil {
+			u = &cpuUse{}
+			res.cpu[r.id] = u
+		}
+		u.proxy += cpuAfter[0] - cpuBefore[0]
+		u.redis += cpuAfter[1] - cpuBefore[1]
+		u.responder += cpuAfter[2] - cpuBefore[2]
+		u.requests += m.Requests
 	}
 	if r.main != nil && r.main.exited() {
 		r.skip = "exited during the run: " + r.main.tail()
@@ -143,6 +167,27 @@ func (b *bench) runOne(r *row, c int, res *results) (measurement, error) {
 		res.redisRequests += m.Requests
 	}
 	return m, nil
+}
+
+// cpuOf reads the CPU time of r's proxy, its Redis and the responder;
+// nil when one cannot be read.
+func (b *bench) cpuOf(r *row) []time.Duration {
+	out := make([]time.Duration, 3)
+	var err error
+	if len(r.procs) > 0 {
+		if out[0], err = cpuTime(r.procs[0].pid()); err != nil {
+			return nil
+		}
+	}
+	if r.redis != nil {
+		if out[1], err = cpuTime(r.redis.proc.pid()); err != nil {
+			return nil
+		}
+	}
+	if out[2], err = cpuTime(b.responder.pid()); err != nil {
+		return nil
+	}
+	return out
 }
 
 // extras measures latency at half of row 4's peak and the memory figure.
@@ -209,6 +254,10 @@ func (b *bench) halfPeakLatency(ctx context.Context, res *results) error {
 			continue
 		}
 		res.latency[r.id] = m
+		if m.Failed > 0 {
+			res.notes = append(res.notes, fmt.Sprintf("constant-rate run on %s: %d of %d requests failed (%s)",
+				r.label(), m.Failed, m.Requests, m.FailedDetail))
+		}
 		b.logf("constant %d req/s  %-34s achieved %.0f req/s  p50 %s  p99 %s  p99.9 %s%s", res.latencyRate, r.label(),
 			m.RPS, ms(m.P50), ms(m.P99), ms(m.P999), failedNote(m))
 	}
@@ -245,6 +294,29 @@ func (s *series) median() (measurement, bool) {
 		out.Failed += m.Failed
 	}
 	return out, true
+}
+
+// spread is (max - min) / median of req/s over the repetitions: how far
+// to trust a difference between two rows.
+func (s *series) spread() (float64, bool) {
+	var v []float64
+	for _, m := range s.byRep {
+		if m != nil {
+			v = append(v, m.RPS)
+		}
+	}
+	if len(v) < 2 {
+		return 0, false
+	}
+	lo, hi := v[0], v[0]
+	for _, x := range v {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	med := medianOf(v)
+	if med == 0 {
+		return 0, false
+	}
+	return (hi - lo) / med, true
 }
 
 // ratio is the median over repetitions of s's req/s divided by ref's in

@@ -140,3 +140,56 @@ func freeAddr() (string, error) {
 	}
 	return "127.0.0.1:" + strconv.Itoa(p), nil
 }
+
+// clockTicks is USER_HZ, the unit of the CPU times in /proc/PID/stat: 100
+// on every Linux architecture Go supports.
+const clockTicks = 100
+
+// cpuTime is the user plus system CPU time of pid and every process below
+// it (nginx's workers are children of its master), from /proc.
+func cpuTime(pid int) (time.Duration, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	type stat struct{ ppid, ticks int64 }
+	stats := map[int64]stat{}
+	for _, e := range entries {
+		n, err := strconv.ParseInt(e.Name(), 10, 64)
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 13 {
+			continue
+		}
+		ppid, _ := strconv.ParseInt(f[1], 10, 64)
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		stats[n] = stat{ppid: ppid, ticks: ut + st}
+	}
+	if _, ok := stats[int64(pid)]; !ok {
+		return 0, fmt.Errorf("process %d not found", pid)
+	}
+	var total int64
+	var walk func(p int64)
+	walk = func(p int64) {
+		total += stats[p].ticks
+		for child, s := range stats {
+			if s.ppid == p {
+				walk(child)
+			}
+		}
+	}
+	walk(int64(pid))
+	return time.Duration(total) * time.Second / clockTicks, nil
+}

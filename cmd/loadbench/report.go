@@ -74,8 +74,8 @@ func (res *results) markdown() string {
 	var sb strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&sb, format, a...) }
 	o := res.opts
-	w("| row | conns | req/s | p50 | p99 | p99.9 | × bare proxy | × nginx | failed |\n")
-	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	w("| row | conns | req/s | spread | p50 | p99 | p99.9 | × bare proxy | × nginx | failed |\n")
+	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, c := range o.conns {
 		for _, r := range res.rows {
 			s := res.cells[r.id][c]
@@ -83,13 +83,17 @@ func (res *results) markdown() string {
 			if !ok {
 				continue
 			}
-			w("| %s | %d | %.0f | %.2f ms | %.2f ms | %.2f ms | %s | %s | %d |\n", r.label(), c, m.RPS,
+			spread := "–"
+			if v, ok := s.spread(); ok {
+				spread = fmt.Sprintf("%.0f%%", 100*v)
+			}
+			w("| %s | %d | %.0f | %s | %.2f ms | %.2f ms | %.2f ms | %s | %s | %d |\n", r.label(), c, m.RPS, spread,
 				msf(m.P50), msf(m.P99), msf(m.P999),
 				ratioCell(s, res.cells[rowBare][c]), ratioCell(s, res.cells[rowNginx][c]), m.Failed)
 		}
 	}
 	w("\nMedians of %d repetition(s) of %s per row and connection count, rows interleaved within each repetition; "+
-		"ratios are the median of the per-repetition ratios. Load generator: %s, keep-alive, loopback.\n", res.repsDone, o.duration, res.gen)
+		"ratios are the median of the per-repetition ratios; spread is (max - min) / median of req/s over the repetitions. Load generator: %s, keep-alive, loopback.\n", res.repsDone, o.duration, res.gen)
 	if res.cut != "" {
 		w("\n**%s.**\n", res.cut)
 	}
@@ -108,6 +112,23 @@ func (res *results) markdown() string {
 			"them, which includes the commands a Lua script runs inside Redis (%s).\n",
 			res.redisRequests, float64(res.redisCalls.scriptCalls())/float64(res.redisRequests),
 			float64(res.redisCalls.total())/float64(res.redisRequests), res.redisCalls)
+	}
+	if len(res.cpu) > 0 {
+		w("\n**CPU per request** (user + system time from /proc over all measured runs, divided by the requests answered; " +
+			"the load generator is not counted):\n\n| row | proxy | Redis | responder |\n|---|---:|---:|---:|\n")
+		us := func(d time.Duration, n int64) string {
+			if d == 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond)/float64(n))
+		}
+		for _, r := range res.rows {
+			u := res.cpu[r.id]
+			if u == nil || u.requests == 0 {
+				continue
+			}
+			w("| %s | %s | %s | %s |\n", r.label(), us(u.proxy, u.requests), us(u.redis, u.requests), us(u.responder, u.requests))
+		}
 	}
 	if res.latencyRate > 0 {
 		w("\n**Latency at half of row 4's peak** (vegeta's constant-rate attacker at %d req/s for %s per row; "+
