@@ -25,6 +25,7 @@ func TestRedisClusterTwoGateways(t *testing.T) {
 	var mu sync.Mutex
 	admitted, limited := 0, 0
 	var wg sync.WaitGroup
+	start := time.Now()
 	for g := 0; g < 2; g++ {
 		wg.Add(1)
 		go func(base string) {
@@ -45,9 +46,13 @@ func TestRedisClusterTwoGateways(t *testing.T) {
 		}(s.gwURLs[g])
 	}
 	wg.Wait()
-	if admitted != 120 || limited != 40 {
-		t.Fatalf("two gateways on a cluster admitted %d and limited %d of 160 reads; want exactly 120 and 40", admitted, limited)
+	// Exact: the burst of 120 plus the tokens GCRA emitted during the run
+	// (one every 0.5 s), never more.
+	budget := 120 + int(time.Since(start)/(500*time.Millisecond)) + 1
+	if admitted < 120 || admitted > budget || admitted+limited != 160 {
+		t.Fatalf("two gateways on a cluster admitted %d and limited %d of 160 reads; want 120 to %d admitted", admitted, limited, budget)
 	}
+	t.Logf("two gateways on a 3-master cluster admitted %d of 160 reads against a budget of 120 (+%d emitted during the run)", admitted, budget-121)
 
 	// The node that holds this vendor's limit keys.
 	var owner *testredis.Server

@@ -71,7 +71,10 @@ func TestMetricsReadinessAndRedisOutage(t *testing.T) {
 	_, key := s.newVendor("sandbox", "mvr,psp")
 	me := s.gwURLs[0] + "/api/vendor/v1/me"
 
+	// GCRA emits a new token every period/rate (0.5 s at 120/min), so the
+	// budget of the run is 120 plus what was emitted while it ran.
 	limited := 0
+	start := time.Now()
 	for i := 0; i < 125; i++ {
 		r := s.do("GET", me, key, nil, nil)
 		switch r.status {
@@ -85,8 +88,12 @@ func TestMetricsReadinessAndRedisOutage(t *testing.T) {
 			t.Fatalf("read %d = %d %s", i, r.status, r.body)
 		}
 	}
-	if limited != 5 {
-		t.Fatalf("125 reads against 120/min admitted %d too many or too few (limited %d, want 5)", 5-limited, limited)
+	budget := 120 + int(time.Since(start)/(500*time.Millisecond)) + 1
+	if admitted := 125 - limited; admitted < 120 || admitted > budget {
+		t.Fatalf("125 reads against 120/min admitted %d; want 120 to %d", admitted, budget)
+	}
+	if limited == 0 {
+		t.Fatal("nothing was limited")
 	}
 	bad := s.do("GET", me, "vgsandbx_"+strings.Repeat("Z", 43), nil, nil)
 	if bad.status != 401 {
@@ -100,7 +107,7 @@ func TestMetricsReadinessAndRedisOutage(t *testing.T) {
 		min    float64
 	}{
 		{"vendorgate_gateway_requests_total", []string{`route="/api/vendor/v1/me"`, `method="GET"`, `status="200"`}, 120},
-		{"vendorgate_gateway_requests_total", []string{`route="/api/vendor/v1/me"`, `status="429"`}, 5},
+		{"vendorgate_gateway_requests_total", []string{`route="/api/vendor/v1/me"`, `status="429"`}, 1},
 		{"vendorgate_gateway_request_duration_seconds_count", []string{`route="/api/vendor/v1/me"`}, 126},
 		{"vendorgate_gateway_upstream_duration_seconds_count", nil, 120},
 		{"vendorgate_gateway_limiter_decisions_total", []string{`limit="reads"`, `outcome="allowed"`}, 120},
