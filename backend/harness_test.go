@@ -225,8 +225,6 @@ func orderBody(license string, services ...string) string {
 	return fmt.Sprintf(`{"mc_number":"MC-123456","external_reference":"po-77","driver":{"first_name":"Ann","last_name":"Lee","date_of_birth":"1980-02-03","license_number":%q,"license_state":"TX"},"services":%s}`, license, svc)
 }
 
-var jsonCT = map[string]string{"Content-Type": "application/json"}
-
 // place posts an order body with an Idempotency-Key.
 func (h *harness) place(vendorID, idemKey, body string) resp {
 	h.t.Helper()

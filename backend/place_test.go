@@ -314,7 +314,13 @@ func TestGetOrder202WhileRunning200OnceFinal(t *testing.T) {
 	if r.status != 202 || r.header.Get("Retry-After") != "1" || r.header.Get("Location") != loc || r.header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("running: %d %v", r.status, r.header)
 	}
-	h.clock.Advance(testDelay)
+	// Nothing happens before one sandbox step has passed.
+	h.clock.Advance(testDelay - time.Millisecond)
+	time.Sleep(150 * time.Millisecond) // more than a simulator tick
+	if got := h.get(v, o.OrderID); got.Status != "processing" || service(got, "mvr").Status != "processing" {
+		t.Fatalf("worked before its delay: %+v", got)
+	}
+	h.clock.Advance(time.Millisecond)
 	h.eventually(v, o.OrderID, func(o wire.Order) bool { return o.Final })
 	r = h.vendorCall(v, "GET", "/api/vendor/v1/orders/"+o.OrderID, nil, "")
 	if r.status != 200 || r.header.Get("Location") != loc || r.header.Get("Retry-After") != "" || r.header.Get("Cache-Control") != "no-store" {
