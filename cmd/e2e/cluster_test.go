@@ -20,7 +20,7 @@ func TestRedisClusterTwoGateways(t *testing.T) {
 		gatewayEnv: map[string]string{"GATEWAY_REDIS_URL": urls},
 		backendEnv: map[string]string{"BACKEND_REDIS_URL": urls},
 	})
-	vendorID, key := s.newVendor("sandbox", "mvr")
+	_, key := s.newVendor("sandbox", "mvr")
 
 	var mu sync.Mutex
 	admitted, limited := 0, 0
@@ -54,10 +54,16 @@ func TestRedisClusterTwoGateways(t *testing.T) {
 	}
 	t.Logf("two gateways on a 3-master cluster admitted %d of 160 reads against a budget of 120 (+%d emitted during the run)", admitted, budget-121)
 
-	// The node that holds this vendor's limit keys.
+	// A second vendor, under its limit (the first is remembered as over it,
+	// which answers 429 with no Redis call at all), and the node holding
+	// its limit key.
+	vendor2, key2 := s.newVendor("sandbox", "mvr")
+	if r := do(t, "GET", s.gwURLs[0]+"/api/vendor/v1/me", key2, nil, nil); r.status != 200 {
+		t.Fatalf("second vendor's first read = %d %s", r.status, r.body)
+	}
 	var owner *testredis.Server
 	for _, n := range c.Nodes {
-		if out := n.Do(t, "EVAL", "return #redis.call('KEYS', ARGV[1])", "0", "*"+vendorID+"*"); out != ":0" {
+		if out := n.Do(t, "EVAL", "return #redis.call('KEYS', ARGV[1])", "0", "*"+vendor2+"*"); out != ":0" {
 			owner = n
 		}
 	}
@@ -67,7 +73,7 @@ func TestRedisClusterTwoGateways(t *testing.T) {
 	owner.Stop()
 	for _, base := range s.gwURLs {
 		start := time.Now()
-		r := do(t, "GET", base+"/api/vendor/v1/me", key, nil, nil)
+		r := do(t, "GET", base+"/api/vendor/v1/me", key2, nil, nil)
 		if r.status != 503 || r.errorCode() != "rate_limit_unavailable" {
 			t.Fatalf("with the slot's master stopped: %d %s", r.status, r.body)
 		}
