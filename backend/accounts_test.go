@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"vendorgate/backend/store"
+	"vendorgate/backend/store/sqlite"
 
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/testredis"
@@ -368,5 +372,22 @@ func TestHealthReadyMetrics(t *testing.T) {
 	h.b.store.Close()
 	if r := h.do("GET", h.admin+"/readyz", nil, ""); r.status != 503 {
 		t.Fatalf("readyz with the database closed: %d", r.status)
+	}
+}
+
+func TestInjectedStoreIsUsed(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "injected.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateVendor(ctx, &store.Vendor{ID: "6f1c1c7e-1111-4d2a-9c77-0123456789ab", CompanyName: "Injected",
+		Environment: "live", Status: "approved", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, func(o *Options) { o.Store = st; o.Database = "/nonexistent/never/opened.db" })
+	r := h.adminCall("GET", "/admin/v1/vendors", "")
+	if r.status != 200 || !strings.Contains(string(r.body), "Injected") {
+		t.Fatalf("vendors: %d %s", r.status, r.body)
 	}
 }

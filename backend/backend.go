@@ -5,6 +5,7 @@
 package backend
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,9 @@ type Options struct {
 	AdminListen string
 	// Database is the SQLite file (its directory is created when missing).
 	Database string
+	// Store, when not nil, is used instead of opening Database (a
+	// PostgreSQL store, say); the Backend closes it at Shutdown.
+	Store store.Store
 	// PublicBaseURL is the gateway's address, used in poll.url, Location and
 	// file_url.
 	PublicBaseURL string
@@ -116,9 +120,13 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	if len(o.InternalToken) < 16 || len(o.AdminToken) < 16 {
 		return nil, errors.New("backend: internal and admin tokens must be at least 16 characters")
 	}
-	st, err := sqlite.Open(ctx, o.Database)
-	if err != nil {
-		return nil, err
+	st := o.Store
+	if st == nil {
+		sq, err := sqlite.Open(ctx, o.Database)
+		if err != nil {
+			return nil, err
+		}
+		st = sq
 	}
 	b := &Backend{o: o, log: o.Logger, store: st, errs: make(chan error, 2)}
 	if err := b.build(ctx); err != nil {
@@ -179,15 +187,13 @@ func guardPrefixes(internal *internalapi.API, h fasthttp.RequestHandler) fasthtt
 	guarded := internal.Guard(h)
 	return func(ctx *fasthttp.RequestCtx) {
 		p := ctx.Path()
-		if hasPrefix(p, "/api/vendor/") || hasPrefix(p, "/internal/") {
+		if bytes.HasPrefix(p, []byte("/api/vendor/")) || bytes.HasPrefix(p, []byte("/internal/")) {
 			guarded(ctx)
 			return
 		}
 		h(ctx)
 	}
 }
-
-func hasPrefix(b []byte, p string) bool { return len(b) >= len(p) && string(b[:len(p)]) == p }
 
 type slogPrintf struct{ log *slog.Logger }
 

@@ -133,3 +133,9 @@ func TestCursorRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestDefaults(t *testing.T) {
+	if _, err := New(Options{}); err == nil {
+		t.Fatal("New without a store succeeded")
+	}
+}

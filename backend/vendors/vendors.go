@@ -78,17 +78,17 @@ func notFound(err error, what string) error {
 	return err
 }
 
-// Conflict is the answer to a transition that is not allowed: 409
+// conflict is the answer to a transition that is not allowed: 409
 // request_failed, as the admin contract says.
-func Conflict(format string, args ...any) *apierr.Error {
+func conflict(format string, args ...any) *apierr.Error {
 	e := apierr.New(apierr.RequestFailed, format, args...)
 	e.HTTPStatus = 409
 	return e
 }
 
-// NormaliseServices checks a list of service names: known, no duplicates.
+// normaliseServices checks a list of service names: known, no duplicates.
 // It returns them in the specification's order.
-func NormaliseServices(field string, in []string) ([]string, *apierr.Error) {
+func normaliseServices(field string, in []string) ([]string, *apierr.Error) {
 	seen := map[string]bool{}
 	for _, s := range in {
 		if !wire.IsService(s) {
@@ -124,7 +124,7 @@ func (s *Service) Create(ctx context.Context, company, environment string, servi
 	if environment != apikey.Sandbox && environment != apikey.Live {
 		fields["environment"] = "must be sandbox or live"
 	}
-	svc, verr := NormaliseServices("enabled_services", services)
+	svc, verr := normaliseServices("enabled_services", services)
 	if verr != nil {
 		fields["enabled_services"] = verr.Fields["enabled_services"]
 	}
@@ -190,7 +190,7 @@ func (s *Service) SetStatus(ctx context.Context, id, action string) (*store.Vend
 				return nil
 			}
 		}
-		return Conflict("cannot %s a vendor that is %s", action, v.Status)
+		return conflict("cannot %s a vendor that is %s", action, v.Status)
 	})
 	if err != nil {
 		return nil, notFound(err, "vendor")
@@ -207,7 +207,7 @@ func (s *Service) SetServices(ctx context.Context, id string, services []string)
 	if services == nil {
 		return nil, validation("enabled_services", "required: a list of service names (may be empty)")
 	}
-	svc, verr := NormaliseServices("enabled_services", services)
+	svc, verr := normaliseServices("enabled_services", services)
 	if verr != nil {
 		return nil, verr
 	}
