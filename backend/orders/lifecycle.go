@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"vendorgate/backend/orders/placement"
 	"vendorgate/backend/reports"
 	"vendorgate/backend/sandbox"
 	"vendorgate/backend/store"
@@ -183,7 +184,7 @@ func conflict(format string, args ...any) *apierr.Error {
 }
 
 func fieldError(field, msg string) *apierr.Error {
-	return validationError(map[string]string{field: msg})
+	return placement.ValidationError(map[string]string{field: msg})
 }
 
 // staff runs one staff action on an order. An order past its deadline is

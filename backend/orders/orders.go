@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"vendorgate/backend/orders/score"
 	"vendorgate/backend/reports"
 	"vendorgate/backend/store"
 	"vendorgate/shared/apierr"
@@ -224,7 +225,7 @@ func (s *Service) View(o *store.Order) wire.Order {
 		}
 		out.Services = append(out.Services, e)
 	}
-	out.SafetyScore = safetyScore(o)
+	out.SafetyScore = score.Of(o)
 	return out
 }
 

@@ -1,4 +1,6 @@
-package orders
+// Package score is the Safety Score of an order, calculated from its MVR
+// and PSP results.
+package score
 
 import (
 	"crypto/sha256"
@@ -8,7 +10,7 @@ import (
 	"vendorgate/shared/wire"
 )
 
-// safetyScore is the order's Safety Score, or nil when the specification
+// Of is the order's Safety Score, or nil when the specification
 // says so: the order has neither MVR nor PSP; neither report is available
 // yet; the order is under review; or its MVR is under review. A failed MVR
 // leaves the score to the PSP alone.
@@ -16,7 +18,7 @@ import (
 // The score is deterministic (a hash of the license number and the reports
 // used), the sandbox provider's stand-in for a real scoring model, so that
 // the same driver always scores the same.
-func safetyScore(o *store.Order) *wire.SafetyScore {
+func Of(o *store.Order) *wire.SafetyScore {
 	if o.Status == wire.StatusUnderReview {
 		return nil
 	}
@@ -49,13 +51,13 @@ func safetyScore(o *store.Order) *wire.SafetyScore {
 	}
 	sum := h.Sum(nil)
 	score := 100 - int(sum[0])%61 // 40 to 100
-	grade, risk := gradeOf(score), riskOf(score)
+	grade, risk := Grade(score), Risk(score)
 	at = at.Truncate(time.Second)
 	return &wire.SafetyScore{Score: score, Grade: &grade, RiskLevel: &risk, ReportsUsed: used, CalculatedAt: &at}
 }
 
-// gradeOf maps a score to A (90+), B (80+), C (70+), D (60+) or F.
-func gradeOf(score int) string {
+// Grade maps a score to A (90+), B (80+), C (70+), D (60+) or F.
+func Grade(score int) string {
 	switch {
 	case score >= 90:
 		return "A"
@@ -69,8 +71,8 @@ func gradeOf(score int) string {
 	return "F"
 }
 
-// riskOf maps a score to low (80+), moderate (60+) or high.
-func riskOf(score int) string {
+// Risk maps a score to low (80+), moderate (60+) or high.
+func Risk(score int) string {
 	switch {
 	case score >= 80:
 		return "low"
