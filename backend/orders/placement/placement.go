@@ -162,7 +162,7 @@ func checkDriver(d wire.Driver, fields map[string]string, today time.Time) wire.
 		fields["driver.date_of_birth"] = "must be a date YYYY-MM-DD"
 	} else {
 		age := today.Year() - dob.Year()
-		if today.YearDay() < dob.YearDay() {
+		if today.Month() < dob.Month() || today.Month() == dob.Month() && today.Day() < dob.Day() {
 			age--
 		}
 		switch {

@@ -39,4 +39,10 @@ func TestParseNormalises(t *testing.T) {
 			t.Errorf("date_of_birth %s: %v", dob, err)
 		}
 	}
+	// Birthdays count by month and day, not day of the year: on 2020-02-29
+	// (day 60 of a leap year) a driver born 1899-03-01 (day 60) is 120.
+	b := strings.Replace(body, "1980-02-03", "1899-03-01", 1)
+	if _, err := Parse("k", []byte(b), time.Date(2020, 2, 29, 12, 0, 0, 0, time.UTC)); err != nil {
+		t.Errorf("120 years old the day before the birthday: %v", err)
+	}
 }
