@@ -26,6 +26,7 @@ import (
 	"vendorgate/backend/vendorapi"
 	"vendorgate/backend/vendors"
 	"vendorgate/shared/apikey"
+	"vendorgate/shared/wire"
 )
 
 // Options configure a Backend. main fills them from config.Backend; zero
@@ -169,7 +170,7 @@ func (b *Backend) build(ctx context.Context) error {
 	r.GET("/internal/v1/keys/{hash}", internal.LookupKey)
 	vendorapi.New(vendorapi.Options{Vendors: vs, Orders: orders, MaxBodyBytes: o.MaxBodyBytes, Logger: b.log}).
 		Register(r, internal.Guard)
-	b.server = newServer(b.metrics.Instrument(guardPrefixes(internal, r.Handler)), o.MaxBodyBytes, b.log)
+	b.server = newServer(b.metrics.Instrument(logRequests(b.log, guardPrefixes(internal, r.Handler))), o.MaxBodyBytes, b.log)
 
 	ar := respond.NewRouter(b.log)
 	admin.New(admin.Options{Token: o.AdminToken, Vendors: vs, Orders: orders, DB: b.store,
@@ -192,6 +193,26 @@ func guardPrefixes(internal *internalapi.API, h fasthttp.RequestHandler) fasthtt
 			return
 		}
 		h(ctx)
+	}
+}
+
+// logRequests logs every answer with the gateway's request id: at debug
+// level (the gateway logs each request already), at warn for a 5xx.
+func logRequests(log *slog.Logger, h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		start := time.Now()
+		h(ctx)
+		level := slog.LevelDebug
+		if ctx.Response.StatusCode() >= 500 {
+			level = slog.LevelWarn
+		}
+		if !log.Enabled(context.Background(), level) {
+			return
+		}
+		log.Log(context.Background(), level, "request",
+			"request_id", string(ctx.Request.Header.Peek(wire.HeaderRequestID)),
+			"method", string(ctx.Method()), "path", string(ctx.Path()), "status", ctx.Response.StatusCode(),
+			"duration", time.Since(start), "vendor_id", string(ctx.Request.Header.Peek(wire.HeaderVendorID)))
 	}
 }
 
