@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/backend/admin"
@@ -197,7 +198,8 @@ func guardPrefixes(internal *internalapi.API, h fasthttp.RequestHandler) fasthtt
 }
 
 // logRequests logs every answer with the gateway's request id: at debug
-// level (the gateway logs each request already), at warn for a 5xx.
+// level (the gateway logs each request already), at warn for a 5xx. It logs
+// the route pattern, not the path, which may hold a key hash.
 func logRequests(log *slog.Logger, h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		start := time.Now()
@@ -211,7 +213,7 @@ func logRequests(log *slog.Logger, h fasthttp.RequestHandler) fasthttp.RequestHa
 		}
 		log.Log(context.Background(), level, "request",
 			"request_id", string(ctx.Request.Header.Peek(wire.HeaderRequestID)),
-			"method", string(ctx.Method()), "path", string(ctx.Path()), "status", ctx.Response.StatusCode(),
+			"method", string(ctx.Method()), "route", ctx.UserValue(router.MatchedRoutePathParam), "status", ctx.Response.StatusCode(),
 			"duration", time.Since(start), "vendor_id", string(ctx.Request.Header.Peek(wire.HeaderVendorID)))
 	}
 }
