@@ -311,6 +311,7 @@ func TestLiveOrdersWaitForStaff(t *testing.T) {
 		{"POST", path + "/complete", `{"service":"driver_reviews","report_pdf_base64":"JVBERi0="}`, 400},
 		{"POST", path + "/complete", `{"service":"mvr","report_pdf_base64":"bm90IGEgcGRm"}`, 400},
 		{"POST", path + "/complete", `{"service":"mvr","result":{"found":false,"reviews":[]}}`, 400},
+		{"POST", path + "/complete", `{"service":"driver_reviews","result":{"found":true,"reviews":[{"rating":1,"text":null,"date":"May 5"}]}}`, 400},
 		{"GET", "/admin/v1/orders/6f1c1c7e-1111-4d2a-9c77-0123456789ab", "", 404},
 		{"POST", "/admin/v1/orders/nope/complete", `{"service":"mvr"}`, 404},
 	}

@@ -297,6 +297,16 @@ func (s *Service) Complete(ctx context.Context, id, service string, pdf []byte, 
 	if result != nil && service != wire.DriverReviews {
 		return "", nil, fieldError("result", "only driver_reviews has a result")
 	}
+	if result != nil {
+		for _, r := range result.Reviews {
+			if r.Date == nil {
+				continue
+			}
+			if _, err := time.Parse("2006-01-02", *r.Date); err != nil {
+				return "", nil, fieldError("result", "a review date must be YYYY-MM-DD or null")
+			}
+		}
+	}
 	return s.staff(ctx, id, func(o *store.Order, now time.Time) error {
 		sv, err := findService(o, service)
 		if err != nil {
