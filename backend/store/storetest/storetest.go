@@ -130,7 +130,7 @@ func newOrder(vendorID string, created time.Time, services ...string) *store.Ord
 		services = []string{wire.MVR}
 	}
 	o := &store.Order{ID: uuid.NewString(), VendorID: vendorID, Environment: "sandbox", MCNumber: "MC12345",
-		Driver: wire.Driver{FirstName: "Ada", LastName: "Lovelace", DateOfBirth: "1985-12-10", LicenseNumber: "D1230001", LicenseState: "TX"},
+		Driver:    wire.Driver{FirstName: "Ada", LastName: "Lovelace", DateOfBirth: "1985-12-10", LicenseNumber: "D1230001", LicenseState: "TX"},
 		CreatedAt: created, Status: wire.StatusProcessing}
 	for _, name := range services {
 		o.Services = append(o.Services, store.Service{Name: name, Status: wire.StatusProcessing})
