@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"vendorgate/backend"
+	"vendorgate/backend/store"
+	"vendorgate/backend/store/postgres"
 	"vendorgate/config"
 )
 
@@ -43,9 +45,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level(cfg.LogLevel)}))
+	// A postgres:// database opens the PostgreSQL store (several replicas
+	// may share it); anything else is a SQLite file that backend.New opens.
+	var st store.Store
 	if cfg.IsPostgres() {
-		log.Error("the PostgreSQL store is not built yet: set database to a SQLite file path")
-		return 2
+		pg, err := postgres.Open(context.Background(), postgres.Options{URL: cfg.Database})
+		if err != nil {
+			log.Error("open the PostgreSQL database", "database", config.RedactURL(cfg.Database), "error", err)
+			return 1
+		}
+		st = pg
 	}
 	if err := os.MkdirAll(cfg.ReportsDir, 0o755); err != nil {
 		log.Error("create reports directory", "error", err)
@@ -53,7 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx := context.Background()
 	b, err := backend.New(ctx, backend.Options{
-		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Database: cfg.Database,
+		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Database: config.RedactURL(cfg.Database), Store: st,
 		PublicBaseURL: cfg.PublicBaseURL, InternalToken: cfg.InternalToken, AdminToken: cfg.AdminToken,
 		RedisURLs: cfg.RedisURL, RedisMasterName: cfg.RedisMasterName,
 		OrderDeadline: cfg.OrderDeadline, SweepInterval: cfg.SweepInterval, SandboxDelay: cfg.SandboxDelay,
