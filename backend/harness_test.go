@@ -44,7 +44,7 @@ func (c *clock) Advance(d time.Duration) {
 // harness is one Backend on loopback ports with a SQLite file in a
 // temporary directory.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	b     *Backend
 	o     Options
 	api   string
@@ -53,7 +53,7 @@ type harness struct {
 	dir   string
 }
 
-func start(t *testing.T, mutate ...func(*Options)) *harness {
+func start(t testing.TB, mutate ...func(*Options)) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	c := &clock{t: time.Now().UTC()}
@@ -120,7 +120,7 @@ func (r resp) code() string {
 	return env.Error.Code
 }
 
-func (r resp) envelope(t *testing.T) (code string, fields map[string]string, orderID string) {
+func (r resp) envelope(t testing.TB) (code string, fields map[string]string, orderID string) {
 	t.Helper()
 	var env struct {
 		Error struct {
@@ -136,7 +136,7 @@ func (r resp) envelope(t *testing.T) (code string, fields map[string]string, ord
 	return env.Error.Code, env.Error.Fields, env.Error.OrderID
 }
 
-func (r resp) order(t *testing.T) wire.Order {
+func (r resp) order(t testing.TB) wire.Order {
 	t.Helper()
 	var o wire.Order
 	if err := json.Unmarshal(r.body, &o); err != nil || o.OrderID == "" {
