@@ -35,6 +35,10 @@ type Gateway struct {
 	TrustedProxies List       `yaml:"trusted_proxies" env:"GATEWAY_TRUSTED_PROXIES"`
 	// MaxBodyBytes bounds a request body (413 past it). Default 1 MiB.
 	MaxBodyBytes int `yaml:"max_body_bytes" env:"GATEWAY_MAX_BODY_BYTES"`
+	// ShutdownDelay keeps serving after SIGTERM while /readyz answers 503,
+	// so a load balancer drains the replica before its listener closes.
+	// Default 0 (set it to the balancer's probe interval, e.g. 5s).
+	ShutdownDelay time.Duration `yaml:"shutdown_delay" env:"GATEWAY_SHUTDOWN_DELAY"`
 	// ShutdownGrace bounds the drain on SIGTERM. Default 15s.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace" env:"GATEWAY_SHUTDOWN_GRACE"`
 	// LogLevel is debug, info, warn or error. Default info.
@@ -245,8 +249,8 @@ func (c *Gateway) Validate() error {
 	if c.MaxBodyBytes <= 0 {
 		add("max_body_bytes must be positive")
 	}
-	if c.ShutdownGrace < 0 {
-		add("shutdown_grace must not be negative")
+	if c.ShutdownGrace < 0 || c.ShutdownDelay < 0 || c.ShutdownDelay > time.Minute {
+		add("shutdown_grace must not be negative; shutdown_delay must be between 0 and 1m")
 	}
 	if err := checkLevel(c.LogLevel); err != nil {
 		add("log_level: %v", err)

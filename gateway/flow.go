@@ -247,6 +247,9 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 		setRateLimitHeaders(ctx, ex)
 	}
 	respond.Common(ctx, ex.requestID())
+	if g.draining.Load() {
+		ctx.SetConnectionClose() // a draining replica sends clients elsewhere
+	}
 	status := ctx.Response.StatusCode()
 	g.metrics.Request(ex.route, ctx.Method(), status)
 	d := time.Since(ex.start)

@@ -298,8 +298,14 @@ func (g *Gateway) Serve(pub, adm net.Listener) error {
 // Shutdown turns /readyz unready, stops accepting, waits for in-flight
 // requests until grace has passed, then closes Redis clients, the
 // subscriber and the backend pools.
-func (g *Gateway) Shutdown(grace time.Duration) error {
+func (g *Gateway) Shutdown(delay, grace time.Duration) error {
 	g.draining.Store(true)
+	// Stay in rotation for delay while /readyz says unready, so that a load
+	// balancer stops sending before the listener closes; answers in that time
+	// ask clients to close their keep-alive connections (see finish).
+	if delay > 0 {
+		time.Sleep(delay)
+	}
 	done := make(chan error, 1)
 	go func() { done <- g.server.Shutdown() }()
 	var err error

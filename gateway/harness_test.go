@@ -218,7 +218,7 @@ func startGateway(t testing.TB, b *testBackend, mod func(*Options)) *testGateway
 	done := make(chan struct{})
 	go func() { _ = g.Serve(pub, adm); close(done) }()
 	t.Cleanup(func() {
-		_ = g.Shutdown(5 * time.Second)
+		_ = g.Shutdown(0, 5*time.Second)
 		<-done
 	})
 	return &testGateway{g: g, url: "http://" + pub.Addr().String(), admin: "http://" + adm.Addr().String()}

@@ -104,8 +104,8 @@ func run() int {
 				reload(g, *path, log)
 				continue
 			}
-			log.Info("shutting down", "signal", sig.String(), "grace", cfg.ShutdownGrace.String())
-			err := g.Shutdown(cfg.ShutdownGrace)
+			log.Info("shutting down", "signal", sig.String(), "delay", cfg.ShutdownDelay.String(), "grace", cfg.ShutdownGrace.String())
+			err := g.Shutdown(cfg.ShutdownDelay, cfg.ShutdownGrace)
 			<-served
 			if err != nil {
 				log.Error("shutdown", "err", err)
