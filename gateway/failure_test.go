@@ -140,7 +140,7 @@ func TestBackendBreaker(t *testing.T) {
 	// Open: answered without dialling.
 	start := time.Now()
 	do(t, "GET", me, key).wantError(t, 503, apierr.RequestFailed)
-	if d := time.Since(start); d > 50*time.Millisecond {
+	if d := time.Since(start); d > 500*time.Millisecond { // generous: -race on a shared machine
 		t.Fatalf("open breaker answered in %s", d)
 	}
 	b.restart()

@@ -107,6 +107,13 @@ type Gateway struct {
 	metrics  *admin.Metrics
 	router   *router.Router
 	server   *fasthttp.Server
+
+	// served holds the listeners Serve was given, so that Shutdown closes
+	// them even when it runs before Serve's goroutines registered them with
+	// fasthttp; shut makes a Serve that comes after Shutdown return at once.
+	servedMu sync.Mutex
+	served   []net.Listener
+	shut     bool
 	admin    *fasthttp.Server
 
 	limiterClient redis.UniversalClient
@@ -287,6 +294,15 @@ func universalOptions(o RedisOptions) (*redis.UniversalOptions, error) {
 // Serve serves the public API on pub and the admin endpoints on adm until
 // Shutdown. It returns the first serving error.
 func (g *Gateway) Serve(pub, adm net.Listener) error {
+	g.servedMu.Lock()
+	if g.shut {
+		g.servedMu.Unlock()
+		_ = pub.Close()
+		_ = adm.Close()
+		return nil
+	}
+	g.served = []net.Listener{pub, adm}
+	g.servedMu.Unlock()
 	go func() {
 		if err := g.admin.Serve(adm); err != nil {
 			g.log.Error("admin listener stopped", "err", err)
@@ -315,6 +331,12 @@ func (g *Gateway) Shutdown(delay, grace time.Duration) error {
 		err = errors.New("shutdown grace passed with requests in flight")
 	}
 	_ = g.admin.Shutdown()
+	g.servedMu.Lock()
+	g.shut = true
+	for _, ln := range g.served {
+		_ = ln.Close() // already closed by fasthttp unless Serve had not begun
+	}
+	g.servedMu.Unlock()
 	g.Close()
 	return err
 }
