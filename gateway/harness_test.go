@@ -201,10 +201,10 @@ func startGateway(t testing.TB, b *testBackend, mod func(*Options)) *testGateway
 		Proxy:         ProxyOptions{Timeout: 2 * time.Second, MaxConns: 64, BreakerOpenFor: 300 * time.Millisecond, BreakerFailures: 3},
 		// 250ms, not the 50ms default: -race on a loaded 2-core machine
 		// sometimes needs more, and a slow answer here is not what is tested.
-		Redis:         RedisOptions{Timeout: 250 * time.Millisecond, PoolSize: 16, BreakerOpenFor: 300 * time.Millisecond, BreakerFailures: 3},
-		MaxBodyBytes:  1 << 16,
-		Settings:      defaultSettings(),
-		Logger:        slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Redis:        RedisOptions{Timeout: 250 * time.Millisecond, PoolSize: 16, BreakerOpenFor: 300 * time.Millisecond, BreakerFailures: 3},
+		MaxBodyBytes: 1 << 16,
+		Settings:     defaultSettings(),
+		Logger:       slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	}
 	if mod != nil {
 		mod(&o)
