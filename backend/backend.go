@@ -286,6 +286,13 @@ func (b *Backend) Shutdown(ctx context.Context) error {
 			}
 		}
 	}
+	// Shutdown only closes listeners that Serve has registered; a Shutdown
+	// right after Start can come first, so close them here as well.
+	for _, ln := range []net.Listener{b.ln, b.adminLn} {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
 	b.serving.Wait()
 	errs = append(errs, b.closeAll())
 	return errors.Join(errs...)
