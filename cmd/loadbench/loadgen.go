@@ -22,10 +22,12 @@ import (
 type measurement struct {
 	Requests int64
 	Elapsed  time.Duration
-	RPS      float64
-	P50      time.Duration
-	P99      time.Duration
-	P999     time.Duration
+	// RPS counts 2xx answers only: a row failing fast (a 503 from an open
+	// breaker) must not look faster for it.
+	RPS  float64
+	P50  time.Duration
+	P99  time.Duration
+	P999 time.Duration
 	// Failed counts socket errors, timeouts and answers other than 2xx: a
 	// row that fails requests is not measuring what it claims. FailedDetail
 	// says which.
@@ -122,7 +124,7 @@ func parseWrk(out string) (measurement, error) {
 			}
 		}
 		m.FailedDetail = strings.Join(detail, ", ")
-		m.RPS = float64(m.Requests) / m.Elapsed.Seconds()
+		m.RPS = float64(m.Requests-v["status"]) / m.Elapsed.Seconds()
 		return m, nil
 	}
 	return measurement{}, fmt.Errorf("no LOADBENCH line in wrk output:\n%s", out)
@@ -181,7 +183,7 @@ func vegetaAttack(url, apiKey string, conns int, rate vegeta.Rate, d time.Durati
 	out := measurement{
 		Requests: int64(m.Requests),
 		Elapsed:  elapsed,
-		RPS:      float64(m.Requests) / elapsed.Seconds(),
+		RPS:      float64(int64(m.Requests)-failed) / elapsed.Seconds(),
 		P50:      m.Latencies.P50,
 		P99:      m.Latencies.P99,
 		P999:     m.Latencies.Quantile(0.999),

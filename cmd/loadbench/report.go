@@ -93,7 +93,7 @@ func (res *results) markdown() string {
 		}
 	}
 	w("\nMedians of %d repetition(s) of %s per row and connection count, rows interleaved within each repetition; "+
-		"ratios are the median of the per-repetition ratios; spread is (max - min) / median of req/s over the repetitions. Load generator: %s, keep-alive, loopback.\n", res.repsDone, o.duration, res.gen)
+		"req/s counts 2xx answers only; ratios are the median of the per-repetition ratios; spread is (max - min) / median of req/s over the repetitions. Load generator: %s, keep-alive, loopback.\n", res.repsDone, o.duration, res.gen)
 	if res.cut != "" {
 		w("\n**%s.**\n", res.cut)
 	}

@@ -369,33 +369,59 @@ func primeKeys(url string, keys []string, conc int) error {
 // metricValue sums the samples of a Prometheus counter on the admin
 // listener's /metrics (all label sets).
 func metricValue(admin, name string) (float64, error) {
-	status, body, err := fasthttp.GetTimeout(nil, "http://"+admin+"/metrics", 5*time.Second)
+	by, err := metricByLabel(admin, name, "")
 	if err != nil {
 		return 0, err
 	}
-	if status != fasthttp.StatusOK {
-		return 0, fmt.Errorf("GET /metrics: status %d", status)
+	return by[""], nil
+}
+
+// metricByLabel sums the samples of a Prometheus counter on the admin
+// listener's /metrics by the value of one label ("" sums them all).
+func metricByLabel(admin, name, label string) (map[string]float64, error) {
+	status, body, err := fasthttp.GetTimeout(nil, "http://"+admin+"/metrics", 5*time.Second)
+	if err != nil {
+		return nil, err
 	}
-	var sum float64
+	if status != fasthttp.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: status %d", status)
+	}
+	out := map[string]float64{}
 	found := false
 	for _, line := range strings.Split(string(body), "\n") {
 		rest, ok := strings.CutPrefix(line, name)
 		if !ok || (rest != "" && rest[0] != ' ' && rest[0] != '{') {
 			continue
 		}
-		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		labels := ""
+		if rest[0] == '{' {
+			end := strings.LastIndexByte(rest, '}')
+			if end < 0 {
+				continue
+			}
+			labels, rest = rest[1:end], rest[end+1:]
+		}
+		f := strings.Fields(rest)
 		if len(f) == 0 {
 			continue
 		}
 		v, err := strconv.ParseFloat(f[0], 64)
 		if err != nil {
-			return 0, fmt.Errorf("metric line %q: %w", line, err)
+			return nil, fmt.Errorf("metric line %q: %w", line, err)
 		}
-		sum += v
+		key := ""
+		if label != "" {
+			for _, kv := range strings.Split(labels, ",") {
+				if k, val, ok := strings.Cut(kv, "="); ok && k == label {
+					key = strings.Trim(val, `"`)
+				}
+			}
+		}
+		out[key] += v
 		found = true
 	}
 	if !found {
-		return 0, fmt.Errorf("no %s on /metrics", name)
+		return nil, fmt.Errorf("no %s on /metrics", name)
 	}
-	return sum, nil
+	return out, nil
 }
