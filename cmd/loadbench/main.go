@@ -76,7 +76,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	o := options{args: args}
 	fs := flag.NewFlagSet("loadbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of one measured run (one row at one connection count)")
+	fs.DurationVar(&o.duration, "duration", 4*time.Second, "length of one measured run (one row at one connection count)")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load on each row before the first repetition")
 	fs.IntVar(&o.reps, "reps", 3, "repetitions; the table shows the median of each row")
 	conns := fs.String("conns", "16,64,256", "connection counts, comma-separated")
@@ -86,7 +86,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", "docs/bench.md", "write the results here as markdown (empty: print only)")
 	fs.StringVar(&o.gateway, "gateway", "", "gateway binary (default: built from ./cmd/gateway into a temporary directory)")
 	fs.IntVar(&o.keys, "keys", 10000, "distinct keys sent through each gateway after the runs for the memory figure (0: skip)")
-	fs.DurationVar(&o.latencyDuration, "latency-duration", 10*time.Second, "length of the constant-rate runs at half of row 4's peak (0: skip)")
+	fs.DurationVar(&o.latencyDuration, "latency-duration", 4*time.Second, "length of the constant-rate runs at half of row 4's peak (0: skip)")
 	fs.BoolVar(&o.install, "install", true, "apt-get install nginx, haproxy, wrk when missing")
 	fs.DurationVar(&o.maxTime, "max-time", 9*time.Minute, "stop starting new runs past this time and report what was measured")
 	if err := fs.Parse(args); err != nil {

@@ -31,7 +31,11 @@ type results struct {
 	cpu           map[string]*cpuUse
 
 	latencyRate int
-	latency     map[string]measurement
+	latency     map[string]measurement // medians over the repetitions
+	// addedP99 is the median over repetitions of row 4's p99 minus row
+	// 1's at latencyRate, paired within each repetition.
+	addedP99   time.Duration
+	addedP99OK bool
 
 	memory []memoryFigure
 	env    envInfo
@@ -81,8 +85,12 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 	}
 	runs := len(b.active()) * len(o.conns) * o.reps
 	b.logf("load average before the runs: %s (other work on the machine skews the figures)", loadAverage())
-	b.logf("%d measured runs of %s with %s (about %s)", runs, o.duration, b.gen.name(),
-		(time.Duration(runs)*(o.duration+300*time.Millisecond) + time.Duration(len(b.active()))*o.warmup).Round(time.Second))
+	total := time.Duration(runs)*(o.duration+300*time.Millisecond) + time.Duration(len(b.active()))*o.warmup
+	if o.latencyDuration > 0 {
+		total += time.Duration(len(b.active())*o.reps) * o.latencyDuration
+	}
+	b.logf("%d measured runs of %s with %s, then the constant-rate runs (about %s in all)", runs, o.duration, b.gen.name(),
+		total.Round(time.Second))
 	maxConns := 0
 	for _, c := range o.conns {
 		maxConns = max(maxConns, c)
@@ -302,8 +310,9 @@ func (b *bench) extras(ctx context.Context, res *results) error {
 const missesMetric = "vendorgate_gateway_key_cache_misses_total"
 
 // halfPeakLatency runs vegeta's constant-rate attacker at half of row 4's
-// peak (the best median req/s over the connection counts) against rows 1,
-// 3 and 4: wrk2 is not packaged, and a closed loop cannot hold a rate.
+// peak (the best median req/s over the connection counts) against every
+// row, so the other proxies show what the same rate costs them: wrk2 is not
+// packaged, and a closed loop cannot hold a rate.
 func (b *bench) halfPeakLatency(ctx context.Context, res *results) error {
 	peak := 0.0
 	for _, c := range b.opts.conns {
@@ -318,25 +327,40 @@ func (b *bench) halfPeakLatency(ctx context.Context, res *results) error {
 	}
 	res.latencyRate = int(peak / 2)
 	res.latency = map[string]measurement{}
+	runs := map[string]*series{}
 	for _, r := range b.active() {
-		if r.id != rowBackend && r.id != rowGateway && r.id != rowGatewayRedis {
-			continue
+		runs[r.id] = &series{byRep: make([]*measurement, b.opts.reps)}
+	}
+	var added []float64 // row 4's p99 minus row 1's, per repetition
+	for rep := 0; rep < b.opts.reps; rep++ {
+		for _, r := range b.active() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			m, err := attackRate(r.url, b.keys[0], res.latencyRate, b.opts.latencyDuration)
+			if err != nil {
+				res.notes = append(res.notes, fmt.Sprintf("constant-rate run on %s: %v", r.label(), err))
+				continue
+			}
+			runs[r.id].byRep[rep] = &m
+			if m.Failed > 0 {
+				res.notes = append(res.notes, fmt.Sprintf("constant-rate run %d on %s: %d of %d requests failed (%s)",
+					rep+1, r.label(), m.Failed, m.Requests, m.FailedDetail))
+			}
+			b.logf("rep %d/%d  constant %d req/s  %-34s achieved %.0f req/s  p50 %s  p99 %s  p99.9 %s%s", rep+1, b.opts.reps,
+				res.latencyRate, r.label(), m.RPS, ms(m.P50), ms(m.P99), ms(m.P999), failedNote(m))
 		}
-		if err := ctx.Err(); err != nil {
-			return err
+		if s1, s4 := runs[rowBackend], runs[rowGatewayRedis]; s1 != nil && s4 != nil && s1.byRep[rep] != nil && s4.byRep[rep] != nil {
+			added = append(added, float64(s4.byRep[rep].P99-s1.byRep[rep].P99))
 		}
-		m, err := attackRate(r.url, b.keys[0], res.latencyRate, b.opts.latencyDuration)
-		if err != nil {
-			res.notes = append(res.notes, fmt.Sprintf("constant-rate run on %s: %v", r.label(), err))
-			continue
+	}
+	for id, s := range runs {
+		if m, ok := s.median(); ok {
+			res.latency[id] = m
 		}
-		res.latency[r.id] = m
-		if m.Failed > 0 {
-			res.notes = append(res.notes, fmt.Sprintf("constant-rate run on %s: %d of %d requests failed (%s)",
-				r.label(), m.Failed, m.Requests, m.FailedDetail))
-		}
-		b.logf("constant %d req/s  %-34s achieved %.0f req/s  p50 %s  p99 %s  p99.9 %s%s", res.latencyRate, r.label(),
-			m.RPS, ms(m.P50), ms(m.P99), ms(m.P999), failedNote(m))
+	}
+	if len(added) > 0 {
+		res.addedP99, res.addedP99OK = time.Duration(medianOf(added)), true
 	}
 	return nil
 }
