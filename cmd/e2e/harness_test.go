@@ -206,6 +206,10 @@ func newStack(t *testing.T, o stackOptions) *stack {
 			"GATEWAY_ADMIN_LISTEN":   admin,
 			"GATEWAY_BACKEND_URL":    s.backendURL,
 			"GATEWAY_INTERNAL_TOKEN": internalToken,
+			// The binaries are built with -race and share two cores with
+			// the test: 250ms keeps a slow-but-alive Redis from reading as
+			// an outage. Outages are still tested (stopped, paused servers).
+			"GATEWAY_REDIS_TIMEOUT": "250ms",
 		}
 		if o.redis {
 			genv["GATEWAY_REDIS_URL"] = s.redis.URL()
