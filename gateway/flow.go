@@ -12,6 +12,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/gateway/admin"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/clientip"
 	"vendorgate/gateway/limit"
@@ -78,7 +79,7 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 		err = g.admit(sn, id, rt, &ex) // steps 5-6: account state, then exact limits; fails closed
 	}
 	if err == nil {
-		err = g.forward(ctx, id, &ex) // step 7: proxy
+		err = g.forward(ctx, id, rt, &ex) // step 7: proxy
 	}
 	if err != nil {
 		g.fail(ctx, err, &ex) // step 8: every refusal leaves through one envelope
@@ -194,25 +195,25 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 	d, err := g.limiter.Allow(cs)
 	if err != nil {
 		for i := 0; i < cs.N; i++ {
-			g.metrics.LimiterDecisions.WithLabelValues(cs.C[i].Rate.Name, "unavailable").Inc()
+			g.metrics.Decision(cs.C[i].Rate.Name, admin.Unavailable)
 		}
 		return err
 	}
 	ex.limits, ex.checks, ex.decision, ex.hasLimit = cl, cs, d, true
 	for i := 0; i < cs.N; i++ {
 		r := d.Results[i]
-		outcome := "allowed"
+		outcome := admin.Allowed
 		switch {
 		case !r.Known:
-			outcome = "limited"
+			outcome = admin.Limited
 		case r.Allowed:
 		case cs.C[i].Rate.Shadow:
-			outcome = "shadow_limited"
+			outcome = admin.ShadowLimited
 			g.log.Warn("shadow limit would refuse", "limit", cs.C[i].Rate.Name, "vendor_id", id.VendorID, "key_id", id.KeyID)
 		default:
-			outcome = "limited"
+			outcome = admin.Limited
 		}
-		g.metrics.LimiterDecisions.WithLabelValues(cs.C[i].Rate.Name, outcome).Inc()
+		g.metrics.Decision(cs.C[i].Rate.Name, outcome)
 	}
 	if !d.Allowed {
 		return &respond.Refusal{Err: errRateLimited, RetryAfter: d.RetryAfter}
@@ -221,11 +222,11 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 }
 
 // forward is step 7.
-func (g *Gateway) forward(ctx *fasthttp.RequestCtx, id *auth.Identity, ex *exchange) error {
+func (g *Gateway) forward(ctx *fasthttp.RequestCtx, id *auth.Identity, rt *route, ex *exchange) error {
 	var ip [48]byte
 	pid := proxy.Identity{VendorID: id.VendorID, KeyID: id.KeyID, Environment: id.Environment,
 		RequestID: ex.requestID(), ClientIP: ex.client.AppendTo(ip[:0])}
-	return g.proxy.Forward(ctx, &pid)
+	return g.proxy.Forward(ctx, &pid, rt.streams)
 }
 
 // fail writes err's envelope; an unexpected error is logged, never shown.
@@ -253,7 +254,7 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 	status := ctx.Response.StatusCode()
 	g.metrics.Request(ex.route, ctx.Method(), status)
 	d := time.Since(ex.start)
-	g.metrics.RequestDuration.WithLabelValues(routeLabelOf(ex.route)).Observe(d.Seconds())
+	g.metrics.ObserveRequest(ex.route, d)
 	if g.accessLog {
 		g.log.LogAttrs(context.Background(), slog.LevelInfo, "request",
 			slog.String("request_id", string(ex.requestID())),

@@ -23,6 +23,9 @@ type route struct {
 	class   limitClass
 	// placesOrder: refused for a suspended account.
 	placesOrder bool
+	// streams: the answer is a file of any size (a report PDF), streamed
+	// from the backend; the other routes' JSON answers are read whole.
+	streams bool
 }
 
 // routes are the vendor API's routes; the router matches them exactly (no
@@ -32,7 +35,7 @@ var routes = []route{
 	{index: 1, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders", class: classReads},
 	{index: 2, method: fasthttp.MethodPost, pattern: "/api/vendor/v1/orders", class: classOrders, placesOrder: true},
 	{index: 3, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders/{order_id}", class: classReads},
-	{index: 4, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders/{order_id}/reports/{service}", class: classReads},
+	{index: 4, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders/{order_id}/reports/{service}", class: classReads, streams: true},
 }
 
 // Route label indexes beyond the table.

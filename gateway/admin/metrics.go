@@ -2,7 +2,9 @@ package admin
 
 import (
 	"strconv"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -28,7 +30,28 @@ type Metrics struct {
 	// label values.
 	requestCounters []atomic.Pointer[prometheus.Counter]
 	routes, methods []string
+	// durations are RequestDuration's children by route index.
+	durations []prometheus.Observer
+	// decisions caches LimiterDecisions' children by limit name (a handful,
+	// from the settings), copied on write: the hot path reads a map without
+	// a lock and without hashing label values.
+	decisions   atomic.Pointer[map[string]*[outcomes]atomic.Pointer[prometheus.Counter]]
+	decisionsMu sync.Mutex
 }
+
+// Outcome is a limiter decision's outcome label.
+type Outcome uint8
+
+// Outcomes of vendorgate_gateway_limiter_decisions_total.
+const (
+	Allowed Outcome = iota
+	Limited
+	Unavailable
+	ShadowLimited
+	outcomes
+)
+
+var outcomeLabels = [outcomes]string{"allowed", "limited", "unavailable", "shadow_limited"}
 
 // Methods counted by name; any other is counted as "other".
 var countedMethods = []string{"GET", "POST", "other"}
@@ -65,6 +88,11 @@ func NewMetrics(routes []string) *Metrics {
 		methods: countedMethods,
 	}
 	m.requestCounters = make([]atomic.Pointer[prometheus.Counter], len(routes)*len(countedMethods)*500)
+	m.durations = make([]prometheus.Observer, len(routes))
+	for i, r := range routes {
+		m.durations[i] = m.RequestDuration.WithLabelValues(r)
+	}
+	m.decisions.Store(&map[string]*[outcomes]atomic.Pointer[prometheus.Counter]{})
 	reg.MustRegister(m.requests, m.RequestDuration, m.UpstreamDuration, m.LimiterDecisions, m.RedisCallDuration,
 		m.RedisErrors, m.BreakerState, m.BreakerTransitions, m.AuthFailures, m.ConfigInfo, m.ConfigReloads)
 	return m
@@ -109,5 +137,37 @@ func (m *Metrics) Request(route int, method []byte, status int) {
 	}
 	c := m.requests.WithLabelValues(m.routes[route], m.methods[mi], strconv.Itoa(status))
 	m.requestCounters[i].Store(&c)
+	c.Inc()
+}
+
+// ObserveRequest records how long the request on route took.
+func (m *Metrics) ObserveRequest(route int, d time.Duration) {
+	m.durations[route].Observe(d.Seconds())
+}
+
+// Decision counts one limiter decision of the limit named name. A child
+// is made on its first use, so that an outcome never seen is not exported.
+func (m *Metrics) Decision(name string, o Outcome) {
+	cs, ok := (*m.decisions.Load())[name]
+	if !ok {
+		m.decisionsMu.Lock()
+		old := *m.decisions.Load()
+		if cs, ok = old[name]; !ok {
+			cs = new([outcomes]atomic.Pointer[prometheus.Counter])
+			next := make(map[string]*[outcomes]atomic.Pointer[prometheus.Counter], len(old)+1)
+			for k, v := range old {
+				next[k] = v
+			}
+			next[name] = cs
+			m.decisions.Store(&next)
+		}
+		m.decisionsMu.Unlock()
+	}
+	if c := cs[o].Load(); c != nil {
+		(*c).Inc()
+		return
+	}
+	c := m.LimiterDecisions.WithLabelValues(name, outcomeLabels[o])
+	cs[o].Store(&c)
 	c.Inc()
 }

@@ -2,8 +2,9 @@
 // fasthttp HostClient per backend, each behind its own gobreaker breaker; a
 // backend whose breaker is open is skipped while another is healthy. The
 // gateway's identity headers replace any copy the client sent, hop-by-hop
-// headers are stripped both ways, response bodies stream (report PDFs), and
-// a backend error that is not the API's envelope is wrapped in it.
+// headers are stripped both ways, report bodies stream (PDFs) while the
+// API's JSON answers are read whole, and a backend error that is not the
+// API's envelope is wrapped in it.
 package proxy
 
 import (
@@ -119,10 +120,15 @@ func New(o Options) (*Proxy, error) {
 				NoDefaultUserAgentHeader:      true,
 				DisableHeaderNamesNormalizing: false,
 				DisablePathNormalizing:        true,
-				StreamResponseBody:            true,
-				ReadTimeout:                   o.Timeout,
-				WriteTimeout:                  o.Timeout,
-				MaxIdleConnDuration:           30 * time.Second,
+				// Streaming is chosen per call (Forward's stream): a streamed
+				// response costs four allocations and holds the backend
+				// connection until the client has the body, which a small JSON
+				// answer does not need. Buffered answers are bounded by the API
+				// (an order list is at most 200 orders), so no size limit here.
+				StreamResponseBody:  false,
+				ReadTimeout:         o.Timeout,
+				WriteTimeout:        o.Timeout,
+				MaxIdleConnDuration: 30 * time.Second,
 			},
 			cb: gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
 				Name:          "backend:" + u.Host,
@@ -175,11 +181,13 @@ func (p *Proxy) pick() (int, *backend) {
 }
 
 // Forward sends ctx's request to a backend and leaves the answer in
-// ctx.Response (the body still streaming from the backend). An error means
+// ctx.Response: with stream, the body still streaming from the backend
+// (report files of any size); without, read whole. An error means
 // nothing usable came back; an *apierr.Error is a backend error answer that
 // was not in the envelope's shape and must be written instead.
-func (p *Proxy) Forward(ctx *fasthttp.RequestCtx, id *Identity) error {
+func (p *Proxy) Forward(ctx *fasthttp.RequestCtx, id *Identity, stream bool) error {
 	req := &ctx.Request
+	ctx.Response.StreamBody = stream
 	closeAfter := req.Header.ConnectionClose()
 	prepareRequest(&req.Header, id, p.token)
 	i, b := p.pick()
