@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -64,6 +65,21 @@ type Authenticator struct {
 	cache    *Cache
 	lookup   Lookup
 	now      func() time.Time
+
+	// flights coalesce concurrent lookups of one key hash. When a busy key's
+	// cache entry expires, every request presenting it misses at once: one
+	// lookup answers them all, instead of a burst that fills the lookup
+	// pool (its failures would trip the lookup breaker and answer 503).
+	flightMu sync.Mutex
+	flights  map[[32]byte]*flight
+}
+
+// flight is one lookup in progress; done closes when id and err are set.
+type flight struct {
+	gen  uint64 // the cache generation it started in
+	done chan struct{}
+	id   *Identity
+	err  error
 }
 
 // New returns an Authenticator.
@@ -77,7 +93,7 @@ func New(o Options) (*Authenticator, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Authenticator{prefixes: o.Prefixes, cache: o.Cache, lookup: o.Lookup, now: o.Now}, nil
+	return &Authenticator{prefixes: o.Prefixes, cache: o.Cache, lookup: o.Lookup, now: o.Now, flights: make(map[[32]byte]*flight)}, nil
 }
 
 // Cache is the authenticator's cache, for invalidation.
@@ -124,8 +140,31 @@ func (a *Authenticator) Authenticate(raw []byte, sum *[32]byte) (*Identity, erro
 	return id, nil
 }
 
+// resolve looks sum up, joining a lookup of the same hash already in
+// flight unless an invalidation happened since it started (its answer may
+// predate a revocation).
 func (a *Authenticator) resolve(sum *[32]byte) (*Identity, error) {
 	gen := a.cache.Generation()
+	a.flightMu.Lock()
+	if f, ok := a.flights[*sum]; ok && f.gen == gen {
+		a.flightMu.Unlock()
+		<-f.done
+		return f.id, f.err
+	}
+	f := &flight{gen: gen, done: make(chan struct{})}
+	a.flights[*sum] = f
+	a.flightMu.Unlock()
+	f.id, f.err = a.resolveOnce(sum, gen)
+	a.flightMu.Lock()
+	if a.flights[*sum] == f {
+		delete(a.flights, *sum)
+	}
+	a.flightMu.Unlock()
+	close(f.done)
+	return f.id, f.err
+}
+
+func (a *Authenticator) resolveOnce(sum *[32]byte, gen uint64) (*Identity, error) {
 	var h [64]byte
 	hex.Encode(h[:], sum[:])
 	res, err := a.lookup.Lookup(string(h[:]))

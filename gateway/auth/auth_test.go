@@ -132,3 +132,63 @@ func BenchmarkCacheHit(b *testing.B) {
 		}
 	})
 }
+
+// gate is a Lookup that holds every call until opened, counting calls.
+type gate struct {
+	table
+	started chan struct{}
+	open    chan struct{}
+}
+
+func (g *gate) Lookup(h string) (*wire.KeyResolution, error) {
+	g.started <- struct{}{}
+	<-g.open
+	return g.table.Lookup(h)
+}
+
+// TestConcurrentMissesShareOneLookup: requests that miss the cache on the
+// same key at once wait for one lookup instead of each making their own,
+// unless an invalidation came after that lookup started.
+func TestConcurrentMissesShareOneLookup(t *testing.T) {
+	a, tb, key := newAuth(t, 100)
+	g := &gate{table: table{m: tb.m}, started: make(chan struct{}, 64), open: make(chan struct{})}
+	a.lookup = g
+	const n = 32
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			id, err := authn(a, key)
+			if err == nil && id.KeyID != "k1" {
+				err = errors.New("wrong identity " + id.KeyID)
+			}
+			errs <- err
+		}()
+	}
+	<-g.started // the leader's lookup is in flight
+	for {       // wait until every other caller has joined it
+		a.flightMu.Lock()
+		f := a.flights[Sum([]byte(key))]
+		a.flightMu.Unlock()
+		if f != nil && len(errs) == 0 && a.cache.Stats().Misses == n {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A caller after an invalidation does not join the older flight.
+	a.Cache().Purge()
+	late := make(chan error, 1)
+	go func() { _, err := authn(a, key); late <- err }()
+	<-g.started
+	close(g.open)
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-late; err != nil {
+		t.Fatal(err)
+	}
+	if c := g.calls.Load(); c != 2 {
+		t.Fatalf("%d lookups for %d concurrent misses and one after an invalidation, want 2", c, n)
+	}
+}

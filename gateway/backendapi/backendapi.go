@@ -75,9 +75,12 @@ func New(o Options) (*Client, error) {
 			return nil, fmt.Errorf("backendapi: backend %q is not a URL", b)
 		}
 		c.hosts = append(c.hosts, &fasthttp.HostClient{
-			Addr:                      u.Host,
-			IsTLS:                     u.Scheme == "https",
-			MaxConns:                  o.MaxConns,
+			Addr:     u.Host,
+			IsTLS:    u.Scheme == "https",
+			MaxConns: o.MaxConns,
+			// A burst of lookups (many new keys at once) waits briefly for a
+			// connection instead of failing at once.
+			MaxConnWaitTimeout:        min(o.Timeout, 500*time.Millisecond),
 			MaxIdemponentCallAttempts: 1,
 			NoDefaultUserAgentHeader:  true,
 			ReadTimeout:               o.Timeout,
@@ -92,6 +95,9 @@ func New(o Options) (*Client, error) {
 		Timeout:       o.BreakerOpenFor,
 		ReadyToTrip:   func(cn gobreaker.Counts) bool { return cn.ConsecutiveFailures >= failures },
 		OnStateChange: o.OnStateChange,
+		// A full pool is this gateway's overload, not the backend's failure:
+		// it answers 503 but does not open the breaker for everyone.
+		IsExcluded: func(err error) bool { return errors.Is(err, fasthttp.ErrNoFreeConns) },
 	})
 	return c, nil
 }
