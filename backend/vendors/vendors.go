@@ -309,6 +309,11 @@ func isHexHash(s string) bool {
 	return true
 }
 
+// SeedVendorID is the id of the seeded sandbox vendor, the same in every
+// deployment (a name-based UUID of "vendorgate:seed:sandbox-demo-vendor"),
+// which is harmless for a sandbox demo account.
+const SeedVendorID = "63d2ffe7-46d2-5dd8-90c8-7a8144f8e543"
+
 // Seed creates the approved "Sandbox Demo Vendor" with every service when
 // no vendor exists yet. It reports whether it created one.
 func (s *Service) Seed(ctx context.Context) (bool, error) {
@@ -319,9 +324,15 @@ func (s *Service) Seed(ctx context.Context) (bool, error) {
 	if len(vs) > 0 {
 		return false, nil
 	}
-	v := &store.Vendor{ID: uuid.NewString(), CompanyName: SeedCompanyName, Environment: apikey.Sandbox,
+	// A fixed id lets the primary key decide when several replicas seed an
+	// empty database at the same moment: one insert wins, the others find
+	// the vendor there and seed nothing.
+	v := &store.Vendor{ID: SeedVendorID, CompanyName: SeedCompanyName, Environment: apikey.Sandbox,
 		Status: wire.VendorApproved, EnabledServices: wire.Services(), CreatedAt: s.now()}
 	if err := s.o.Store.CreateVendor(ctx, v); err != nil {
+		if _, gerr := s.o.Store.GetVendor(ctx, SeedVendorID); gerr == nil {
+			return false, nil
+		}
 		return false, err
 	}
 	s.o.Logger.Info("seeded sandbox vendor", "vendor_id", v.ID)
