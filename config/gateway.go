@@ -73,6 +73,9 @@ type Redis struct {
 	// BreakerFailures is how many consecutive failures open the breaker.
 	// Default 3.
 	BreakerFailures int `yaml:"breaker_failures" env:"GATEWAY_REDIS_BREAKER_FAILURES"`
+	// Pipeline sends the limiter calls of concurrent requests to Redis in
+	// one pipelined write (one round trip for many). Default true.
+	Pipeline bool `yaml:"pipeline" env:"GATEWAY_REDIS_PIPELINE"`
 }
 
 // Limit is one rate limit: Rate requests per Period with a burst of Burst
@@ -153,7 +156,7 @@ func DefaultGateway() *Gateway {
 		AdminListen: "127.0.0.1:9090",
 		BackendURL:  List{"http://127.0.0.1:8081"},
 		KeyPrefixes: Prefixes{Sandbox: apikey.DefaultSandboxPrefix, Live: apikey.DefaultLivePrefix},
-		Redis:       Redis{Timeout: 50 * time.Millisecond, PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3},
+		Redis:       Redis{Timeout: 50 * time.Millisecond, PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3, Pipeline: true},
 		Limits: Limits{Vendor: LimitPair{
 			Reads:  Limit{Rate: 120, Period: time.Minute},
 			Orders: Limit{Rate: 10, Period: time.Minute},

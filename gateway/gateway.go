@@ -49,6 +49,10 @@ type RedisOptions struct {
 	// Defaults 2s and 3.
 	BreakerOpenFor  time.Duration
 	BreakerFailures int
+	// DisablePipeline turns off auto-pipelining of limiter calls (on by
+	// default: concurrent requests share one pipelined round trip, see
+	// limit.RedisOptions.Pipeline); each request then makes its own.
+	DisablePipeline bool
 }
 
 // ProxyOptions tune backend calls.
@@ -250,7 +254,7 @@ func (g *Gateway) connectRedis(o Options, onState func(string, gobreaker.State, 
 	g.subClient = redis.NewUniversalClient(&sub)
 	g.redisLim, err = limit.NewRedis(limit.RedisOptions{Client: g.limiterClient, Timeout: o.Redis.Timeout,
 		BreakerOpenFor: o.Redis.BreakerOpenFor, BreakerFailures: o.Redis.BreakerFailures, OnStateChange: onState,
-		Now: o.Now, ObserveCall: func(d time.Duration, err error) {
+		Now: o.Now, Pipeline: !o.Redis.DisablePipeline, ObserveCall: func(d time.Duration, err error) {
 			g.metrics.RedisCallDuration.Observe(d.Seconds())
 			if err != nil {
 				g.metrics.RedisErrors.Inc()
@@ -351,6 +355,9 @@ func (g *Gateway) Close() {
 		}
 		if g.subClient != nil {
 			_ = g.subClient.Close()
+		}
+		if g.redisLim != nil {
+			g.redisLim.Close()
 		}
 		if g.limiterClient != nil {
 			_ = g.limiterClient.Close()

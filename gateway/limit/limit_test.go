@@ -2,6 +2,7 @@ package limit
 
 import (
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,11 +67,15 @@ func TestLocalAllOrNothing(t *testing.T) {
 }
 
 func newRedis(t testing.TB, rs *testredis.Server, calls *atomic.Int64) *Redis {
+	return newRedisOpts(t, rs, calls, false)
+}
+
+func newRedisOpts(t testing.TB, rs *testredis.Server, calls *atomic.Int64, pipeline bool) *Redis {
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
 		DialTimeout: 100 * time.Millisecond, ReadTimeout: 50 * time.Millisecond, WriteTimeout: 50 * time.Millisecond})
 	t.Cleanup(func() { c.Close() })
 	r, err := NewRedis(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, BreakerOpenFor: 200 * time.Millisecond,
-		ObserveCall: func(time.Duration, error) {
+		Pipeline: pipeline, ObserveCall: func(time.Duration, error) {
 			if calls != nil {
 				calls.Add(1)
 			}
@@ -78,14 +83,28 @@ func newRedis(t testing.TB, rs *testredis.Server, calls *atomic.Int64) *Redis {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(r.Close)
 	return r
 }
 
+// bothModes runs fn with and without pipelining.
+func bothModes(t *testing.T, fn func(t *testing.T, pipeline bool)) {
+	for _, p := range []bool{false, true} {
+		name := "alone"
+		if p {
+			name = "pipelined"
+		}
+		t.Run(name, func(t *testing.T) { fn(t, p) })
+	}
+}
+
 // TestRedisMatchesLocal: the same sequence gives the same decisions.
-func TestRedisMatchesLocal(t *testing.T) {
+func TestRedisMatchesLocal(t *testing.T) { bothModes(t, testRedisMatchesLocal) }
+
+func testRedisMatchesLocal(t *testing.T, pipeline bool) {
 	rs := testredis.Start(t)
 	var calls atomic.Int64
-	r := newRedis(t, rs, &calls)
+	r := newRedisOpts(t, rs, &calls, pipeline)
 	l := NewLocal(LocalOptions{})
 	vendor := Rate{Name: "reads", Limit: 5, Period: time.Minute}
 	key := Rate{Name: "key-reads", Limit: 3, Period: time.Minute}
@@ -129,10 +148,12 @@ func TestRedisMatchesLocal(t *testing.T) {
 	}
 }
 
-func TestRedisUnavailableAndBreaker(t *testing.T) {
+func TestRedisUnavailableAndBreaker(t *testing.T) { bothModes(t, testRedisUnavailableAndBreaker) }
+
+func testRedisUnavailableAndBreaker(t *testing.T, pipeline bool) {
 	rs := testredis.Start(t)
 	var calls atomic.Int64
-	r := newRedis(t, rs, &calls)
+	r := newRedisOpts(t, rs, &calls, pipeline)
 	rate := Rate{Name: "reads", Limit: 100, Period: time.Minute}
 	if _, err := r.Allow(one("a", rate)); err != nil {
 		t.Fatal(err)
@@ -168,9 +189,22 @@ func BenchmarkLocal(b *testing.B) {
 }
 
 func BenchmarkRedis(b *testing.B) {
+	for _, p := range []bool{false, true} {
+		name := "alone"
+		if p {
+			name = "pipelined"
+		}
+		b.Run(name, func(b *testing.B) { benchRedis(b, p) })
+	}
+}
+
+func benchRedis(b *testing.B, pipeline bool) {
 	rs := testredis.Start(b)
-	r := newRedis(b, rs, nil)
+	r := newRedisOpts(b, rs, nil, pipeline)
 	r.timeout = time.Second // a cold pool under RunParallel dials many connections at once
+	if r.batch != nil {
+		r.batch.timeout = time.Second
+	}
 	for _, multi := range []bool{false, true} {
 		name := "one-limit"
 		cs := one("vg:{v:bench}:reads", Rate{Name: "reads", Limit: 1 << 30, Period: time.Second})
@@ -178,15 +212,20 @@ func BenchmarkRedis(b *testing.B) {
 			name = "two-limits"
 			cs.Add(Check{Key: "vg:{v:bench}:k:1:reads", Rate: Rate{Name: "key-reads", Limit: 1 << 30, Period: time.Second}})
 		}
-		b.Run(name, func(b *testing.B) {
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := r.Allow(cs); err != nil {
-						b.Fatal(err)
+		for _, par := range []int{1, 16} {
+			// par 16 runs 16 callers per CPU: concurrent requests, what
+			// pipelining is for.
+			b.Run(fmt.Sprintf("%s/callers-x%d", name, par), func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetParallelism(par)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if _, err := r.Allow(cs); err != nil {
+							b.Fatal(err)
+						}
 					}
-				}
+				})
 			})
-		})
+		}
 	}
 }

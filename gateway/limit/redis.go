@@ -39,6 +39,15 @@ type RedisOptions struct {
 	ObserveCall func(d time.Duration, err error)
 	// Now is the clock of the in-process denial memory; time.Now when nil.
 	Now func() time.Time
+	// Pipeline sends the calls of concurrent requests together, as one
+	// pipelined write of script calls answered in one read (see batcher).
+	// Off: one round trip per request on its own pooled connection.
+	Pipeline bool
+	// PipelineMax bounds the calls in one pipeline. Default 128.
+	PipelineMax int
+	// PipelineSenders is how many pipelines may be in flight at once.
+	// Default 2: on a small machine more senders mean smaller batches.
+	PipelineSenders int
 }
 
 // BreakerName is the name of the limiter's breaker in metrics.
@@ -57,6 +66,7 @@ type Redis struct {
 	now     func() time.Time
 	seed    maphash.Seed
 	denied  [localShards]deniedShard
+	batch   *batcher // nil without Pipeline
 }
 
 type deniedShard struct {
@@ -105,7 +115,24 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 	for i := range r.denied {
 		r.denied[i].m = make(map[string]denial)
 	}
+	if o.Pipeline {
+		if o.PipelineMax <= 0 {
+			o.PipelineMax = 128
+		}
+		if o.PipelineSenders <= 0 {
+			o.PipelineSenders = 2
+		}
+		r.batch = newBatcher(o.Client, o.Timeout, o.PipelineMax, o.PipelineSenders)
+	}
 	return r, nil
+}
+
+// Close stops the pipelining goroutine (when Pipeline is on); calls made
+// afterwards fail with ErrUnavailable. It does not close the client.
+func (r *Redis) Close() {
+	if r.batch != nil {
+		r.batch.close()
+	}
 }
 
 // State is the breaker's state; reading it also moves an open breaker whose
@@ -149,15 +176,16 @@ func (r *Redis) Allow(cs Checks) (Decision, error) {
 
 // call makes the one round trip of a decision.
 func (r *Redis) call(cs *Checks) (Decision, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
-	defer cancel()
 	start := time.Now()
 	var d Decision
 	var err error
-	if cs.N == 1 {
-		d, err = r.allowOne(ctx, cs)
+	if r.batch != nil {
+		var v []any
+		if v, err = r.batch.do(cs); err == nil {
+			d, err = decisionOf(cs, v)
+		}
 	} else {
-		d, err = r.allowAll(ctx, cs)
+		d, err = r.callAlone(cs)
 	}
 	r.observe(time.Since(start), err)
 	if err != nil {
@@ -165,6 +193,17 @@ func (r *Redis) call(cs *Checks) (Decision, error) {
 	}
 	d.decide(cs)
 	return d, nil
+}
+
+// callAlone makes the call on a connection of its own, bounded by the
+// timeout.
+func (r *Redis) callAlone(cs *Checks) (Decision, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	if cs.N == 1 {
+		return r.allowOne(ctx, cs)
+	}
+	return r.allowAll(ctx, cs)
 }
 
 // allowOne is redis_rate's AllowN for a request under one limit.
@@ -214,6 +253,11 @@ func (r *Redis) allowAll(ctx context.Context, cs *Checks) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
+	return decisionOf(cs, v)
+}
+
+// decisionOf reads the multi-limit script's answer for cs.
+func decisionOf(cs *Checks, v []any) (Decision, error) {
 	if len(v) != 4*cs.N {
 		return Decision{}, fmt.Errorf("limit script answered %d values for %d keys", len(v), cs.N)
 	}

@@ -1,0 +1,172 @@
+package limit
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"vendorgate/shared/testredis"
+)
+
+// concurrently runs fn(i) for i in [0, n) at once and waits.
+func concurrently(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			fn(i)
+		}()
+	}
+	close(start)
+	wg.Wait()
+}
+
+// TestPipelineOwnResults: callers batched together each get the answer for
+// their own buckets (bucket i has burst i+2, so one call leaves i+1).
+func TestPipelineOwnResults(t *testing.T) {
+	rs := testredis.Start(t)
+	r := newRedisOpts(t, rs, nil, true)
+	r.batch.timeout = 2 * time.Second // -race on a busy machine
+	const n = 64
+	errs := make(chan error, n)
+	concurrently(n, func(i int) {
+		var cs Checks
+		cs.Add(Check{Key: fmt.Sprintf("vg:{v:own%d}:reads", i), Rate: Rate{Name: "reads", Limit: i + 2, Period: time.Minute}})
+		if i%2 == 1 { // half carry a per-key limit too: two keys per script call
+			cs.Add(Check{Key: fmt.Sprintf("vg:{v:own%d}:k:1:reads", i), Rate: Rate{Name: "key-reads", Limit: 1, Period: time.Minute}})
+		}
+		d, err := r.Allow(cs)
+		switch {
+		case err != nil:
+			errs <- err
+		case !d.Allowed || d.N != cs.N || d.Results[0].Remaining != i+1:
+			errs <- fmt.Errorf("caller %d: %+v", i, d)
+		case cs.N == 2 && d.Results[1].Remaining != 0:
+			errs <- fmt.Errorf("caller %d key limit: %+v", i, d.Results[1])
+		}
+	})
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if b := r.batch.batches.Load(); b == 0 || b > n {
+		t.Fatalf("%d pipelines for %d calls", b, n)
+	}
+}
+
+// TestPipelineExact: N concurrent callers against a limit of L admit exactly
+// L, batched or not.
+func TestPipelineExact(t *testing.T) {
+	rs := testredis.Start(t)
+	r := newRedisOpts(t, rs, nil, true)
+	r.batch.timeout = 2 * time.Second
+	const n, l = 300, 50
+	var allowed, denied atomic.Int64
+	rate := Rate{Name: "reads", Limit: l, Period: time.Hour}
+	concurrently(n, func(int) {
+		d, err := r.Allow(one("vg:{v:exact}:reads", rate))
+		switch {
+		case err != nil:
+			t.Error(err)
+		case d.Allowed:
+			allowed.Add(1)
+		default:
+			denied.Add(1)
+		}
+	})
+	if allowed.Load() != l || denied.Load() != n-l {
+		t.Fatalf("allowed %d denied %d, want %d and %d", allowed.Load(), denied.Load(), l, n-l)
+	}
+}
+
+// TestPipelineBatches: calls that arrive while every sender is busy go
+// together in the next pipeline (one sender here, to count exactly).
+func TestPipelineBatches(t *testing.T) {
+	rs := testredis.Start(t)
+	r := newRedisOpts(t, rs, nil, true)
+	r.batch.close()
+	r.batch = newBatcher(r.client, 5*time.Second, 128, 1)
+	rate := Rate{Name: "reads", Limit: 1000, Period: time.Minute}
+	if _, err := r.Allow(one("vg:{v:b}:reads", rate)); err != nil { // warm: connection and script
+		t.Fatal(err)
+	}
+	before := r.batch.batches.Load()
+	rs.Pause()
+	done := make(chan error, 1)
+	go func() { _, err := r.Allow(one("vg:{v:b}:reads", rate)); done <- err }()
+	for r.batch.batches.Load() == before { // the first call's pipeline is in flight
+		time.Sleep(time.Millisecond)
+	}
+	const n = 40
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() { _, err := r.Allow(one("vg:{v:b}:reads", rate)); errs <- err }()
+	}
+	for len(r.batch.queue) < n {
+		time.Sleep(time.Millisecond)
+	}
+	rs.Resume()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.batch.batches.Load() - before; got != 2 {
+		t.Fatalf("%d pipelines for 1 + %d calls, want 2", got, n)
+	}
+}
+
+// TestPipelineHungRedis: with Redis hung, every waiting caller answers
+// ErrUnavailable within its timeout, and the breaker opens.
+func TestPipelineHungRedis(t *testing.T) {
+	rs := testredis.Start(t)
+	r := newRedisOpts(t, rs, nil, true)
+	rate := Rate{Name: "reads", Limit: 1000, Period: time.Minute}
+	if _, err := r.Allow(one("vg:{v:h}:reads", rate)); err != nil {
+		t.Fatal(err)
+	}
+	rs.Pause()
+	defer rs.Resume()
+	const n = 32
+	concurrently(n, func(i int) {
+		start := time.Now()
+		_, err := r.Allow(one(fmt.Sprintf("vg:{v:h%d}:reads", i), rate))
+		if !errors.Is(err, ErrUnavailable) {
+			t.Errorf("caller %d: %v", i, err)
+		}
+		if d := time.Since(start); d > 500*time.Millisecond { // 50ms timeout; generous for -race
+			t.Errorf("caller %d answered after %s", i, d)
+		}
+	})
+	if s := r.State().String(); s != "open" {
+		t.Fatalf("breaker %s after %d failures", s, n)
+	}
+}
+
+// TestPipelineNoScriptAndClose: a Redis that lost its scripts is answered
+// with EVAL; after Close calls fail closed.
+func TestPipelineNoScriptAndClose(t *testing.T) {
+	rs := testredis.Start(t)
+	r := newRedisOpts(t, rs, nil, true)
+	rate := Rate{Name: "reads", Limit: 10, Period: time.Minute}
+	for i := 0; i < 3; i++ {
+		rs.Do(t, "SCRIPT", "FLUSH")
+		d, err := r.Allow(one("vg:{v:ns}:reads", rate))
+		if err != nil || !d.Allowed || d.Results[0].Remaining != 9-i {
+			t.Fatalf("after SCRIPT FLUSH: %+v %v", d, err)
+		}
+	}
+	r.Close()
+	if _, err := r.Allow(one("vg:{v:ns}:reads", rate)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("after Close: %v", err)
+	}
+}
