@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+func pgroup() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+// throughput is one wrk run against one gateway.
+type throughput struct {
+	gateway  string
+	requests int64         // every answer
+	non2xx   int64         // answers outside 2xx/3xx
+	errors   int64         // connect, read, write errors and timeouts
+	elapsed  time.Duration // wrk's own measured duration
+	p50, p99 time.Duration
+}
+
+// rps counts 2xx answers only: a fast 429 or 503 is not throughput.
+func (t throughput) rps() float64 {
+	if t.elapsed <= 0 {
+		return 0
+	}
+	return float64(t.requests-t.non2xx) / t.elapsed.Seconds()
+}
+
+// wrkScript prints wrk's summary on one line from its done callback.
+const wrkScript = `done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("SCALEOUT requests=%d duration_us=%d p50_us=%d p99_us=%d connect=%d read=%d write=%d status=%d timeout=%d\n",
+    summary.requests, summary.duration,
+    math.floor(latency:percentile(50)), math.floor(latency:percentile(99)),
+    e.connect, e.read, e.write, e.status, e.timeout))
+end
+`
+
+// runWrk runs one wrk process per gateway at the same moment, each with
+// one thread and conns connections for d, all reading GET /me with key.
+func runWrk(ctx context.Context, dir string, gateways []string, key string, conns int, d time.Duration) ([]throughput, error) {
+	bin, err := exec.LookPath("wrk")
+	if err != nil {
+		return runVegeta(ctx, gateways, key, conns, d)
+	}
+	script := filepath.Join(dir, "scaleout.lua")
+	if err := os.WriteFile(script, []byte(wrkScript), 0o644); err != nil {
+		return nil, err
+	}
+	secs := max(int(math.Round(d.Seconds())), 1)
+	out := make([]throughput, len(gateways))
+	errs := make([]error, len(gateways))
+	var wg sync.WaitGroup
+	for i, gw := range gateways {
+		wg.Go(func() {
+			runCtx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+20*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(runCtx, bin, "-t1", "-c", strconv.Itoa(conns), "-d", strconv.Itoa(secs)+"s",
+				"--timeout", "5s", "--latency", "-s", script, "-H", "X-API-Key: "+key, gw+"/api/vendor/v1/me")
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+			b, err := cmd.CombinedOutput()
+			if err != nil {
+				errs[i] = fmt.Errorf("wrk %s: %w\n%s", gw, err, b)
+				return
+			}
+			out[i], errs[i] = parseWrk(string(b))
+			out[i].gateway = fmt.Sprintf("gateway-%d", i+1)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// parseWrk reads the SCALEOUT line the Lua script printed.
+func parseWrk(text string) (throughput, error) {
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "SCALEOUT ")
+		if !ok {
+			continue
+		}
+		v := map[string]int64{}
+		for _, kv := range strings.Fields(rest) {
+			k, s, _ := strings.Cut(kv, "=")
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return throughput{}, fmt.Errorf("wrk output %q: %w", kv, err)
+			}
+			v[k] = n
+		}
+		if v["duration_us"] <= 0 {
+			return throughput{}, fmt.Errorf("wrk output without a duration: %q", rest)
+		}
+		return throughput{
+			requests: v["requests"],
+			non2xx:   v["status"],
+			errors:   v["connect"] + v["read"] + v["write"] + v["timeout"],
+			elapsed:  time.Duration(v["duration_us"]) * time.Microsecond,
+			p50:      time.Duration(v["p50_us"]) * time.Microsecond,
+			p99:      time.Duration(v["p99_us"]) * time.Microsecond,
+		}, nil
+	}
+	return throughput{}, fmt.Errorf("no SCALEOUT line in wrk output:\n%s", text)
+}
+
+// exactness is the limit-exactness run: one vendor on the default read
+// limit, both gateways hammered at once.
+type exactness struct {
+	rate     int
+	period   time.Duration
+	admitted int // 200
+	limited  int // 429
+	other    map[int]int
+	failed   int // transport errors
+	// elapsed runs from the first request sent to the last answer read;
+	// inner from the first answer read to the last request sent.
+	elapsed, inner time.Duration
+}
+
+// interval is GCRA's emission interval: one request per period/rate.
+func (e exactness) interval() time.Duration { return e.period / time.Duration(e.rate) }
+
+// budget is the most a limit of rate per period with burst rate can admit
+// over the run: the burst plus one per emission interval elapsed.
+func (e exactness) budget() int { return e.rate + int(e.elapsed/e.interval()) }
+
+// floor is the least it admits under continuous load: every interval that
+// passed between the first answer and the last request sent was used.
+func (e exactness) floor() int { return e.rate + int(e.inner/e.interval()) }
+
+// exact says the admitted count is what the limit allows, neither more
+// (the limit leaked across gateways) nor less (a refusal it should not
+// have made), and nothing but 200 and 429 was answered.
+func (e exactness) exact() bool {
+	return e.admitted >= e.floor() && e.admitted <= e.budget() && len(e.other) == 0 && e.failed == 0
+}
+
+// hammer sends GET /me with key from workers goroutines per gateway, all
+// gateways at once, for d.
+func hammer(ctx context.Context, gateways []string, key string, workers int, d time.Duration, rate int, period time.Duration) exactness {
+	tr := &http.Transport{MaxIdleConnsPerHost: workers, MaxConnsPerHost: workers}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	var (
+		mu                    sync.Mutex
+		res                   = exactness{rate: rate, period: period, other: map[int]int{}}
+		firstAnswer, lastSent time.Time
+		wg                    sync.WaitGroup
+	)
+	start := time.Now()
+	stopAt := start.Add(d)
+	for _, gw := range gateways {
+		for range workers {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					sent := time.Now()
+					if sent.After(stopAt) {
+						return
+					}
+					req, _ := http.NewRequestWithContext(ctx, "GET", gw+"/api/vendor/v1/me", nil)
+					req.Header.Set("X-API-Key", key)
+					resp, err := client.Do(req)
+					status := 0
+					if err == nil {
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						status = resp.StatusCode
+					}
+					answered := time.Now()
+					mu.Lock()
+					if sent.After(lastSent) {
+						lastSent = sent
+					}
+					if firstAnswer.IsZero() || answered.Before(firstAnswer) {
+						firstAnswer = answered
+					}
+					switch {
+					case err != nil:
+						res.failed++
+					case status == 200:
+						res.admitted++
+					case status == 429:
+						res.limited++
+					default:
+						res.other[status]++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	res.inner = max(lastSent.Sub(firstAnswer), 0)
+	return res
+}
+
+// runVegeta is the load generator where wrk is not installed: vegeta as a
+// library, closed loop, one worker per connection, both gateways at once.
+func runVegeta(ctx context.Context, gateways []string, key string, conns int, d time.Duration) ([]throughput, error) {
+	out := make([]throughput, len(gateways))
+	var wg sync.WaitGroup
+	for i, gw := range gateways {
+		wg.Go(func() {
+			atk := vegeta.NewAttacker(vegeta.Connections(conns), vegeta.MaxConnections(conns),
+				vegeta.Workers(uint64(conns)), vegeta.MaxWorkers(uint64(conns)),
+				vegeta.KeepAlive(true), vegeta.HTTP2(false), vegeta.Timeout(5*time.Second))
+			tgt := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: gw + "/api/vendor/v1/me",
+				Header: http.Header{"X-API-Key": []string{key}}})
+			var m vegeta.Metrics
+			t := throughput{gateway: fmt.Sprintf("gateway-%d", i+1)}
+			results := atk.Attack(tgt, vegeta.Rate{}, d, "scaleout")
+			for res := range results {
+				switch {
+				case res.Error != "" && res.Code == 0:
+					t.errors++
+				case res.Code < 200 || res.Code > 399:
+					t.non2xx++
+				}
+				m.Add(res)
+				if ctx.Err() != nil {
+					atk.Stop()
+				}
+			}
+			m.Close()
+			// As with wrk: requests are the answers, transport errors apart.
+			t.requests = int64(m.Requests) - t.errors
+			t.elapsed = m.Duration + m.Wait
+			t.p50, t.p99 = m.Latencies.P50, m.Latencies.P99
+			out[i] = t
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// loadGenerator names what runWrk will use.
+func loadGenerator() string {
+	if _, err := exec.LookPath("wrk"); err != nil {
+		return "vegeta v12 (library; wrk not installed)"
+	}
+	return ""
+}

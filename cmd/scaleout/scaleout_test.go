@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestScaleoutSmoke runs the whole measurement with a 2-second load bound:
+// the real binaries on PostgreSQL and a 3-master Redis Cluster. Every
+// gateway answers reads, and one vendor's limit admits exactly its budget
+// across both gateways.
+func TestScaleoutSmoke(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not on PATH: apt-get install -y redis-server (as .ci/run does)")
+	}
+	if findPGBin() == "" {
+		t.Skip("PostgreSQL binaries not found: apt-get install -y postgresql (as .ci/run does)")
+	}
+	out := filepath.Join(t.TempDir(), "scaleout.md")
+	var buf bytes.Buffer
+	res, err := run(context.Background(), options{
+		load: 2 * time.Second, conns: 16, limitFor: 2 * time.Second, workers: 4,
+		redisTimeout: 250 * time.Millisecond, out: out, timeout: 150 * time.Second,
+	}, &buf)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, buf.String())
+	}
+	table := buf.String()
+	t.Log("\n" + table)
+
+	// The printed table: a non-zero 2xx rate on each gateway and in total.
+	rows := regexp.MustCompile(`(?m)^\s*(gateway-1|gateway-2|total)\s+(\d+)\s`).FindAllStringSubmatch(table, -1)
+	if len(rows) != 3 {
+		t.Fatalf("table has %d gateway/total rows, want 3:\n%s", len(rows), table)
+	}
+	for _, r := range rows {
+		if n, _ := strconv.Atoi(r[2]); n <= 0 {
+			t.Errorf("%s: %s req/s", r[1], r[2])
+		}
+	}
+	for _, l := range res.load {
+		if l.non2xx != 0 || l.errors != 0 {
+			t.Errorf("%s: %d non-2xx answers and %d errors under load, want none", l.gateway, l.non2xx, l.errors)
+		}
+	}
+
+	// Exact limits: admitted within [floor, budget], only 200 and 429.
+	if !strings.Contains(table, ": EXACT") {
+		t.Errorf("the limit line does not say EXACT:\n%s", table)
+	}
+	l := res.limit
+	if l.admitted < 120 || l.admitted > l.budget() || l.limited == 0 {
+		t.Errorf("admitted %d (budget %d, floor %d), limited %d", l.admitted, l.budget(), l.floor(), l.limited)
+	}
+
+	md, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Machine", "load average", "| **total** |", "admitted (200)", "| verdict | exact |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+}
+
+// The budget arithmetic: the burst plus one request per emission interval.
+func TestExactnessBounds(t *testing.T) {
+	e := exactness{rate: 120, period: time.Minute, admitted: 124, elapsed: 2100 * time.Millisecond, inner: 1600 * time.Millisecond, other: map[int]int{}}
+	if e.interval() != 500*time.Millisecond || e.budget() != 124 || e.floor() != 123 || !e.exact() {
+		t.Errorf("interval %s budget %d floor %d exact %v", e.interval(), e.budget(), e.floor(), e.exact())
+	}
+	e.admitted = 125
+	if e.exact() {
+		t.Error("one over the budget reads as exact")
+	}
+	e.admitted, e.other[503] = 123, 1
+	if e.exact() {
+		t.Error("a 503 reads as exact")
+	}
+}
+
+func TestParseWrk(t *testing.T) {
+	got, err := parseWrk("Running 2s test\nSCALEOUT requests=100 duration_us=2000000 p50_us=1500 p99_us=9000 connect=0 read=1 write=0 status=10 timeout=2\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.requests != 100 || got.non2xx != 10 || got.errors != 3 || got.p99 != 9*time.Millisecond || got.rps() != 45 {
+		t.Errorf("%+v rps %v", got, got.rps())
+	}
+	if _, err := parseWrk("no summary"); err == nil {
+		t.Error("output without the summary line parsed")
+	}
+}

@@ -1,0 +1,374 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	internalToken = "scaleout-internal-token-0123456789"
+	adminToken    = "scaleout-admin-token-0123456789ab"
+)
+
+// stack is the scaled-out deployment on loopback: one PostgreSQL server,
+// a Redis Cluster of three masters, two backends on one database and two
+// gateways balancing over both backends, limiting in the cluster.
+type stack struct {
+	dir      string
+	bins     string
+	cleanups []func()
+
+	pgBin   string
+	pgRun   []string // prefix that runs a command as the postgres user
+	pgData  string
+	pgPort  int
+	dbURL   string
+	redis   []string // host:port of the cluster's masters
+	admins  []string // backend admin base URLs
+	backend []string // backend main base URLs
+	gws     []string // gateway public base URLs
+	gwAdmin []string
+}
+
+// onStop registers f to run, last registered first, when the stack stops.
+func (s *stack) onStop(f func()) { s.cleanups = append(s.cleanups, f) }
+
+// stop undoes everything started so far.
+func (s *stack) stop() {
+	for i := len(s.cleanups) - 1; i >= 0; i-- {
+		s.cleanups[i]()
+	}
+	s.cleanups = nil
+}
+
+// findPGBin is the newest /usr/lib/postgresql/*/bin holding pg_ctl.
+func findPGBin() string {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Strings(dirs)
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if _, err := os.Stat(filepath.Join(dirs[i], "pg_ctl")); err == nil {
+			return dirs[i]
+		}
+	}
+	return ""
+}
+
+func (s *stack) pgCmd(ctx context.Context, name string, args ...string) *exec.Cmd {
+	full := append(append([]string{}, s.pgRun...), filepath.Join(s.pgBin, name))
+	full = append(full, args...)
+	return exec.CommandContext(ctx, full[0], full[1:]...)
+}
+
+// startPostgres runs initdb and pg_ctl start on a free port (as the
+// postgres user when scaleout runs as root: the server refuses root) and
+// creates the database both backends share.
+func (s *stack) startPostgres(ctx context.Context) error {
+	s.pgBin = findPGBin()
+	if s.pgBin == "" {
+		return errors.New("PostgreSQL binaries not found under /usr/lib/postgresql/*/bin: apt-get install -y postgresql")
+	}
+	base := filepath.Join(s.dir, "pg")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return err
+	}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return fmt.Errorf("running as root needs the postgres user: %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chmod(s.dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.Chown(base, uid, gid); err != nil {
+			return err
+		}
+		s.pgRun = []string{"runuser", "-u", "postgres", "--"}
+	}
+	port, err := freePort(65535)
+	if err != nil {
+		return err
+	}
+	s.pgPort, s.pgData = port, filepath.Join(base, "data")
+	if out, err := s.pgCmd(ctx, "initdb", "-D", s.pgData, "-A", "trust", "-U", "vendorgate", "--no-sync").CombinedOutput(); err != nil {
+		return fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	// Durability off: this measures the gateway tier, not the disk.
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", port, s.pgData)
+	start := s.pgCmd(ctx, "pg_ctl", "-D", s.pgData, "-o", opts, "-l", filepath.Join(base, "server.log"), "-w", "start")
+	start.SysProcAttr = pgroup()
+	s.onStop(func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = s.pgCmd(stopCtx, "pg_ctl", "-D", s.pgData, "-m", "fast", "-w", "stop").Run()
+	})
+	if out, err := start.CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl start: %w\n%s", err, out)
+	}
+	if out, err := s.pgCmd(ctx, "createdb", "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "vendorgate", "scaleout").CombinedOutput(); err != nil {
+		return fmt.Errorf("createdb: %w\n%s", err, out)
+	}
+	s.dbURL = fmt.Sprintf("postgres://vendorgate@127.0.0.1:%d/scaleout?sslmode=disable", port)
+	return nil
+}
+
+// startCluster starts three redis-server processes in cluster mode and
+// joins them with redis-cli --cluster create, as the compose profile's
+// init container does.
+func (s *stack) startCluster(ctx context.Context) error {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return errors.New("redis-server not found: apt-get install -y redis-server")
+	}
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		return errors.New("redis-cli not found: apt-get install -y redis-tools")
+	}
+	for i := range 3 {
+		port, err := freePort(55535)
+		if err != nil {
+			return err
+		}
+		dir := filepath.Join(s.dir, fmt.Sprintf("redis-%d", i+1))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		p, err := startProc(dir, "redis", nil, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "no",
+			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+		if err != nil {
+			return err
+		}
+		s.onStop(func() { p.stop(5 * time.Second) })
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		if err := waitFor(ctx, 10*time.Second, func() bool {
+			return exec.Command(cli, "-h", "127.0.0.1", "-p", strconv.Itoa(port), "PING").Run() == nil
+		}); err != nil {
+			return fmt.Errorf("redis node %s: %w\n%s", addr, err, p.tail())
+		}
+		s.redis = append(s.redis, addr)
+	}
+	args := append(append([]string{"--cluster", "create"}, s.redis...), "--cluster-yes")
+	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
+	}
+	return waitFor(ctx, 20*time.Second, func() bool {
+		for _, a := range s.redis {
+			host, port, _ := strings.Cut(a, ":")
+			out, err := exec.Command(cli, "-h", host, "-p", port, "CLUSTER", "INFO").Output()
+			if err != nil || !bytes.Contains(out, []byte("cluster_state:ok")) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (s *stack) redisURLs() string {
+	urls := make([]string, len(s.redis))
+	for i, a := range s.redis {
+		urls[i] = "redis://" + a
+	}
+	return strings.Join(urls, ",")
+}
+
+// startBackends starts two backends at once on the one database (both run
+// the migrations under the advisory lock) with one shared reports folder.
+func (s *stack) startBackends(ctx context.Context) error {
+	reports := filepath.Join(s.dir, "reports")
+	var procs []*proc
+	for i := range 2 {
+		port, err := freePort(65535)
+		if err != nil {
+			return err
+		}
+		aport, err := freePort(65535)
+		if err != nil {
+			return err
+		}
+		env := []string{
+			"BACKEND_LISTEN=127.0.0.1:" + strconv.Itoa(port),
+			"BACKEND_ADMIN_LISTEN=127.0.0.1:" + strconv.Itoa(aport),
+			"BACKEND_DATABASE=" + s.dbURL,
+			"BACKEND_REPORTS_DIR=" + reports,
+			"BACKEND_REDIS_URL=" + s.redisURLs(),
+			"BACKEND_INTERNAL_TOKEN=" + internalToken,
+			"BACKEND_ADMIN_TOKEN=" + adminToken,
+			"BACKEND_LOG_LEVEL=warn",
+			"BACKEND_SHUTDOWN_GRACE=3s",
+		}
+		p, err := startProc(s.dir, fmt.Sprintf("backend-%d", i+1), env, filepath.Join(s.bins, "backend"))
+		if err != nil {
+			return err
+		}
+		s.onStop(func() { p.stop(10 * time.Second) })
+		procs = append(procs, p)
+		s.backend = append(s.backend, "http://127.0.0.1:"+strconv.Itoa(port))
+		s.admins = append(s.admins, "http://127.0.0.1:"+strconv.Itoa(aport))
+	}
+	for i, p := range procs {
+		if err := waitReady(ctx, s.admins[i]+"/readyz", p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startGateways starts two gateways, each balancing over both backends and
+// limiting in the cluster, with the configuration file gatewayYAML.
+func (s *stack) startGateways(ctx context.Context, gatewayYAML string, redisTimeout time.Duration) error {
+	cfg := filepath.Join(s.dir, "gateway.yaml")
+	if err := os.WriteFile(cfg, []byte(gatewayYAML), 0o600); err != nil {
+		return err
+	}
+	var procs []*proc
+	for i := range 2 {
+		port, err := freePort(65535)
+		if err != nil {
+			return err
+		}
+		aport, err := freePort(65535)
+		if err != nil {
+			return err
+		}
+		env := []string{
+			"GATEWAY_LISTEN=127.0.0.1:" + strconv.Itoa(port),
+			"GATEWAY_ADMIN_LISTEN=127.0.0.1:" + strconv.Itoa(aport),
+			"GATEWAY_BACKEND_URL=" + strings.Join(s.backend, ","),
+			"GATEWAY_REDIS_URL=" + s.redisURLs(),
+			"GATEWAY_REDIS_TIMEOUT=" + redisTimeout.String(),
+			"GATEWAY_INTERNAL_TOKEN=" + internalToken,
+			"GATEWAY_LOG_LEVEL=warn",
+			"GATEWAY_SHUTDOWN_GRACE=3s",
+		}
+		p, err := startProc(s.dir, fmt.Sprintf("gateway-%d", i+1), env, filepath.Join(s.bins, "gateway"), "-config", cfg)
+		if err != nil {
+			return err
+		}
+		s.onStop(func() { p.stop(10 * time.Second) })
+		procs = append(procs, p)
+		s.gws = append(s.gws, "http://127.0.0.1:"+strconv.Itoa(port))
+		s.gwAdmin = append(s.gwAdmin, "http://127.0.0.1:"+strconv.Itoa(aport))
+	}
+	for i, p := range procs {
+		if err := waitReady(ctx, s.gwAdmin[i]+"/readyz", p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newVendor creates, approves and keys a sandbox vendor through the first
+// backend's admin API (the second serves it all the same: one database).
+func (s *stack) newVendor(ctx context.Context, name string) (vendorID, key string, err error) {
+	var v struct {
+		VendorID string `json:"vendor_id"`
+		Status   string `json:"status"`
+	}
+	if err := s.admin(ctx, "POST", "/admin/v1/vendors", map[string]any{"company_name": name, "environment": "sandbox",
+		"enabled_services": []string{"mvr", "psp", "cdlis", "driver_reviews"}}, 201, &v); err != nil {
+		return "", "", err
+	}
+	if err := s.admin(ctx, "POST", "/admin/v1/vendors/"+v.VendorID+"/approve", nil, 200, &v); err != nil {
+		return "", "", err
+	}
+	if v.Status != "approved" {
+		return "", "", fmt.Errorf("vendor %s is %q after approve", v.VendorID, v.Status)
+	}
+	var k struct {
+		Key string `json:"key"`
+	}
+	if err := s.admin(ctx, "POST", "/admin/v1/vendors/"+v.VendorID+"/keys", map[string]any{}, 201, &k); err != nil {
+		return "", "", err
+	}
+	if k.Key == "" {
+		return "", "", errors.New("key issue answered no key")
+	}
+	return v.VendorID, k.Key, nil
+}
+
+func (s *stack) admin(ctx context.Context, method, path string, body any, want int, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.admins[0]+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// waitReady polls url until 200, failing early when p exits.
+func waitReady(ctx context.Context, url string, p *proc) error {
+	err := waitFor(ctx, 30*time.Second, func() bool {
+		if p.exited() {
+			return true
+		}
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	if p.exited() {
+		return fmt.Errorf("%s exited before it was ready:\n%s", p.name, p.tail())
+	}
+	if err != nil {
+		return fmt.Errorf("%s not ready at %s: %w\n%s", p.name, url, err, p.tail())
+	}
+	return nil
+}
+
+// waitFor polls ok every 50ms until it holds, the bound passes or ctx ends.
+func waitFor(ctx context.Context, bound time.Duration, ok func() bool) error {
+	deadline := time.Now().Add(bound)
+	for {
+		if ok() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %s", bound)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
