@@ -26,7 +26,8 @@ func TestSpoofedIdentityHeadersNeverReachBackend(t *testing.T) {
 	a := do(t, "GET", gw.url+"/api/vendor/v1/me", key,
 		"X-Vendor-Id", "vendor-evil", "x-key-id", "evil", "X-Vendor-Environment", "live",
 		"X-Internal-Token", "guess", "X-Forwarded-For", "6.6.6.6", "X-Request-Id", "client-rid-1",
-		"Connection", "X-Custom-Hop", "X-Custom-Hop", "secret", "Keep-Alive", "timeout=1")
+		"Connection", "X-Custom-Hop", "X-Custom-Hop", "secret", "Keep-Alive", "timeout=1",
+		"Proxy-Authorization", "Basic eDp5", "proxy-connection", "keep-alive")
 	if a.status != 200 {
 		t.Fatalf("%d %s", a.status, a.body)
 	}
@@ -42,7 +43,7 @@ func TestSpoofedIdentityHeadersNeverReachBackend(t *testing.T) {
 	if a.echo[wire.HeaderRequestID] != "client-rid-1" || a.header.Get("X-Request-Id") != "client-rid-1" {
 		t.Fatalf("client request id not kept: %q %q", a.echo[wire.HeaderRequestID], a.header.Get("X-Request-Id"))
 	}
-	for _, h := range []string{"X-Custom-Hop", "Keep-Alive"} {
+	for _, h := range []string{"X-Custom-Hop", "Keep-Alive", "Proxy-Authorization", "Proxy-Connection"} {
 		if _, ok := a.echo[h]; ok {
 			t.Fatalf("hop-by-hop header %s reached the backend", h)
 		}
