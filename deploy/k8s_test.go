@@ -25,7 +25,7 @@ func k8sObjects(t *testing.T) []k8sObject {
 	t.Helper()
 	var out []k8sObject
 	for _, p := range files(t, ".yaml") {
-		if !strings.HasPrefix(p, "k8s/") || filepath.Base(p) == "kustomization.yaml" {
+		if !strings.HasPrefix(p, "k8s/base/") || filepath.Base(p) == "kustomization.yaml" {
 			continue
 		}
 		for _, d := range yamlDocs(t, p) {
@@ -175,13 +175,13 @@ func TestK8sObjects(t *testing.T) {
 		}
 	}
 
-	kust := yamlDoc(t, "k8s/kustomization.yaml")
+	kust := yamlDoc(t, "k8s/base/kustomization.yaml")
 	listed := map[string]bool{}
 	for _, r := range asList(kust["resources"]) {
-		listed["k8s/"+str(r)] = true
+		listed["k8s/base/"+str(r)] = true
 	}
 	for _, p := range files(t, ".yaml") {
-		if strings.HasPrefix(p, "k8s/") && filepath.Base(p) != "kustomization.yaml" && !listed[p] {
+		if strings.HasPrefix(p, "k8s/base/") && filepath.Base(p) != "kustomization.yaml" && !listed[p] {
 			t.Errorf("%s is not in kustomization.yaml resources", p)
 		}
 	}
