@@ -146,6 +146,9 @@ func TestCommandStats(t *testing.T) {
 	if got := d.String(); got != "evalsha=100 eval=1" {
 		t.Errorf("String() = %q", got)
 	}
+	if n := parseReads("# Stats\r\ntotal_commands_processed:9\r\ntotal_reads_processed:1234\r\n"); n != 1234 {
+		t.Errorf("parseReads = %d, want 1234", n)
+	}
 }
 
 func TestMedianAndRatio(t *testing.T) {

@@ -28,6 +28,7 @@ type results struct {
 
 	redisCalls    commandStats
 	redisRequests int64
+	redisReads    int64
 	cpu           map[string]*cpuUse
 
 	latencyRate int
@@ -139,9 +140,10 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 // calls the run caused.
 func (b *bench) runOne(r *row, c int, res *results) (measurement, error) {
 	var before commandStats
+	var readsBefore int64
 	if r.redis != nil {
 		var err error
-		if before, err = r.redis.commandStats(); err != nil {
+		if before, readsBefore, err = r.redis.commandStats(); err != nil {
 			return measurement{}, err
 		}
 	}
@@ -170,10 +172,11 @@ func (b *bench) runOne(r *row, c int, res *results) (measurement, error) {
 		return m, fmt.Errorf("%s", r.skip)
 	}
 	if r.redis != nil {
-		after, err := r.redis.commandStats()
+		after, readsAfter, err := r.redis.commandStats()
 		if err != nil {
 			return m, err
 		}
+		res.redisReads += readsAfter - readsBefore - 1 // less the INFO call that read it
 		for k, v := range after.diff(before) {
 			res.redisCalls[k] += v
 		}

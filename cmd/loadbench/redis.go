@@ -71,14 +71,28 @@ func (r *redisServer) version() string {
 type commandStats map[string]int64
 
 // commandStats reads Redis' own per-command call counters.
-func (r *redisServer) commandStats() (commandStats, error) {
+// reads is total_reads_processed of INFO stats: socket reads of client
+// input, one per round trip, fewer than the calls when they are pipelined.
+// Both come from one INFO call, which is itself one read.
+func (r *redisServer) commandStats() (stats commandStats, reads int64, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	s, err := r.client.Info(ctx, "commandstats").Result()
+	s, err := r.client.Info(ctx, "commandstats", "stats").Result()
 	if err != nil {
-		return nil, fmt.Errorf("redis INFO commandstats: %w", err)
+		return nil, 0, fmt.Errorf("redis INFO commandstats stats: %w", err)
 	}
-	return parseCommandStats(s), nil
+	return parseCommandStats(s), parseReads(s), nil
+}
+
+// parseReads finds total_reads_processed in INFO stats.
+func parseReads(s string) int64 {
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_reads_processed:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // parseCommandStats parses lines like

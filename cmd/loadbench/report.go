@@ -107,10 +107,12 @@ func (res *results) markdown() string {
 		w("\n%s\n", strings.Join(skipped, "\n"))
 	}
 	if res.redisRequests > 0 {
-		w("\n**Redis calls per request** (row 4, from Redis' INFO commandstats before and after each measured run, "+
-			"%d requests): %.3f script calls (EVALSHA/EVAL, one round trip each); %.3f commands in all as Redis counts "+
-			"them, which includes the commands a Lua script runs inside Redis (%s).\n",
+		w("\n**Redis calls per request** (row 4, from Redis' own INFO before and after each measured run, %d requests): "+
+			"%.3f script calls (EVALSHA/EVAL); %.3f socket reads (INFO stats total_reads_processed: one per round trip, "+
+			"fewer than the calls when the gateway pipelines them); %.3f commands in all as INFO commandstats counts them, "+
+			"which includes the commands a Lua script runs inside Redis (%s).\n",
 			res.redisRequests, float64(res.redisCalls.scriptCalls())/float64(res.redisRequests),
+			float64(res.redisReads)/float64(res.redisRequests),
 			float64(res.redisCalls.total())/float64(res.redisRequests), res.redisCalls)
 	}
 	if len(res.cpu) > 0 {
