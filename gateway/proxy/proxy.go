@@ -170,6 +170,9 @@ func (p *Proxy) Close() {
 // are open, the next in turn (its breaker answers ErrOpenState at once).
 func (p *Proxy) pick() (int, *backend) {
 	n := len(p.backends)
+	if n == 1 {
+		return 0, p.backends[0] // no other to prefer: skip the breaker's lock and clock
+	}
 	start := int(p.next.Add(1) % uint32(n))
 	for i := 0; i < n; i++ {
 		j := (start + i) % n
@@ -255,7 +258,7 @@ func prepareRequest(h *fasthttp.RequestHeader, id *Identity, token string) {
 		}
 	}
 	for i, name := range hopHeaders {
-		if present&(1<<i) != 0 {
+		if present&(1<<i) != 0 || name == fasthttp.HeaderTrailer { // fasthttp may keep Trailer apart from the list walked
 			h.Del(name)
 		}
 	}
@@ -272,6 +275,9 @@ func prepareRequest(h *fasthttp.RequestHeader, id *Identity, token string) {
 // internalResponseHeaders never reach a client.
 var internalResponseHeaders = []string{wire.HeaderInternalToken, wire.HeaderVendorID, wire.HeaderKeyID, wire.HeaderEnvironment}
 
+// stripResponse removes hop-by-hop headers (but the framing ones fasthttp
+// manages for the client side) and internal headers from a backend answer,
+// deleting only the names one walk over the headers found present.
 func stripResponse(h *fasthttp.ResponseHeader) {
 	if c := h.Peek(fasthttp.HeaderConnection); len(c) > 0 {
 		for _, name := range bytes.Split(c, []byte{','}) {
@@ -280,15 +286,29 @@ func stripResponse(h *fasthttp.ResponseHeader) {
 			}
 		}
 	}
-	for _, name := range hopHeaders {
-		if name == "Transfer-Encoding" || name == "Connection" {
-			continue // fasthttp manages these itself for the client side
+	var hop, internal uint16
+	for name := range h.All() {
+		if i := hopIndex(name); i >= 0 {
+			hop |= 1 << i
+			continue
+		}
+		for i, n := range internalResponseHeaders {
+			if len(name) == len(n) && bytes.EqualFold(name, []byte(n)) {
+				internal |= 1 << i
+			}
+		}
+	}
+	for i, name := range hopHeaders {
+		if hop&(1<<i) == 0 && name != fasthttp.HeaderTrailer || name == "Transfer-Encoding" || name == "Connection" {
+			continue // absent, or framing fasthttp manages itself for the client side
 		}
 		h.Del(name)
 	}
 	h.ResetConnectionClose()
-	for _, name := range internalResponseHeaders {
-		h.Del(name)
+	for i, name := range internalResponseHeaders {
+		if internal&(1<<i) != 0 {
+			h.Del(name)
+		}
 	}
 }
 
