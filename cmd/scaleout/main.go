@@ -32,6 +32,7 @@ type options struct {
 	conns        int           // wrk connections per gateway
 	limitFor     time.Duration // the limit-exactness run
 	workers      int           // its concurrent clients per gateway
+	failFor      time.Duration // each part down in the failure run; 0: none
 	redisTimeout time.Duration
 	binDir       string // prebuilt gateway and backend; empty: build them
 	out          string // markdown report; empty: none
@@ -44,6 +45,7 @@ func main() {
 	flag.IntVar(&o.conns, "c", 64, "wrk connections per gateway (one wrk thread each)")
 	flag.DurationVar(&o.limitFor, "limit-d", 4*time.Second, "limit-exactness run length")
 	flag.IntVar(&o.workers, "limit-workers", 8, "concurrent clients per gateway in the limit-exactness run")
+	flag.DurationVar(&o.failFor, "fail-d", 4*time.Second, "how long each part is down in the failure run (0: no failure run)")
 	flag.DurationVar(&o.redisTimeout, "redis-timeout", 250*time.Millisecond, "GATEWAY_REDIS_TIMEOUT (the default 50ms is for a quiet production host; every process here shares the CPUs with wrk)")
 	flag.StringVar(&o.binDir, "bin", "", "folder holding prebuilt gateway and backend binaries (default: go build them)")
 	flag.StringVar(&o.out, "out", "docs/scaleout.md", "markdown report to write (empty: none)")
@@ -63,6 +65,7 @@ type result struct {
 	env        environment
 	load       []throughput
 	limit      exactness
+	failures   []failure
 	started    time.Time
 	loadBefore string
 	loadAfter  string
@@ -131,6 +134,17 @@ func run(ctx context.Context, o options, w io.Writer) (*result, error) {
 		return nil, err
 	}
 	res.loadAfter = loadavg()
+
+	if o.failFor > 0 {
+		_, spare, err := s.newVendor(ctx, "Scaleout Spare Inc")
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(w, "failures: one backend, PostgreSQL, one Redis master, each down for %s ...\n", o.failFor)
+		if res.failures, err = runFailures(ctx, s, loadVendor, loadKey, spare, o.failFor); err != nil {
+			return nil, err
+		}
+	}
 
 	fmt.Fprintln(w)
 	fmt.Fprint(w, res.table())

@@ -107,7 +107,16 @@ func (r *result) table() string {
 	}
 	fmt.Fprintf(&b, "\nlimit %d/%s over %.2fs, both gateways: admitted %d / budget %d (floor %d), limited %d, other %s, transport errors %d: %s\n",
 		l.rate, l.period, l.elapsed.Seconds(), l.admitted, l.budget(), l.floor(), l.limited, r.otherStatuses(), l.failed, verdict)
-	fmt.Fprintf(&b, "load average before %s, after %s\n", r.loadBefore, r.loadAfter)
+	fmt.Fprintf(&b, "load average before %s, after the measured runs %s\n", r.loadBefore, r.loadAfter)
+	for _, f := range r.failures {
+		fmt.Fprintf(&b, "\n%s: %s; back to 200 on both gateways %s after it returned", f.part, f.summary(), f.recovery())
+		if f.uncached != "" {
+			fmt.Fprintf(&b, "; a key no gateway had cached: %s", f.uncached)
+		}
+	}
+	if len(r.failures) > 0 {
+		fmt.Fprintln(&b)
+	}
 	return b.String()
 }
 
@@ -187,6 +196,25 @@ Admitted %d of a budget of %d: the limit is %s across two gateways on a Redis Cl
 `, l.rate, l.rate, l.interval(), r.o.workers, r.o.limitFor,
 		l.elapsed.Seconds(), l.admitted, l.rate, l.interval(), l.budget(), l.rate, l.interval(), l.floor(),
 		l.limited, r.otherStatuses(), l.failed, verdict, l.admitted, l.budget(), verdict)
+	if len(r.failures) > 0 {
+		fmt.Fprintf(&b, `
+## One part down at a time
+
+After the measured runs, one part at a time is taken down for %s while the throughput vendor reads
+`+"`GET /api/vendor/v1/me`"+` through both gateways in turn (20 a second, sequentially), then brought
+back; "back" is the time from its return until both gateways answer 200 again.
+
+| part down | what the vendor got | back to 200 after |
+|---|---|---:|
+`, r.o.failFor)
+		for _, f := range r.failures {
+			got := f.summary()
+			if f.uncached != "" {
+				got += "; a key no gateway had cached: " + f.uncached
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", f.part, got, f.recovery())
+		}
+	}
 	fmt.Fprintf(&b, `
 ## Reproduce
 

@@ -27,7 +27,7 @@ func TestScaleoutSmoke(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "scaleout.md")
 	var buf bytes.Buffer
 	res, err := run(context.Background(), options{
-		load: 2 * time.Second, conns: 16, limitFor: 2 * time.Second, workers: 4,
+		load: 2 * time.Second, conns: 16, limitFor: 2 * time.Second, workers: 4, failFor: 1500 * time.Millisecond,
 		redisTimeout: 250 * time.Millisecond, out: out, timeout: 150 * time.Second,
 	}, &buf)
 	if err != nil {
@@ -61,11 +61,34 @@ func TestScaleoutSmoke(t *testing.T) {
 		t.Errorf("admitted %d (budget %d, floor %d), limited %d", l.admitted, l.budget(), l.floor(), l.limited)
 	}
 
+	// Failures: each part's return heals without a restart; a dead backend
+	// leaves the other serving; a lost Redis master fails closed.
+	if len(res.failures) != 3 {
+		t.Fatalf("%d failure runs, want 3", len(res.failures))
+	}
+	for _, f := range res.failures {
+		if f.recovered < 0 {
+			t.Errorf("%s: no 200 on both gateways after it returned (%s)", f.part, f.summary())
+		}
+	}
+	if res.failures[0].answers["200"] == 0 {
+		t.Errorf("%s: no read answered 200 by the other backend (%s)", res.failures[0].part, res.failures[0].summary())
+	}
+	redis := res.failures[2]
+	if redis.answers["503 rate_limit_unavailable"] == 0 {
+		t.Errorf("%s: no 503 rate_limit_unavailable (%s)", redis.part, redis.summary())
+	}
+	for k := range redis.answers {
+		if k != "200" && k != "503 rate_limit_unavailable" {
+			t.Errorf("%s: answered %q; want 200 or a fail-closed 503 rate_limit_unavailable", redis.part, k)
+		}
+	}
+
 	md, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Machine", "load average", "| **total** |", "admitted (200)", "| verdict | exact |"} {
+	for _, want := range []string{"## Machine", "load average", "| **total** |", "admitted (200)", "| verdict | exact |", "## One part down at a time"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("the report lacks %q", want)
 		}

@@ -37,6 +37,9 @@ type stack struct {
 	pgPort  int
 	dbURL   string
 	redis   []string // host:port of the cluster's masters
+	nodes   []*restartable
+	bprocs  []*restartable
+	pgOpts  string
 	admins  []string // backend admin base URLs
 	backend []string // backend main base URLs
 	gws     []string // gateway public base URLs
@@ -108,8 +111,8 @@ func (s *stack) startPostgres(ctx context.Context) error {
 		return fmt.Errorf("initdb: %w\n%s", err, out)
 	}
 	// Durability off: this measures the gateway tier, not the disk.
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", port, s.pgData)
-	start := s.pgCmd(ctx, "pg_ctl", "-D", s.pgData, "-o", opts, "-l", filepath.Join(base, "server.log"), "-w", "start")
+	s.pgOpts = fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", port, s.pgData)
+	start := s.pgCmd(ctx, "pg_ctl", "-D", s.pgData, "-o", s.pgOpts, "-l", filepath.Join(base, "server.log"), "-w", "start")
 	start.SysProcAttr = pgroup()
 	s.onStop(func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -147,13 +150,15 @@ func (s *stack) startCluster(ctx context.Context) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
-		p, err := startProc(dir, "redis", nil, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		r := &restartable{dir: dir, name: "redis", bin: bin, args: []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "no",
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
-		if err != nil {
+			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"}}
+		if err := r.start(); err != nil {
 			return err
 		}
-		s.onStop(func() { p.stop(5 * time.Second) })
+		s.onStop(func() { r.p.stop(5 * time.Second) })
+		s.nodes = append(s.nodes, r)
+		p := r.p
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		if err := waitFor(ctx, 10*time.Second, func() bool {
 			return exec.Command(cli, "-h", "127.0.0.1", "-p", strconv.Itoa(port), "PING").Run() == nil
@@ -211,12 +216,13 @@ func (s *stack) startBackends(ctx context.Context) error {
 			"BACKEND_LOG_LEVEL=warn",
 			"BACKEND_SHUTDOWN_GRACE=3s",
 		}
-		p, err := startProc(s.dir, fmt.Sprintf("backend-%d", i+1), env, filepath.Join(s.bins, "backend"))
-		if err != nil {
+		r := &restartable{dir: s.dir, name: fmt.Sprintf("backend-%d", i+1), env: env, bin: filepath.Join(s.bins, "backend")}
+		if err := r.start(); err != nil {
 			return err
 		}
-		s.onStop(func() { p.stop(10 * time.Second) })
-		procs = append(procs, p)
+		s.onStop(func() { r.p.stop(10 * time.Second) })
+		s.bprocs = append(s.bprocs, r)
+		procs = append(procs, r.p)
 		s.backend = append(s.backend, "http://127.0.0.1:"+strconv.Itoa(port))
 		s.admins = append(s.admins, "http://127.0.0.1:"+strconv.Itoa(aport))
 	}
@@ -371,4 +377,44 @@ func waitFor(ctx context.Context, bound time.Duration, ok func() bool) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// restartable is a child process that a failure run stops and starts again
+// with the same arguments.
+type restartable struct {
+	dir, name, bin string
+	env, args      []string
+	p              *proc
+	starts         int
+}
+
+func (r *restartable) start() error {
+	r.starts++
+	name := r.name
+	if r.starts > 1 {
+		name = fmt.Sprintf("%s.%d", r.name, r.starts)
+	}
+	p, err := startProc(r.dir, name, r.env, r.bin, r.args...)
+	if err != nil {
+		return err
+	}
+	r.p = p
+	return nil
+}
+
+// pgStop and pgStart stop and start the PostgreSQL server in place.
+func (s *stack) pgStop(ctx context.Context) error {
+	if out, err := s.pgCmd(ctx, "pg_ctl", "-D", s.pgData, "-m", "fast", "-w", "stop").CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl stop: %w\n%s", err, out)
+	}
+	return nil
+}
+
+func (s *stack) pgStart(ctx context.Context) error {
+	start := s.pgCmd(ctx, "pg_ctl", "-D", s.pgData, "-o", s.pgOpts, "-l", filepath.Join(filepath.Dir(s.pgData), "server.log"), "-w", "start")
+	start.SysProcAttr = pgroup()
+	if out, err := start.CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl start: %w\n%s", err, out)
+	}
+	return nil
 }

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// failure is what vendors saw while one part was down, and how long the
+// stack took to answer 200 again on both gateways once it was back.
+type failure struct {
+	part      string
+	answers   map[string]int // "200", "503 request_failed", "error", ...
+	uncached  string         // the answer to a key no gateway had cached, where tried
+	recovered time.Duration  // -1: not within the bound
+}
+
+func (f failure) summary() string {
+	var parts []string
+	for k, n := range f.answers {
+		parts = append(parts, fmt.Sprintf("%d× %s", n, k))
+	}
+	sort.Slice(parts, func(i, j int) bool {
+		a, _ := strconv.Atoi(strings.SplitN(parts[i], "×", 2)[0])
+		b, _ := strconv.Atoi(strings.SplitN(parts[j], "×", 2)[0])
+		return a > b
+	})
+	return strings.Join(parts, ", ")
+}
+
+func (f failure) recovery() string {
+	if f.recovered < 0 {
+		return "not recovered"
+	}
+	return fmt.Sprintf("%.1f s", f.recovered.Seconds())
+}
+
+// answer sends one GET /me and names the answer: the status and, for an
+// error, the envelope's code.
+func answer(ctx context.Context, client *http.Client, gw, key string) string {
+	req, _ := http.NewRequestWithContext(ctx, "GET", gw+"/api/vendor/v1/me", nil)
+	req.Header.Set("X-API-Key", key)
+	resp, err := client.Do(req)
+	if err != nil {
+		return "transport error"
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode < 300 {
+		return strconv.Itoa(resp.StatusCode)
+	}
+	var env struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(b, &env)
+	return strconv.Itoa(resp.StatusCode) + " " + env.Error.Code
+}
+
+// probe reads GET /me through both gateways in turn for d, 20 a second.
+func probe(ctx context.Context, client *http.Client, gws []string, key string, d time.Duration) map[string]int {
+	out := map[string]int{}
+	end := time.Now().Add(d)
+	for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
+		out[answer(ctx, client, gws[i%len(gws)], key)]++
+		time.Sleep(50 * time.Millisecond)
+	}
+	return out
+}
+
+// recover waits until both gateways answer 200 to key.
+func recoverTime(ctx context.Context, client *http.Client, gws []string, key string, bound time.Duration) time.Duration {
+	start := time.Now()
+	for time.Since(start) < bound && ctx.Err() == nil {
+		ok := true
+		for _, gw := range gws {
+			ok = ok && answer(ctx, client, gw, key) == "200"
+		}
+		if ok {
+			return time.Since(start)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return -1
+}
+
+// runFailures takes one part down at a time, for d each, while a vendor
+// reads through both gateways, then brings it back. spare is a key no
+// gateway has seen, for the PostgreSQL outage.
+func runFailures(ctx context.Context, s *stack, vendorID, key, spare string, d time.Duration) ([]failure, error) {
+	client := &http.Client{Timeout: 3 * time.Second}
+	defer client.CloseIdleConnections()
+	var out []failure
+
+	// One backend killed: its breaker opens, the other serves.
+	b := s.bprocs[0]
+	_ = b.p.cmd.Process.Kill()
+	<-b.p.done
+	f := failure{part: "one backend killed (SIGKILL)", answers: probe(ctx, client, s.gws, key, d)}
+	if err := b.start(); err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, s.admins[0]+"/readyz", b.p); err != nil {
+		return nil, err
+	}
+	f.recovered = recoverTime(ctx, client, s.gws, key, 30*time.Second)
+	out = append(out, f)
+
+	// PostgreSQL stopped: both backends lose the database at once.
+	if err := s.pgStop(ctx); err != nil {
+		return nil, err
+	}
+	f = failure{part: "PostgreSQL stopped", answers: probe(ctx, client, s.gws, key, d)}
+	f.uncached = answer(ctx, client, s.gws[0], spare)
+	if err := s.pgStart(ctx); err != nil {
+		return nil, err
+	}
+	f.recovered = recoverTime(ctx, client, s.gws, key, 30*time.Second)
+	out = append(out, f)
+
+	// The Redis master holding the vendor's limit stopped: its slots have
+	// no replica to fail over to.
+	n := s.nodes[len(s.nodes)-1]
+	for i, addr := range s.redis {
+		host, port, _ := strings.Cut(addr, ":")
+		keys, err := exec.CommandContext(ctx, "redis-cli", "-h", host, "-p", port, "EVAL",
+			"return #redis.call('KEYS', ARGV[1])", "0", "*"+vendorID+"*").Output()
+		if err == nil && strings.TrimSpace(string(keys)) != "0" {
+			n = s.nodes[i]
+		}
+	}
+	n.p.stop(5 * time.Second)
+	f = failure{part: "the Redis master holding the vendor's limit stopped (1 of 3)", answers: probe(ctx, client, s.gws, key, d)}
+	if err := n.start(); err != nil {
+		return nil, err
+	}
+	f.recovered = recoverTime(ctx, client, s.gws, key, 40*time.Second)
+	out = append(out, f)
+	return out, ctx.Err()
+}
