@@ -55,6 +55,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if _, err := run(ctx, o, os.Stdout); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("interrupted; every process it started has been stopped")
+		}
 		fmt.Fprintln(os.Stderr, "scaleout:", err)
 		os.Exit(1)
 	}
