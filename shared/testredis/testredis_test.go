@@ -2,6 +2,7 @@ package testredis
 
 import (
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +61,13 @@ func TestCluster(t *testing.T) {
 		if n != owner && !strings.HasPrefix(n.Do(t, "SET", "{v:abc}:reads", "1"), "-MOVED") {
 			t.Fatalf("a node that does not own the slot accepted the write")
 		}
+	}
+}
+
+func TestSentinel(t *testing.T) {
+	m := Start(t)
+	s := StartSentinel(t, m, "vgmaster")
+	if got := s.bulk(t, "SENTINEL", "get-master-addr-by-name", "vgmaster"); !strings.Contains(got, strconv.Itoa(m.Port)) {
+		t.Fatalf("sentinel names %q, want port %d", got, m.Port)
 	}
 }
