@@ -66,10 +66,6 @@ func TestLocalAllOrNothing(t *testing.T) {
 	}
 }
 
-func newRedis(t testing.TB, rs *testredis.Server, calls *atomic.Int64) *Redis {
-	return newRedisOpts(t, rs, calls, false)
-}
-
 func newRedisOpts(t testing.TB, rs *testredis.Server, calls *atomic.Int64, pipeline bool) *Redis {
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
 		DialTimeout: 100 * time.Millisecond, ReadTimeout: 50 * time.Millisecond, WriteTimeout: 50 * time.Millisecond})
