@@ -28,7 +28,9 @@ func TestScaleoutSmoke(t *testing.T) {
 	var buf bytes.Buffer
 	res, err := run(context.Background(), options{
 		load: 2 * time.Second, conns: 16, limitFor: 2 * time.Second, workers: 4, failFor: 1500 * time.Millisecond,
-		redisTimeout: 250 * time.Millisecond, out: out, timeout: 150 * time.Second,
+		// A generous Redis timeout: the test asserts no 503 under load on a
+		// shared machine, where a 250ms stall is not an outage.
+		redisTimeout: time.Second, out: out, timeout: 150 * time.Second,
 	}, &buf)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, buf.String())
