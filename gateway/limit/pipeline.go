@@ -57,6 +57,7 @@ type call struct {
 type reply struct {
 	v   []any
 	err error
+	at  time.Time // when the batch had the answer
 }
 
 func newBatcher(client redis.UniversalClient, timeout time.Duration, max, senders int) *batcher {
@@ -125,9 +126,21 @@ func (b *batcher) do(cs *Checks) ([]any, error) {
 	case r := <-c.reply:
 		c.timer.Stop()
 		b.calls.Put(c)
+		if r.at.After(c.deadline) {
+			return nil, context.DeadlineExceeded // the timer ran late; the deadline did not
+		}
 		return r.v, r.err
 	case <-c.timer.C:
-		return nil, context.DeadlineExceeded // c is abandoned to the batch
+		select {
+		case r := <-c.reply:
+			b.calls.Put(c)
+			if r.at.After(c.deadline) {
+				return nil, context.DeadlineExceeded // answered too late: fail closed
+			}
+			return r.v, r.err // answered in time; this goroutine only ran late
+		default:
+			return nil, context.DeadlineExceeded // c is abandoned to the batch
+		}
 	}
 }
 
@@ -213,8 +226,9 @@ func (b *batcher) send(batch []*call) {
 		}
 		_, _ = pipe.Exec(ctx)
 	}
+	at := time.Now()
 	for i, c := range live {
 		v, err := cmds[i].Slice()
-		c.reply <- reply{v: v, err: err}
+		c.reply <- reply{v: v, err: err, at: at}
 	}
 }
