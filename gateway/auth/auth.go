@@ -76,10 +76,11 @@ type Authenticator struct {
 
 // flight is one lookup in progress; done closes when id and err are set.
 type flight struct {
-	gen  uint64 // the cache generation it started in
-	done chan struct{}
-	id   *Identity
-	err  error
+	gen     uint64 // the cache generation it started in
+	waiters int    // callers that joined it (under flightMu)
+	done    chan struct{}
+	id      *Identity
+	err     error
 }
 
 // New returns an Authenticator.
@@ -147,6 +148,7 @@ func (a *Authenticator) resolve(sum *[32]byte) (*Identity, error) {
 	gen := a.cache.Generation()
 	a.flightMu.Lock()
 	if f, ok := a.flights[*sum]; ok && f.gen == gen {
+		f.waiters++
 		a.flightMu.Unlock()
 		<-f.done
 		return f.id, f.err
