@@ -56,6 +56,14 @@ func BenchmarkHandlerLocalAccessLog(b *testing.B) {
 	benchHandler(b, func(o *Options) { o.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil)) })
 }
 
+// BenchmarkHandlerLocalWarnLevel is the shipped configuration: the access
+// log on, the logger at warn (log_level: warn), so no line is written.
+func BenchmarkHandlerLocalWarnLevel(b *testing.B) {
+	benchHandler(b, func(o *Options) {
+		o.Logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+}
+
 func BenchmarkHandlerRedis(b *testing.B) {
 	rs := testredis.Start(b)
 	benchHandler(b, func(o *Options) {

@@ -257,7 +257,9 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 	g.metrics.Request(ex.route, ctx.Method(), status)
 	d := time.Since(ex.start)
 	g.metrics.ObserveRequest(ex.route, d)
-	if g.accessLog {
+	// Ask the handler first: the attributes below are built (and allocate)
+	// before LogAttrs could drop a line below the configured level.
+	if g.accessLog && g.log.Enabled(context.Background(), slog.LevelInfo) {
 		g.log.LogAttrs(context.Background(), slog.LevelInfo, "request",
 			slog.String("request_id", string(ex.requestID())),
 			slog.String("route", routeLabelOf(ex.route)),
