@@ -143,7 +143,7 @@ func (res *results) markdown() string {
 				w("| %s | %.0f | %.2f ms | %.2f ms | %.2f ms | %d |\n", rowLabel(id), m.RPS, msf(m.P50), msf(m.P99), msf(m.P999), m.Failed)
 			}
 		}
-		w("\nThe generator shares the cores with the row it measures, so row 1's p99 is the floor of this method on this "+
+		w("\nThe generator shares the cores with the row it measures, so row 1's p99 is the floor of this method on this " +
 			"machine, and the rate is half of a peak wrk measured: vegeta spends more CPU per request than wrk.\n")
 		if res.addedP99OK {
 			w("\np99 added by vendorgate with Redis limiting (row 4 minus row 1, the median of the per-repetition differences) "+
