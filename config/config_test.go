@@ -97,7 +97,7 @@ func TestDefaults(t *testing.T) {
 func TestValidationMessages(t *testing.T) {
 	cases := []struct {
 		name, yaml, want string
-		env            map[string]string
+		env              map[string]string
 	}{
 		{"no token", "", "GATEWAY_INTERNAL_TOKEN", nil},
 		{"bad timeout", "redis: {timeout: 10s}", "redis.timeout", nil},
