@@ -1,8 +1,7 @@
 // Package wire holds the JSON types of the vendor API and the contracts
-// (the whole contract, admin API and metric names included: docs/CONTRACTS.md;
-// people building a part first read READ_FIRST_HELPERS.md at the repo root)
 // between the gateway and the backend: the internal header names, the key
-// resolution answer, and the invalidation messages.
+// resolution answer, and the invalidation messages. docs/CONTRACTS.md
+// describes the whole contract, admin API and metric names included.
 package wire
 
 import "time"
