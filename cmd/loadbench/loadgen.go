@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"vendorgate/cmd/internal/wrkout"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
@@ -92,43 +92,27 @@ func (w *wrk) run(url, apiKey string, conns int, d time.Duration) (measurement, 
 
 // parseWrk reads the LOADBENCH line the Lua script printed.
 func parseWrk(out string) (measurement, error) {
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "LOADBENCH ")
-		if !ok {
-			continue
-		}
-		v := map[string]int64{}
-		for _, kv := range strings.Fields(rest) {
-			k, s, _ := strings.Cut(kv, "=")
-			n, err := strconv.ParseInt(s, 10, 64)
-			if err != nil {
-				return measurement{}, fmt.Errorf("wrk output %q: %w", kv, err)
-			}
-			v[k] = n
-		}
-		if v["duration_us"] <= 0 {
-			return measurement{}, fmt.Errorf("wrk output without a duration: %q", rest)
-		}
-		m := measurement{
-			Requests: v["requests"],
-			Elapsed:  time.Duration(v["duration_us"]) * time.Microsecond,
-			P50:      time.Duration(v["p50_us"]) * time.Microsecond,
-			P99:      time.Duration(v["p99_us"]) * time.Microsecond,
-			P999:     time.Duration(v["p999_us"]) * time.Microsecond,
-			Failed:   v["connect"] + v["read"] + v["write"] + v["status"] + v["timeout"],
-		}
-		var detail []string
-		for _, k := range []string{"connect", "read", "write", "status", "timeout"} {
-			if v[k] > 0 {
-				detail = append(detail, fmt.Sprintf("%s errors %d", k, v[k]))
-			}
-		}
-		m.FailedDetail = strings.Join(detail, ", ")
-		m.RPS = float64(m.Requests-v["status"]) / m.Elapsed.Seconds()
-		return m, nil
+	v, err := wrkout.Fields(out, "LOADBENCH")
+	if err != nil {
+		return measurement{}, err
 	}
-	return measurement{}, fmt.Errorf("no LOADBENCH line in wrk output:\n%s", out)
+	m := measurement{
+		Requests: v["requests"],
+		Elapsed:  time.Duration(v["duration_us"]) * time.Microsecond,
+		P50:      time.Duration(v["p50_us"]) * time.Microsecond,
+		P99:      time.Duration(v["p99_us"]) * time.Microsecond,
+		P999:     time.Duration(v["p999_us"]) * time.Microsecond,
+		Failed:   v["connect"] + v["read"] + v["write"] + v["status"] + v["timeout"],
+	}
+	var detail []string
+	for _, k := range []string{"connect", "read", "write", "status", "timeout"} {
+		if v[k] > 0 {
+			detail = append(detail, fmt.Sprintf("%s errors %d", k, v[k]))
+		}
+	}
+	m.FailedDetail = strings.Join(detail, ", ")
+	m.RPS = float64(m.Requests-v["status"]) / m.Elapsed.Seconds()
+	return m, nil
 }
 
 // vegetaGen is vegeta used as a library: closed loop with one worker per

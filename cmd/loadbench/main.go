@@ -31,6 +31,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/cmd/internal/childproc"
 	"vendorgate/shared/apikey"
 )
 
@@ -134,7 +135,7 @@ type bench struct {
 	keys        []string // keys[0] is the one wrk sends; the rest prime the cache
 	meBody      []byte
 	backendAddr string
-	responder   *proc
+	responder   *childproc.Proc
 
 	gatewayBin  string
 	gatewaySkip string
@@ -260,7 +261,7 @@ func (b *bench) stopAll() {
 	for i := len(b.rows) - 1; i >= 0; i-- {
 		b.rows[i].stop()
 	}
-	b.responder.stop(5 * time.Second)
+	b.responder.Stop(5 * time.Second)
 }
 
 // makeKeys generates the keys and the responder's file of their hashes.
@@ -307,17 +308,17 @@ func (b *bench) pickLoadgen() error {
 }
 
 func (b *bench) startResponder() error {
-	addr, err := freeAddr()
+	addr, err := childproc.FreeAddr()
 	if err != nil {
 		return err
 	}
-	p, err := startProc(b.dir, "responder", []string{envRole + "=" + roleResponder, envListen + "=" + addr,
+	p, err := childproc.Start(b.dir, "responder", []string{envRole + "=" + roleResponder, envListen + "=" + addr,
 		envKeysFile + "=" + filepath.Join(b.dir, "keys.txt"), envToken + "=" + b.token}, b.self)
 	if err != nil {
 		return err
 	}
 	b.responder, b.backendAddr = p, addr
-	if err := p.waitTCP(addr, 10*time.Second); err != nil {
+	if err := p.WaitTCP(addr, 10*time.Second); err != nil {
 		return err
 	}
 	status, body, err := fasthttp.Get(nil, "http://"+addr+mePath)

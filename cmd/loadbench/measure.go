@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"vendorgate/cmd/internal/childproc"
 )
 
 // series is every repetition of one row at one connection count; byRep[i]
@@ -167,8 +168,8 @@ func (b *bench) runOne(r *row, c int, res *results) (measurement, error) {
 		u.responder += cpuAfter[2] - cpuBefore[2]
 		u.requests += m.Requests
 	}
-	if r.main != nil && r.main.exited() {
-		r.skip = "exited during the run: " + r.main.tail()
+	if r.main != nil && r.main.Exited() {
+		r.skip = "exited during the run: " + r.main.Tail()
 		return m, fmt.Errorf("%s", r.skip)
 	}
 	if r.redis != nil {
@@ -243,11 +244,11 @@ func explainFailures(r *row, before map[string]float64) string {
 	return out
 }
 
-func lastLogLine(p *proc) string {
+func lastLogLine(p *childproc.Proc) string {
 	if p == nil {
 		return ""
 	}
-	t := p.tail()
+	t := p.Tail()
 	if i := strings.LastIndexByte(t, '\n'); i >= 0 {
 		t = t[i+1:]
 	}
@@ -263,16 +264,16 @@ func (b *bench) cpuOf(r *row) []time.Duration {
 	out := make([]time.Duration, 3)
 	var err error
 	if len(r.procs) > 0 {
-		if out[0], err = cpuTime(r.procs[0].pid()); err != nil {
+		if out[0], err = cpuTime(r.procs[0].Pid()); err != nil {
 			return nil
 		}
 	}
 	if r.redis != nil {
-		if out[1], err = cpuTime(r.redis.proc.pid()); err != nil {
+		if out[1], err = cpuTime(r.redis.proc.Pid()); err != nil {
 			return nil
 		}
 	}
-	if out[2], err = cpuTime(b.responder.pid()); err != nil {
+	if out[2], err = cpuTime(b.responder.Pid()); err != nil {
 		return nil
 	}
 	return out
@@ -292,13 +293,13 @@ func (b *bench) extras(ctx context.Context, res *results) error {
 			}
 			f := memoryFigure{row: r.id, keys: len(b.keys) - 1, misses: -1}
 			missesBefore, mErr := metricValue(r.admin, missesMetric)
-			f.before, f.err = rssKiB(r.main.pid())
+			f.before, f.err = rssKiB(r.main.Pid())
 			if f.err == nil {
 				b.logf("%s: sending %d distinct keys", r.label(), f.keys)
 				f.err = primeKeys(r.url, b.keys[1:], 32)
 			}
 			if f.err == nil {
-				f.after, f.err = rssKiB(r.main.pid())
+				f.after, f.err = rssKiB(r.main.Pid())
 			}
 			if missesAfter, err := metricValue(r.admin, missesMetric); err == nil && mErr == nil {
 				f.misses = int(missesAfter - missesBefore)

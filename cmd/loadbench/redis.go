@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"vendorgate/cmd/internal/childproc"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -16,7 +17,7 @@ import (
 // the way shared/testredis does it (that package needs a testing.TB).
 type redisServer struct {
 	addr   string
-	proc   *proc
+	proc   *childproc.Proc
 	client *redis.Client
 }
 
@@ -25,18 +26,18 @@ func startRedis(dir string) (*redisServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis-server not found (apt-get install -y redis-server)")
 	}
-	port, err := freePort()
+	port, err := childproc.FreePort(65535)
 	if err != nil {
 		return nil, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p, err := startProc(dir, "redis", nil, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+	p, err := childproc.Start(dir, "redis", nil, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "no")
 	if err != nil {
 		return nil, err
 	}
-	if err := p.waitTCP(addr, 10*time.Second); err != nil {
-		p.stop(time.Second)
+	if err := p.WaitTCP(addr, 10*time.Second); err != nil {
+		p.Stop(time.Second)
 		return nil, err
 	}
 	return &redisServer{addr: addr, proc: p, client: redis.NewClient(&redis.Options{Addr: addr, PoolSize: 2})}, nil
@@ -49,7 +50,7 @@ func (r *redisServer) stop() {
 		return
 	}
 	_ = r.client.Close()
-	r.proc.stop(2 * time.Second)
+	r.proc.Stop(2 * time.Second)
 }
 
 func (r *redisServer) version() string {

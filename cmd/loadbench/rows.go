@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"vendorgate/cmd/internal/childproc"
 
 	"github.com/valyala/fasthttp"
 )
@@ -52,10 +53,10 @@ func allRows() []string {
 type row struct {
 	id    string
 	url   string
-	procs []*proc
+	procs []*childproc.Proc
 	// main is the process whose RSS is reported (the gateway), admin its
 	// admin listener.
-	main  *proc
+	main  *childproc.Proc
 	admin string
 	redis *redisServer
 	skip  string
@@ -65,7 +66,7 @@ func (r *row) label() string { return rowLabel(r.id) }
 
 func (r *row) stop() {
 	for i := len(r.procs) - 1; i >= 0; i-- {
-		r.procs[i].stop(5 * time.Second)
+		r.procs[i].Stop(5 * time.Second)
 	}
 	r.redis.stop()
 }
@@ -73,18 +74,18 @@ func (r *row) stop() {
 // startBareProxy re-executes this binary as the bare fasthttp proxy.
 func (b *bench) startBareProxy() (*row, error) {
 	r := &row{id: rowBare}
-	addr, err := freeAddr()
+	addr, err := childproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProc(b.dir, "bareproxy", []string{envRole + "=" + roleBareProxy, envListen + "=" + addr,
+	p, err := childproc.Start(b.dir, "bareproxy", []string{envRole + "=" + roleBareProxy, envListen + "=" + addr,
 		envUpstream + "=" + b.backendAddr}, b.self)
 	if err != nil {
 		return nil, err
 	}
 	r.procs = append(r.procs, p)
 	r.url = "http://" + addr + mePath
-	return r, p.waitTCP(addr, 10*time.Second)
+	return r, p.WaitTCP(addr, 10*time.Second)
 }
 
 // gatewayConfig keeps the limiter on every request but never denying, and
@@ -120,15 +121,15 @@ func (b *bench) startGateway(id string, withRedis bool) (*row, error) {
 		r.redis = rs
 		redisURL = rs.url()
 	}
-	addr, err := freeAddr()
+	addr, err := childproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	admin, err := freeAddr()
+	admin, err := childproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProc(b.dir, id, []string{
+	p, err := childproc.Start(b.dir, id, []string{
 		"GATEWAY_LISTEN=" + addr,
 		"GATEWAY_ADMIN_LISTEN=" + admin,
 		"GATEWAY_BACKEND_URL=http://" + b.backendAddr,
@@ -144,7 +145,7 @@ func (b *bench) startGateway(id string, withRedis bool) (*row, error) {
 	r.procs = append(r.procs, p)
 	r.main, r.admin = p, admin
 	r.url = "http://" + addr + mePath
-	if err := p.waitTCP(addr, 15*time.Second); err != nil {
+	if err := p.WaitTCP(addr, 15*time.Second); err != nil {
 		r.stop()
 		r.skip = err.Error()
 	}
@@ -189,7 +190,7 @@ func (b *bench) startNginx() (*row, error) {
 		r.skip = note
 		return r, nil
 	}
-	addr, err := freeAddr()
+	addr, err := childproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -198,14 +199,14 @@ func (b *bench) startNginx() (*row, error) {
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
-	p, err := startProc(b.dir, "nginx", nil, bin, "-e", filepath.Join(b.dir, "nginx-error.log"), "-p", b.dir, "-c", path)
+	p, err := childproc.Start(b.dir, "nginx", nil, bin, "-e", filepath.Join(b.dir, "nginx-error.log"), "-p", b.dir, "-c", path)
 	if err != nil {
 		r.skip = err.Error()
 		return r, nil
 	}
 	r.procs = append(r.procs, p)
 	r.url = "http://" + addr + mePath
-	if err := p.waitTCP(addr, 10*time.Second); err != nil {
+	if err := p.WaitTCP(addr, 10*time.Second); err != nil {
 		r.stop()
 		r.procs = nil
 		r.skip = err.Error()
@@ -240,7 +241,7 @@ func (b *bench) startHAProxy() (*row, error) {
 		r.skip = note
 		return r, nil
 	}
-	addr, err := freeAddr()
+	addr, err := childproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -249,14 +250,14 @@ func (b *bench) startHAProxy() (*row, error) {
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
-	p, err := startProc(b.dir, "haproxy", nil, bin, "-db", "-f", path)
+	p, err := childproc.Start(b.dir, "haproxy", nil, bin, "-db", "-f", path)
 	if err != nil {
 		r.skip = err.Error()
 		return r, nil
 	}
 	r.procs = append(r.procs, p)
 	r.url = "http://" + addr + mePath
-	if err := p.waitTCP(addr, 10*time.Second); err != nil {
+	if err := p.WaitTCP(addr, 10*time.Second); err != nil {
 		r.stop()
 		r.procs = nil
 		r.skip = err.Error()

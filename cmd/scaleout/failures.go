@@ -102,8 +102,7 @@ func runFailures(ctx context.Context, s *stack, vendorID, key, spare string, d t
 
 	// One backend killed: its breaker opens, the other serves.
 	b := s.bprocs[0]
-	_ = b.p.cmd.Process.Kill()
-	<-b.p.done
+	b.p.Kill()
 	f := failure{part: "one backend killed (SIGKILL)", answers: probe(ctx, client, s.gws, key, d)}
 	if err := b.start(); err != nil {
 		return nil, err
@@ -137,7 +136,7 @@ func runFailures(ctx context.Context, s *stack, vendorID, key, spare string, d t
 			n = s.nodes[i]
 		}
 	}
-	n.p.stop(5 * time.Second)
+	n.p.Stop(5 * time.Second)
 	f = failure{part: "the Redis master holding the vendor's limit stopped (1 of 3)", answers: probe(ctx, client, s.gws, key, d)}
 	if err := n.start(); err != nil {
 		return nil, err

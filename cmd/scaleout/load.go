@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -11,10 +10,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"vendorgate/cmd/internal/wrkout"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
@@ -91,34 +90,18 @@ func runWrk(ctx context.Context, dir string, gateways []string, key string, conn
 
 // parseWrk reads the SCALEOUT line the Lua script printed.
 func parseWrk(text string) (throughput, error) {
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "SCALEOUT ")
-		if !ok {
-			continue
-		}
-		v := map[string]int64{}
-		for _, kv := range strings.Fields(rest) {
-			k, s, _ := strings.Cut(kv, "=")
-			n, err := strconv.ParseInt(s, 10, 64)
-			if err != nil {
-				return throughput{}, fmt.Errorf("wrk output %q: %w", kv, err)
-			}
-			v[k] = n
-		}
-		if v["duration_us"] <= 0 {
-			return throughput{}, fmt.Errorf("wrk output without a duration: %q", rest)
-		}
-		return throughput{
-			requests: v["requests"],
-			non2xx:   v["status"],
-			errors:   v["connect"] + v["read"] + v["write"] + v["timeout"],
-			elapsed:  time.Duration(v["duration_us"]) * time.Microsecond,
-			p50:      time.Duration(v["p50_us"]) * time.Microsecond,
-			p99:      time.Duration(v["p99_us"]) * time.Microsecond,
-		}, nil
+	v, err := wrkout.Fields(text, "SCALEOUT")
+	if err != nil {
+		return throughput{}, err
 	}
-	return throughput{}, fmt.Errorf("no SCALEOUT line in wrk output:\n%s", text)
+	return throughput{
+		requests: v["requests"],
+		non2xx:   v["status"],
+		errors:   v["connect"] + v["read"] + v["write"] + v["timeout"],
+		elapsed:  time.Duration(v["duration_us"]) * time.Microsecond,
+		p50:      time.Duration(v["p50_us"]) * time.Microsecond,
+		p99:      time.Duration(v["p99_us"]) * time.Microsecond,
+	}, nil
 }
 
 // exactness is the limit-exactness run: one vendor on the default read

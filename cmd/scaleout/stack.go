@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"vendorgate/cmd/internal/childproc"
 )
 
 const (
@@ -102,7 +103,7 @@ func (s *stack) startPostgres(ctx context.Context) error {
 		}
 		s.pgRun = []string{"runuser", "-u", "postgres", "--"}
 	}
-	port, err := freePort(65535)
+	port, err := childproc.FreePort(65535)
 	if err != nil {
 		return err
 	}
@@ -142,7 +143,7 @@ func (s *stack) startCluster(ctx context.Context) error {
 		return errors.New("redis-cli not found: apt-get install -y redis-tools")
 	}
 	for i := range 3 {
-		port, err := freePort(55535)
+		port, err := childproc.FreePort(55535)
 		if err != nil {
 			return err
 		}
@@ -156,14 +157,14 @@ func (s *stack) startCluster(ctx context.Context) error {
 		if err := r.start(); err != nil {
 			return err
 		}
-		s.onStop(func() { r.p.stop(5 * time.Second) })
+		s.onStop(func() { r.p.Stop(5 * time.Second) })
 		s.nodes = append(s.nodes, r)
 		p := r.p
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		if err := waitFor(ctx, 10*time.Second, func() bool {
 			return exec.Command(cli, "-h", "127.0.0.1", "-p", strconv.Itoa(port), "PING").Run() == nil
 		}); err != nil {
-			return fmt.Errorf("redis node %s: %w\n%s", addr, err, p.tail())
+			return fmt.Errorf("redis node %s: %w\n%s", addr, err, p.Tail())
 		}
 		s.redis = append(s.redis, addr)
 	}
@@ -195,13 +196,13 @@ func (s *stack) redisURLs() string {
 // the migrations under the advisory lock) with one shared reports folder.
 func (s *stack) startBackends(ctx context.Context) error {
 	reports := filepath.Join(s.dir, "reports")
-	var procs []*proc
+	var procs []*childproc.Proc
 	for i := range 2 {
-		port, err := freePort(65535)
+		port, err := childproc.FreePort(65535)
 		if err != nil {
 			return err
 		}
-		aport, err := freePort(65535)
+		aport, err := childproc.FreePort(65535)
 		if err != nil {
 			return err
 		}
@@ -220,7 +221,7 @@ func (s *stack) startBackends(ctx context.Context) error {
 		if err := r.start(); err != nil {
 			return err
 		}
-		s.onStop(func() { r.p.stop(10 * time.Second) })
+		s.onStop(func() { r.p.Stop(10 * time.Second) })
 		s.bprocs = append(s.bprocs, r)
 		procs = append(procs, r.p)
 		s.backend = append(s.backend, "http://127.0.0.1:"+strconv.Itoa(port))
@@ -241,13 +242,13 @@ func (s *stack) startGateways(ctx context.Context, gatewayYAML string, redisTime
 	if err := os.WriteFile(cfg, []byte(gatewayYAML), 0o600); err != nil {
 		return err
 	}
-	var procs []*proc
+	var procs []*childproc.Proc
 	for i := range 2 {
-		port, err := freePort(65535)
+		port, err := childproc.FreePort(65535)
 		if err != nil {
 			return err
 		}
-		aport, err := freePort(65535)
+		aport, err := childproc.FreePort(65535)
 		if err != nil {
 			return err
 		}
@@ -261,11 +262,11 @@ func (s *stack) startGateways(ctx context.Context, gatewayYAML string, redisTime
 			"GATEWAY_LOG_LEVEL=warn",
 			"GATEWAY_SHUTDOWN_GRACE=3s",
 		}
-		p, err := startProc(s.dir, fmt.Sprintf("gateway-%d", i+1), env, filepath.Join(s.bins, "gateway"), "-config", cfg)
+		p, err := childproc.Start(s.dir, fmt.Sprintf("gateway-%d", i+1), env, filepath.Join(s.bins, "gateway"), "-config", cfg)
 		if err != nil {
 			return err
 		}
-		s.onStop(func() { p.stop(10 * time.Second) })
+		s.onStop(func() { p.Stop(10 * time.Second) })
 		procs = append(procs, p)
 		s.gws = append(s.gws, "http://127.0.0.1:"+strconv.Itoa(port))
 		s.gwAdmin = append(s.gwAdmin, "http://127.0.0.1:"+strconv.Itoa(aport))
@@ -340,9 +341,9 @@ func (s *stack) admin(ctx context.Context, method, path string, body any, want i
 }
 
 // waitReady polls url until 200, failing early when p exits.
-func waitReady(ctx context.Context, url string, p *proc) error {
+func waitReady(ctx context.Context, url string, p *childproc.Proc) error {
 	err := waitFor(ctx, 30*time.Second, func() bool {
-		if p.exited() {
+		if p.Exited() {
 			return true
 		}
 		resp, err := http.Get(url)
@@ -352,11 +353,11 @@ func waitReady(ctx context.Context, url string, p *proc) error {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	if p.exited() {
-		return fmt.Errorf("%s exited before it was ready:\n%s", p.name, p.tail())
+	if p.Exited() {
+		return fmt.Errorf("%s exited before it was ready:\n%s", p.Name(), p.Tail())
 	}
 	if err != nil {
-		return fmt.Errorf("%s not ready at %s: %w\n%s", p.name, url, err, p.tail())
+		return fmt.Errorf("%s not ready at %s: %w\n%s", p.Name(), url, err, p.Tail())
 	}
 	return nil
 }
@@ -384,7 +385,7 @@ func waitFor(ctx context.Context, bound time.Duration, ok func() bool) error {
 type restartable struct {
 	dir, name, bin string
 	env, args      []string
-	p              *proc
+	p              *childproc.Proc
 	starts         int
 }
 
@@ -394,7 +395,7 @@ func (r *restartable) start() error {
 	if r.starts > 1 {
 		name = fmt.Sprintf("%s.%d", r.name, r.starts)
 	}
-	p, err := startProc(r.dir, name, r.env, r.bin, r.args...)
+	p, err := childproc.Start(r.dir, name, r.env, r.bin, r.args...)
 	if err != nil {
 		return err
 	}
