@@ -27,6 +27,7 @@ import (
 	"vendorgate/backend/vendorapi"
 	"vendorgate/backend/vendors"
 	"vendorgate/shared/apikey"
+	"vendorgate/shared/serverlog"
 	"vendorgate/shared/wire"
 )
 
@@ -218,10 +219,6 @@ func logRequests(log *slog.Logger, h fasthttp.RequestHandler) fasthttp.RequestHa
 	}
 }
 
-type slogPrintf struct{ log *slog.Logger }
-
-func (l slogPrintf) Printf(format string, args ...any) { l.log.Warn(fmt.Sprintf(format, args...)) }
-
 func newServer(h fasthttp.RequestHandler, maxBody int, log *slog.Logger) *fasthttp.Server {
 	return &fasthttp.Server{
 		Handler:               h,
@@ -231,7 +228,7 @@ func newServer(h fasthttp.RequestHandler, maxBody int, log *slog.Logger) *fastht
 		WriteTimeout:          60 * time.Second,
 		IdleTimeout:           60 * time.Second,
 		NoDefaultServerHeader: true,
-		Logger:                slogPrintf{log},
+		Logger:                serverlog.Printer{Log: log}, // never the request's bytes
 	}
 }
 

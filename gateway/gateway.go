@@ -32,6 +32,7 @@ import (
 	"vendorgate/gateway/respond"
 	"vendorgate/gateway/throttle"
 	"vendorgate/shared/apikey"
+	"vendorgate/shared/serverlog"
 )
 
 // RedisOptions selects and tunes the limiter's Redis. No URLs: the
@@ -219,13 +220,14 @@ func New(o Options) (*Gateway, error) {
 		NoDefaultServerHeader:         true,
 		DisableHeaderNamesNormalizing: false,
 		CloseOnShutdown:               true,
-		Logger:                        slogPrinter{g.log},
+		Logger:                        serverlog.Printer{Log: g.log}, // never the request's bytes
 	}
 	g.admin = &fasthttp.Server{
 		Handler:     admin.Handler(admin.Options{Registry: g.metrics.Registry, Ready: g.unready, OpenAPI: o.OpenAPI}),
 		Name:        "vendorgate-admin",
 		IdleTimeout: 30 * time.Second,
 		ReadTimeout: 10 * time.Second,
+		Logger:      serverlog.Printer{Log: g.log},
 	}
 	go g.pollBreakers()
 	return g, nil
@@ -442,11 +444,4 @@ func (g *Gateway) unready() []string {
 		out = append(out, backendapi.BreakerName)
 	}
 	return out
-}
-
-// slogPrinter routes fasthttp's own log lines to slog.
-type slogPrinter struct{ log *slog.Logger }
-
-func (p slogPrinter) Printf(format string, args ...any) {
-	p.log.Warn("fasthttp", "msg", fmt.Sprintf(format, args...))
 }

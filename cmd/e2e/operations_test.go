@@ -3,6 +3,7 @@ package e2e
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -174,12 +175,29 @@ func TestSecretsNeverLogged(t *testing.T) {
 	s.do("GET", s.gwURLs[0]+"/api/vendor/v1/me", key, nil, nil)
 	s.do("GET", s.gwURLs[0]+"/api/vendor/v1/me", key[:len(key)-1]+"x", nil, nil)
 	s.place(key, "D7654321", "mvr")
-	logs := s.backend.logText()
-	for _, g := range s.gateways {
-		logs += g.logText()
+	// Malformed requests that carry the secrets: fasthttp's error text
+	// quotes the bytes it read.
+	for _, u := range []string{s.gwURLs[0], s.gwAdmin[0], s.backendURL, s.adminURL} {
+		for _, hdr := range []string{"X-API-Key: " + key, "X-Internal-Token: " + internalToken, "Authorization: Bearer " + adminToken} {
+			sendRaw(t, u, "GET /api/vendor/v1/me HTTP/1.1\r\nHost: g\r\n"+hdr+"\r\nBad Header Line\r\n\r\n")
+		}
+	}
+	var logs string
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		logs = s.backend.logText()
+		for _, g := range s.gateways {
+			logs += g.logText()
+		}
+		if strings.Count(logs, `"msg":"malformed request"`) >= 12 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if !strings.Contains(logs, "\"") {
 		t.Fatal("no log lines were written at all")
+	}
+	if n := strings.Count(logs, `"msg":"malformed request"`); n < 12 {
+		t.Errorf("%d log lines name a malformed request, want 12", n)
 	}
 	secret := key[9:]
 	for name, v := range map[string]string{"api key": key, "key secret": secret, "internal token": internalToken, "admin token": adminToken} {
@@ -270,4 +288,20 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 	if handled != answered {
 		t.Fatalf("the gateway logged %d handled requests but clients received %d answers", handled, answered)
 	}
+}
+
+// sendRaw writes raw to the server at base URL u as it is and reads until
+// the server closes (a malformed request is answered 400, then closed).
+func sendRaw(t *testing.T, u, raw string) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(u, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.ReadAll(c)
 }
