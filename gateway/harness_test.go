@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -163,8 +164,15 @@ func (b *testBackend) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	echo := map[string]string{}
+	copies := map[string]int{}
 	for k, v := range ctx.Request.Header.All() {
 		echo[string(k)] = string(v)
+		copies[http.CanonicalHeaderKey(string(k))]++
+	}
+	for k, n := range copies {
+		if n > 1 { // a header sent more than once: "copies:Name" says how often
+			echo["copies:"+k] = strconv.Itoa(n)
+		}
 	}
 	echo["method"] = string(ctx.Method())
 	echo["body"] = string(ctx.PostBody())

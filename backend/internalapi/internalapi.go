@@ -4,6 +4,7 @@
 package internalapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"log/slog"
@@ -41,8 +42,38 @@ func (a *API) Guard(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 			respond.Error(ctx, a.log, apierr.New(apierr.InvalidAPIKey, "internal token required"))
 			return
 		}
+		if name := repeatedIdentity(&ctx.Request.Header); name != "" {
+			e := apierr.New(apierr.ValidationError, "%s was sent more than once", name)
+			e.Fields = map[string]string{name: "sent more than once"}
+			respond.Error(ctx, a.log, e)
+			return
+		}
 		h(ctx)
 	}
+}
+
+// singleHeaders name the caller; the gateway sends each once, so a second
+// copy was forged by a client and the request is refused rather than
+// trusting either.
+var singleHeaders = []string{wire.HeaderVendorID, wire.HeaderKeyID, wire.HeaderEnvironment}
+
+// repeatedIdentity is the first of singleHeaders present more than once
+// (in any spelling), or "".
+func repeatedIdentity(h *fasthttp.RequestHeader) string {
+	var seen [3]int
+	for k := range h.All() {
+		for i, name := range singleHeaders {
+			if len(k) == len(name) && bytes.EqualFold(k, []byte(name)) {
+				seen[i]++
+			}
+		}
+	}
+	for i, n := range seen {
+		if n > 1 {
+			return singleHeaders[i]
+		}
+	}
+	return ""
 }
 
 // LookupKey answers GET /internal/v1/keys/{hash}: the key and its vendor,

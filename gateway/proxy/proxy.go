@@ -236,6 +236,43 @@ func hopIndex(name []byte) int {
 	return -1
 }
 
+// gatewayHeaders are the request headers only the gateway writes (and the
+// API key, which never goes further): every copy a client sent is removed.
+var gatewayHeaders = []string{wire.HeaderInternalToken, wire.HeaderVendorID, wire.HeaderKeyID, wire.HeaderEnvironment,
+	wire.HeaderRequestID, wire.HeaderForwardedFor, wire.HeaderAPIKey}
+
+// gatewayIndex is the index in gatewayHeaders of name (any case), or -1.
+func gatewayIndex(name []byte) int {
+	for i, h := range gatewayHeaders {
+		if len(name) == len(h) && bytes.EqualFold(name, []byte(h)) {
+			return i
+		}
+	}
+	return -1
+}
+
+// delEvery deletes every copy of name in any spelling. Del removes every
+// copy of the normalised name, which is all of them while the server
+// normalises names; without that, each other spelling is deleted as it
+// was sent.
+func delEvery(h *fasthttp.RequestHeader, name string) {
+	h.Del(name)
+	for range 64 { // a header holds far fewer names; bounds a Del that would not take
+		var buf [64]byte
+		var found []byte
+		for k := range h.All() {
+			if len(k) == len(name) && bytes.EqualFold(k, []byte(name)) {
+				found = append(buf[:0], k...)
+				break
+			}
+		}
+		if found == nil {
+			return
+		}
+		h.DelBytes(found)
+	}
+}
+
 // prepareRequest strips hop-by-hop headers (and those named in Connection),
 // removes every header only the gateway may set, the API key itself (the
 // backend trusts the identity headers instead), and sets the identity.
@@ -251,10 +288,12 @@ func prepareRequest(h *fasthttp.RequestHeader, id *Identity, token string) {
 			}
 		}
 	}
-	var present uint16
+	var present, forged uint16
 	for name := range h.All() {
 		if i := hopIndex(name); i >= 0 {
 			present |= 1 << i
+		} else if i := gatewayIndex(name); i >= 0 {
+			forged |= 1 << i
 		}
 	}
 	for i, name := range hopHeaders {
@@ -263,7 +302,13 @@ func prepareRequest(h *fasthttp.RequestHeader, id *Identity, token string) {
 		}
 	}
 	h.ResetConnectionClose()
-	h.Del(wire.HeaderAPIKey)
+	// Set replaces only the first copy of a name: a client's second
+	// X-Vendor-Id would reach the backend after ours. Delete every copy.
+	for i, name := range gatewayHeaders {
+		if forged&(1<<i) != 0 {
+			delEvery(h, name)
+		}
+	}
 	h.Set(wire.HeaderInternalToken, token)
 	h.Set(wire.HeaderVendorID, id.VendorID)
 	h.Set(wire.HeaderKeyID, id.KeyID)
