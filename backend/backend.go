@@ -169,7 +169,7 @@ func (b *Backend) build(ctx context.Context) error {
 
 	internal := internalapi.New(o.InternalToken, vs, b.log)
 	r := respond.NewRouter(b.log)
-	r.GET("/internal/v1/keys/{hash}", internal.LookupKey)
+	r.GET("/internal/v1/keys/{hash}", internal.Guard(internal.LookupKey)) // guarded here too, whatever the path looked like
 	vendorapi.New(vendorapi.Options{Vendors: vs, Orders: orders, MaxBodyBytes: o.MaxBodyBytes, Logger: b.log}).
 		Register(r, internal.Guard)
 	b.server = newServer(b.metrics.Instrument(logRequests(b.log, guardPrefixes(internal, r.Handler))), o.MaxBodyBytes, b.log)
@@ -185,17 +185,27 @@ func (b *Backend) build(ctx context.Context) error {
 
 // guardPrefixes puts the internal-token guard in front of every path under
 // /api/vendor/ and /internal/, unknown ones included, so that nothing there
-// answers (not even a 404) without the token.
+// answers (not even a 404) without the token. The router matches the raw
+// path and fasthttp's Path is the normalised one (%2F decoded, dot segments
+// resolved): /internal/v1/keys/..%2f..%2fx is a key lookup to the router
+// and /x to Path. So both are checked, in any letter case.
 func guardPrefixes(internal *internalapi.API, h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	guarded := internal.Guard(h)
 	return func(ctx *fasthttp.RequestCtx) {
-		p := ctx.Path()
-		if bytes.HasPrefix(p, []byte("/api/vendor/")) || bytes.HasPrefix(p, []byte("/internal/")) {
+		if guardedPath(ctx.Request.URI().PathOriginal()) || guardedPath(ctx.Path()) {
 			guarded(ctx)
 			return
 		}
 		h(ctx)
 	}
+}
+
+func guardedPath(p []byte) bool {
+	return hasPrefixFold(p, "/api/vendor/") || hasPrefixFold(p, "/internal/")
+}
+
+func hasPrefixFold(p []byte, prefix string) bool {
+	return len(p) >= len(prefix) && bytes.EqualFold(p[:len(prefix)], []byte(prefix))
 }
 
 // logRequests logs every answer with the gateway's request id: at debug

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"vendorgate/shared/wire"
 )
 
 // rawRequest writes raw to addr as it is, byte for byte (no client library
@@ -30,6 +32,43 @@ func rawRequest(t testing.TB, addr, raw string) resp {
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
 	return resp{status: res.StatusCode, header: res.Header, body: body}
+}
+
+// The guard must see the path the router routes (the raw one), so no
+// spelling of an internal path reaches a handler without the token.
+func TestInternalGuardOnRawPath(t *testing.T) {
+	h := start(t)
+	v := h.newVendor("sandbox", "mvr")
+	addr := strings.TrimPrefix(h.api, "http://")
+	for _, path := range []string{
+		"/internal/v1/keys/..%2F..%2Fx",
+		"/internal/v1/keys/..%2f..%2f..%2fx",
+		"/internal/v1/keys/%2e%2e%2f%2e%2e%2fx",
+		"/internal/v1/keys/%2E%2E%2F%2E%2E%2F%2E%2E%2Fapi",
+		"/internal/v1/keys/" + strings.Repeat("a", 64) + "/..%2F..%2F..%2F..%2Fx",
+		"//internal/v1/keys/" + strings.Repeat("a", 64),
+		"/./internal/v1/keys/" + strings.Repeat("a", 64),
+		"/x/../internal/v1/keys/" + strings.Repeat("a", 64),
+		"/x/..%2Finternal/v1/keys/" + strings.Repeat("a", 64),
+		"/%69nternal/v1/keys/" + strings.Repeat("a", 64),
+		"/INTERNAL/v1/keys/" + strings.Repeat("a", 64),
+		"/Internal/V1/Keys/" + strings.Repeat("a", 64),
+		"/api/vendor/v1/orders/..%2F..%2F..%2Fx",
+		"/api/vendor/v1/orders/%2e%2e%2f%2e%2e%2fme",
+		"//api/vendor/v1/me",
+		"/API/Vendor/v1/me",
+		"http://b/internal/v1/keys/..%2f..%2fx",
+		"/internal/v1/keys/..%5c..%5cx",
+	} {
+		for _, hdr := range []string{"", "X-Internal-Token: wrong-token-wrong-token\r\n"} {
+			raw := "GET " + path + " HTTP/1.1\r\nHost: b\r\n" + wire.HeaderVendorID + ": " + v + "\r\n" + hdr + "\r\n"
+			r := rawRequest(t, addr, raw)
+			code, _, _ := r.envelope(t)
+			if r.status != 401 || code != "invalid_api_key" || !strings.Contains(string(r.body), "internal token required") {
+				t.Errorf("GET %s (%q): %d %s, want 401 internal token required", path, hdr, r.status, r.body)
+			}
+		}
+	}
 }
 
 // A request that names its vendor, key or environment twice is refused:
