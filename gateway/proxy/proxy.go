@@ -136,6 +136,9 @@ func New(o Options) (*Proxy, error) {
 				Timeout:       o.BreakerOpenFor,
 				ReadyToTrip:   func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
 				OnStateChange: o.OnStateChange,
+				// A full pool is this gateway's overload, not the backend
+				// failing: it answers 503 but opens the breaker for no one.
+				IsExcluded: func(err error) bool { return errors.Is(err, fasthttp.ErrNoFreeConns) },
 			}),
 		})
 	}
