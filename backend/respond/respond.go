@@ -15,6 +15,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/backend/textcheck"
 	"vendorgate/shared/apierr"
 )
 
@@ -104,9 +105,14 @@ func RequestContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 10*time.Second)
 }
 
-// Decode reads a JSON body strictly into v: unknown fields and trailing
-// data are validation errors.
+// Decode reads a JSON body strictly into v: unknown fields, trailing data
+// and a control character in any string are validation errors.
 func Decode(body []byte, v any) *apierr.Error {
+	if bad := textcheck.ControlChars(body); bad != nil {
+		e := apierr.New(apierr.ValidationError, "the request is not valid; see fields")
+		e.Fields = bad
+		return e
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

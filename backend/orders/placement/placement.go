@@ -8,10 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"vendorgate/backend/textcheck"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/wire"
 )
@@ -79,6 +81,12 @@ func Parse(idemKey string, body []byte, now time.Time) (*Request, *apierr.Error)
 		fields[wire.HeaderIdempotency] = "required: send a unique key per order"
 	case len(idemKey) > MaxIdempotencyKey:
 		fields[wire.HeaderIdempotency] = fmt.Sprintf("at most %d characters", MaxIdempotencyKey)
+	case textcheck.HasControl(idemKey):
+		fields[wire.HeaderIdempotency] = textcheck.Message
+	}
+	if bad := textcheck.ControlChars(body); bad != nil { // before any field is read: no value carries one further
+		maps.Copy(fields, bad)
+		return nil, ValidationError(fields)
 	}
 	var req struct {
 		MCNumber          *string          `json:"mc_number"`
