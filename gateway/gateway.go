@@ -147,6 +147,12 @@ func New(o Options) (*Gateway, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Redis.Timeout <= 0 {
+		o.Redis.Timeout = 50 * time.Millisecond
+	}
+	if o.Redis.PoolSize <= 0 {
+		o.Redis.PoolSize = 64
+	}
 	sn, err := compile(o.Settings)
 	if err != nil {
 		return nil, fmt.Errorf("gateway settings: %w", err)
@@ -264,7 +270,7 @@ func (g *Gateway) connectRedis(o Options, onState func(string, gobreaker.State, 
 		return err
 	}
 	g.limiter = g.redisLim
-	g.throttle = throttle.NewRedis(g.limiterClient, o.Redis.Timeout)
+	g.throttle = throttle.NewRedis(throttle.RedisOptions{Client: g.limiterClient, Timeout: o.Redis.Timeout})
 	g.subscriber = auth.Subscribe(g.subClient, cache, g.log)
 	g.log.Info("rate limiter: Redis", "addrs", strings.Join(uo.Addrs, ","), "sentinel_master", uo.MasterName, "timeout", o.Redis.Timeout.String())
 	return nil

@@ -132,10 +132,22 @@ func (l *localCounter) incr(keys []string, win time.Duration) ([]count, error) {
 	return out, nil
 }
 
+// RedisOptions configures a throttle whose counts live in Redis.
+type RedisOptions struct {
+	// Client is a plain, Sentinel or Cluster client.
+	Client redis.UniversalClient
+	// Timeout bounds one call. Default 50ms, as the limiter's: a zero
+	// timeout would fail every call at once.
+	Timeout time.Duration
+}
+
 // NewRedis returns a throttle whose counts live in Redis, shared by every
-// replica. timeout bounds one call.
-func NewRedis(client redis.UniversalClient, timeout time.Duration) *Throttle {
-	return &Throttle{c: &redisCounter{client: client, timeout: timeout}}
+// replica.
+func NewRedis(o RedisOptions) *Throttle {
+	if o.Timeout <= 0 {
+		o.Timeout = 50 * time.Millisecond
+	}
+	return &Throttle{c: &redisCounter{client: o.Client, timeout: o.Timeout}}
 }
 
 type redisCounter struct {

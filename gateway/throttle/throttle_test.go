@@ -17,7 +17,7 @@ func TestThresholds(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	for name, mk := range map[string]func() *Throttle{
 		"local": func() *Throttle { return NewLocal(func() time.Time { return now }) },
-		"redis": func() *Throttle { return NewRedis(c, time.Second) },
+		"redis": func() *Throttle { return NewRedis(RedisOptions{Client: c, Timeout: time.Second}) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			th := Thresholds{PerAddress: 5, PerKey: 2, Window: time.Minute}
@@ -48,5 +48,35 @@ func TestThresholds(t *testing.T) {
 				t.Fatal("another address throttled")
 			}
 		})
+	}
+}
+
+// TestRedisZeroTimeoutTakesTheDefault: options that leave Timeout unset get
+// the documented default, so the throttle counts on a healthy Redis and
+// fails (instead of hanging) on a stopped one.
+func TestRedisZeroTimeoutTakesTheDefault(t *testing.T) {
+	rs := testredis.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer c.Close()
+	th := Thresholds{PerAddress: 5, PerKey: 2, Window: time.Minute}
+	addr := netip.MustParseAddr("198.51.100.9")
+	tr := NewRedis(RedisOptions{Client: c})
+	if _, err := tr.Fail(addr, nil, th); err != nil {
+		t.Fatalf("healthy redis, zero Timeout: %v", err)
+	}
+	rs.Pause()
+	defer rs.Resume()
+	done := make(chan error, 1)
+	go func() {
+		_, err := tr.Fail(addr, nil, th)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a paused redis counted a failure")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Fail against a paused redis did not return within 10s")
 	}
 }
