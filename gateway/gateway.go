@@ -78,6 +78,10 @@ type Options struct {
 	Proxy         ProxyOptions
 	// MaxBodyBytes bounds a request body (413 past it). Default 1 MiB.
 	MaxBodyBytes int
+	// FailedKeysTracked bounds the in-process failed-key counts, per
+	// address and per key (throttle.LocalOptions.MaxTracked). Default
+	// 100000 each.
+	FailedKeysTracked int
 	// Settings are the reloadable settings in force at start.
 	Settings Settings
 	// Logger receives the access log and events. Default slog.Default().
@@ -204,7 +208,7 @@ func New(o Options) (*Gateway, error) {
 
 	if len(o.Redis.URLs) == 0 {
 		g.limiter = limit.NewLocal(limit.LocalOptions{Now: o.Now})
-		g.throttle = throttle.NewLocal(o.Now)
+		g.throttle = throttle.NewLocal(throttle.LocalOptions{Now: o.Now, MaxTracked: o.FailedKeysTracked})
 		g.log.Info("rate limiter: in-process GCRA (no Redis configured): limits hold for this single gateway instance only")
 	} else {
 		if err := g.connectRedis(o, onState, cache); err != nil {
