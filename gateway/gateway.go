@@ -236,6 +236,9 @@ func New(o Options) (*Gateway, error) {
 		Name:        "vendorgate-admin",
 		IdleTimeout: 30 * time.Second,
 		ReadTimeout: 10 * time.Second,
+		// Its endpoints take no body; fasthttp would otherwise set aside
+		// memory for any announced up to 4 MiB, and wait for it.
+		MaxRequestBodySize: 4 << 10,
 	}
 	go g.pollBreakers()
 	return g, nil
