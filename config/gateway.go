@@ -246,7 +246,7 @@ func (c *Gateway) Validate() error {
 		add("failed_keys: per_address, per_key and window must be positive")
 	}
 	if c.FailedKeys.MaxTracked <= 0 {
-		add("failed_keys.max_tracked must be positive (100000 is the default: about 10 MB per map)")
+		add("failed_keys.max_tracked must be positive (the default 100000 takes about 20 MB per map when full)")
 	}
 	if c.KeyCache.Size <= 0 || c.KeyCache.TTL <= 0 || c.KeyCache.NegativeTTL <= 0 {
 		add("key_cache: size, ttl and negative_ttl must be positive")
