@@ -175,11 +175,14 @@ func (b *Backend) build(ctx context.Context) error {
 	b.server = newServer(b.metrics.Instrument(logRequests(b.log, guardPrefixes(internal, r.Handler))), o.MaxBodyBytes, b.log)
 
 	ar := respond.NewRouter(b.log)
-	admin.New(admin.Options{Token: o.AdminToken, Vendors: vs, Orders: orders, DB: b.store,
-		Metrics: b.metrics.Handler(), Logger: b.log}).Register(ar)
+	adm := admin.New(admin.Options{Token: o.AdminToken, Vendors: vs, Orders: orders, DB: b.store,
+		Metrics: b.metrics.Handler(), Logger: b.log})
+	adm.Register(ar)
 	// The admin listener takes report PDFs in base64: allow more than a
-	// vendor body.
+	// vendor body, but only once the headers carry the admin token.
 	b.adminServer = newServer(b.metrics.Instrument(ar.Handler), 64<<20, b.log)
+	b.adminServer.HeaderReceived = adm.HeaderReceived
+	b.adminServer.ErrorHandler = adm.ServerError
 	return nil
 }
 

@@ -125,6 +125,11 @@ type FailedKeys struct {
 	PerAddress int           `yaml:"per_address" env:"GATEWAY_FAILED_KEYS_PER_ADDRESS"`
 	PerKey     int           `yaml:"per_key" env:"GATEWAY_FAILED_KEYS_PER_KEY"`
 	Window     time.Duration `yaml:"window" env:"GATEWAY_FAILED_KEYS_WINDOW"`
+	// MaxTracked bounds the in-process counts (no Redis configured): at
+	// most this many addresses (an IPv6 /64 counts as one) and, apart, as
+	// many keys; past it the oldest windows are dropped first. Read at
+	// start. Default 100000.
+	MaxTracked int `yaml:"max_tracked" env:"GATEWAY_FAILED_KEYS_MAX_TRACKED"`
 }
 
 // KeyCache bounds the in-process key cache.
@@ -161,7 +166,7 @@ func DefaultGateway() *Gateway {
 			Reads:  Limit{Rate: 120, Period: time.Minute},
 			Orders: Limit{Rate: 10, Period: time.Minute},
 		}},
-		FailedKeys:    FailedKeys{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute},
+		FailedKeys:    FailedKeys{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute, MaxTracked: 100_000},
 		KeyCache:      KeyCache{Size: 100000, TTL: 30 * time.Second, NegativeTTL: 5 * time.Second},
 		Proxy:         Proxy{Timeout: 10 * time.Second, MaxConns: 512, BreakerOpenFor: 5 * time.Second, BreakerFailures: 5},
 		MaxBodyBytes:  1 << 20,
@@ -239,6 +244,9 @@ func (c *Gateway) Validate() error {
 	}
 	if c.FailedKeys.PerAddress <= 0 || c.FailedKeys.PerKey <= 0 || c.FailedKeys.Window <= 0 {
 		add("failed_keys: per_address, per_key and window must be positive")
+	}
+	if c.FailedKeys.MaxTracked <= 0 {
+		add("failed_keys.max_tracked must be positive (the default 100000 takes about 20 MB per map when full)")
 	}
 	if c.KeyCache.Size <= 0 || c.KeyCache.TTL <= 0 || c.KeyCache.NegativeTTL <= 0 {
 		add("key_cache: size, ttl and negative_ttl must be positive")

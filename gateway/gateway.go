@@ -79,6 +79,10 @@ type Options struct {
 	Proxy         ProxyOptions
 	// MaxBodyBytes bounds a request body (413 past it). Default 1 MiB.
 	MaxBodyBytes int
+	// FailedKeysTracked bounds the in-process failed-key counts, per
+	// address and per key (throttle.LocalOptions.MaxTracked). Default
+	// 100000 each.
+	FailedKeysTracked int
 	// Settings are the reloadable settings in force at start.
 	Settings Settings
 	// Logger receives the access log and events. Default slog.Default().
@@ -148,6 +152,12 @@ func New(o Options) (*Gateway, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Redis.Timeout <= 0 {
+		o.Redis.Timeout = 50 * time.Millisecond
+	}
+	if o.Redis.PoolSize <= 0 {
+		o.Redis.PoolSize = 64
+	}
 	sn, err := compile(o.Settings)
 	if err != nil {
 		return nil, fmt.Errorf("gateway settings: %w", err)
@@ -199,7 +209,7 @@ func New(o Options) (*Gateway, error) {
 
 	if len(o.Redis.URLs) == 0 {
 		g.limiter = limit.NewLocal(limit.LocalOptions{Now: o.Now})
-		g.throttle = throttle.NewLocal(o.Now)
+		g.throttle = throttle.NewLocal(throttle.LocalOptions{Now: o.Now, MaxTracked: o.FailedKeysTracked})
 		g.log.Info("rate limiter: in-process GCRA (no Redis configured): limits hold for this single gateway instance only")
 	} else {
 		if err := g.connectRedis(o, onState, cache); err != nil {
@@ -228,6 +238,9 @@ func New(o Options) (*Gateway, error) {
 		IdleTimeout: 30 * time.Second,
 		ReadTimeout: 10 * time.Second,
 		Logger:      serverlog.Printer{Log: g.log},
+		// Its endpoints take no body; fasthttp would otherwise set aside
+		// memory for any announced up to 4 MiB, and wait for it.
+		MaxRequestBodySize: 4 << 10,
 	}
 	go g.pollBreakers()
 	return g, nil
@@ -266,7 +279,7 @@ func (g *Gateway) connectRedis(o Options, onState func(string, gobreaker.State, 
 		return err
 	}
 	g.limiter = g.redisLim
-	g.throttle = throttle.NewRedis(g.limiterClient, o.Redis.Timeout)
+	g.throttle = throttle.NewRedis(throttle.RedisOptions{Client: g.limiterClient, Timeout: o.Redis.Timeout})
 	g.subscriber = auth.Subscribe(g.subClient, cache, g.log)
 	g.log.Info("rate limiter: Redis", "addrs", strings.Join(uo.Addrs, ","), "sentinel_master", uo.MasterName, "timeout", o.Redis.Timeout.String())
 	return nil

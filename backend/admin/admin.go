@@ -6,6 +6,7 @@ package admin
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -95,16 +96,52 @@ func (a *API) Register(r *router.Router) {
 }
 
 func (a *API) auth(h fasthttp.RequestHandler) fasthttp.RequestHandler {
-	want := []byte("Bearer " + a.o.Token)
 	return func(ctx *fasthttp.RequestCtx) {
-		got := ctx.Request.Header.Peek("Authorization")
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="vendorgate-admin"`)
-			respond.Error(ctx, a.o.Logger, apierr.New(apierr.InvalidAPIKey, "admin token required"))
+		if !a.authorized(&ctx.Request.Header) {
+			a.refuse(ctx)
 			return
 		}
 		h(ctx)
 	}
+}
+
+func (a *API) authorized(h *fasthttp.RequestHeader) bool {
+	return subtle.ConstantTimeCompare(h.Peek("Authorization"), []byte("Bearer "+a.o.Token)) == 1
+}
+
+func (a *API) refuse(ctx *fasthttp.RequestCtx) {
+	ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="vendorgate-admin"`)
+	respond.Error(ctx, a.o.Logger, apierr.New(apierr.InvalidAPIKey, "admin token required"))
+}
+
+// UnauthenticatedBodyBytes bounds the body of a request to the admin
+// listener that does not carry the admin token.
+const UnauthenticatedBodyBytes = 16 << 10
+
+// HeaderReceived is the admin listener's fasthttp.Server.HeaderReceived,
+// decided from the headers before any body byte is read: the holder of the
+// token may send the listener's full limit (report PDFs in base64), anyone
+// else UnauthenticatedBodyBytes. fasthttp sets aside memory for the whole
+// announced Content-Length before reading it, so without this a client with
+// no token could make the server hold 64 MiB per connection.
+func (a *API) HeaderReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	if a.authorized(h) {
+		return fasthttp.RequestConfig{}
+	}
+	return fasthttp.RequestConfig{MaxRequestBodySize: UnauthenticatedBodyBytes}
+}
+
+// ServerError is the admin listener's fasthttp.Server.ErrorHandler: a body
+// over the limit from a request without the token is answered 401, as the
+// handler would answer it, at once and without reading the body; the rest
+// goes to respond.ServerErrorHandler. (A chunked body cut midway leaves no
+// headers to judge by, and is a 413.)
+func (a *API) ServerError(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) && ctx.Request.Header.ContentLength() > 0 && !a.authorized(&ctx.Request.Header) {
+		a.refuse(ctx)
+		return
+	}
+	respond.ServerErrorHandler(ctx, err)
 }
 
 func (a *API) readyz(ctx *fasthttp.RequestCtx) {

@@ -93,9 +93,36 @@ func (m *Metrics) Instrument(h fasthttp.RequestHandler) fasthttp.RequestHandler 
 		if p, ok := ctx.UserValue(router.MatchedRoutePathParam).(string); ok && p != "" {
 			route = p
 		}
-		m.requests.WithLabelValues(route, string(ctx.Method()), strconv.Itoa(ctx.Response.StatusCode())).Inc()
+		m.requests.WithLabelValues(route, methodLabel(ctx.Method()), strconv.Itoa(ctx.Response.StatusCode())).Inc()
 		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
 	}
+}
+
+// methodLabel is the method's name for the standard methods and "other"
+// for any other: a label taken from the request line as sent would let a
+// client mint a series per invented method (M1, M2, ...).
+func methodLabel(method []byte) string {
+	switch string(method) {
+	case fasthttp.MethodGet:
+		return fasthttp.MethodGet
+	case fasthttp.MethodHead:
+		return fasthttp.MethodHead
+	case fasthttp.MethodPost:
+		return fasthttp.MethodPost
+	case fasthttp.MethodPut:
+		return fasthttp.MethodPut
+	case fasthttp.MethodPatch:
+		return fasthttp.MethodPatch
+	case fasthttp.MethodDelete:
+		return fasthttp.MethodDelete
+	case fasthttp.MethodOptions:
+		return fasthttp.MethodOptions
+	case fasthttp.MethodConnect:
+		return fasthttp.MethodConnect
+	case fasthttp.MethodTrace:
+		return fasthttp.MethodTrace
+	}
+	return "other"
 }
 
 // Handler serves the registry in the Prometheus text format.

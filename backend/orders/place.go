@@ -56,24 +56,26 @@ func (s *Service) Place(ctx context.Context, v *store.Vendor, idemKey string, bo
 	hash := hex.EncodeToString(sum[:])
 	now := s.now()
 
-	for attempt := 0; ; attempt++ {
-		existing, err := s.o.Store.ReserveIdempotency(ctx, store.Idempotency{VendorID: v.ID, Key: idemKey, RequestHash: hash, CreatedAt: now})
-		if err != nil {
-			return nil, err
-		}
-		if existing == nil {
-			break
-		}
-		if existing.OrderID == "" {
-			if attempt == 0 && now.Sub(existing.CreatedAt) > s.o.PlacingTimeout {
-				// A placement that crashed midway: take the key over.
-				if err := s.o.Store.DropIdempotency(ctx, v.ID, idemKey); err != nil {
-					return nil, err
-				}
-				continue
+	rec := store.Idempotency{VendorID: v.ID, Key: idemKey, RequestHash: hash, CreatedAt: now}
+	existing, err := s.o.Store.ReserveIdempotency(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	if existing != nil && existing.OrderID == "" {
+		// A placement that crashed midway: take the key over, unless
+		// another retry took it over first (then that one is placing).
+		won := false
+		if now.Sub(existing.CreatedAt) > s.o.PlacingTimeout {
+			if won, err = s.o.Store.TakeOverIdempotency(ctx, *existing, rec); err != nil {
+				return nil, err
 			}
+		}
+		if !won {
 			return nil, apierr.New(apierr.InProgress, "an order with this Idempotency-Key is still being placed")
 		}
+		existing = nil
+	}
+	if existing != nil {
 		if existing.RequestHash != hash {
 			e := apierr.New(apierr.IdempotencyConflict, "this Idempotency-Key was already used for a different order")
 			e.OrderID = existing.OrderID

@@ -113,6 +113,13 @@ type Store interface {
 	// already used the key it inserts nothing and returns the existing
 	// record; a unique constraint decides races.
 	ReserveIdempotency(ctx context.Context, rec Idempotency) (existing *Idempotency, err error)
+	// TakeOverIdempotency replaces abandoned (a record whose placement
+	// crashed, as ReserveIdempotency returned it) by rec, only if the record
+	// is still exactly abandoned: no order, the same request hash and
+	// created_at. A compare-and-swap, not a delete then an insert, so of
+	// several placements taking one record over at once exactly one wins;
+	// the others get false and must not place an order.
+	TakeOverIdempotency(ctx context.Context, abandoned, rec Idempotency) (won bool, err error)
 	// DropIdempotency removes a record whose order was never placed.
 	DropIdempotency(ctx context.Context, vendorID, key string) error
 	// CreateOrder inserts o and its services and, when idemKey is not empty,

@@ -64,10 +64,11 @@ func run() int {
 		KeyCache: auth.CacheOptions{Size: cfg.KeyCache.Size, TTL: cfg.KeyCache.TTL, NegativeTTL: cfg.KeyCache.NegativeTTL},
 		Proxy: gateway.ProxyOptions{Timeout: cfg.Proxy.Timeout, MaxConns: cfg.Proxy.MaxConns,
 			BreakerOpenFor: cfg.Proxy.BreakerOpenFor, BreakerFailures: cfg.Proxy.BreakerFailures},
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		Settings:     settings,
-		Logger:       log,
-		OpenAPI:      openapi.Document,
+		MaxBodyBytes:      cfg.MaxBodyBytes,
+		FailedKeysTracked: cfg.FailedKeys.MaxTracked,
+		Settings:          settings,
+		Logger:            log,
+		OpenAPI:           openapi.Document,
 	})
 	if err != nil {
 		log.Error("gateway", "err", err)

@@ -6,10 +6,12 @@
 package throttle
 
 import (
+	"container/list"
 	"context"
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,9 +55,9 @@ type Throttle struct{ c counter }
 // now over its threshold.
 func (t *Throttle) Fail(addr netip.Addr, keySum *[32]byte, th Thresholds) (Verdict, error) {
 	keys := make([]string, 1, 2)
-	keys[0] = "vg:fk:a:" + addressBucket(addr)
+	keys[0] = addressPrefix + addressBucket(addr)
 	if keySum != nil {
-		keys = append(keys, "vg:fk:k:"+hex.EncodeToString(keySum[:16]))
+		keys = append(keys, keyPrefix+hex.EncodeToString(keySum[:16]))
 	}
 	counts, err := t.c.incr(keys, th.Window)
 	if err != nil {
@@ -87,25 +89,38 @@ func addressBucket(a netip.Addr) string {
 	return a.String()
 }
 
-// NewLocal returns an in-process throttle (a single gateway). now is the
-// clock; time.Now when nil.
-func NewLocal(now func() time.Time) *Throttle {
-	if now == nil {
-		now = time.Now
+// Bucket name prefixes: one per address (or IPv6 /64), one per key.
+const (
+	addressPrefix = "vg:fk:a:"
+	keyPrefix     = "vg:fk:k:"
+)
+
+// LocalOptions configures the in-process throttle.
+type LocalOptions struct {
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// MaxTracked bounds the windows kept per address and, apart, per key.
+	// Default 100000 each. Past it the oldest window is dropped first, so a
+	// flood of distinct addresses or keys costs bounded memory; a dropped
+	// address or key starts counting again from one.
+	MaxTracked int
+}
+
+// NewLocal returns an in-process throttle (a single gateway).
+func NewLocal(o LocalOptions) *Throttle {
+	if o.Now == nil {
+		o.Now = time.Now
 	}
-	return &Throttle{c: &localCounter{now: now, m: make(map[string]*window)}}
+	if o.MaxTracked <= 0 {
+		o.MaxTracked = 100_000
+	}
+	return &Throttle{c: &localCounter{now: o.Now, addrs: newWindows(o.MaxTracked), keys: newWindows(o.MaxTracked)}}
 }
 
 type localCounter struct {
-	now   func() time.Time
-	mu    sync.Mutex
-	m     map[string]*window
-	calls int
-}
-
-type window struct {
-	n   int64
-	end time.Time
+	now         func() time.Time
+	mu          sync.Mutex
+	addrs, keys *windows
 }
 
 func (l *localCounter) incr(keys []string, win time.Duration) ([]count, error) {
@@ -113,29 +128,82 @@ func (l *localCounter) incr(keys []string, win time.Duration) ([]count, error) {
 	out := make([]count, len(keys))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.calls++; l.calls%1024 == 0 { // bounded: drop ended windows
-		for k, w := range l.m {
-			if !now.Before(w.end) {
-				delete(l.m, k)
-			}
-		}
-	}
 	for i, k := range keys {
-		w, ok := l.m[k]
-		if !ok || !now.Before(w.end) {
-			w = &window{end: now.Add(win)}
-			l.m[k] = w
+		ws := l.keys
+		if strings.HasPrefix(k, addressPrefix) {
+			ws = l.addrs
 		}
-		w.n++
-		out[i] = count{n: w.n, left: w.end.Sub(now)}
+		out[i] = ws.fail(k, now, win)
 	}
 	return out, nil
 }
 
+// windows is one bounded set of failure windows, kept in the order they
+// started: ended windows are swept from the front and, when full, the
+// oldest is dropped, both without scanning the map.
+type windows struct {
+	max   int
+	m     map[string]*list.Element // of *window
+	order list.List                // oldest first
+}
+
+type window struct {
+	name string
+	n    int64
+	end  time.Time
+}
+
+func newWindows(max int) *windows {
+	return &windows{max: max, m: make(map[string]*list.Element)}
+}
+
+// fail counts one failure of name, starting a window when it has none.
+func (ws *windows) fail(name string, now time.Time, win time.Duration) count {
+	for e := ws.order.Front(); e != nil; e = ws.order.Front() {
+		w := e.Value.(*window)
+		if now.Before(w.end) {
+			break
+		}
+		ws.drop(e)
+	}
+	e, ok := ws.m[name]
+	if !ok {
+		for len(ws.m) >= ws.max {
+			ws.drop(ws.order.Front())
+		}
+		e = ws.order.PushBack(&window{name: name, end: now.Add(win)})
+		ws.m[name] = e
+	}
+	w := e.Value.(*window)
+	if !now.Before(w.end) { // ended behind a longer one (the window was reloaded shorter)
+		w.n, w.end = 0, now.Add(win)
+		ws.order.MoveToBack(e)
+	}
+	w.n++
+	return count{n: w.n, left: w.end.Sub(now)}
+}
+
+func (ws *windows) drop(e *list.Element) {
+	delete(ws.m, e.Value.(*window).name)
+	ws.order.Remove(e)
+}
+
+// RedisOptions configures a throttle whose counts live in Redis.
+type RedisOptions struct {
+	// Client is a plain, Sentinel or Cluster client.
+	Client redis.UniversalClient
+	// Timeout bounds one call. Default 50ms, as the limiter's: a zero
+	// timeout would fail every call at once.
+	Timeout time.Duration
+}
+
 // NewRedis returns a throttle whose counts live in Redis, shared by every
-// replica. timeout bounds one call.
-func NewRedis(client redis.UniversalClient, timeout time.Duration) *Throttle {
-	return &Throttle{c: &redisCounter{client: client, timeout: timeout}}
+// replica.
+func NewRedis(o RedisOptions) *Throttle {
+	if o.Timeout <= 0 {
+		o.Timeout = 50 * time.Millisecond
+	}
+	return &Throttle{c: &redisCounter{client: o.Client, timeout: o.Timeout}}
 }
 
 type redisCounter struct {

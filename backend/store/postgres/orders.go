@@ -50,6 +50,21 @@ func (s *Store) ReserveIdempotency(ctx context.Context, rec store.Idempotency) (
 	return nil, errors.New("reserve idempotency key: the record kept changing under us")
 }
 
+// TakeOverIdempotency replaces abandoned by rec if it is unchanged. The
+// UPDATE's row lock decides a race: the loser's UPDATE waits for the
+// winner's commit, then finds the row changed and updates nothing.
+func (s *Store) TakeOverIdempotency(ctx context.Context, abandoned, rec store.Idempotency) (bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, `UPDATE idempotency SET request_hash = $1, created_at = $2
+		WHERE vendor_id = $3 AND key = $4 AND order_id IS NULL AND request_hash = $5 AND created_at = $6`,
+		rec.RequestHash, rec.CreatedAt, abandoned.VendorID, abandoned.Key, abandoned.RequestHash, abandoned.CreatedAt)
+	if err != nil {
+		return false, fmt.Errorf("take over idempotency key: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // DropIdempotency removes a record that has no order.
 func (s *Store) DropIdempotency(ctx context.Context, vendorID, key string) error {
 	ctx, cancel := s.bound(ctx)

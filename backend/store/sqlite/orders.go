@@ -40,6 +40,21 @@ func (s *Store) ReserveIdempotency(ctx context.Context, rec store.Idempotency) (
 	return existing, err
 }
 
+// TakeOverIdempotency replaces abandoned by rec if it is unchanged.
+func (s *Store) TakeOverIdempotency(ctx context.Context, abandoned, rec store.Idempotency) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE idempotency SET request_hash = ?, created_at = ?
+		WHERE vendor_id = ? AND key = ? AND order_id IS NULL AND request_hash = ? AND created_at = ?`,
+		rec.RequestHash, toNS(rec.CreatedAt), abandoned.VendorID, abandoned.Key, abandoned.RequestHash, toNS(abandoned.CreatedAt))
+	if err != nil {
+		return false, fmt.Errorf("take over idempotency key: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("take over idempotency key: %w", err)
+	}
+	return n == 1, nil
+}
+
 // DropIdempotency removes a record that has no order.
 func (s *Store) DropIdempotency(ctx context.Context, vendorID, key string) error {
 	_, err := s.db.ExecContext(ctx, "DELETE FROM idempotency WHERE vendor_id = ? AND key = ? AND order_id IS NULL", vendorID, key)

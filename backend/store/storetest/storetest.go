@@ -47,6 +47,7 @@ func Run(t *testing.T, open Open) {
 		{"RevokeKeyConcurrent", testRevokeConcurrent},
 		{"IdempotencyReserveAndDrop", testIdempotency},
 		{"IdempotencyRaceOneWinner", testIdempotencyRace},
+		{"IdempotencyTakeOverOneWinner", testIdempotencyTakeOver},
 		{"CreateOrderRoundTrip", testOrderRoundTrip},
 		{"CreateOrderNilAndEmptyFields", testOrderNilVsEmpty},
 		{"CreateOrderLinksIdempotency", testCreateOrderLinks},
@@ -526,6 +527,72 @@ func testIdempotencyRace(t *testing.T, s store.Store) {
 			if r != nil && r.RequestHash != fmt.Sprintf("hash-%d", winner) {
 				t.Errorf("round %d: loser %d read hash %q, want the winner's hash-%d", round, i, r.RequestHash, winner)
 			}
+		}
+	}
+}
+
+// testIdempotencyTakeOver: N placements take one abandoned record over at
+// the same moment; exactly one wins, and the order it then places is linked
+// to a record carrying its request hash. A record that changed since it was
+// read (taken over, or linked to an order) is not taken over.
+func testIdempotencyTakeOver(t *testing.T, s store.Store) {
+	v := newVendor(t, s, base)
+	const n = 8
+	for round := range 5 {
+		key := fmt.Sprintf("abandoned-%d", round)
+		abandoned := store.Idempotency{VendorID: v.ID, Key: key, RequestHash: "crashed", CreatedAt: base}
+		existing, err := s.ReserveIdempotency(ctx(t), abandoned)
+		must(t, err)
+		if existing != nil {
+			t.Fatalf("fresh key already reserved: %+v", existing)
+		}
+		// What a retry reads back, as the domain would.
+		existing, err = s.ReserveIdempotency(ctx(t), store.Idempotency{VendorID: v.ID, Key: key, RequestHash: "x", CreatedAt: base.Add(time.Minute)})
+		must(t, err)
+		if existing == nil {
+			t.Fatal("the abandoned record was not returned")
+		}
+		start := make(chan struct{})
+		won := make([]bool, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				won[i], errs[i] = s.TakeOverIdempotency(ctx(t), *existing, store.Idempotency{VendorID: v.ID, Key: key,
+					RequestHash: fmt.Sprintf("hash-%d", i), CreatedAt: base.Add(time.Minute)})
+			}()
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i := range n {
+			must(t, errs[i])
+			if won[i] {
+				if winner >= 0 {
+					t.Fatalf("round %d: takeovers %d and %d both won", round, winner, i)
+				}
+				winner = i
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: no takeover won", round)
+		}
+		o := newOrder(v.ID, base.Add(time.Minute))
+		must(t, s.CreateOrder(ctx(t), o, key))
+		rec, err := s.ReserveIdempotency(ctx(t), abandoned)
+		must(t, err)
+		if rec == nil || rec.OrderID != o.ID || rec.RequestHash != fmt.Sprintf("hash-%d", winner) {
+			t.Fatalf("round %d: the key's record is %+v, want order %s with the winner's hash-%d", round, rec, o.ID, winner)
+		}
+		sameTime(t, "taken-over created_at", rec.CreatedAt, base.Add(time.Minute))
+		// Linked now: the stale copy takes nothing over.
+		again, err := s.TakeOverIdempotency(ctx(t), *existing, store.Idempotency{VendorID: v.ID, Key: key, RequestHash: "late", CreatedAt: base.Add(time.Hour)})
+		must(t, err)
+		if again {
+			t.Fatalf("round %d: a record linked to an order was taken over", round)
 		}
 	}
 }
