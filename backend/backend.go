@@ -167,15 +167,17 @@ func (b *Backend) build(ctx context.Context) error {
 	b.bg = bg
 
 	internal := internalapi.New(o.InternalToken, vs, b.log)
+	adminAPI := admin.New(admin.Options{Token: o.AdminToken, Vendors: vs, Orders: orders, DB: b.store,
+		Metrics: b.metrics.Handler(), Logger: b.log})
 	r := respond.NewRouter(b.log)
 	r.GET("/internal/v1/keys/{hash}", internal.LookupKey)
+	r.GET(wire.ReadyPath, internal.Guard(adminAPI.Readyz)) // the gateways' readiness probe
 	vendorapi.New(vendorapi.Options{Vendors: vs, Orders: orders, MaxBodyBytes: o.MaxBodyBytes, Logger: b.log}).
 		Register(r, internal.Guard)
 	b.server = newServer(b.metrics.Instrument(logRequests(b.log, guardPrefixes(internal, r.Handler))), o.MaxBodyBytes, b.log)
 
 	ar := respond.NewRouter(b.log)
-	admin.New(admin.Options{Token: o.AdminToken, Vendors: vs, Orders: orders, DB: b.store,
-		Metrics: b.metrics.Handler(), Logger: b.log}).Register(ar)
+	adminAPI.Register(ar)
 	// The admin listener takes report PDFs in base64: allow more than a
 	// vendor body.
 	b.adminServer = newServer(b.metrics.Instrument(ar.Handler), 64<<20, b.log)
