@@ -410,14 +410,24 @@ func (g *Gateway) Handler() fasthttp.RequestHandler { return g.serve }
 
 // pollBreakers keeps the breaker state gauge current: gobreaker moves open
 // to half-open only when asked, so an idle breaker would read open forever.
+// It keeps the readiness gauge (the full /readyz, nothing excluded) current
+// too, for the alerts and the dashboard.
 func (g *Gateway) pollBreakers() {
 	defer close(g.pollDone)
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
+	checks := g.readyChecks()
 	for {
 		g.eachBreaker(func(name string, s gobreaker.State) {
 			g.metrics.BreakerState.WithLabelValues(name).Set(float64(s))
 		})
+		for _, r := range readyz.Run(context.Background(), checks, readyz.Query{}).Results {
+			passing := 0.0
+			if r.Status == readyz.StatusOK {
+				passing = 1
+			}
+			g.metrics.Ready.WithLabelValues(r.Name).Set(passing)
+		}
 		select {
 		case <-g.stopPoll:
 			return

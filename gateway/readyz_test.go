@@ -50,6 +50,19 @@ func waitReadyz(t *testing.T, gw *testGateway, status int, name string) time.Dur
 	}
 }
 
+// waitMetric polls /metrics until it has line: the readiness gauge, which
+// the alerts read, follows /readyz's full form.
+func waitMetric(t *testing.T, gw *testGateway, line string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(scrape(t, gw), line) {
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics lack %s after 10s", line)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -70,9 +83,11 @@ func TestReadyzProbesRedisWhileIdle(t *testing.T) {
 	rs.Stop()
 	d := waitReadyz(t, gw, 503, "redis")
 	t.Logf("redis stopped: /readyz 503 after %s", d)
+	waitMetric(t, gw, `vendorgate_gateway_ready{check="redis"} 0`)
 	rs.Restart(t)
 	d = waitReadyz(t, gw, 200, "")
 	t.Logf("redis restarted: /readyz 200 after %s", d)
+	waitMetric(t, gw, `vendorgate_gateway_ready{check="redis"} 1`)
 
 	rs.Pause()
 	d = waitReadyz(t, gw, 503, "redis")
