@@ -203,7 +203,7 @@ func TestReadyzVerboseAndExclude(t *testing.T) {
 			t.Fatalf("%s: %d %+v, want %d", c.query, code, body, c.want)
 		}
 	}
-	code, body = getReadyz(t, gw, "?exclude=redis&exclude=backend&verbose")
+	_, body = getReadyz(t, gw, "?exclude=redis&exclude=backend&verbose")
 	for _, c := range body.Checks {
 		if (c.Name == "redis" || c.Name == "backend") && c.Status != "excluded" {
 			t.Fatalf("excluded %s reads %q: %+v", c.Name, c.Status, body)

@@ -23,10 +23,10 @@ type Metrics struct {
 	BreakerTransitions *prometheus.CounterVec
 	// Ready is each /readyz check in the full form (nothing excluded): 1
 	// passing, 0 failing, kept current while idle.
-	Ready        *prometheus.GaugeVec
-	AuthFailures       *prometheus.CounterVec
-	ConfigInfo         *prometheus.GaugeVec
-	ConfigReloads      *prometheus.CounterVec
+	Ready         *prometheus.GaugeVec
+	AuthFailures  *prometheus.CounterVec
+	ConfigInfo    *prometheus.GaugeVec
+	ConfigReloads *prometheus.CounterVec
 
 	// requestCounters caches the children of requests_total by route index,
 	// method index and status, so that counting a request does not hash
