@@ -168,21 +168,22 @@ func (b *Backend) build(ctx context.Context) error {
 	b.bg = bg
 
 	internal := internalapi.New(o.InternalToken, vs, b.log)
+	adminAPI := admin.New(admin.Options{Token: o.AdminToken, Vendors: vs, Orders: orders, DB: b.store,
+		Metrics: b.metrics.Handler(), Logger: b.log})
 	r := respond.NewRouter(b.log)
 	r.GET("/internal/v1/keys/{hash}", internal.Guard(internal.LookupKey)) // guarded here too, whatever the path looked like
+	r.GET(wire.ReadyPath, internal.Guard(adminAPI.Readyz)) // the gateways' readiness probe
 	vendorapi.New(vendorapi.Options{Vendors: vs, Orders: orders, MaxBodyBytes: o.MaxBodyBytes, Logger: b.log}).
 		Register(r, internal.Guard)
 	b.server = newServer(b.metrics.Instrument(logRequests(b.log, guardPrefixes(internal, r.Handler))), o.MaxBodyBytes, b.log)
 
 	ar := respond.NewRouter(b.log)
-	adm := admin.New(admin.Options{Token: o.AdminToken, Vendors: vs, Orders: orders, DB: b.store,
-		Metrics: b.metrics.Handler(), Logger: b.log})
-	adm.Register(ar)
+	adminAPI.Register(ar)
 	// The admin listener takes report PDFs in base64: allow more than a
 	// vendor body, but only once the headers carry the admin token.
 	b.adminServer = newServer(b.metrics.Instrument(ar.Handler), 64<<20, b.log)
-	b.adminServer.HeaderReceived = adm.HeaderReceived
-	b.adminServer.ErrorHandler = adm.ServerError
+	b.adminServer.HeaderReceived = adminAPI.HeaderReceived
+	b.adminServer.ErrorHandler = adminAPI.ServerError
 	return nil
 }
 

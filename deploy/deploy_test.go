@@ -695,8 +695,8 @@ func TestComposeStack(t *testing.T) {
 	if m := check.FindStringSubmatch(hap); m == nil || m[1] != strconv.Itoa(ports["gateway-1"].admin) {
 		t.Errorf("haproxy does not health-check the gateways' admin port %d (default-server ... check port N)", ports["gateway-1"].admin)
 	}
-	if !regexp.MustCompile(`(?m)^\s*http-check send meth GET uri /readyz\s*$`).MatchString(hap) {
-		t.Error("haproxy does not health-check GET /readyz")
+	if !regexp.MustCompile(`(?m)^\s*http-check send meth GET uri ` + regexp.QuoteMeta(LBReadyzPath) + `\s*$`).MatchString(hap) {
+		t.Errorf("haproxy does not health-check GET %s", LBReadyzPath)
 	}
 	servers := regexp.MustCompile(`(?m)^\s*server (\S+) (\S+):(\d+)`).FindAllStringSubmatch(hap, -1)
 	if len(servers) != 2 {

@@ -28,6 +28,11 @@ import (
 // The tests run in deploy/; the module root is one level up.
 const repoRoot = ".."
 
+// LBReadyzPath is the gateway readiness a load balancer or an orchestrator
+// probes: the replica's own fitness, without the dependencies every replica
+// shares (README, "Readiness").
+const LBReadyzPath = "/readyz?exclude=redis&exclude=backend"
+
 // dummyToken stands in for every secret when a configuration is loaded: long
 // enough for the binaries' 16-character minimum.
 const dummyToken = "test-token-0123456789abcdef"

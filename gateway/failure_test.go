@@ -134,8 +134,8 @@ func TestBackendBreaker(t *testing.T) {
 	if !strings.Contains(m, `vendorgate_gateway_breaker_state{breaker="backend:`+b.addr+`"} 2`) {
 		t.Fatalf("backend breaker not open:\n%s", grep(m, "breaker_state"))
 	}
-	if !strings.Contains(do(t, "GET", gw.admin+"/readyz", "").String(), "backend:") {
-		t.Fatal("/readyz does not name the backend")
+	if code, body := getReadyz(t, gw, ""); code != 503 || !contains(body.Unhealthy, "backend") {
+		t.Fatalf("/readyz does not name the backend: %d %+v", code, body)
 	}
 	// Open: answered without dialling.
 	start := time.Now()

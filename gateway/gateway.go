@@ -6,6 +6,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -28,10 +29,12 @@ import (
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/backendapi"
 	"vendorgate/gateway/limit"
+	"vendorgate/gateway/probe"
 	"vendorgate/gateway/proxy"
 	"vendorgate/gateway/respond"
 	"vendorgate/gateway/throttle"
 	"vendorgate/shared/apikey"
+	"vendorgate/shared/readyz"
 	"vendorgate/shared/serverlog"
 )
 
@@ -112,6 +115,7 @@ type Gateway struct {
 	redisLim *limit.Redis // nil with the in-process limiter
 	throttle *throttle.Throttle
 	proxy    *proxy.Proxy
+	probe    *probe.Prober
 	respond  *respond.Writer
 	metrics  *admin.Metrics
 	router   *router.Router
@@ -139,9 +143,9 @@ type Gateway struct {
 	pollDone  chan struct{}
 }
 
-// New builds a gateway: it connects nothing yet except Redis clients (which
-// dial lazily), and starts the invalidation subscriber and the breaker
-// poller, which Shutdown stops.
+// New builds a gateway: it starts the invalidation subscriber, the breaker
+// poller and the readiness prober (which Shutdown stops), and returns once
+// the prober has a first verdict on Redis and every backend.
 func New(o Options) (*Gateway, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -232,8 +236,20 @@ func New(o Options) (*Gateway, error) {
 		CloseOnShutdown:               true,
 		Logger:                        serverlog.Printer{Log: g.log}, // never the request's bytes
 	}
+	po := probe.Options{Redis: g.limiterClient, RedisTimeout: o.Redis.Timeout, Backends: o.Backends,
+		InternalToken: o.InternalToken, Logger: g.log}
+	if o.Proxy.Timeout > 0 {
+		po.BackendTimeout = min(o.Proxy.Timeout, time.Second)
+	}
+	if g.limiterClient == nil {
+		po.Redis = nil // a nil client in the interface would read as set
+	}
+	g.probe, err = probe.New(po)
+	if err != nil {
+		return nil, err
+	}
 	g.admin = &fasthttp.Server{
-		Handler:     admin.Handler(admin.Options{Registry: g.metrics.Registry, Ready: g.unready, OpenAPI: o.OpenAPI}),
+		Handler:     admin.Handler(admin.Options{Registry: g.metrics.Registry, Checks: g.readyChecks(), OpenAPI: o.OpenAPI}),
 		Name:        "vendorgate-admin",
 		IdleTimeout: 30 * time.Second,
 		ReadTimeout: 10 * time.Second,
@@ -365,6 +381,7 @@ func (g *Gateway) Close() {
 	g.closeOnce.Do(func() {
 		close(g.stopPoll)
 		<-g.pollDone
+		g.probe.Close()
 		if g.subscriber != nil {
 			_ = g.subscriber.Close()
 		}
@@ -408,14 +425,24 @@ func (g *Gateway) Handler() fasthttp.RequestHandler { return g.serve }
 
 // pollBreakers keeps the breaker state gauge current: gobreaker moves open
 // to half-open only when asked, so an idle breaker would read open forever.
+// It keeps the readiness gauge (the full /readyz, nothing excluded) current
+// too, for the alerts and the dashboard.
 func (g *Gateway) pollBreakers() {
 	defer close(g.pollDone)
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
+	checks := g.readyChecks()
 	for {
 		g.eachBreaker(func(name string, s gobreaker.State) {
 			g.metrics.BreakerState.WithLabelValues(name).Set(float64(s))
 		})
+		for _, r := range readyz.Run(context.Background(), checks, readyz.Query{}).Results {
+			passing := 0.0
+			if r.Status == readyz.StatusOK {
+				passing = 1
+			}
+			g.metrics.Ready.WithLabelValues(r.Name).Set(passing)
+		}
 		select {
 		case <-g.stopPoll:
 			return
@@ -432,29 +459,63 @@ func (g *Gateway) eachBreaker(fn func(name string, s gobreaker.State)) {
 	g.proxy.Breakers(fn)
 }
 
-// unready names the parts that keep the gateway from serving: draining,
-// Redis (its breaker open), or every backend's breaker open.
-func (g *Gateway) unready() []string {
-	var out []string
-	if g.draining.Load() {
-		out = append(out, "draining")
-	}
-	if g.redisLim != nil && g.redisLim.State() == gobreaker.StateOpen {
-		out = append(out, "redis")
-	}
-	open, total := 0, 0
-	g.proxy.Breakers(func(name string, s gobreaker.State) {
-		total++
-		if s == gobreaker.StateOpen {
-			open++
-			out = append(out, name)
+// The names of /readyz's checks (?exclude=NAME leaves one out).
+const (
+	checkDraining = "draining"
+	checkRedis    = "redis"
+	checkBackend  = "backend"
+)
+
+// readyChecks are /readyz's checks: draining (SIGTERM received), redis
+// (with a Redis limiter: the prober's PING answered and the limiter's
+// breaker not open), backend (at least one backend answers the prober and
+// its breaker is not open, and the key-lookup breaker is not open). Redis
+// and the backends are shared by every replica, so a load balancer's probe
+// excludes them (README, "Readiness").
+func (g *Gateway) readyChecks() []readyz.Check {
+	checks := []readyz.Check{{Name: checkDraining, Run: func(context.Context) error {
+		if g.draining.Load() {
+			return errors.New("shutting down")
 		}
+		return nil
+	}}}
+	if g.redisLim != nil {
+		checks = append(checks, readyz.Check{Name: checkRedis, Run: func(context.Context) error {
+			if err := g.probe.Redis(); err != nil {
+				return err
+			}
+			if g.redisLim.State() == gobreaker.StateOpen {
+				return errors.New("limiter breaker open")
+			}
+			return nil
+		}})
+	}
+	return append(checks, readyz.Check{Name: checkBackend, Run: g.checkBackends})
+}
+
+// checkBackends is ready while any backend is: a gateway with one backend of
+// two still serves every request. The ones down are the reason shown.
+func (g *Gateway) checkBackends(context.Context) error {
+	var down []string
+	i, total := 0, 0
+	g.proxy.Breakers(func(name string, s gobreaker.State) {
+		switch err := g.probe.Backend(i); {
+		case err != nil:
+			down = append(down, err.Error())
+		case s == gobreaker.StateOpen:
+			down = append(down, strings.TrimPrefix(name, "backend:")+": breaker open")
+		}
+		i++
+		total++
 	})
-	if open > 0 && open < total {
-		out = out[:len(out)-open] // another backend serves: ready
-	}
 	if g.lookup.State() == gobreaker.StateOpen {
-		out = append(out, backendapi.BreakerName)
+		return errors.New(strings.Join(append([]string{"key lookup breaker open"}, down...), "; "))
 	}
-	return out
+	switch {
+	case len(down) == total:
+		return errors.New(strings.Join(down, "; "))
+	case len(down) > 0:
+		return readyz.Degraded(errors.New(strings.Join(down, "; ")))
+	}
+	return nil
 }

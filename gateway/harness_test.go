@@ -33,6 +33,7 @@ type testBackend struct {
 	keys    map[string]wire.KeyResolution // by hash
 	lookups atomic.Int64
 	calls   atomic.Int64
+	probes  atomic.Int64 // readiness probes
 	ln      net.Listener
 	addr    string
 	srv     *fasthttp.Server
@@ -128,6 +129,12 @@ func (b *testBackend) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	path := string(ctx.Path())
+	if path == wire.ReadyPath { // the gateway's readiness probe: not a call
+		b.probes.Add(1)
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(`{"status":"ok","database":"ok"}`)
+		return
+	}
 	if h, ok := strings.CutPrefix(path, wire.KeyLookupPath); ok {
 		b.lookups.Add(1)
 		b.mu.Lock()

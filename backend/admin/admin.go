@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"vendorgate/backend/respond"
 	"vendorgate/backend/store"
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/readyz"
 	"vendorgate/shared/wire"
 )
 
@@ -71,7 +73,7 @@ func New(o Options) *API {
 // Register adds every admin route to r.
 func (a *API) Register(r *router.Router) {
 	r.GET("/healthz", func(ctx *fasthttp.RequestCtx) { respond.JSON(ctx, 200, map[string]string{"status": "ok"}) })
-	r.GET("/readyz", a.readyz)
+	r.GET("/readyz", a.Readyz)
 	if a.o.Metrics != nil {
 		r.GET("/metrics", a.o.Metrics)
 	}
@@ -144,15 +146,40 @@ func (a *API) ServerError(ctx *fasthttp.RequestCtx, err error) {
 	respond.ServerErrorHandler(ctx, err)
 }
 
-func (a *API) readyz(ctx *fasthttp.RequestCtx) {
-	c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+// Readyz answers /readyz here and, behind the internal token, the gateway's
+// readiness probe (wire.ReadyPath) on the internal listener. One named
+// check, "database"; ?verbose lists it, ?exclude=database leaves it out
+// (the Kubernetes API server's conventions, as on the gateway). The body
+// keeps its shape: {"status":"ok"|"unavailable","database":"ok"|
+// "unreachable"|"excluded"}, plus "checks" with ?verbose or on a 503.
+func (a *API) Readyz(ctx *fasthttp.RequestCtx) {
+	q := readyz.ParseQuery(ctx.QueryArgs())
+	r := readyz.Run(ctx, []readyz.Check{{Name: "database", Run: a.pingDB}}, q)
+	body := map[string]any{"status": "ok", "database": "ok"}
+	status := fasthttp.StatusOK
+	if r.Results[0].Status == readyz.StatusExcluded {
+		body["database"] = "excluded"
+	}
+	if !r.Ready() {
+		a.o.Logger.Warn("readyz: database not reachable", "error", r.Results[0].Reason)
+		status, body["status"], body["database"] = fasthttp.StatusServiceUnavailable, "unavailable", "unreachable"
+	}
+	if q.Verbose || !r.Ready() {
+		body["checks"] = r.Results
+	}
+	if len(r.Warnings) > 0 {
+		body["warnings"] = r.Warnings
+	}
+	respond.JSON(ctx, status, body)
+}
+
+func (a *API) pingDB(ctx context.Context) error {
+	c, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := a.o.DB.Ping(c); err != nil {
-		a.o.Logger.Warn("readyz: database not reachable", "error", err)
-		respond.JSON(ctx, fasthttp.StatusServiceUnavailable, map[string]string{"status": "unavailable", "database": "unreachable"})
-		return
+		return fmt.Errorf("ping: %w", err)
 	}
-	respond.JSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok", "database": "ok"})
+	return nil
 }
 
 // Vendor is the admin vendor object.

@@ -305,3 +305,54 @@ func sendRaw(t *testing.T, u, raw string) {
 	}
 	_, _ = io.ReadAll(c)
 }
+
+// TestReadyzWhileIdle: with no vendor request at all, the real gateway's
+// /readyz turns 503 naming redis soon after Redis stops, the load
+// balancers' form (?exclude=redis&exclude=backend) stays 200, and /readyz is
+// 200 again soon after Redis returns.
+func TestReadyzWhileIdle(t *testing.T) {
+	s := newStack(t, stackOptions{redis: true})
+	adm := s.gwAdmin[0]
+	wait := func(query string, status int, name string) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for {
+			code, body := readyzQuery(t, adm, query)
+			if code == status && strings.Contains(body, name) {
+				return time.Since(start)
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("/readyz%s still %d %s after 10s, want %d naming %q", query, code, body, status, name)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	wait("", 200, "ready")
+
+	s.redis.Stop()
+	d := wait("", 503, `"redis"`)
+	t.Logf("redis stopped, no traffic: /readyz 503 after %s", d)
+	if code, body := readyzQuery(t, adm, "?verbose"); code != 503 || !strings.Contains(body, `"name":"draining","status":"ok"`) {
+		t.Fatalf("/readyz?verbose: %d %s", code, body)
+	}
+	if code, body := readyzQuery(t, adm, "?exclude=redis&exclude=backend"); code != 200 {
+		t.Fatalf("the load balancers' form with Redis stopped: %d %s", code, body)
+	}
+	if v := metric(scrape(t, adm), "vendorgate_gateway_requests_total"); v > 0 {
+		t.Fatalf("%v vendor requests counted; the test sent none", v)
+	}
+	s.redis.Restart(t)
+	d = wait("", 200, "ready")
+	t.Logf("redis restarted, no traffic: /readyz 200 after %s", d)
+}
+
+func readyzQuery(t *testing.T, adminURL, query string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(adminURL + "/readyz" + query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}

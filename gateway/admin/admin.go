@@ -1,9 +1,10 @@
 // Package admin is the gateway's operator listener: Prometheus /metrics,
-// /healthz (alive), /readyz (Redis, backend breakers, draining) and the
+// /healthz (alive), /readyz (named checks: draining, Redis, backends) and the
 // OpenAPI document. It is served on its own listener, never the public one.
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 
@@ -11,13 +12,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"vendorgate/shared/readyz"
 )
 
 // Options configures the admin handler.
 type Options struct {
 	Registry *prometheus.Registry
-	// Ready returns the parts that are not ready (empty: ready).
-	Ready func() []string
+	// Checks are /readyz's named checks, in the order they are listed. They
+	// must answer at once (cached verdicts), not call out.
+	Checks []readyz.Check
 	// OpenAPI is served at /openapi.yaml when set.
 	OpenAPI []byte
 }
@@ -34,15 +38,7 @@ func Handler(o Options) fasthttp.RequestHandler {
 			ctx.SetContentType("application/json")
 			ctx.SetBodyString(`{"status":"ok"}`)
 		case "/readyz":
-			problems := o.Ready()
-			ctx.SetContentType("application/json")
-			if len(problems) == 0 {
-				ctx.SetBodyString(`{"status":"ready"}`)
-				return
-			}
-			ctx.SetStatusCode(http.StatusServiceUnavailable)
-			b, _ := json.Marshal(map[string]any{"status": "unready", "unhealthy": problems})
-			ctx.SetBody(b)
+			serveReadyz(ctx, o.Checks)
 		case "/openapi.yaml":
 			if o.OpenAPI == nil {
 				ctx.SetStatusCode(http.StatusNotFound)
@@ -56,4 +52,31 @@ func Handler(o Options) fasthttp.RequestHandler {
 			ctx.SetBodyString(`{"error":{"code":"not_found","message":"not found","fields":null}}`)
 		}
 	}
+}
+
+// readyzBody is /readyz's answer: {"status":"ready"} or, with a 503,
+// {"status":"unready","unhealthy":[names]}; checks lists every check with
+// ?verbose and on every 503 (as the Kubernetes API server is always verbose
+// on failure).
+type readyzBody struct {
+	Status    string          `json:"status"`
+	Unhealthy []string        `json:"unhealthy,omitempty"`
+	Checks    []readyz.Result `json:"checks,omitempty"`
+	Warnings  []string        `json:"warnings,omitempty"`
+}
+
+func serveReadyz(ctx *fasthttp.RequestCtx, checks []readyz.Check) {
+	q := readyz.ParseQuery(ctx.QueryArgs())
+	r := readyz.Run(context.Background(), checks, q)
+	body := readyzBody{Status: "ready", Warnings: r.Warnings}
+	if !r.Ready() {
+		ctx.SetStatusCode(http.StatusServiceUnavailable)
+		body.Status, body.Unhealthy = "unready", r.Failed
+	}
+	if q.Verbose || !r.Ready() {
+		body.Checks = r.Results
+	}
+	b, _ := json.Marshal(body)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
 }

@@ -21,9 +21,12 @@ type Metrics struct {
 	RedisErrors        prometheus.Counter
 	BreakerState       *prometheus.GaugeVec
 	BreakerTransitions *prometheus.CounterVec
-	AuthFailures       *prometheus.CounterVec
-	ConfigInfo         *prometheus.GaugeVec
-	ConfigReloads      *prometheus.CounterVec
+	// Ready is each /readyz check in the full form (nothing excluded): 1
+	// passing, 0 failing, kept current while idle.
+	Ready         *prometheus.GaugeVec
+	AuthFailures  *prometheus.CounterVec
+	ConfigInfo    *prometheus.GaugeVec
+	ConfigReloads *prometheus.CounterVec
 
 	// requestCounters caches the children of requests_total by route index,
 	// method index and status, so that counting a request does not hash
@@ -78,6 +81,8 @@ func NewMetrics(routes []string) *Metrics {
 			Help: "Circuit breaker state: 0 closed, 1 half_open, 2 open."}, []string{"breaker"}),
 		BreakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_breaker_transitions_total",
 			Help: "Circuit breaker transitions."}, []string{"breaker", "from", "to"}),
+		Ready: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vendorgate_gateway_ready",
+			Help: "Readiness checks of /readyz, nothing excluded: 1 passing, 0 failing."}, []string{"check"}),
 		AuthFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_auth_failures_total",
 			Help: "Refused keys by reason."}, []string{"reason"}),
 		ConfigInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vendorgate_gateway_config_info",
@@ -94,7 +99,7 @@ func NewMetrics(routes []string) *Metrics {
 	}
 	m.decisions.Store(&map[string]*[outcomes]atomic.Pointer[prometheus.Counter]{})
 	reg.MustRegister(m.requests, m.RequestDuration, m.UpstreamDuration, m.LimiterDecisions, m.RedisCallDuration,
-		m.RedisErrors, m.BreakerState, m.BreakerTransitions, m.AuthFailures, m.ConfigInfo, m.ConfigReloads)
+		m.RedisErrors, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ConfigInfo, m.ConfigReloads)
 	return m
 }
 

@@ -26,6 +26,11 @@ func IdentityHeaders() []string {
 // internal token. 200 with KeyResolution, 404 when no key has that hash.
 const KeyLookupPath = "/internal/v1/keys/"
 
+// ReadyPath is the backend's readiness on its internal listener, for the
+// gateway's prober: GET with the internal token; 200 when ready, 503 when
+// not (its database unreachable). Same checks and body as its /readyz.
+const ReadyPath = "/internal/v1/ready"
+
 // KeyResolution is what the gateway learns about a key and its vendor.
 type KeyResolution struct {
 	KeyID       string     `json:"key_id"`
