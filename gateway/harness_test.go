@@ -22,7 +22,25 @@ import (
 	"vendorgate/shared/wire"
 )
 
-const testToken = "test-internal-token-0123456789"
+const (
+	testToken = "test-internal-token-0123456789"
+	// testSigning is the key-signing secret the test backend signs with.
+	testSigning = "test-key-signing-secret-0123456789abcdef"
+)
+
+// signedKey is a key signed as the backend signs them, known or not.
+func signedKey(t testing.TB) string {
+	t.Helper()
+	s, err := apikey.NewSigner([]string{testSigning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := s.Generate(apikey.DefaultPrefixes(), apikey.Sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
 
 // testBackend implements the backend's side of the contract: the internal
 // key lookup, and vendor routes that echo what the gateway asserted.
@@ -94,10 +112,7 @@ func (b *testBackend) restart() {
 
 // addKey issues a key for vendor (status) and returns it.
 func (b *testBackend) addKey(vendorID, status string, expires time.Time) (key string, res wire.KeyResolution) {
-	key, err := apikey.Generate(apikey.DefaultPrefixes(), apikey.Sandbox)
-	if err != nil {
-		b.t.Fatal(err)
-	}
+	key = signedKey(b.t)
 	res = wire.KeyResolution{KeyID: "key-" + key[9:17], VendorID: vendorID, Environment: apikey.Sandbox,
 		CreatedAt: time.Now().Add(-time.Hour), ExpiresAt: expires,
 		Vendor: wire.VendorInfo{Status: status, CompanyName: "Test " + vendorID, EnabledServices: wire.Services()}}
@@ -194,11 +209,12 @@ func defaultSettings() Settings {
 
 func startGateway(t testing.TB, b *testBackend, mod func(*Options)) *testGateway {
 	o := Options{
-		Backends:      []string{b.URL()},
-		InternalToken: testToken,
-		Prefixes:      apikey.DefaultPrefixes(),
-		KeyCache:      auth.CacheOptions{Size: 1000, TTL: 30 * time.Second, NegativeTTL: 5 * time.Second},
-		Proxy:         ProxyOptions{Timeout: 2 * time.Second, MaxConns: 64, BreakerOpenFor: 300 * time.Millisecond, BreakerFailures: 3},
+		Backends:          []string{b.URL()},
+		InternalToken:     testToken,
+		Prefixes:          apikey.DefaultPrefixes(),
+		KeySigningSecrets: []string{testSigning},
+		KeyCache:          auth.CacheOptions{Size: 1000, TTL: 30 * time.Second, NegativeTTL: 5 * time.Second},
+		Proxy:             ProxyOptions{Timeout: 2 * time.Second, MaxConns: 64, BreakerOpenFor: 300 * time.Millisecond, BreakerFailures: 3},
 		// 250ms, not the 50ms default: -race on a loaded 2-core machine
 		// sometimes needs more, and a slow answer here is not what is tested.
 		Redis:        RedisOptions{Timeout: 250 * time.Millisecond, PoolSize: 16, BreakerOpenFor: 300 * time.Millisecond, BreakerFailures: 3},

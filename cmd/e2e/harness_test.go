@@ -60,6 +60,7 @@ func moduleRoot() (string, error) {
 
 const (
 	internalToken = "e2e-internal-token-0123456789"
+	signingSecret = "e2e-key-signing-secret-0123456789abcdef"
 	adminToken    = "e2e-admin-token-0123456789ab"
 )
 
@@ -180,15 +181,16 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		gwPorts[i] = testredis.FreePort(t)
 	}
 	benv := map[string]string{
-		"BACKEND_LISTEN":          "127.0.0.1:" + strconv.Itoa(bport),
-		"BACKEND_ADMIN_LISTEN":    "127.0.0.1:" + strconv.Itoa(aport),
-		"BACKEND_DATABASE":        filepath.Join(s.dataDir, "vendorgate.db"),
-		"BACKEND_REPORTS_DIR":     filepath.Join(s.dataDir, "reports"),
-		"BACKEND_PUBLIC_BASE_URL": "http://127.0.0.1:" + strconv.Itoa(gwPorts[0]),
-		"BACKEND_INTERNAL_TOKEN":  internalToken,
-		"BACKEND_ADMIN_TOKEN":     adminToken,
-		"BACKEND_SANDBOX_DELAY":   "100ms",
-		"BACKEND_SWEEP_INTERVAL":  "100ms",
+		"BACKEND_LISTEN":              "127.0.0.1:" + strconv.Itoa(bport),
+		"BACKEND_ADMIN_LISTEN":        "127.0.0.1:" + strconv.Itoa(aport),
+		"BACKEND_DATABASE":            filepath.Join(s.dataDir, "vendorgate.db"),
+		"BACKEND_REPORTS_DIR":         filepath.Join(s.dataDir, "reports"),
+		"BACKEND_PUBLIC_BASE_URL":     "http://127.0.0.1:" + strconv.Itoa(gwPorts[0]),
+		"BACKEND_INTERNAL_TOKEN":      internalToken,
+		"BACKEND_KEY_SIGNING_SECRETS": signingSecret,
+		"BACKEND_ADMIN_TOKEN":         adminToken,
+		"BACKEND_SANDBOX_DELAY":       "100ms",
+		"BACKEND_SWEEP_INTERVAL":      "100ms",
 	}
 	if o.redis {
 		benv["BACKEND_REDIS_URL"] = s.redis.URL()
@@ -202,10 +204,11 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	for _, port := range gwPorts {
 		admin := "127.0.0.1:" + strconv.Itoa(testredis.FreePort(t))
 		genv := map[string]string{
-			"GATEWAY_LISTEN":         "127.0.0.1:" + strconv.Itoa(port),
-			"GATEWAY_ADMIN_LISTEN":   admin,
-			"GATEWAY_BACKEND_URL":    s.backendURL,
-			"GATEWAY_INTERNAL_TOKEN": internalToken,
+			"GATEWAY_LISTEN":              "127.0.0.1:" + strconv.Itoa(port),
+			"GATEWAY_ADMIN_LISTEN":        admin,
+			"GATEWAY_BACKEND_URL":         s.backendURL,
+			"GATEWAY_INTERNAL_TOKEN":      internalToken,
+			"GATEWAY_KEY_SIGNING_SECRETS": signingSecret,
 			// The binaries are built with -race and share two cores with
 			// the test: 250ms keeps a slow-but-alive Redis from reading as
 			// an outage. Outages are still tested (stopped, paused servers).

@@ -27,9 +27,9 @@ var (
 	// ErrBadSignature is a well-formed key whose MAC does not verify under
 	// any key-signing secret: not a key this deployment issued.
 	ErrBadSignature = errors.New("api key signature does not verify")
-	ErrUnknownKey = errors.New("unknown api key")
-	ErrRevoked    = errors.New("revoked api key")
-	ErrKeyExpired = errors.New("expired api key")
+	ErrUnknownKey   = errors.New("unknown api key")
+	ErrRevoked      = errors.New("revoked api key")
+	ErrKeyExpired   = errors.New("expired api key")
 )
 
 // Identity is what a resolved key says about its caller. It is shared by
@@ -60,7 +60,7 @@ type Options struct {
 	// Signer verifies the MAC of every key before it is looked up.
 	Signer *apikey.Signer
 	Cache  *Cache
-	Lookup   Lookup
+	Lookup Lookup
 	// Now is the clock for expiry; time.Now when nil.
 	Now func() time.Time
 }
