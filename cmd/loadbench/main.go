@@ -132,7 +132,7 @@ type bench struct {
 	started    time.Time
 
 	token       string
-	signing     string // the gateways' key-signing secret, random per run
+	signing     string   // the gateways' key-signing secret, random per run
 	keys        []string // keys[0] is the one wrk sends; the rest prime the cache
 	meBody      []byte
 	backendAddr string
