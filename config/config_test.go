@@ -72,10 +72,10 @@ func TestEnvironmentOverrides(t *testing.T) {
 
 	b, err := LoadBackend("", envMap(map[string]string{
 		"BACKEND_INTERNAL_TOKEN": "0123456789abcdef", "BACKEND_ADMIN_TOKEN": "fedcba9876543210",
-		"BACKEND_KEY_SIGNING_SECRETS": "new-" + testSigning + ", " + testSigning,
-		"BACKEND_ORDER_DEADLINE":      "2s", "BACKEND_SANDBOX_DELAY": "100ms", "BACKEND_DATABASE": "postgres://u:secretpw@h/db",
+		"BACKEND_ORDER_DEADLINE": "2s", "BACKEND_SANDBOX_DELAY": "100ms", "BACKEND_DATABASE": "postgres://u:secretpw@h/db",
 		"BACKEND_LISTEN": "127.0.0.1:1", "BACKEND_ADMIN_LISTEN": "127.0.0.1:2", "BACKEND_PUBLIC_BASE_URL": "http://gw:8080",
 		"BACKEND_REDIS_URL": "redis://127.0.0.1:1", "BACKEND_KEY_LIFETIME": "90d",
+		"BACKEND_KEY_SIGNING_SECRETS": "new-" + testSigning + ", " + testSigning,
 	}))
 	if err != nil {
 		t.Fatal(err)
