@@ -181,17 +181,17 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		gwPorts[i] = testredis.FreePort(t)
 	}
 	benv := map[string]string{
-		"BACKEND_LISTEN":              "127.0.0.1:" + strconv.Itoa(bport),
-		"BACKEND_ADMIN_LISTEN":        "127.0.0.1:" + strconv.Itoa(aport),
-		"BACKEND_DATABASE":            filepath.Join(s.dataDir, "vendorgate.db"),
-		"BACKEND_REPORTS_DIR":         filepath.Join(s.dataDir, "reports"),
-		"BACKEND_PUBLIC_BASE_URL":     "http://127.0.0.1:" + strconv.Itoa(gwPorts[0]),
-		"BACKEND_INTERNAL_TOKEN":      internalToken,
-		"BACKEND_KEY_SIGNING_SECRETS": signingSecret,
-		"BACKEND_ADMIN_TOKEN":         adminToken,
-		"BACKEND_SANDBOX_DELAY":       "100ms",
-		"BACKEND_SWEEP_INTERVAL":      "100ms",
+		"BACKEND_LISTEN":          "127.0.0.1:" + strconv.Itoa(bport),
+		"BACKEND_ADMIN_LISTEN":    "127.0.0.1:" + strconv.Itoa(aport),
+		"BACKEND_DATABASE":        filepath.Join(s.dataDir, "vendorgate.db"),
+		"BACKEND_REPORTS_DIR":     filepath.Join(s.dataDir, "reports"),
+		"BACKEND_PUBLIC_BASE_URL": "http://127.0.0.1:" + strconv.Itoa(gwPorts[0]),
+		"BACKEND_INTERNAL_TOKEN":  internalToken,
+		"BACKEND_ADMIN_TOKEN":     adminToken,
+		"BACKEND_SANDBOX_DELAY":   "100ms",
+		"BACKEND_SWEEP_INTERVAL":  "100ms",
 	}
+	benv["BACKEND_KEY_SIGNING_SECRETS"] = signingSecret
 	if o.redis {
 		benv["BACKEND_REDIS_URL"] = s.redis.URL()
 	}
@@ -204,16 +204,16 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	for _, port := range gwPorts {
 		admin := "127.0.0.1:" + strconv.Itoa(testredis.FreePort(t))
 		genv := map[string]string{
-			"GATEWAY_LISTEN":              "127.0.0.1:" + strconv.Itoa(port),
-			"GATEWAY_ADMIN_LISTEN":        admin,
-			"GATEWAY_BACKEND_URL":         s.backendURL,
-			"GATEWAY_INTERNAL_TOKEN":      internalToken,
-			"GATEWAY_KEY_SIGNING_SECRETS": signingSecret,
+			"GATEWAY_LISTEN":         "127.0.0.1:" + strconv.Itoa(port),
+			"GATEWAY_ADMIN_LISTEN":   admin,
+			"GATEWAY_BACKEND_URL":    s.backendURL,
+			"GATEWAY_INTERNAL_TOKEN": internalToken,
 			// The binaries are built with -race and share two cores with
 			// the test: 250ms keeps a slow-but-alive Redis from reading as
 			// an outage. Outages are still tested (stopped, paused servers).
 			"GATEWAY_REDIS_TIMEOUT": "250ms",
 		}
+		genv["GATEWAY_KEY_SIGNING_SECRETS"] = signingSecret
 		if o.redis {
 			genv["GATEWAY_REDIS_URL"] = s.redis.URL()
 		}

@@ -39,14 +39,14 @@ func pgStartPair(t *testing.T, env map[string]string) *pgPair {
 		p.urls[i] = "http://127.0.0.1:" + strconv.Itoa(port)
 		p.admins[i] = "http://127.0.0.1:" + strconv.Itoa(aport)
 		benv := map[string]string{
-			"BACKEND_LISTEN":              "127.0.0.1:" + strconv.Itoa(port),
-			"BACKEND_ADMIN_LISTEN":        "127.0.0.1:" + strconv.Itoa(aport),
-			"BACKEND_DATABASE":            p.dbURL,
-			"BACKEND_REPORTS_DIR":         p.reports,
-			"BACKEND_INTERNAL_TOKEN":      internalToken,
-			"BACKEND_KEY_SIGNING_SECRETS": signingSecret,
-			"BACKEND_ADMIN_TOKEN":         adminToken,
+			"BACKEND_LISTEN":         "127.0.0.1:" + strconv.Itoa(port),
+			"BACKEND_ADMIN_LISTEN":   "127.0.0.1:" + strconv.Itoa(aport),
+			"BACKEND_DATABASE":       p.dbURL,
+			"BACKEND_REPORTS_DIR":    p.reports,
+			"BACKEND_INTERNAL_TOKEN": internalToken,
+			"BACKEND_ADMIN_TOKEN":    adminToken,
 		}
+		benv["BACKEND_KEY_SIGNING_SECRETS"] = signingSecret
 		for k, v := range env {
 			benv[k] = v
 		}
@@ -386,10 +386,11 @@ func TestPostgresTwoReplicas(t *testing.T) {
 		pgAdmin(t, p.admins[b], "POST", "/admin/v1/vendors/"+vendorID+"/keys", map[string]any{}, 201, &key)
 		port, admin := testredis.FreePort(t), "127.0.0.1:"+strconv.Itoa(testredis.FreePort(t))
 		gw := startProc(t, "gateway", map[string]string{
-			"GATEWAY_LISTEN":              "127.0.0.1:" + strconv.Itoa(port),
-			"GATEWAY_ADMIN_LISTEN":        admin,
-			"GATEWAY_BACKEND_URL":         p.urls[a] + "," + p.urls[b],
-			"GATEWAY_INTERNAL_TOKEN":      internalToken,
+			"GATEWAY_LISTEN":         "127.0.0.1:" + strconv.Itoa(port),
+			"GATEWAY_ADMIN_LISTEN":   admin,
+			"GATEWAY_BACKEND_URL":    p.urls[a] + "," + p.urls[b],
+			"GATEWAY_INTERNAL_TOKEN": internalToken,
+			// The backends sign keys with it; the gateway verifies them.
 			"GATEWAY_KEY_SIGNING_SECRETS": signingSecret,
 		})
 		waitHTTP(t, "http://"+admin+"/healthz", gw)
