@@ -62,9 +62,8 @@ func start(t testing.TB, mutate ...func(*Options)) *harness {
 		Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0",
 		Database: filepath.Join(dir, "db", "vg.db"), ReportsDir: filepath.Join(dir, "reports"),
 		PublicBaseURL: testPublicURL, InternalToken: testInternalToken, AdminToken: testAdminToken,
-		KeySigningSecrets: []string{testSigning},
-		SandboxDelay:      testDelay, SweepInterval: 10 * time.Millisecond, MaxBodyBytes: 4096,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: c.Now,
+		SandboxDelay: testDelay, SweepInterval: 10 * time.Millisecond, MaxBodyBytes: 4096,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: c.Now, KeySigningSecrets: []string{testSigning},
 	}
 	for _, m := range mutate {
 		m(&o)

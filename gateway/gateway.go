@@ -73,12 +73,12 @@ type Options struct {
 	Backends      []string
 	InternalToken string
 	Prefixes      apikey.Prefixes
+	Redis         RedisOptions
+	KeyCache      auth.CacheOptions
+	Proxy         ProxyOptions
 	// KeySigningSecrets verify the MAC of every presented key: any of them
 	// verifies. Required.
 	KeySigningSecrets []string
-	Redis             RedisOptions
-	KeyCache          auth.CacheOptions
-	Proxy             ProxyOptions
 	// MaxBodyBytes bounds a request body (413 past it). Default 1 MiB.
 	MaxBodyBytes int
 	// Settings are the reloadable settings in force at start.

@@ -209,12 +209,11 @@ func defaultSettings() Settings {
 
 func startGateway(t testing.TB, b *testBackend, mod func(*Options)) *testGateway {
 	o := Options{
-		Backends:          []string{b.URL()},
-		InternalToken:     testToken,
-		Prefixes:          apikey.DefaultPrefixes(),
-		KeySigningSecrets: []string{testSigning},
-		KeyCache:          auth.CacheOptions{Size: 1000, TTL: 30 * time.Second, NegativeTTL: 5 * time.Second},
-		Proxy:             ProxyOptions{Timeout: 2 * time.Second, MaxConns: 64, BreakerOpenFor: 300 * time.Millisecond, BreakerFailures: 3},
+		Backends:      []string{b.URL()},
+		InternalToken: testToken,
+		Prefixes:      apikey.DefaultPrefixes(),
+		KeyCache:      auth.CacheOptions{Size: 1000, TTL: 30 * time.Second, NegativeTTL: 5 * time.Second},
+		Proxy:         ProxyOptions{Timeout: 2 * time.Second, MaxConns: 64, BreakerOpenFor: 300 * time.Millisecond, BreakerFailures: 3},
 		// 250ms, not the 50ms default: -race on a loaded 2-core machine
 		// sometimes needs more, and a slow answer here is not what is tested.
 		Redis:        RedisOptions{Timeout: 250 * time.Millisecond, PoolSize: 16, BreakerOpenFor: 300 * time.Millisecond, BreakerFailures: 3},
@@ -222,6 +221,7 @@ func startGateway(t testing.TB, b *testBackend, mod func(*Options)) *testGateway
 		Settings:     defaultSettings(),
 		Logger:       slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	}
+	o.KeySigningSecrets = []string{testSigning}
 	if mod != nil {
 		mod(&o)
 	}
