@@ -115,6 +115,13 @@ func TestKeyIssueLookupRevoke(t *testing.T) {
 	if err != nil || k.Environment != "sandbox" {
 		t.Fatalf("issued key does not parse as a sandbox key: %v", err)
 	}
+	// Signed with the first secret: it verifies where that secret is any
+	// of the list, and not under another secret.
+	rotated, _ := apikey.NewSigner([]string{"another-key-signing-secret-0123456789", testSigning})
+	other, _ := apikey.NewSigner([]string{"another-key-signing-secret-0123456789"})
+	if !rotated.Verify(k) || other.Verify(k) {
+		t.Fatal("the issued key is not signed with the configured key-signing secret")
+	}
 	// Stored hashed: neither the key nor its secret is in the database
 	// files; its hash is.
 	var files []byte

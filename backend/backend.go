@@ -60,6 +60,9 @@ type Options struct {
 	// negative; zero means steps as fast as the simulator ticks.
 	SandboxDelay time.Duration
 	KeyPrefixes  apikey.Prefixes
+	// KeySigningSecrets sign issued keys (the first) for the gateways to
+	// verify (any). Required.
+	KeySigningSecrets []string
 	// KeyLifetime is the default key lifetime. Default 90 days.
 	KeyLifetime time.Duration
 	// MVRUnavailableStates answer 422 mvr_state_unavailable.
@@ -150,7 +153,11 @@ func (b *Backend) build(ctx context.Context) error {
 		b.publisher, pub = p, p
 	}
 	b.metrics = metrics.New(b.store.CountOrdersByStatus, b.log)
-	vs, err := vendors.New(vendors.Options{Store: b.store, Prefixes: o.KeyPrefixes, KeyLifetime: o.KeyLifetime,
+	signer, err := apikey.NewSigner(o.KeySigningSecrets)
+	if err != nil {
+		return fmt.Errorf("backend: key signing secrets: %w", err)
+	}
+	vs, err := vendors.New(vendors.Options{Store: b.store, Prefixes: o.KeyPrefixes, Signer: signer, KeyLifetime: o.KeyLifetime,
 		Publisher: pub, Now: o.Now, Logger: b.log})
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 
 const (
 	testInternalToken = "test-internal-token-0123456789"
+	testSigning       = "test-key-signing-secret-0123456789abcdef"
 	testAdminToken    = "test-admin-token-0123456789ab"
 	testPublicURL     = "http://gw.example:8080"
 	testDelay         = time.Second // one sandbox step, on the test clock
@@ -62,7 +63,7 @@ func start(t testing.TB, mutate ...func(*Options)) *harness {
 		Database: filepath.Join(dir, "db", "vg.db"), ReportsDir: filepath.Join(dir, "reports"),
 		PublicBaseURL: testPublicURL, InternalToken: testInternalToken, AdminToken: testAdminToken,
 		SandboxDelay: testDelay, SweepInterval: 10 * time.Millisecond, MaxBodyBytes: 4096,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: c.Now,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: c.Now, KeySigningSecrets: []string{testSigning},
 	}
 	for _, m := range mutate {
 		m(&o)

@@ -29,6 +29,11 @@ type Backend struct {
 	PublicBaseURL string `yaml:"public_base_url" env:"BACKEND_PUBLIC_BASE_URL"`
 	// InternalToken is what the gateway must send. Required.
 	InternalToken string `yaml:"internal_token" env:"BACKEND_INTERNAL_TOKEN" secret:"true"`
+	// KeySigningSecrets sign the API keys the backend issues: the first
+	// signs, every one verifies at the gateways, so a new secret goes first
+	// and the old one stays second while keys it signed are in use. Each is
+	// at least 32 characters; the same list as the gateways'. Required.
+	KeySigningSecrets List `yaml:"key_signing_secrets" env:"BACKEND_KEY_SIGNING_SECRETS" secret:"true"`
 	// AdminToken is what vendorctl must send. Required.
 	AdminToken string `yaml:"admin_token" env:"BACKEND_ADMIN_TOKEN" secret:"true"`
 	// RedisURL, when set, is where key and vendor changes are published.
@@ -118,6 +123,9 @@ func (c *Backend) Validate() error {
 	}
 	if len(c.InternalToken) < 16 {
 		add("internal_token: set a shared secret of at least 16 characters (BACKEND_INTERNAL_TOKEN), the same as the gateway's")
+	}
+	if err := checkSigningSecrets(c.KeySigningSecrets, c.InternalToken, "BACKEND_KEY_SIGNING_SECRETS", "gateways'"); err != nil {
+		add("key_signing_secrets: %v", err)
 	}
 	if len(c.AdminToken) < 16 {
 		add("admin_token: set a secret of at least 16 characters (BACKEND_ADMIN_TOKEN) for vendorctl")

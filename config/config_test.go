@@ -9,6 +9,8 @@ import (
 	"time"
 )
 
+const testSigning = "test-key-signing-secret-0123456789abcdef"
+
 func envMap(m map[string]string) Env {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
@@ -41,7 +43,7 @@ func TestExamplesLoad(t *testing.T) {
 
 func TestUnknownKeyNamesKeyAndFile(t *testing.T) {
 	p := writeFile(t, "listen: \":1\"\nredis:\n  timeuot: 5ms\n")
-	_, err := LoadGateway(p, envMap(map[string]string{"GATEWAY_INTERNAL_TOKEN": strings.Repeat("t", 16)}))
+	_, err := LoadGateway(p, envMap(map[string]string{"GATEWAY_INTERNAL_TOKEN": strings.Repeat("t", 16), "GATEWAY_KEY_SIGNING_SECRETS": testSigning}))
 	if err == nil || !strings.Contains(err.Error(), `unknown key "timeuot"`) || !strings.Contains(err.Error(), p) ||
 		!strings.Contains(err.Error(), "line 3") {
 		t.Fatalf("err = %v", err)
@@ -73,18 +75,20 @@ func TestEnvironmentOverrides(t *testing.T) {
 		"BACKEND_ORDER_DEADLINE": "2s", "BACKEND_SANDBOX_DELAY": "100ms", "BACKEND_DATABASE": "postgres://u:secretpw@h/db",
 		"BACKEND_LISTEN": "127.0.0.1:1", "BACKEND_ADMIN_LISTEN": "127.0.0.1:2", "BACKEND_PUBLIC_BASE_URL": "http://gw:8080",
 		"BACKEND_REDIS_URL": "redis://127.0.0.1:1", "BACKEND_KEY_LIFETIME": "90d",
+		"BACKEND_KEY_SIGNING_SECRETS": "new-" + testSigning + ", " + testSigning,
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.OrderDeadline != 2*time.Second || b.SandboxDelay != 100*time.Millisecond || !b.IsPostgres() ||
-		b.KeyLifetime != 90*24*time.Hour || b.PublicBaseURL != "http://gw:8080" || len(b.RedisURL) != 1 {
+		b.KeyLifetime != 90*24*time.Hour || b.PublicBaseURL != "http://gw:8080" || len(b.RedisURL) != 1 ||
+		len(b.KeySigningSecrets) != 2 || b.KeySigningSecrets[0] != "new-"+testSigning || b.KeySigningSecrets[1] != testSigning {
 		t.Fatalf("env not applied: %+v", b)
 	}
 }
 
 func TestDefaults(t *testing.T) {
-	g, err := LoadGateway("", envMap(map[string]string{"GATEWAY_INTERNAL_TOKEN": "0123456789abcdef"}))
+	g, err := LoadGateway("", envMap(map[string]string{"GATEWAY_INTERNAL_TOKEN": "0123456789abcdef", "GATEWAY_KEY_SIGNING_SECRETS": testSigning}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,12 +110,21 @@ func TestValidationMessages(t *testing.T) {
 		{"bad prefix", "key_prefixes: {sandbox: ab, live: vglive01}", "key_prefixes", nil},
 		{"bad env duration", "", "GATEWAY_REDIS_TIMEOUT", map[string]string{"GATEWAY_REDIS_TIMEOUT": "soon"}},
 		{"bad backend url", "backend_url: ftp://x", "backend_url", nil},
+		{"no signing secret", "", "GATEWAY_KEY_SIGNING_SECRETS", map[string]string{"GATEWAY_KEY_SIGNING_SECRETS": ""}},
+		{"short signing secret", "", "shorter than 32 characters (GATEWAY_KEY_SIGNING_SECRETS)",
+			map[string]string{"GATEWAY_KEY_SIGNING_SECRETS": testSigning + ",short"}},
+		{"signing secret is the internal token", "internal_token: " + testSigning, "secret 1 of 1 is the internal token", nil},
+		{"repeated signing secret", "", "secret 2 of 2 repeats", map[string]string{"GATEWAY_KEY_SIGNING_SECRETS": testSigning + "," + testSigning}},
+		{"negative negative cache", "key_cache: {negative_size: -1}", "key_cache.negative_size", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			env := map[string]string{"GATEWAY_INTERNAL_TOKEN": "0123456789abcdef"}
+			env := map[string]string{"GATEWAY_INTERNAL_TOKEN": "0123456789abcdef", "GATEWAY_KEY_SIGNING_SECRETS": testSigning}
 			if tc.name == "no token" {
-				env = map[string]string{}
+				env = map[string]string{"GATEWAY_KEY_SIGNING_SECRETS": testSigning}
+			}
+			if strings.HasPrefix(tc.yaml, "internal_token") {
+				delete(env, "GATEWAY_INTERNAL_TOKEN")
 			}
 			for k, v := range tc.env {
 				env[k] = v
@@ -135,12 +148,13 @@ func TestPrintMasksSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	for _, secret := range []string{"dev-internal-token-change-me", "dev-admin-token-change-me", "hunter2pass", "redispw99"} {
+	for _, secret := range []string{"dev-internal-token-change-me", "dev-admin-token-change-me", "dev-key-signing-secret", "hunter2pass", "redispw99"} {
 		if strings.Contains(out, secret) {
 			t.Errorf("-check output shows secret %q:\n%s", secret, out)
 		}
 	}
-	if !strings.Contains(out, "order_deadline: 48h0m0s") || !strings.Contains(out, "internal_token: '********'") {
+	if !strings.Contains(out, "order_deadline: 48h0m0s") || !strings.Contains(out, "internal_token: '********'") ||
+		!strings.Contains(out, "key_signing_secrets:\n    - '********'") {
 		t.Errorf("effective config not printed as expected:\n%s", out)
 	}
 	if b.InternalToken != "dev-internal-token-change-me" {

@@ -24,6 +24,11 @@ type Gateway struct {
 	BackendURL List `yaml:"backend_url" env:"GATEWAY_BACKEND_URL"`
 	// InternalToken is sent to the backend on every call. Required.
 	InternalToken string `yaml:"internal_token" env:"GATEWAY_INTERNAL_TOKEN" secret:"true"`
+	// KeySigningSecrets verify the MAC every issued API key carries, so a
+	// key the backend never issued is refused without a lookup: any of them
+	// verifies. Each is at least 32 characters; the same list as the
+	// backend's. Required.
+	KeySigningSecrets List `yaml:"key_signing_secrets" env:"GATEWAY_KEY_SIGNING_SECRETS" secret:"true"`
 	// KeyPrefixes are the key prefixes this server issues.
 	KeyPrefixes Prefixes `yaml:"key_prefixes"`
 
@@ -140,6 +145,10 @@ type KeyCache struct {
 	TTL time.Duration `yaml:"ttl" env:"GATEWAY_KEY_CACHE_TTL"`
 	// NegativeTTL of an unknown key. Default 5s.
 	NegativeTTL time.Duration `yaml:"negative_ttl" env:"GATEWAY_KEY_CACHE_NEGATIVE_TTL"`
+	// NegativeSize is the most unknown and revoked keys kept, in a cache of
+	// their own so that they never evict a working key. Default 0: a tenth
+	// of Size.
+	NegativeSize int `yaml:"negative_size" env:"GATEWAY_KEY_CACHE_NEGATIVE_SIZE"`
 }
 
 // Proxy configures calls to the backend.
@@ -209,6 +218,9 @@ func (c *Gateway) Validate() error {
 	if len(c.InternalToken) < 16 {
 		add("internal_token: set a shared secret of at least 16 characters (GATEWAY_INTERNAL_TOKEN), the same as the backend's")
 	}
+	if err := checkSigningSecrets(c.KeySigningSecrets, c.InternalToken, "GATEWAY_KEY_SIGNING_SECRETS", "backend's"); err != nil {
+		add("key_signing_secrets: %v", err)
+	}
 	if err := c.KeyPrefixes.APIKey().Validate(); err != nil {
 		add("key_prefixes: %v", err)
 	}
@@ -250,6 +262,9 @@ func (c *Gateway) Validate() error {
 	}
 	if c.KeyCache.Size <= 0 || c.KeyCache.TTL <= 0 || c.KeyCache.NegativeTTL <= 0 {
 		add("key_cache: size, ttl and negative_ttl must be positive")
+	}
+	if c.KeyCache.NegativeSize < 0 {
+		add("key_cache.negative_size must not be negative (0: a tenth of key_cache.size)")
 	}
 	if c.Proxy.Timeout <= 0 || c.Proxy.MaxConns <= 0 || c.Proxy.BreakerOpenFor <= 0 || c.Proxy.BreakerFailures <= 0 {
 		add("proxy: timeout, max_conns, breaker_open_for and breaker_failures must be positive")

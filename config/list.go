@@ -1,9 +1,13 @@
 package config
 
 import (
+	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"vendorgate/shared/apikey"
 )
 
 // List is a list of strings written in YAML either as a sequence or as one
@@ -36,4 +40,27 @@ func splitList(s string) List {
 		}
 	}
 	return out
+}
+
+// checkSigningSecrets validates key_signing_secrets: at least one, each at
+// least apikey.MinSigningSecretLen characters of UTF-8, none repeated, none
+// the internal token (the key-signing secret is a secret of its own:
+// rotating the internal token must not invalidate every key).
+func checkSigningSecrets(secrets List, internalToken, envName, peer string) error {
+	if len(secrets) == 0 {
+		return fmt.Errorf("set at least one secret of %d or more characters (%s, comma-separated; the first signs, any verifies), the same list as the %s", apikey.MinSigningSecretLen, envName, peer)
+	}
+	seen := make(map[string]bool, len(secrets))
+	for i, s := range secrets {
+		switch {
+		case len(s) < apikey.MinSigningSecretLen || !utf8.ValidString(s):
+			return fmt.Errorf("secret %d of %d is shorter than %d characters (%s): generate one with `openssl rand -base64 32`", i+1, len(secrets), apikey.MinSigningSecretLen, envName)
+		case s == internalToken:
+			return fmt.Errorf("secret %d of %d is the internal token: use a secret of its own, so rotating the internal token does not invalidate every key (%s)", i+1, len(secrets), envName)
+		case seen[s]:
+			return fmt.Errorf("secret %d of %d repeats an earlier one (%s)", i+1, len(secrets), envName)
+		}
+		seen[s] = true
+	}
+	return nil
 }

@@ -537,6 +537,12 @@ func TestComposeSecretsAndVariables(t *testing.T) {
 	if gw1 != be || gw2 != be {
 		t.Errorf("gateway internal tokens (%s, %s) and the backend's (%s) come from different variables", gw1, gw2, be)
 	}
+	sg1 := tokenVar("gateway-1", "GATEWAY_KEY_SIGNING_SECRETS")
+	sg2 := tokenVar("gateway-2", "GATEWAY_KEY_SIGNING_SECRETS")
+	sb := tokenVar("backend", "BACKEND_KEY_SIGNING_SECRETS")
+	if sg1 != sb || sg2 != sb || sb == be {
+		t.Errorf("key-signing secrets: gateways %s, %s, backend %s: want one variable of their own (internal token %s)", sg1, sg2, sb, be)
+	}
 	documented := envFileNames(t, ".env.example")
 	for _, m := range interp.FindAllStringSubmatch(raw, -1) {
 		if _, ok := documented[m[1]]; !ok {
@@ -928,6 +934,7 @@ func TestDockerfiles(t *testing.T) {
 			}
 			env[map[string]string{"gateway": "GATEWAY_INTERNAL_TOKEN", "backend": "BACKEND_INTERNAL_TOKEN"}[bin]] = dummyToken
 			env["BACKEND_ADMIN_TOKEN"] = dummyToken
+			env[strings.ToUpper(bin)+"_KEY_SIGNING_SECRETS"] = dummySigning
 			eff := loadConfig(t, bin, nil, env)
 			want := []int{portOf(t, eff.listen), portOf(t, eff.admin)}
 			sort.Ints(exposed)

@@ -37,6 +37,18 @@ const LBReadyzPath = "/readyz?exclude=redis&exclude=backend"
 // enough for the binaries' 16-character minimum.
 const dummyToken = "test-token-0123456789abcdef"
 
+// dummySigning stands in for the key-signing secrets: 32+ characters, and
+// not the internal token, as the binaries require.
+const dummySigning = "test-key-signing-secret-0123456789abcdef"
+
+// dummySecret is the stand-in for the secret variable name.
+func dummySecret(name string) string {
+	if strings.Contains(name, "KEY_SIGNING_SECRETS") {
+		return dummySigning
+	}
+	return dummyToken
+}
+
 // files lists the files under deploy/ whose names end with one of exts.
 func files(t *testing.T, exts ...string) []string {
 	t.Helper()
@@ -463,7 +475,7 @@ func interpolate(s string) string {
 		case "-":
 			return p[3]
 		case "?":
-			return dummyToken
+			return dummySecret(p[1])
 		}
 		return ""
 	})
@@ -543,7 +555,7 @@ func reachable(t *testing.T, addr string) bool {
 
 // secretKeys are the configuration keys that hold secrets: never in a
 // deploy file.
-var secretKeys = []string{"internal_token", "admin_token"}
+var secretKeys = []string{"internal_token", "admin_token", "key_signing_secrets"}
 
 // ---- systemd -------------------------------------------------------------
 

@@ -96,7 +96,7 @@ func containerEnv(t *testing.T, objs []k8sObject, c container) map[string]string
 		case e["value"] != nil:
 			env[name] = str(e["value"])
 		case dig(e, "valueFrom", "secretKeyRef") != nil:
-			env[name] = dummyToken
+			env[name] = dummySecret(name)
 		case dig(e, "valueFrom", "configMapKeyRef") != nil:
 			ref := asMap(dig(e, "valueFrom", "configMapKeyRef"))
 			env[name] = str(dig(k8sFind(objs, "ConfigMap", str(ref["name"])), "data", str(ref["key"])))
@@ -326,7 +326,8 @@ func TestK8sWorkloads(t *testing.T) {
 				t.Errorf("terminationGracePeriodSeconds %v must exceed shutdown_grace %vs + preStop sleep %vs", grace, eff.grace, sleep)
 			}
 
-			tokens := map[string][]string{"gateway": {"GATEWAY_INTERNAL_TOKEN"}, "backend": {"BACKEND_INTERNAL_TOKEN", "BACKEND_ADMIN_TOKEN"}}[bin]
+			tokens := map[string][]string{"gateway": {"GATEWAY_INTERNAL_TOKEN", "GATEWAY_KEY_SIGNING_SECRETS"},
+				"backend": {"BACKEND_INTERNAL_TOKEN", "BACKEND_KEY_SIGNING_SECRETS", "BACKEND_ADMIN_TOKEN"}}[bin]
 			for _, tok := range tokens {
 				var ref map[string]any
 				for _, e := range asList(c.spec["env"]) {

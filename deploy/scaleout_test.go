@@ -548,7 +548,8 @@ func TestScaleOutKustomize(t *testing.T) {
 	if len(urls) < 3 {
 		t.Errorf("ConfigMap %s key %s lists %d Redis nodes, want the cluster's 3 masters", str(gref["name"]), str(gref["key"]), len(urls))
 	}
-	env := map[string]string{"GATEWAY_REDIS_URL": strings.Join(urls, ","), "GATEWAY_INTERNAL_TOKEN": dummyToken}
+	env := map[string]string{"GATEWAY_REDIS_URL": strings.Join(urls, ","), "GATEWAY_INTERNAL_TOKEN": dummyToken,
+		"GATEWAY_KEY_SIGNING_SECRETS": dummySigning}
 	if cfg := loadGatewayConfig(t, nil, env); len(cfg.Redis.URL) != len(urls) {
 		t.Errorf("the gateway reads %d Redis URLs from %v", len(cfg.Redis.URL), urls)
 	}

@@ -20,7 +20,8 @@ func TestConfigFiles(t *testing.T) {
 			}
 		}
 		eff := loadConfig(t, bin, readFile(t, p), map[string]string{
-			"GATEWAY_INTERNAL_TOKEN": dummyToken, "BACKEND_INTERNAL_TOKEN": dummyToken, "BACKEND_ADMIN_TOKEN": dummyToken})
+			"GATEWAY_INTERNAL_TOKEN": dummyToken, "BACKEND_INTERNAL_TOKEN": dummyToken, "BACKEND_ADMIN_TOKEN": dummyToken,
+			"GATEWAY_KEY_SIGNING_SECRETS": dummySigning, "BACKEND_KEY_SIGNING_SECRETS": dummySigning})
 		if eff.grace <= 0 {
 			t.Errorf("%s: shutdown_grace %v", p, eff.grace)
 		}
@@ -84,6 +85,7 @@ func TestSystemdUnits(t *testing.T) {
 				}
 			}
 			env["GATEWAY_INTERNAL_TOKEN"], env["BACKEND_INTERNAL_TOKEN"], env["BACKEND_ADMIN_TOKEN"] = dummyToken, dummyToken, dummyToken
+			env["GATEWAY_KEY_SIGNING_SECRETS"], env["BACKEND_KEY_SIGNING_SECRETS"] = dummySigning, dummySigning
 			eff := loadConfig(t, bin, readFile(t, "config/"+bin+".yaml"), env)
 			stop, err := time.ParseDuration(u.get("Service", "TimeoutStopSec"))
 			if err != nil || stop.Seconds() <= eff.grace {

@@ -154,6 +154,8 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 		reason = "malformed"
 	case errors.Is(err, auth.ErrForeignKey):
 		reason = "foreign_prefix"
+	case errors.Is(err, auth.ErrBadSignature):
+		reason = "bad_signature"
 	case errors.Is(err, auth.ErrUnknownKey):
 		reason = "unknown"
 	case errors.Is(err, auth.ErrRevoked):

@@ -1,9 +1,16 @@
 package gateway
 
 import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/wire"
@@ -83,7 +90,8 @@ func TestAuthenticationRules(t *testing.T) {
 	expired, _ := b.addKey("vendor-ok", wire.VendorApproved, now.Add(-time.Second))
 	pending, _ := b.addKey("vendor-pending", wire.VendorPending, now.Add(time.Hour))
 	suspended, _ := b.addKey("vendor-susp", wire.VendorSuspended, now.Add(time.Hour))
-	unknown := "vgsandbx_" + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	unknown := signedKey(t) // signed, never issued
+	unsigned := "vgsandbx_" + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 	foreign := "othersrv_" + good[9:]
 	me := gw.url + "/api/vendor/v1/me"
 
@@ -108,6 +116,17 @@ func TestAuthenticationRules(t *testing.T) {
 		do(t, "GET", me, foreign).wantError(t, 401, apierr.InvalidAPIKey)
 		if b.lookups.Load() != before {
 			t.Fatal("a foreign key was looked up")
+		}
+	})
+	t.Run("2 key whose MAC does not verify", func(t *testing.T) {
+		before := b.lookups.Load()
+		tampered := good[:9] + string("AB"[b2i(good[9] == 'A')]) + good[10:]
+		for _, k := range []string{unsigned, tampered} {
+			do(t, "GET", me, k).wantError(t, 401, apierr.InvalidAPIKey)
+			do(t, "GET", me, k).wantError(t, 401, apierr.InvalidAPIKey)
+		}
+		if b.lookups.Load() != before {
+			t.Fatal("a key whose MAC does not verify was looked up")
 		}
 	})
 	t.Run("5 expired key", func(t *testing.T) {
@@ -189,4 +208,85 @@ func TestFailedKeyThrottle(t *testing.T) {
 			t.Fatalf("%d %s", a.status, a.body)
 		}
 	})
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// randomKey is a well-formed key with the right prefix and a random secret
+// of the right shape: what an attacker guessing keys sends.
+func randomKey(t testing.TB) string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return "vgsandbx_" + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// statusFrom sends GET url with key from the local address from.
+func statusFrom(t testing.TB, c *fasthttp.Client, url, key string) int {
+	t.Helper()
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(url)
+	req.Header.Set(wire.HeaderAPIKey, key)
+	if err := c.Do(req, resp); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode()
+}
+
+// clientFrom is a client whose connections leave from the address from.
+func clientFrom(from string) *fasthttp.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	return &fasthttp.Client{Dial: func(addr string) (net.Conn, error) { return d.Dial("tcp", addr) }}
+}
+
+// TestRandomKeyFloodNeverReachesBackend: 1,000 random well-formed keys,
+// from one address and spread over 100, make no backend key lookup. From
+// one address they are answered 401 up to the failed-key threshold, 429
+// past it; spread out, each address stays under it and every answer is 401.
+func TestRandomKeyFloodNeverReachesBackend(t *testing.T) {
+	b := newTestBackend(t)
+	gw := startGateway(t, b, nil) // 100 failures per address, 10 per key
+	me := gw.url + "/api/vendor/v1/me"
+
+	one := clientFrom("127.0.0.1")
+	counts := map[int]int{}
+	for i := 0; i < 1000; i++ {
+		st := statusFrom(t, one, me, randomKey(t))
+		counts[st]++
+		want := 401
+		if i >= 100 {
+			want = 429 // past the threshold
+		}
+		if st != want {
+			t.Fatalf("key %d from one address: %d, want %d", i, st, want)
+		}
+	}
+	if n := b.lookups.Load(); n != 0 {
+		t.Fatalf("one address: %d backend key lookups for 1,000 random keys (answers %v), want 0", n, counts)
+	}
+
+	for i := 0; i < 1000; i++ {
+		from := fmt.Sprintf("127.0.1.%d", 1+i%100)
+		if st := statusFrom(t, clientFrom(from), me, randomKey(t)); st != 401 {
+			t.Fatalf("key %d from %s: %d, want 401", i, from, st)
+		}
+	}
+	if n := b.lookups.Load(); n != 0 {
+		t.Fatalf("100 addresses: %d backend key lookups for 1,000 random keys, want 0", n)
+	}
+	a := do(t, "GET", gw.admin+"/metrics", "")
+	if want := `vendorgate_gateway_auth_failures_total{reason="bad_signature"} 2000`; !strings.Contains(string(a.body), want) {
+		t.Fatalf("metrics lack %s", want)
+	}
+	if s := gw.g.auth.Cache().Stats(); s.Entries+s.NegativeEntries != 0 {
+		t.Fatalf("random keys were cached: %+v", s)
+	}
 }

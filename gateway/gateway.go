@@ -80,6 +80,9 @@ type Options struct {
 	Redis         RedisOptions
 	KeyCache      auth.CacheOptions
 	Proxy         ProxyOptions
+	// KeySigningSecrets verify the MAC of every presented key: any of them
+	// verifies. Required.
+	KeySigningSecrets []string
 	// MaxBodyBytes bounds a request body (413 past it). Default 1 MiB.
 	MaxBodyBytes int
 	// FailedKeysTracked bounds the in-process failed-key counts, per
@@ -187,12 +190,18 @@ func New(o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	cache := auth.NewCache(auth.CacheOptions{Size: o.KeyCache.Size, TTL: o.KeyCache.TTL, NegativeTTL: o.KeyCache.NegativeTTL, Now: o.Now})
+	signer, err := apikey.NewSigner(o.KeySigningSecrets)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: key signing secrets: %w", err)
+	}
+	kc := o.KeyCache
+	kc.Now = o.Now
+	cache := auth.NewCache(kc)
 	g.metrics.RegisterKeyCache(func() (uint64, uint64, uint64, uint64) {
 		s := cache.Stats()
 		return s.Hits, s.Misses, s.Evictions, s.Invalidations
 	})
-	g.auth, err = auth.New(auth.Options{Prefixes: o.Prefixes, Cache: cache, Lookup: g.lookup, Now: o.Now})
+	g.auth, err = auth.New(auth.Options{Prefixes: o.Prefixes, Signer: signer, Cache: cache, Lookup: g.lookup, Now: o.Now})
 	if err != nil {
 		return nil, err
 	}

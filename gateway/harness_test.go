@@ -23,7 +23,25 @@ import (
 	"vendorgate/shared/wire"
 )
 
-const testToken = "test-internal-token-0123456789"
+const (
+	testToken = "test-internal-token-0123456789"
+	// testSigning is the key-signing secret the test backend signs with.
+	testSigning = "test-key-signing-secret-0123456789abcdef"
+)
+
+// signedKey is a key signed as the backend signs them, known or not.
+func signedKey(t testing.TB) string {
+	t.Helper()
+	s, err := apikey.NewSigner([]string{testSigning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := s.Generate(apikey.DefaultPrefixes(), apikey.Sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
 
 // testBackend implements the backend's side of the contract: the internal
 // key lookup, and vendor routes that echo what the gateway asserted.
@@ -96,10 +114,7 @@ func (b *testBackend) restart() {
 
 // addKey issues a key for vendor (status) and returns it.
 func (b *testBackend) addKey(vendorID, status string, expires time.Time) (key string, res wire.KeyResolution) {
-	key, err := apikey.Generate(apikey.DefaultPrefixes(), apikey.Sandbox)
-	if err != nil {
-		b.t.Fatal(err)
-	}
+	key = signedKey(b.t)
 	res = wire.KeyResolution{KeyID: "key-" + key[9:17], VendorID: vendorID, Environment: apikey.Sandbox,
 		CreatedAt: time.Now().Add(-time.Hour), ExpiresAt: expires,
 		Vendor: wire.VendorInfo{Status: status, CompanyName: "Test " + vendorID, EnabledServices: wire.Services()}}
@@ -221,6 +236,7 @@ func startGateway(t testing.TB, b *testBackend, mod func(*Options)) *testGateway
 		Settings:     defaultSettings(),
 		Logger:       slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	}
+	o.KeySigningSecrets = []string{testSigning}
 	if mod != nil {
 		mod(&o)
 	}

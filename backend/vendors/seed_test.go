@@ -24,7 +24,11 @@ func TestSeedOnceAcrossReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		s, err := New(Options{Store: st, Prefixes: apikey.DefaultPrefixes(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		signer, err := apikey.NewSigner([]string{"seed-test-key-signing-secret-0123456789"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := New(Options{Store: st, Prefixes: apikey.DefaultPrefixes(), Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}

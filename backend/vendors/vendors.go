@@ -33,6 +33,8 @@ type Options struct {
 	Store store.Store
 	// Prefixes are the key prefixes this deployment issues.
 	Prefixes apikey.Prefixes
+	// Signer signs every issued key. Required.
+	Signer *apikey.Signer
 	// KeyLifetime is the default lifetime of an issued key. Default 90 days.
 	KeyLifetime time.Duration
 	// Publisher, when not nil, receives every invalidation.
@@ -52,6 +54,9 @@ type Service struct {
 func New(o Options) (*Service, error) {
 	if o.Store == nil {
 		return nil, errors.New("vendors: no store")
+	}
+	if o.Signer == nil {
+		return nil, errors.New("vendors: no key signer")
 	}
 	if err := o.Prefixes.Validate(); err != nil {
 		return nil, err
@@ -239,7 +244,7 @@ func (s *Service) IssueKey(ctx context.Context, vendorID string, lifetime time.D
 	if err != nil {
 		return "", nil, err
 	}
-	raw, err := apikey.Generate(s.o.Prefixes, v.Environment)
+	raw, err := s.o.Signer.Generate(s.o.Prefixes, v.Environment)
 	if err != nil {
 		return "", nil, err
 	}

@@ -66,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		PublicBaseURL: cfg.PublicBaseURL, InternalToken: cfg.InternalToken, AdminToken: cfg.AdminToken,
 		RedisURLs: cfg.RedisURL, RedisMasterName: cfg.RedisMasterName,
 		OrderDeadline: cfg.OrderDeadline, SweepInterval: cfg.SweepInterval, SandboxDelay: cfg.SandboxDelay,
-		KeyPrefixes: cfg.KeyPrefixes.APIKey(), KeyLifetime: cfg.KeyLifetime,
+		KeyPrefixes: cfg.KeyPrefixes.APIKey(), KeySigningSecrets: cfg.KeySigningSecrets, KeyLifetime: cfg.KeyLifetime,
 		MVRUnavailableStates: cfg.MVRUnavailableStates, ReportsDir: cfg.ReportsDir,
 		SeedSandboxVendor: cfg.SeedSandboxVendor, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log,
 	})

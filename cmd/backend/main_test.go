@@ -25,6 +25,7 @@ func freeAddr(t *testing.T) string {
 func TestCheckPrintsMaskedConfig(t *testing.T) {
 	t.Setenv("BACKEND_INTERNAL_TOKEN", "internal-secret-0123456789")
 	t.Setenv("BACKEND_ADMIN_TOKEN", "admin-secret-0123456789")
+	t.Setenv("BACKEND_KEY_SIGNING_SECRETS", "signing-secret-0123456789-0123456789")
 	var out, errb bytes.Buffer
 	if code := run([]string{"-config", "../../config/examples/backend.yaml", "-check"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
@@ -50,6 +51,7 @@ func TestRunServesAndStopsOnSIGTERM(t *testing.T) {
 		"BACKEND_LISTEN": api, "BACKEND_ADMIN_LISTEN": admin,
 		"BACKEND_DATABASE": filepath.Join(dir, "var", "vg.db"), "BACKEND_REPORTS_DIR": filepath.Join(dir, "var", "reports"),
 		"BACKEND_INTERNAL_TOKEN": "internal-secret-0123456789", "BACKEND_ADMIN_TOKEN": "admin-secret-0123456789",
+		"BACKEND_KEY_SIGNING_SECRETS": "signing-secret-0123456789-0123456789",
 		"BACKEND_SEED_SANDBOX_VENDOR": "true", "BACKEND_SHUTDOWN_GRACE": "2s",
 	} {
 		t.Setenv(k, v)

@@ -60,6 +60,7 @@ func moduleRoot() (string, error) {
 
 const (
 	internalToken = "e2e-internal-token-0123456789"
+	signingSecret = "e2e-key-signing-secret-0123456789abcdef"
 	adminToken    = "e2e-admin-token-0123456789ab"
 )
 
@@ -190,6 +191,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		"BACKEND_SANDBOX_DELAY":   "100ms",
 		"BACKEND_SWEEP_INTERVAL":  "100ms",
 	}
+	benv["BACKEND_KEY_SIGNING_SECRETS"] = signingSecret
 	if o.redis {
 		benv["BACKEND_REDIS_URL"] = s.redis.URL()
 	}
@@ -211,6 +213,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 			// an outage. Outages are still tested (stopped, paused servers).
 			"GATEWAY_REDIS_TIMEOUT": "250ms",
 		}
+		genv["GATEWAY_KEY_SIGNING_SECRETS"] = signingSecret
 		if o.redis {
 			genv["GATEWAY_REDIS_URL"] = s.redis.URL()
 		}

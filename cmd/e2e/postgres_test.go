@@ -46,6 +46,7 @@ func pgStartPair(t *testing.T, env map[string]string) *pgPair {
 			"BACKEND_INTERNAL_TOKEN": internalToken,
 			"BACKEND_ADMIN_TOKEN":    adminToken,
 		}
+		benv["BACKEND_KEY_SIGNING_SECRETS"] = signingSecret
 		for k, v := range env {
 			benv[k] = v
 		}
@@ -389,6 +390,8 @@ func TestPostgresTwoReplicas(t *testing.T) {
 			"GATEWAY_ADMIN_LISTEN":   admin,
 			"GATEWAY_BACKEND_URL":    p.urls[a] + "," + p.urls[b],
 			"GATEWAY_INTERNAL_TOKEN": internalToken,
+			// The backends sign keys with it; the gateway verifies them.
+			"GATEWAY_KEY_SIGNING_SECRETS": signingSecret,
 		})
 		waitHTTP(t, "http://"+admin+"/healthz", gw)
 		me := "http://127.0.0.1:" + strconv.Itoa(port) + "/api/vendor/v1/me"

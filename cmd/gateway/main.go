@@ -55,13 +55,15 @@ func run() int {
 		return 2
 	}
 	g, err := gateway.New(gateway.Options{
-		Backends:      cfg.BackendURL,
-		InternalToken: cfg.InternalToken,
-		Prefixes:      cfg.KeyPrefixes.APIKey(),
+		Backends:          cfg.BackendURL,
+		InternalToken:     cfg.InternalToken,
+		Prefixes:          cfg.KeyPrefixes.APIKey(),
+		KeySigningSecrets: cfg.KeySigningSecrets,
 		Redis: gateway.RedisOptions{URLs: cfg.Redis.URL, MasterName: cfg.Redis.MasterName, Timeout: cfg.Redis.Timeout,
 			PoolSize: cfg.Redis.PoolSize, BreakerOpenFor: cfg.Redis.BreakerOpenFor, BreakerFailures: cfg.Redis.BreakerFailures,
 			DisablePipeline: !cfg.Redis.Pipeline},
-		KeyCache: auth.CacheOptions{Size: cfg.KeyCache.Size, TTL: cfg.KeyCache.TTL, NegativeTTL: cfg.KeyCache.NegativeTTL},
+		KeyCache: auth.CacheOptions{Size: cfg.KeyCache.Size, NegativeSize: cfg.KeyCache.NegativeSize,
+			TTL: cfg.KeyCache.TTL, NegativeTTL: cfg.KeyCache.NegativeTTL},
 		Proxy: gateway.ProxyOptions{Timeout: cfg.Proxy.Timeout, MaxConns: cfg.Proxy.MaxConns,
 			BreakerOpenFor: cfg.Proxy.BreakerOpenFor, BreakerFailures: cfg.Proxy.BreakerFailures},
 		MaxBodyBytes:      cfg.MaxBodyBytes,

@@ -132,6 +132,7 @@ type bench struct {
 	started    time.Time
 
 	token       string
+	signing     string   // the gateways' key-signing secret, random per run
 	keys        []string // keys[0] is the one wrk sends; the rest prime the cache
 	meBody      []byte
 	backendAddr string
@@ -207,6 +208,11 @@ func (b *bench) setup() error {
 		return err
 	}
 	b.token = hex.EncodeToString(tok)
+	sec := make([]byte, 32)
+	if _, err := rand.Read(sec); err != nil {
+		return err
+	}
+	b.signing = hex.EncodeToString(sec)
 	if err := b.makeKeys(); err != nil {
 		return err
 	}
@@ -264,13 +270,18 @@ func (b *bench) stopAll() {
 	b.responder.Stop(5 * time.Second)
 }
 
-// makeKeys generates the keys and the responder's file of their hashes.
+// makeKeys generates the keys, signed as the backend signs them, and the
+// responder's file of their hashes.
 func (b *bench) makeKeys() error {
+	signer, err := apikey.NewSigner([]string{b.signing})
+	if err != nil {
+		return err
+	}
 	n := 1 + max(b.opts.keys, 0)
 	b.keys = make([]string, n)
 	var sb strings.Builder
 	for i := range b.keys {
-		k, err := apikey.Generate(apikey.DefaultPrefixes(), apikey.Sandbox)
+		k, err := signer.Generate(apikey.DefaultPrefixes(), apikey.Sandbox)
 		if err != nil {
 			return err
 		}

@@ -134,6 +134,7 @@ func (b *bench) startGateway(id string, withRedis bool) (*row, error) {
 		"GATEWAY_ADMIN_LISTEN=" + admin,
 		"GATEWAY_BACKEND_URL=http://" + b.backendAddr,
 		"GATEWAY_INTERNAL_TOKEN=" + b.token,
+		"GATEWAY_KEY_SIGNING_SECRETS=" + b.signing,
 		"GATEWAY_REDIS_URL=" + redisURL,
 		"GATEWAY_LOG_LEVEL=warn",
 	}, b.gatewayBin, "-config", cfgPath)

@@ -21,6 +21,7 @@ import (
 
 const (
 	internalToken = "scaleout-internal-token-0123456789"
+	signingSecret = "scaleout-key-signing-secret-0123456789"
 	adminToken    = "scaleout-admin-token-0123456789ab"
 )
 
@@ -213,6 +214,7 @@ func (s *stack) startBackends(ctx context.Context) error {
 			"BACKEND_REPORTS_DIR=" + reports,
 			"BACKEND_REDIS_URL=" + s.redisURLs(),
 			"BACKEND_INTERNAL_TOKEN=" + internalToken,
+			"BACKEND_KEY_SIGNING_SECRETS=" + signingSecret,
 			"BACKEND_ADMIN_TOKEN=" + adminToken,
 			"BACKEND_LOG_LEVEL=warn",
 			"BACKEND_SHUTDOWN_GRACE=3s",
@@ -259,6 +261,7 @@ func (s *stack) startGateways(ctx context.Context, gatewayYAML string, redisTime
 			"GATEWAY_REDIS_URL=" + s.redisURLs(),
 			"GATEWAY_REDIS_TIMEOUT=" + redisTimeout.String(),
 			"GATEWAY_INTERNAL_TOKEN=" + internalToken,
+			"GATEWAY_KEY_SIGNING_SECRETS=" + signingSecret,
 			"GATEWAY_LOG_LEVEL=warn",
 			"GATEWAY_SHUTDOWN_GRACE=3s",
 		}

@@ -126,6 +126,7 @@ func tryStartBackend(t *testing.T, bin string) (*harness, error) {
 		"BACKEND_DATABASE="+filepath.Join(dir, "db.sqlite"),
 		"BACKEND_REPORTS_DIR="+filepath.Join(dir, "reports"),
 		"BACKEND_INTERNAL_TOKEN="+testInternalToken,
+		"BACKEND_KEY_SIGNING_SECRETS=vendorctl-test-key-signing-secret-0123456789",
 		"BACKEND_ADMIN_TOKEN="+testAdminToken,
 		"BACKEND_SANDBOX_DELAY=50ms",
 		"BACKEND_SEED_SANDBOX_VENDOR=false",

@@ -1,6 +1,7 @@
-// Package auth resolves an API key to the vendor it belongs to: format and
-// prefix checked locally, then a bounded in-process cache, then the
-// backend's internal key lookup. Expiry and revocation are checked on every
+// Package auth resolves an API key to the vendor it belongs to: format,
+// prefix and MAC checked locally, then a bounded in-process cache, then the
+// backend's internal key lookup. Only a key whose MAC verifies is ever
+// cached or looked up. Expiry and revocation are checked on every
 // request, cached or not. The key itself is never stored or logged: its
 // SHA-256 finds it, its key id names it.
 package auth
@@ -23,9 +24,12 @@ var (
 	ErrMissingKey = errors.New("no api key")
 	ErrMalformed  = errors.New("malformed api key")
 	ErrForeignKey = errors.New("api key not issued by this server")
-	ErrUnknownKey = errors.New("unknown api key")
-	ErrRevoked    = errors.New("revoked api key")
-	ErrKeyExpired = errors.New("expired api key")
+	// ErrBadSignature is a well-formed key whose MAC does not verify under
+	// any key-signing secret: not a key this deployment issued.
+	ErrBadSignature = errors.New("api key signature does not verify")
+	ErrUnknownKey   = errors.New("unknown api key")
+	ErrRevoked      = errors.New("revoked api key")
+	ErrKeyExpired   = errors.New("expired api key")
 )
 
 // Identity is what a resolved key says about its caller. It is shared by
@@ -53,8 +57,10 @@ type Lookup interface {
 // Options configures an Authenticator.
 type Options struct {
 	Prefixes apikey.Prefixes
-	Cache    *Cache
-	Lookup   Lookup
+	// Signer verifies the MAC of every key before it is looked up.
+	Signer *apikey.Signer
+	Cache  *Cache
+	Lookup Lookup
 	// Now is the clock for expiry; time.Now when nil.
 	Now func() time.Time
 }
@@ -62,6 +68,7 @@ type Options struct {
 // Authenticator resolves keys.
 type Authenticator struct {
 	prefixes apikey.Prefixes
+	signer   *apikey.Signer
 	cache    *Cache
 	lookup   Lookup
 	now      func() time.Time
@@ -85,8 +92,8 @@ type flight struct {
 
 // New returns an Authenticator.
 func New(o Options) (*Authenticator, error) {
-	if o.Cache == nil || o.Lookup == nil {
-		return nil, errors.New("auth: cache and lookup required")
+	if o.Cache == nil || o.Lookup == nil || o.Signer == nil {
+		return nil, errors.New("auth: cache, lookup and signer required")
 	}
 	if err := o.Prefixes.Validate(); err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
@@ -94,7 +101,7 @@ func New(o Options) (*Authenticator, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Authenticator{prefixes: o.Prefixes, cache: o.Cache, lookup: o.Lookup, now: o.Now, flights: make(map[[32]byte]*flight)}, nil
+	return &Authenticator{prefixes: o.Prefixes, signer: o.Signer, cache: o.Cache, lookup: o.Lookup, now: o.Now, flights: make(map[[32]byte]*flight)}, nil
 }
 
 // Cache is the authenticator's cache, for invalidation.
@@ -118,6 +125,11 @@ func (a *Authenticator) Authenticate(raw []byte, sum *[32]byte) (*Identity, erro
 		return nil, ErrForeignKey
 	case err != nil:
 		return nil, ErrMalformed
+	}
+	// A key we did not sign is refused here: it is never cached, so a flood
+	// of random keys neither reaches the backend nor evicts real entries.
+	if !a.signer.Verify(key) {
+		return nil, ErrBadSignature
 	}
 	id, found := a.cache.Get(sum)
 	if !found {

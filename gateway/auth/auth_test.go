@@ -1,8 +1,11 @@
 package auth
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,11 +25,32 @@ func (t *table) Lookup(h string) (*wire.KeyResolution, error) {
 	return t.m[h], nil
 }
 
+const testSigningSecret = "auth-test-key-signing-secret-0123456789"
+
+func testSigner(t testing.TB) *apikey.Signer {
+	t.Helper()
+	s, err := apikey.NewSigner([]string{testSigningSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// signedKey is a key this deployment could have issued.
+func signedKey(t testing.TB) string {
+	t.Helper()
+	k, err := testSigner(t).Generate(apikey.DefaultPrefixes(), apikey.Sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 func newAuth(t testing.TB, size int) (*Authenticator, *table, string) {
-	key, _ := apikey.Generate(apikey.DefaultPrefixes(), apikey.Sandbox)
+	key := signedKey(t)
 	tb := &table{m: map[string]*wire.KeyResolution{apikey.Hash(key): {KeyID: "k1", VendorID: "v1", Environment: "sandbox",
 		ExpiresAt: time.Now().Add(time.Hour), Vendor: wire.VendorInfo{Status: wire.VendorApproved}}}}
-	a, err := New(Options{Prefixes: apikey.DefaultPrefixes(), Cache: NewCache(CacheOptions{Size: size}), Lookup: tb})
+	a, err := New(Options{Prefixes: apikey.DefaultPrefixes(), Signer: testSigner(t), Cache: NewCache(CacheOptions{Size: size}), Lookup: tb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,9 +91,13 @@ func TestCacheBounded(t *testing.T) {
 	for i := 0; i < 10000; i++ {
 		var sum [32]byte
 		sum[0], sum[1], sum[2] = byte(i), byte(i>>8), byte(i>>16)
-		c.Put(&sum, nil, c.Generation())
+		id := (*Identity)(nil)
+		if i%2 == 0 {
+			id = &Identity{VendorID: "v1"}
+		}
+		c.Put(&sum, id, c.Generation())
 	}
-	if s := c.Stats(); s.Entries > 128 || s.Evictions == 0 {
+	if s := c.Stats(); s.Entries > 128 || s.NegativeEntries > 64 || s.Evictions == 0 {
 		t.Fatalf("%+v", s)
 	}
 }
@@ -86,21 +114,83 @@ func TestLookupRacingInvalidationIsNotCached(t *testing.T) {
 }
 
 func TestSentinels(t *testing.T) {
-	a, _, key := newAuth(t, 100)
-	last := "Q"
-	if key[len(key)-1] == 'Q' { // another key, whatever the random last character
-		last = "R"
+	a, tb, key := newAuth(t, 100)
+	first := "Q"
+	if key[9] == 'Q' { // another key, whatever the random first character
+		first = "R"
 	}
 	cases := map[string]error{
-		"":                      ErrMissingKey,
-		"x":                     ErrMalformed,
-		"zzzzzzzz_" + key[9:]:   ErrForeignKey,
-		key[:len(key)-1] + last: ErrUnknownKey,
+		"":                                    ErrMissingKey,
+		"x":                                   ErrMalformed,
+		"zzzzzzzz_" + key[9:]:                 ErrForeignKey,
+		key[:9] + first + key[10:]:            ErrBadSignature,
+		"vgsandbx_" + strings.Repeat("A", 43): ErrBadSignature,
+		"vgsandbx_" + strings.Repeat("A", 50): ErrBadSignature,
+		signedKey(t):                          ErrUnknownKey,
 	}
 	for k, want := range cases {
 		if _, err := authn(a, k); !errors.Is(err, want) {
 			t.Errorf("%q: %v, want %v", k, err, want)
 		}
+	}
+	if c := tb.calls.Load(); c != 1 {
+		t.Fatalf("%d lookups, want 1 (the signed unknown key only)", c)
+	}
+	if s := a.Cache().Stats(); s.Entries != 0 || s.NegativeEntries != 1 {
+		t.Fatalf("cache %+v: want only the signed unknown key, as a negative entry", s)
+	}
+}
+
+// TestUnsignedKeysAreNeitherLookedUpNorCached: random well-formed keys
+// never reach the lookup or the cache, however many.
+func TestUnsignedKeysAreNeitherLookedUpNorCached(t *testing.T) {
+	a, tb, _ := newAuth(t, 100)
+	for i := 0; i < 1000; i++ {
+		var b [32]byte
+		_, _ = rand.Read(b[:])
+		k := "vgsandbx_" + base64.RawURLEncoding.EncodeToString(b[:])
+		if _, err := authn(a, k); !errors.Is(err, ErrBadSignature) {
+			t.Fatalf("%d: %v, want ErrBadSignature", i, err)
+		}
+	}
+	if c, s := tb.calls.Load(), a.Cache().Stats(); c != 0 || s.Entries+s.NegativeEntries != 0 || s.Misses != 0 {
+		t.Fatalf("%d lookups, cache %+v: want none", c, s)
+	}
+}
+
+// TestNegativeEntriesNeverEvictWorkingKeys: unknown and revoked keys fill
+// their own table; the working keys cached before stay cached.
+func TestNegativeEntriesNeverEvictWorkingKeys(t *testing.T) {
+	c := NewCache(CacheOptions{Size: 128, NegativeSize: 64})
+	good := make([][32]byte, 64)
+	for i := range good {
+		good[i][0], good[i][1] = byte(i), 1
+		c.Put(&good[i], &Identity{VendorID: "v1"}, c.Generation())
+	}
+	for i := 0; i < 10000; i++ {
+		var sum [32]byte
+		sum[0], sum[1], sum[2], sum[3] = byte(i), byte(i>>8), byte(i>>16), 2
+		id := (*Identity)(nil)
+		if i%2 == 0 {
+			id = &Identity{VendorID: "v2", Revoked: true}
+		}
+		c.Put(&sum, id, c.Generation())
+	}
+	for i := range good {
+		if id, found := c.Get(&good[i]); !found || id == nil {
+			t.Fatalf("working key %d evicted by negative entries", i)
+		}
+	}
+	if s := c.Stats(); s.Entries != len(good) || s.NegativeEntries > 64 || s.Evictions == 0 {
+		t.Fatalf("%+v", s)
+	}
+	// A revocation moves the key to the negative table.
+	c.Put(&good[0], &Identity{VendorID: "v1", Revoked: true}, c.Generation())
+	if id, found := c.Get(&good[0]); !found || id == nil || !id.Revoked {
+		t.Fatalf("revoked key: %+v %v", id, found)
+	}
+	if s := c.Stats(); s.Entries != len(good)-1 {
+		t.Fatalf("the revoked key stayed among working keys: %+v", s)
 	}
 }
 
@@ -212,7 +302,7 @@ func BenchmarkAuthenticateCached(b *testing.B) {
 			a, tb, _ := newAuth(b, 4096)
 			keys := make([][]byte, n)
 			for i := range keys {
-				k, _ := apikey.Generate(apikey.DefaultPrefixes(), apikey.Sandbox)
+				k := signedKey(b)
 				tb.m[apikey.Hash(k)] = &wire.KeyResolution{KeyID: fmt.Sprint("k", i), VendorID: "v1", Environment: "sandbox",
 					ExpiresAt: time.Now().Add(time.Hour), Vendor: wire.VendorInfo{Status: wire.VendorApproved}}
 				keys[i] = []byte(k)

@@ -11,8 +11,12 @@ const cacheShards = 64
 
 // CacheOptions bounds the key cache.
 type CacheOptions struct {
-	// Size is the most entries kept in all. Default 100000.
+	// Size is the most working keys (and expired ones) kept. Default 100000.
 	Size int
+	// NegativeSize is the most unknown and revoked keys kept. They live in a
+	// table of their own, so that a flood of them never evicts a working
+	// key. Default a tenth of Size (at least cacheShards).
+	NegativeSize int
 	// TTL of a resolved key. Default 30s: without Redis invalidation it is
 	// the bound on how long a revocation can go unseen.
 	TTL time.Duration
@@ -25,11 +29,12 @@ type CacheOptions struct {
 }
 
 // Cache is the bounded in-process key cache, keyed by the SHA-256 of the
-// whole key, with positive and negative entries. Lookups by hash take the
-// same path whatever the secret, so its timing says nothing about a key.
+// whole key. Working keys and negative entries (unknown or revoked keys)
+// are kept in two tables, each bounded, so that negative entries never
+// evict a working key. Lookups by hash take the same path whatever the
+// secret, so its timing says nothing about a key.
 type Cache struct {
-	shards   [cacheShards]cacheShard
-	perShard int
+	pos, neg cacheTable
 	ttl      int64
 	negTTL   int64
 	now      func() time.Time
@@ -37,6 +42,12 @@ type Cache struct {
 	// cache what it read.
 	gen           atomic.Uint64
 	invalidations atomic.Uint64
+}
+
+// cacheTable is one bounded table of entries, spread over locks.
+type cacheTable struct {
+	shards   [cacheShards]cacheShard
+	perShard int
 }
 
 type cacheShard struct {
@@ -53,10 +64,16 @@ type cacheEntry struct {
 	expires int64     // unix ns
 }
 
+// negative reports whether id belongs in the negative table.
+func negative(id *Identity) bool { return id == nil || id.Revoked }
+
 // NewCache returns an empty cache.
 func NewCache(o CacheOptions) *Cache {
 	if o.Size <= 0 {
 		o.Size = 100000
+	}
+	if o.NegativeSize <= 0 {
+		o.NegativeSize = max(cacheShards, o.Size/10)
 	}
 	if o.TTL <= 0 {
 		o.TTL = 30 * time.Second
@@ -67,23 +84,36 @@ func NewCache(o CacheOptions) *Cache {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	c := &Cache{perShard: max(1, o.Size/cacheShards), ttl: int64(o.TTL), negTTL: int64(o.NegativeTTL), now: o.Now}
-	for i := range c.shards {
-		c.shards[i].m = make(map[[32]byte]cacheEntry)
-	}
+	c := &Cache{ttl: int64(o.TTL), negTTL: int64(o.NegativeTTL), now: o.Now}
+	c.pos.init(o.Size)
+	c.neg.init(o.NegativeSize)
 	return c
 }
 
-func (c *Cache) shard(sum *[32]byte) *cacheShard { return &c.shards[sum[0]%cacheShards] }
+func (t *cacheTable) init(size int) {
+	t.perShard = max(1, size/cacheShards)
+	for i := range t.shards {
+		t.shards[i].m = make(map[[32]byte]cacheEntry)
+	}
+}
+
+func (t *cacheTable) shard(sum *[32]byte) *cacheShard { return &t.shards[sum[0]%cacheShards] }
 
 // Get returns the entry for sum. found is false on a miss or an expired
-// entry; id is nil for a negative entry.
+// entry; id is nil for an unknown key.
 func (c *Cache) Get(sum *[32]byte) (id *Identity, found bool) {
-	sh := c.shard(sum)
+	now := c.now().UnixNano()
+	sh := c.pos.shard(sum)
 	sh.mu.RLock()
 	e, ok := sh.m[*sum]
 	sh.mu.RUnlock()
-	if !ok || e.expires <= c.now().UnixNano() {
+	if !ok {
+		nsh := c.neg.shard(sum)
+		nsh.mu.RLock()
+		e, ok = nsh.m[*sum]
+		nsh.mu.RUnlock()
+	}
+	if !ok || e.expires <= now {
 		sh.misses.Add(1)
 		return nil, false
 	}
@@ -96,20 +126,29 @@ func (c *Cache) Generation() uint64 { return c.gen.Load() }
 
 // Put stores id (nil: unknown key) unless an invalidation happened since gen
 // was read, so that a lookup racing a revocation does not cache the old
-// answer.
+// answer. Unknown and revoked keys go to the negative table.
 func (c *Cache) Put(sum *[32]byte, id *Identity, gen uint64) {
-	ttl := c.ttl
-	if id == nil {
-		ttl = c.negTTL
+	ttl, into, other := c.ttl, &c.pos, &c.neg
+	if negative(id) {
+		into, other = &c.neg, &c.pos
+		if id == nil {
+			ttl = c.negTTL
+		}
 	}
 	now := c.now().UnixNano()
-	sh := c.shard(sum)
+	// A key that moved between tables (revoked since it was cached) leaves
+	// the other one; the two locks are never held together.
+	osh := other.shard(sum)
+	osh.mu.Lock()
+	delete(osh.m, *sum)
+	osh.mu.Unlock()
+	sh := into.shard(sum)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if c.gen.Load() != gen {
 		return
 	}
-	if _, ok := sh.m[*sum]; !ok && len(sh.m) >= c.perShard {
+	if _, ok := sh.m[*sum]; !ok && len(sh.m) >= into.perShard {
 		sh.evictOne(now)
 	}
 	sh.m[*sum] = cacheEntry{id: id, expires: now + ttl}
@@ -134,30 +173,34 @@ func (sh *cacheShard) evictOne(now int64) {
 
 // InvalidateKey drops the entry of one key hash.
 func (c *Cache) InvalidateKey(sum *[32]byte) {
-	sh := c.shard(sum)
-	sh.mu.Lock()
 	c.gen.Add(1)
-	if _, ok := sh.m[*sum]; ok {
-		delete(sh.m, *sum)
-		c.invalidations.Add(1)
+	for _, t := range []*cacheTable{&c.pos, &c.neg} {
+		sh := t.shard(sum)
+		sh.mu.Lock()
+		if _, ok := sh.m[*sum]; ok {
+			delete(sh.m, *sum)
+			c.invalidations.Add(1)
+		}
+		sh.mu.Unlock()
 	}
-	sh.mu.Unlock()
 }
 
 // InvalidateVendor drops every key of a vendor (status or services changed).
 // It walks the whole cache: rare, and cheaper than an index on every Put.
 func (c *Cache) InvalidateVendor(vendorID string) {
 	c.gen.Add(1)
-	for i := range c.shards {
-		sh := &c.shards[i]
-		sh.mu.Lock()
-		for k, e := range sh.m {
-			if e.id != nil && e.id.VendorID == vendorID {
-				delete(sh.m, k)
-				c.invalidations.Add(1)
+	for _, t := range []*cacheTable{&c.pos, &c.neg} {
+		for i := range t.shards {
+			sh := &t.shards[i]
+			sh.mu.Lock()
+			for k, e := range sh.m {
+				if e.id != nil && e.id.VendorID == vendorID {
+					delete(sh.m, k)
+					c.invalidations.Add(1)
+				}
 			}
+			sh.mu.Unlock()
 		}
-		sh.mu.Unlock()
 	}
 }
 
@@ -165,33 +208,42 @@ func (c *Cache) InvalidateVendor(vendorID string) {
 // subscription was re-established).
 func (c *Cache) Purge() {
 	c.gen.Add(1)
-	for i := range c.shards {
-		sh := &c.shards[i]
-		sh.mu.Lock()
-		n := len(sh.m)
-		clear(sh.m)
-		sh.mu.Unlock()
-		c.invalidations.Add(uint64(n))
+	for _, t := range []*cacheTable{&c.pos, &c.neg} {
+		for i := range t.shards {
+			sh := &t.shards[i]
+			sh.mu.Lock()
+			n := len(sh.m)
+			clear(sh.m)
+			sh.mu.Unlock()
+			c.invalidations.Add(uint64(n))
+		}
 	}
 }
 
-// Stats are the cache's counters since start, for metrics.
+// Stats are the cache's counters since start, for metrics. Entries counts
+// working keys, NegativeEntries unknown and revoked ones; Evictions both.
 type Stats struct {
 	Hits, Misses, Evictions, Invalidations uint64
-	Entries                                int
+	Entries, NegativeEntries               int
 }
 
 // Stats sums the shards' counters.
 func (c *Cache) Stats() Stats {
 	var s Stats
-	for i := range c.shards {
-		sh := &c.shards[i]
-		s.Hits += sh.hits.Load()
-		s.Misses += sh.misses.Load()
-		s.Evictions += sh.evictions.Load()
-		sh.mu.RLock()
-		s.Entries += len(sh.m)
-		sh.mu.RUnlock()
+	for ti, t := range []*cacheTable{&c.pos, &c.neg} {
+		for i := range t.shards {
+			sh := &t.shards[i]
+			s.Hits += sh.hits.Load()
+			s.Misses += sh.misses.Load()
+			s.Evictions += sh.evictions.Load()
+			sh.mu.RLock()
+			if ti == 0 {
+				s.Entries += len(sh.m)
+			} else {
+				s.NegativeEntries += len(sh.m)
+			}
+			sh.mu.RUnlock()
+		}
 	}
 	s.Invalidations = c.invalidations.Load()
 	return s

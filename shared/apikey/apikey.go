@@ -1,13 +1,13 @@
 // Package apikey is the API-key format: an 8-character environment prefix,
-// "_", and a secret drawn from a CSPRNG. It parses, validates, generates and
-// hashes keys and does no I/O. A key is never logged; its hash finds it and
-// its key id names it.
+// "_", and a secret of 32 bytes in unpadded base64url (43 characters): 24
+// bytes from a CSPRNG, then the first 8 bytes of HMAC-SHA256 under a
+// key-signing secret of the prefix followed by those 24 bytes. It parses,
+// validates, generates, signs, verifies and hashes keys and does no I/O. A
+// key is never logged; its hash finds it and its key id names it.
 package apikey
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,9 +16,9 @@ import (
 // PrefixLen is the length of the environment prefix.
 const PrefixLen = 8
 
-// MinSecretLen and MaxSecretLen bound the secret. Generate makes 43
-// characters (32 random bytes); the upper bound keeps a hostile header from
-// being hashed at any length.
+// MinSecretLen and MaxSecretLen bound what Parse accepts as a secret; only
+// a secret of SignedSecretLen characters can verify (Signer.Verify). The
+// upper bound keeps a hostile header from being hashed at any length.
 const (
 	MinSecretLen = 32
 	MaxSecretLen = 128
@@ -118,20 +118,6 @@ func Parse(raw string, p Prefixes) (Key, error) {
 		return Key{}, ErrForeignPrefix
 	}
 	return Key{Prefix: prefix, Environment: env, Secret: secret}, nil
-}
-
-// Generate returns a new key for env: its prefix, "_", and 43 characters of
-// base64url from 32 bytes of crypto/rand.
-func Generate(p Prefixes, env string) (string, error) {
-	prefix, err := p.For(env)
-	if err != nil {
-		return "", err
-	}
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("generate api key: %w", err)
-	}
-	return prefix + "_" + base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
 // Hash is the hex SHA-256 of the whole key: what the backend stores and what

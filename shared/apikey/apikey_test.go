@@ -10,10 +10,11 @@ import (
 
 func TestGenerateAndParse(t *testing.T) {
 	p := DefaultPrefixes()
+	s := testSigner(t, testSecretA)
 	seen := map[string]bool{}
 	for _, env := range []string{Sandbox, Live} {
 		for i := 0; i < 50; i++ {
-			k, err := Generate(p, env)
+			k, err := s.Generate(p, env)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -25,8 +26,11 @@ func TestGenerateAndParse(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse(generated) = %v", err)
 			}
-			if parsed.Environment != env || len(parsed.Secret) < MinSecretLen {
+			if parsed.Environment != env || len(parsed.Secret) != SignedSecretLen {
 				t.Fatalf("parsed %+v for %s", parsed, env)
+			}
+			if !s.Verify(parsed) {
+				t.Fatalf("a generated key does not verify")
 			}
 		}
 	}
@@ -64,7 +68,7 @@ func TestParseRefuses(t *testing.T) {
 
 func TestKeyFromAnotherServerFailsOnPrefix(t *testing.T) {
 	other := Prefixes{Sandbox: "acmesbx1", Live: "acmelive"}
-	k, err := Generate(other, Live)
+	k, err := testSigner(t, testSecretA).Generate(other, Live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,12 +121,14 @@ func FuzzParse(f *testing.F) {
 
 func BenchmarkParseAndHash(b *testing.B) {
 	p := DefaultPrefixes()
-	k, _ := Generate(p, Sandbox)
+	s, _ := NewSigner([]string{testSecretA})
+	k, _ := s.Generate(p, Sandbox)
 	var dst [64]byte
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Parse(k, p); err != nil {
-			b.Fatal(err)
+		pk, err := Parse(k, p)
+		if err != nil || !s.Verify(pk) {
+			b.Fatal("refused", err)
 		}
 		HashTo(dst[:], k)
 	}
