@@ -122,11 +122,12 @@ func (b *batcher) do(cs *Checks) ([]any, error) {
 		c.timer.Stop()
 		return nil, errClosed
 	}
+	deadline := c.deadline // c may be reused once it is back in the pool
 	select {
 	case r := <-c.reply:
 		c.timer.Stop()
 		b.calls.Put(c)
-		if r.at.After(c.deadline) {
+		if r.at.After(deadline) {
 			return nil, context.DeadlineExceeded // the timer ran late; the deadline did not
 		}
 		return r.v, r.err
@@ -134,7 +135,7 @@ func (b *batcher) do(cs *Checks) ([]any, error) {
 		select {
 		case r := <-c.reply:
 			b.calls.Put(c)
-			if r.at.After(c.deadline) {
+			if r.at.After(deadline) {
 				return nil, context.DeadlineExceeded // answered too late: fail closed
 			}
 			return r.v, r.err // answered in time; this goroutine only ran late
