@@ -4,7 +4,7 @@ BIN      := bin
 BINARIES := gateway backend vendorctl
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(HOME)/go/bin/staticcheck)
 
-.PHONY: all build run test bench bench-go bench-load lint clean
+.PHONY: all build run test bench bench-go bench-load lint lint-openapi clean
 
 all: build
 
@@ -35,6 +35,11 @@ lint:
 	$(GO) vet ./...
 	@test -x $(STATICCHECK) || GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 	$(STATICCHECK) ./...
+
+# The OpenAPI document against Spectral's spectral:oas rules: any warning
+# fails (npm install -g @stoplight/spectral-cli; .ci/run installs it).
+lint-openapi:
+	spectral lint --ruleset gateway/openapi/spectral.yaml --fail-severity=warn gateway/openapi/openapi.yaml
 
 clean:
 	rm -rf $(BIN) var

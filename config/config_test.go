@@ -59,6 +59,9 @@ func TestEnvironmentOverrides(t *testing.T) {
 		"GATEWAY_INTERNAL_TOKEN":     "0123456789abcdef",
 		"GATEWAY_REDIS_TIMEOUT":      "20ms",
 		"GATEWAY_KEY_PREFIX_SANDBOX": "acmesbx1",
+		"GATEWAY_PUBLIC_BASE_URL":    "https://api.example.com",
+		"GATEWAY_DOCS_RATE":          "7",
+		"GATEWAY_DOCS_WINDOW":        "30s",
 	})
 	g, err := LoadGateway("examples/gateway.yaml", env)
 	if err != nil {
@@ -66,7 +69,8 @@ func TestEnvironmentOverrides(t *testing.T) {
 	}
 	if g.Listen != "127.0.0.1:1234" || g.AdminListen != "127.0.0.1:1235" || len(g.BackendURL) != 2 ||
 		g.Redis.URL[0] != "redis://127.0.0.1:7000/0" || g.InternalToken != "0123456789abcdef" ||
-		g.Redis.Timeout != 20*time.Millisecond || g.KeyPrefixes.Sandbox != "acmesbx1" {
+		g.Redis.Timeout != 20*time.Millisecond || g.KeyPrefixes.Sandbox != "acmesbx1" ||
+		g.PublicBaseURL != "https://api.example.com" || g.Docs.Rate != 7 || g.Docs.Window != 30*time.Second {
 		t.Fatalf("env not applied: %+v", g)
 	}
 
@@ -93,7 +97,8 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if g.Listen != ":8080" || g.AdminListen != "127.0.0.1:9090" || g.BackendURL[0] != "http://127.0.0.1:8081" ||
-		len(g.Redis.URL) != 0 || g.FailedKeys.PerAddress != 100 || g.FailedKeys.PerKey != 10 || g.FailedKeys.Window != 10*time.Minute {
+		len(g.Redis.URL) != 0 || g.FailedKeys.PerAddress != 100 || g.FailedKeys.PerKey != 10 || g.FailedKeys.Window != 10*time.Minute ||
+		g.PublicBaseURL != "http://localhost:8080" || g.Docs.Rate != 60 || g.Docs.Window != time.Minute {
 		t.Fatalf("defaults: %+v", g)
 	}
 }
@@ -116,6 +121,9 @@ func TestValidationMessages(t *testing.T) {
 		{"signing secret is the internal token", "internal_token: " + testSigning, "secret 1 of 1 is the internal token", nil},
 		{"repeated signing secret", "", "secret 2 of 2 repeats", map[string]string{"GATEWAY_KEY_SIGNING_SECRETS": testSigning + "," + testSigning}},
 		{"negative negative cache", "key_cache: {negative_size: -1}", "key_cache.negative_size", nil},
+		{"bad public base url", "", "GATEWAY_PUBLIC_BASE_URL", map[string]string{"GATEWAY_PUBLIC_BASE_URL": "api.example.com"}},
+		{"public base url with a path", "public_base_url: https://api.example.com/v1", "must not have a path", nil},
+		{"zero docs rate", "docs: {rate: 0}", "docs.rate", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,6 +31,13 @@ type Gateway struct {
 	KeySigningSecrets List `yaml:"key_signing_secrets" env:"GATEWAY_KEY_SIGNING_SECRETS" secret:"true"`
 	// KeyPrefixes are the key prefixes this server issues.
 	KeyPrefixes Prefixes `yaml:"key_prefixes"`
+	// PublicBaseURL is the gateway's own public address, as vendors reach
+	// it: the curl lines of /docs and the OpenAPI document's servers entry.
+	// Never taken from a request's Host header. Default
+	// "http://localhost:8080"; the backend's public_base_url is the same.
+	PublicBaseURL string `yaml:"public_base_url" env:"GATEWAY_PUBLIC_BASE_URL"`
+	// Docs limits /docs, /openapi.yaml and /openapi.json per client address.
+	Docs Docs `yaml:"docs"`
 
 	Redis          Redis      `yaml:"redis"`
 	Limits         Limits     `yaml:"limits"`
@@ -137,6 +144,16 @@ type FailedKeys struct {
 	MaxTracked int `yaml:"max_tracked" env:"GATEWAY_FAILED_KEYS_MAX_TRACKED"`
 }
 
+// Docs is the per-address limit of the documentation routes, kept in
+// process (documentation is not worth a Redis call): past Rate requests in
+// Window from one client address, the answer is 429 rate_limited.
+type Docs struct {
+	// Rate is the requests allowed per Window. Default 60.
+	Rate int `yaml:"rate" env:"GATEWAY_DOCS_RATE"`
+	// Window is the period of Rate. Default 1m.
+	Window time.Duration `yaml:"window" env:"GATEWAY_DOCS_WINDOW"`
+}
+
 // KeyCache bounds the in-process key cache.
 type KeyCache struct {
 	// Size is the most entries kept. Default 100000.
@@ -166,11 +183,13 @@ type Proxy struct {
 // DefaultGateway returns the documented defaults.
 func DefaultGateway() *Gateway {
 	return &Gateway{
-		Listen:      ":8080",
-		AdminListen: "127.0.0.1:9090",
-		BackendURL:  List{"http://127.0.0.1:8081"},
-		KeyPrefixes: Prefixes{Sandbox: apikey.DefaultSandboxPrefix, Live: apikey.DefaultLivePrefix},
-		Redis:       Redis{Timeout: 50 * time.Millisecond, PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3, Pipeline: true},
+		Listen:        ":8080",
+		AdminListen:   "127.0.0.1:9090",
+		BackendURL:    List{"http://127.0.0.1:8081"},
+		KeyPrefixes:   Prefixes{Sandbox: apikey.DefaultSandboxPrefix, Live: apikey.DefaultLivePrefix},
+		PublicBaseURL: "http://localhost:8080",
+		Docs:          Docs{Rate: 60, Window: time.Minute},
+		Redis:         Redis{Timeout: 50 * time.Millisecond, PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3, Pipeline: true},
 		Limits: Limits{Vendor: LimitPair{
 			Reads:  Limit{Rate: 120, Period: time.Minute},
 			Orders: Limit{Rate: 10, Period: time.Minute},
@@ -223,6 +242,14 @@ func (c *Gateway) Validate() error {
 	}
 	if err := c.KeyPrefixes.APIKey().Validate(); err != nil {
 		add("key_prefixes: %v", err)
+	}
+	if err := checkHTTPURL(c.PublicBaseURL); err != nil {
+		add("public_base_url: %v; set the gateway's public address (GATEWAY_PUBLIC_BASE_URL), e.g. https://api.example.com", err)
+	} else if u, _ := url.Parse(c.PublicBaseURL); u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" {
+		add("public_base_url: %q must not have a path, query or fragment", c.PublicBaseURL)
+	}
+	if c.Docs.Rate <= 0 || c.Docs.Window <= 0 {
+		add("docs.rate and docs.window must be positive (default 60 a minute per client address)")
 	}
 	for _, u := range c.Redis.URL {
 		if _, err := url.Parse(u); err != nil || !strings.HasPrefix(u, "redis://") && !strings.HasPrefix(u, "rediss://") {

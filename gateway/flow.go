@@ -278,6 +278,9 @@ func routeLabelOf(i int) string {
 	if i < len(routes) {
 		return routes[i].pattern
 	}
+	if i > routeUnmatched && i-routeUnmatched-1 < len(docRoutes) {
+		return docRoutes[i-routeUnmatched-1].path
+	}
 	return "unmatched"
 }
 

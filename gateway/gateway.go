@@ -28,6 +28,7 @@ import (
 	"vendorgate/gateway/admin"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/backendapi"
+	"vendorgate/gateway/docs"
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/probe"
 	"vendorgate/gateway/proxy"
@@ -93,8 +94,11 @@ type Options struct {
 	Settings Settings
 	// Logger receives the access log and events. Default slog.Default().
 	Logger *slog.Logger
-	// OpenAPI is served on the admin listener when set.
+	// OpenAPI is served on the admin listener when set, and rendered for
+	// vendors on the public listener (/docs, /openapi.yaml, /openapi.json).
 	OpenAPI []byte
+	// Docs configure the public documentation routes.
+	Docs DocsOptions
 	// Now is the clock of key expiry and the in-process limiter; time.Now
 	// when nil.
 	Now func() time.Time
@@ -123,6 +127,14 @@ type Gateway struct {
 	metrics  *admin.Metrics
 	router   *router.Router
 	server   *fasthttp.Server
+
+	// The documentation routes: rendered at start and on Reload.
+	docs         atomic.Pointer[docs.Set]
+	docsLimiter  *limit.Local
+	docsOpts     DocsOptions
+	openAPI      []byte
+	prefixes     apikey.Prefixes
+	maxBodyBytes int
 
 	// served holds the listeners Serve was given, so that Shutdown closes
 	// them even when it runs before Serve's goroutines registered them with
@@ -165,12 +177,26 @@ func New(o Options) (*Gateway, error) {
 	if o.Redis.PoolSize <= 0 {
 		o.Redis.PoolSize = 64
 	}
+	if o.Docs.PublicBaseURL == "" {
+		o.Docs.PublicBaseURL = "http://localhost:8080"
+	}
+	if o.Docs.Rate <= 0 {
+		o.Docs.Rate = 60
+	}
+	if o.Docs.Window <= 0 {
+		o.Docs.Window = time.Minute
+	}
 	sn, err := compile(o.Settings)
 	if err != nil {
 		return nil, fmt.Errorf("gateway settings: %w", err)
 	}
 	g := &Gateway{log: o.Logger, accessLog: !o.DisableAccessLog, stopPoll: make(chan struct{}), pollDone: make(chan struct{})}
 	g.snap.Store(sn)
+	g.docsOpts, g.openAPI, g.prefixes, g.maxBodyBytes = o.Docs, o.OpenAPI, o.Prefixes, o.MaxBodyBytes
+	g.docsLimiter = limit.NewLocal(limit.LocalOptions{Now: o.Now})
+	if err := g.renderDocs(sn); err != nil {
+		return nil, err
+	}
 	var seed [4]byte
 	_, _ = rand.Read(seed[:])
 	hex.Encode(g.ridPrefix[:8], seed[:])
@@ -417,6 +443,9 @@ func (g *Gateway) Reload(s Settings) error {
 	}
 	old := g.snap.Swap(sn)
 	g.metrics.ConfigReloads.WithLabelValues("ok").Inc()
+	if err := g.renderDocs(sn); err != nil {
+		g.log.Error("documentation not re-rendered; the previous page stays", "err", err)
+	}
 	if old.settings.Version != s.Version {
 		g.metrics.ConfigInfo.DeleteLabelValues(old.settings.Version)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/gateway/auth"
+	"vendorgate/gateway/openapi"
 	"vendorgate/gateway/throttle"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/apikey"
@@ -222,6 +223,9 @@ func defaultSettings() Settings {
 	}
 }
 
+// testPublicBaseURL is the gateway's configured public address in tests.
+const testPublicBaseURL = "https://api.vendorgate.test"
+
 func startGateway(t testing.TB, b *testBackend, mod func(*Options)) *testGateway {
 	o := Options{
 		Backends:      []string{b.URL()},
@@ -235,6 +239,8 @@ func startGateway(t testing.TB, b *testBackend, mod func(*Options)) *testGateway
 		MaxBodyBytes: 1 << 16,
 		Settings:     defaultSettings(),
 		Logger:       slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		OpenAPI:      openapi.Document,
+		Docs:         DocsOptions{PublicBaseURL: testPublicBaseURL},
 	}
 	o.KeySigningSecrets = []string{testSigning}
 	if mod != nil {

@@ -44,9 +44,10 @@ const (
 )
 
 // routeLabels are the route label values by index: the pattern, or
-// "unmatched" for 404 and 405 answers and answers before routing.
+// "unmatched" for 404 and 405 answers and answers before routing, then the
+// documentation routes (docsroutes.go).
 func routeLabels() []string {
-	return []string{routes[0].pattern, routes[1].pattern, routes[2].pattern, routes[3].pattern, routes[4].pattern, "unmatched"}
+	return append([]string{routes[0].pattern, routes[1].pattern, routes[2].pattern, routes[3].pattern, routes[4].pattern, "unmatched"}, docsLabels()...)
 }
 
 // newRouter builds the router: exact matching, and 404/405 answered with the
@@ -61,6 +62,7 @@ func (g *Gateway) newRouter() *router.Router {
 		rt := &routes[i]
 		r.Handle(rt.method, rt.pattern, func(ctx *fasthttp.RequestCtx) { g.serveVendor(ctx, rt) })
 	}
+	g.registerDocs(r)
 	r.NotFound = func(ctx *fasthttp.RequestCtx) { g.serveRefusal(ctx, errNotFound) }
 	r.MethodNotAllowed = func(ctx *fasthttp.RequestCtx) {
 		// The router lists OPTIONS, which the gateway does not serve.

@@ -14,12 +14,13 @@ import (
 	"vendorgate/backend/store"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/apikey"
+	"vendorgate/shared/sandboxvalues"
 	"vendorgate/shared/wire"
 )
 
 // PriceUnavailableMC is the sandbox test value that answers 503
 // price_unavailable: an mc_number whose digits are 99999999.
-const PriceUnavailableMC = "MC99999999"
+const PriceUnavailableMC = sandboxvalues.PriceUnavailableMC
 
 // Place places an order for vendor, or answers a refusal as an
 // *apierr.Error. The same Idempotency-Key with the same request answers the

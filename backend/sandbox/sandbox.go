@@ -1,7 +1,7 @@
 // Package sandbox is the simulated provider that works sandbox orders. What
 // happens to an order is chosen by the last four characters of the driver's
 // license number, the way card networks publish test card numbers (the
-// table is in the README):
+// values and the published table are shared/sandboxvalues):
 //
 //	anything else  every service completes; driver_reviews finds two reviews
 //	0001           mvr fails no_record; other services complete
@@ -19,6 +19,7 @@ package sandbox
 import (
 	"strings"
 
+	"vendorgate/shared/sandboxvalues"
 	"vendorgate/shared/wire"
 )
 
@@ -58,16 +59,17 @@ func (o Outcome) Label() string {
 	return wire.StatusCompleted
 }
 
-// Test values: the last four characters of a license number.
+// Test values: the last four characters of a license number. They live in
+// shared/sandboxvalues, which the gateway's /docs page prints.
 const (
-	NoRecord          = "0001"
-	IdentityReview    = "0002"
-	ManualReview      = "0003"
-	ReportReview      = "0004"
-	ProviderFailed    = "0005"
-	ReportUnavailable = "0006"
-	NeverFinishes     = "0007"
-	NoReviews         = "0008"
+	NoRecord          = sandboxvalues.NoRecord
+	IdentityReview    = sandboxvalues.IdentityReview
+	ManualReview      = sandboxvalues.ManualReview
+	ReportReview      = sandboxvalues.ReportReview
+	ProviderFailed    = sandboxvalues.ProviderFailed
+	ReportUnavailable = sandboxvalues.ReportUnavailable
+	NeverFinishes     = sandboxvalues.NeverFinishes
+	NoReviews         = sandboxvalues.NoReviews
 )
 
 func suffix(license string) string {

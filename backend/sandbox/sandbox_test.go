@@ -1,8 +1,10 @@
 package sandbox
 
 import (
+	"fmt"
 	"testing"
 
+	"vendorgate/shared/sandboxvalues"
 	"vendorgate/shared/wire"
 )
 
@@ -48,5 +50,43 @@ func TestDriverReviewsResults(t *testing.T) {
 	}
 	if !Stalls("X0007") || Stalls("X0006") {
 		t.Fatal("Stalls is wrong")
+	}
+}
+
+// TestPublishedValuesAreTheSimulatorsOwn: every license suffix the docs
+// publish makes the simulator do something other than its default, and
+// every suffix the simulator reacts to is published.
+func TestPublishedValuesAreTheSimulatorsOwn(t *testing.T) {
+	services := []string{wire.MVR, wire.PSP, wire.CDLIS, wire.DriverReviews}
+	special := func(suffix string) bool {
+		if Stalls("D" + suffix) {
+			return true
+		}
+		for _, svc := range services {
+			for step := 1; step <= 2; step++ {
+				got, def := Step("D"+suffix, svc, step), Step("D9999", svc, step)
+				if got.Kind != def.Kind || got.Reason != def.Reason || (got.Reviews == nil) != (def.Reviews == nil) ||
+					got.Reviews != nil && got.Reviews.Found != def.Reviews.Found {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	published := map[string]bool{}
+	for _, v := range sandboxvalues.Table() {
+		if v.Field != "driver.license_number" || v.Value == "" {
+			continue
+		}
+		published[v.Value] = true
+		if !special(v.Value) {
+			t.Errorf("published test value %s does nothing special in the simulator", v.Value)
+		}
+	}
+	for i := 0; i < 10000; i++ {
+		s := fmt.Sprintf("%04d", i)
+		if special(s) && !published[s] {
+			t.Errorf("the simulator reacts to %s, which the published table lacks", s)
+		}
 	}
 }

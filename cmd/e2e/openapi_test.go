@@ -34,6 +34,7 @@ func newConformance(t *testing.T, gatewayURL string) *conformance {
 		t.Fatal(err)
 	}
 	openapi3filter.RegisterBodyDecoder("application/pdf", openapi3filter.FileBodyDecoder)
+	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.FileBodyDecoder)
 	return &conformance{router: r}
 }
 

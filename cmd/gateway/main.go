@@ -71,6 +71,7 @@ func run() int {
 		Settings:          settings,
 		Logger:            log,
 		OpenAPI:           openapi.Document,
+		Docs:              gateway.DocsOptions{PublicBaseURL: cfg.PublicBaseURL, Rate: cfg.Docs.Rate, Window: cfg.Docs.Window},
 	})
 	if err != nil {
 		log.Error("gateway", "err", err)
