@@ -40,7 +40,7 @@ type TopRow struct {
 // Top is the answer of GET /usage.
 type Top struct {
 	Window string   `json:"window"`
-	Rows   []TopRow `json:"rows"`
+	Rows   []TopRow `json:"vendors"`
 }
 
 // VendorUsage is the answer of GET /usage/{vendor_id}.
