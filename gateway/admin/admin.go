@@ -6,6 +6,7 @@ package admin
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -20,6 +21,8 @@ type Options struct {
 	Ready func() []string
 	// OpenAPI is served at /openapi.yaml when set.
 	OpenAPI []byte
+	// Usage serves /usage and /usage/{vendor_id} (UsageHandler); 404 when nil.
+	Usage fasthttp.RequestHandler
 }
 
 // Handler returns the admin listener's handler.
@@ -50,10 +53,24 @@ func Handler(o Options) fasthttp.RequestHandler {
 			}
 			ctx.SetContentType("application/yaml")
 			ctx.SetBody(o.OpenAPI)
+		case "/usage":
+			if o.Usage == nil {
+				notFound(ctx)
+				return
+			}
+			o.Usage(ctx)
 		default:
-			ctx.SetStatusCode(http.StatusNotFound)
-			ctx.SetContentType("application/json")
-			ctx.SetBodyString(`{"error":{"code":"not_found","message":"not found","fields":null}}`)
+			if o.Usage != nil && strings.HasPrefix(string(ctx.Path()), "/usage/") {
+				o.Usage(ctx)
+				return
+			}
+			notFound(ctx)
 		}
 	}
+}
+
+func notFound(ctx *fasthttp.RequestCtx) {
+	ctx.SetStatusCode(http.StatusNotFound)
+	ctx.SetContentType("application/json")
+	ctx.SetBodyString(`{"error":{"code":"not_found","message":"not found","fields":null}}`)
 }

@@ -137,7 +137,9 @@ func TestWriteJSONIndentsAndKeepsUnknownFields(t *testing.T) {
 }
 
 func TestSparkline(t *testing.T) {
-	minute := func(a, l, s uint64) UsageBucket { return UsageBucket{Seconds: 60, Allowed: a, Limited: l, ShadowLimited: s} }
+	minute := func(a, l, s uint64) UsageBucket {
+		return UsageBucket{Seconds: 60, Allowed: a, Limited: l, ShadowLimited: s}
+	}
 	bs := []UsageBucket{
 		{Seconds: 3600, Allowed: 5000}, // hours are not drawn
 		minute(0, 0, 0), minute(60, 0, 0), minute(120, 0, 0), minute(120, 30, 0), minute(10, 0, 4),
