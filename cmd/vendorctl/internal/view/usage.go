@@ -65,11 +65,19 @@ func WriteUsageTop(t *Table, u UsageTop) {
 	}
 }
 
+// quota reads "120/1m", "10/30s", "1000/1h".
 func quota(q int, period int64) string {
 	if q == 0 || period == 0 {
 		return "-"
 	}
-	return strconv.Itoa(q) + "/" + (time.Duration(period) * time.Second).String()
+	p := strconv.FormatInt(period, 10) + "s"
+	switch {
+	case period%3600 == 0:
+		p = strconv.FormatInt(period/3600, 10) + "h"
+	case period%60 == 0:
+		p = strconv.FormatInt(period/60, 10) + "m"
+	}
+	return strconv.Itoa(q) + "/" + p
 }
 
 // WriteVendorUsage writes each limit's totals and a sparkline of the last
