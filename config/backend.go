@@ -162,16 +162,24 @@ type Vendorctl struct {
 	AdminURL string `env:"VENDORCTL_ADMIN_URL"`
 	// AdminToken is the backend's admin token.
 	AdminToken string `env:"VENDORCTL_ADMIN_TOKEN" secret:"true"`
+	// GatewayAdminURL is a gateway's admin listener, for the usage view.
+	// Default http://127.0.0.1:9090.
+	GatewayAdminURL string `env:"VENDORCTL_GATEWAY_ADMIN_URL"`
+	// GatewayAdminToken is the gateway's admin token (usage commands only).
+	GatewayAdminToken string `env:"VENDORCTL_GATEWAY_ADMIN_TOKEN" secret:"true"`
 }
 
 // LoadVendorctl reads vendorctl's settings from env.
 func LoadVendorctl(env Env) (*Vendorctl, error) {
-	cfg := &Vendorctl{AdminURL: "http://127.0.0.1:8082"}
+	cfg := &Vendorctl{AdminURL: "http://127.0.0.1:8082", GatewayAdminURL: "http://127.0.0.1:9090"}
 	if err := load(cfg, "", env); err != nil {
 		return nil, err
 	}
 	if err := checkHTTPURL(cfg.AdminURL); err != nil {
 		return nil, fmt.Errorf("VENDORCTL_ADMIN_URL: %v", err)
+	}
+	if err := checkHTTPURL(cfg.GatewayAdminURL); err != nil {
+		return nil, fmt.Errorf("VENDORCTL_GATEWAY_ADMIN_URL: %v", err)
 	}
 	if cfg.AdminToken == "" {
 		return nil, errors.New("VENDORCTL_ADMIN_TOKEN is not set: export the backend's admin token")

@@ -55,6 +55,18 @@ type Gateway struct {
 	ShutdownGrace time.Duration `yaml:"shutdown_grace" env:"GATEWAY_SHUTDOWN_GRACE"`
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string `yaml:"log_level" env:"GATEWAY_LOG_LEVEL"`
+	// AdminToken guards the usage view (/usage on the admin listener) as a
+	// bearer token; at least 16 characters. Empty turns the view off.
+	AdminToken string `yaml:"admin_token" env:"GATEWAY_ADMIN_TOKEN" secret:"true"`
+	Usage      Usage  `yaml:"usage"`
+}
+
+// Usage is the per-vendor usage counting behind the usage view.
+type Usage struct {
+	// FlushInterval is how often each gateway flushes its counts (to Redis,
+	// where every replica's are summed; in process without Redis).
+	// Default 5s; at most 1m, so that minute buckets stay meaningful.
+	FlushInterval time.Duration `yaml:"flush_interval" env:"GATEWAY_USAGE_FLUSH_INTERVAL"`
 }
 
 // Prefixes are the key prefixes of one deployment, one per environment.
@@ -92,11 +104,16 @@ type Redis struct {
 
 // Limit is one rate limit: Rate requests per Period with a burst of Burst
 // (default Rate). Shadow counts and logs denials but never refuses.
+// ShadowTwin, when set, is a second limit evaluated beside this one on its
+// own bucket and never enforced: its would-be refusals are counted (the
+// usage view, metrics) and logged, so that a tighter limit can be tried on
+// live traffic before it is enforced.
 type Limit struct {
-	Rate   int           `yaml:"rate"`
-	Period time.Duration `yaml:"period"`
-	Burst  int           `yaml:"burst"`
-	Shadow bool          `yaml:"shadow"`
+	Rate       int           `yaml:"rate"`
+	Period     time.Duration `yaml:"period"`
+	Burst      int           `yaml:"burst"`
+	Shadow     bool          `yaml:"shadow"`
+	ShadowTwin *Limit        `yaml:"shadow_twin"`
 }
 
 // Enabled reports whether l is set.
@@ -111,6 +128,15 @@ func (l Limit) validate(name string) error {
 	}
 	if l.Burst < 0 {
 		return fmt.Errorf("%s.burst must not be negative", name)
+	}
+	if t := l.ShadowTwin; t != nil {
+		switch {
+		case !t.Enabled():
+			return fmt.Errorf("%s.shadow_twin.rate must be positive (or leave shadow_twin out)", name)
+		case t.ShadowTwin != nil || t.Shadow:
+			return fmt.Errorf("%s.shadow_twin is always shadow and has no twin of its own: remove its shadow and shadow_twin", name)
+		}
+		return t.validate(name + ".shadow_twin")
 	}
 	return nil
 }
@@ -200,6 +226,7 @@ func DefaultGateway() *Gateway {
 		MaxBodyBytes:  1 << 20,
 		ShutdownGrace: 15 * time.Second,
 		LogLevel:      "info",
+		Usage:         Usage{FlushInterval: 5 * time.Second},
 	}
 }
 
@@ -307,6 +334,12 @@ func (c *Gateway) Validate() error {
 	}
 	if err := checkLevel(c.LogLevel); err != nil {
 		add("log_level: %v", err)
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < 16 {
+		add("admin_token: use at least 16 characters (GATEWAY_ADMIN_TOKEN), or leave it empty to turn the usage view off")
+	}
+	if c.Usage.FlushInterval <= 0 || c.Usage.FlushInterval > time.Minute || time.Minute%c.Usage.FlushInterval != 0 {
+		add("usage.flush_interval: %s must divide a minute (1s, 5s, 10s, 30s, 1m)", c.Usage.FlushInterval)
 	}
 	return errors.Join(errs...)
 }

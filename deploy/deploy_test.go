@@ -322,7 +322,7 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("no dashboard panel queries %s", want)
 		}
 	}
-	for _, want := range []string{"by (status)", "by (outcome)", "by (instance, breaker)", "by (reason)"} {
+	for _, want := range []string{"by (status)", "by (outcome)", "by (instance, breaker)", "by (reason)", "by (limit)"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no dashboard panel breaks a series down %s", want)
 		}

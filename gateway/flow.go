@@ -18,6 +18,7 @@ import (
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/proxy"
 	"vendorgate/gateway/respond"
+	"vendorgate/gateway/usage"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/wire"
 )
@@ -206,18 +207,33 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 	ex.limits, ex.checks, ex.decision, ex.hasLimit = cl, cs, d, true
 	for i := 0; i < cs.N; i++ {
 		r := d.Results[i]
+		rt := &cs.C[i].Rate
+		p, _ := usage.PolicyOf(rt.Name)
 		outcome := admin.Allowed
 		switch {
+		case rt.Shadow && !r.Known:
+			continue // a shadow limit not consulted (a remembered denial answered)
 		case !r.Known:
 			outcome = admin.Limited
 		case r.Allowed:
-		case cs.C[i].Rate.Shadow:
+		case rt.Shadow:
 			outcome = admin.ShadowLimited
-			g.log.Warn("shadow limit would refuse", "limit", cs.C[i].Rate.Name, "vendor_id", id.VendorID, "key_id", id.KeyID)
+			g.log.Warn("shadow limit would refuse", "limit", rt.Name, "vendor_id", id.VendorID, "key_id", id.KeyID)
 		default:
 			outcome = admin.Limited
 		}
-		g.metrics.Decision(cs.C[i].Rate.Name, outcome)
+		g.metrics.Decision(rt.Name, outcome)
+		switch {
+		case outcome == admin.Limited:
+			id.Usage.Limited(p)
+		case outcome == admin.ShadowLimited:
+			id.Usage.ShadowLimited(p)
+		}
+		// Allowed counts once per policy: by its enforced limit, or by a
+		// shadow limit that stands alone (a twin only adds shadow refusals).
+		if !rt.Shadow && outcome == admin.Allowed || rt.Shadow && !cs.Enforces(rt.Name) {
+			id.Usage.Allowed(p)
+		}
 	}
 	if !d.Allowed {
 		return &respond.Refusal{Err: errRateLimited, RetryAfter: d.RetryAfter}

@@ -34,6 +34,7 @@ import (
 	"vendorgate/gateway/proxy"
 	"vendorgate/gateway/respond"
 	"vendorgate/gateway/throttle"
+	"vendorgate/gateway/usage"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/readyz"
 	"vendorgate/shared/serverlog"
@@ -105,6 +106,13 @@ type Options struct {
 	// AccessLog writes one line per request. Default on; benchmarks turn it
 	// off with DisableAccessLog.
 	DisableAccessLog bool
+	// AdminToken guards the usage view on the admin listener; empty turns
+	// the view off.
+	AdminToken string
+	// UsageFlushInterval is how often per-vendor usage counts are flushed
+	// (to Redis, shared by the replicas; in process without Redis).
+	// Default 5s.
+	UsageFlushInterval time.Duration
 }
 
 // limiter is what the flow needs of a rate limiter.
@@ -146,7 +154,9 @@ type Gateway struct {
 
 	limiterClient redis.UniversalClient
 	subClient     redis.UniversalClient
+	usageClient   redis.UniversalClient // its own pool: flushes never wait for, or delay, a limiter call
 	subscriber    *auth.Subscriber
+	usage         *usage.Recorder
 
 	accessLog bool
 	ridPrefix [9]byte // 8 hex characters and '-'
@@ -220,6 +230,23 @@ func New(o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: key signing secrets: %w", err)
 	}
+	usageStore, err := g.connectRedis(o, onState)
+	if err != nil {
+		return nil, err
+	}
+	// Usage buckets follow the wall clock (time.Now), not o.Now: they are
+	// shared with other replicas and read by operators in real minutes.
+	g.usage = usage.New(usage.Options{Store: usageStore, Interval: o.UsageFlushInterval,
+		OnFlush: func(err error, pending, dropped int) {
+			g.metrics.UsagePending.Set(float64(pending))
+			g.metrics.UsageDropped.Add(float64(dropped))
+			if err != nil {
+				g.metrics.UsageFlushes.WithLabelValues("error").Inc()
+				g.log.Warn("usage flush failed; kept for the next flush", "pending", pending, "err", err)
+				return
+			}
+			g.metrics.UsageFlushes.WithLabelValues("ok").Inc()
+		}})
 	kc := o.KeyCache
 	kc.Now = o.Now
 	cache := auth.NewCache(kc)
@@ -227,7 +254,10 @@ func New(o Options) (*Gateway, error) {
 		s := cache.Stats()
 		return s.Hits, s.Misses, s.Evictions, s.Invalidations
 	})
-	g.auth, err = auth.New(auth.Options{Prefixes: o.Prefixes, Signer: signer, Cache: cache, Lookup: g.lookup, Now: o.Now})
+	if g.subClient != nil {
+		g.subscriber = auth.Subscribe(g.subClient, cache, g.log)
+	}
+	g.auth, err = auth.New(auth.Options{Prefixes: o.Prefixes, Signer: signer, Cache: cache, Lookup: g.lookup, Now: o.Now, Usage: g.usage})
 	if err != nil {
 		return nil, err
 	}
@@ -246,15 +276,6 @@ func New(o Options) (*Gateway, error) {
 		return nil, err
 	}
 
-	if len(o.Redis.URLs) == 0 {
-		g.limiter = limit.NewLocal(limit.LocalOptions{Now: o.Now})
-		g.throttle = throttle.NewLocal(throttle.LocalOptions{Now: o.Now, MaxTracked: o.FailedKeysTracked})
-		g.log.Info("rate limiter: in-process GCRA (no Redis configured): limits hold for this single gateway instance only")
-	} else {
-		if err := g.connectRedis(o, onState, cache); err != nil {
-			return nil, err
-		}
-	}
 	g.respond = respond.NewWriter(cannedErrors()...)
 	g.router = g.newRouter()
 	g.server = &fasthttp.Server{
@@ -284,7 +305,9 @@ func New(o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.admin = &fasthttp.Server{
-		Handler:     admin.Handler(admin.Options{Registry: g.metrics.Registry, Checks: g.readyChecks(), OpenAPI: o.OpenAPI}),
+		Handler: admin.Handler(admin.Options{Registry: g.metrics.Registry, Checks: g.readyChecks(), OpenAPI: o.OpenAPI,
+			Usage: admin.UsageHandler(admin.UsageOptions{Token: o.AdminToken,
+				Reader: &usage.Reader{Store: usageStore, Limits: g.usageLimits}})}),
 		Name:        "vendorgate-admin",
 		IdleTimeout: 30 * time.Second,
 		ReadTimeout: 10 * time.Second,
@@ -298,12 +321,19 @@ func New(o Options) (*Gateway, error) {
 }
 
 // connectRedis builds the limiter's client (fail fast: no retries, small
-// timeouts) and the subscriber's (ordinary timeouts), the Redis limiter
-// and the shared throttle.
-func (g *Gateway) connectRedis(o Options, onState func(string, gobreaker.State, gobreaker.State), cache *auth.Cache) error {
+// timeouts), the subscriber's and the usage store's (ordinary timeouts),
+// the Redis limiter and the shared throttle; without Redis URLs, the
+// in-process limiter, throttle and usage store.
+func (g *Gateway) connectRedis(o Options, onState func(string, gobreaker.State, gobreaker.State)) (usage.Store, error) {
+	if len(o.Redis.URLs) == 0 {
+		g.limiter = limit.NewLocal(limit.LocalOptions{Now: o.Now})
+		g.throttle = throttle.NewLocal(throttle.LocalOptions{Now: o.Now, MaxTracked: o.FailedKeysTracked})
+		g.log.Info("rate limiter: in-process GCRA (no Redis configured): limits hold for this single gateway instance only")
+		return usage.NewLocal(nil), nil
+	}
 	uo, err := universalOptions(o.Redis)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sub := *uo
 	uo.MaxRetries = -1 // a retried EVALSHA can charge a bucket twice
@@ -318,6 +348,10 @@ func (g *Gateway) connectRedis(o Options, onState func(string, gobreaker.State, 
 	g.limiterClient = redis.NewUniversalClient(uo)
 	sub.PoolSize = 4
 	g.subClient = redis.NewUniversalClient(&sub)
+	uc := sub
+	uc.PoolSize = 2
+	uc.MaxRetries = -1 // a flush is retried by the recorder, once-only by its guard
+	g.usageClient = redis.NewUniversalClient(&uc)
 	g.redisLim, err = limit.NewRedis(limit.RedisOptions{Client: g.limiterClient, Timeout: o.Redis.Timeout,
 		BreakerOpenFor: o.Redis.BreakerOpenFor, BreakerFailures: o.Redis.BreakerFailures, OnStateChange: onState,
 		Now: o.Now, Pipeline: !o.Redis.DisablePipeline, ObserveCall: func(d time.Duration, err error) {
@@ -327,13 +361,12 @@ func (g *Gateway) connectRedis(o Options, onState func(string, gobreaker.State, 
 			}
 		}})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	g.limiter = g.redisLim
 	g.throttle = throttle.NewRedis(throttle.RedisOptions{Client: g.limiterClient, Timeout: o.Redis.Timeout})
-	g.subscriber = auth.Subscribe(g.subClient, cache, g.log)
 	g.log.Info("rate limiter: Redis", "addrs", strings.Join(uo.Addrs, ","), "sentinel_master", uo.MasterName, "timeout", o.Redis.Timeout.String())
-	return nil
+	return usage.NewRedis(usage.RedisOptions{Client: g.usageClient})
 }
 
 // universalOptions turns redis:// URLs into go-redis options: one URL a
@@ -417,6 +450,10 @@ func (g *Gateway) Close() {
 		close(g.stopPoll)
 		<-g.pollDone
 		g.probe.Close()
+		g.usage.Close() // the last flush, before the clients close
+		if g.usageClient != nil {
+			_ = g.usageClient.Close()
+		}
 		if g.subscriber != nil {
 			_ = g.subscriber.Close()
 		}

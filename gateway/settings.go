@@ -11,6 +11,7 @@ import (
 	"vendorgate/gateway/clientip"
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/throttle"
+	"vendorgate/gateway/usage"
 )
 
 // Limit is one rate limit: Rate requests per Period, bursts up to Burst
@@ -21,6 +22,8 @@ type Limit struct {
 	Period time.Duration
 	Burst  int
 	Shadow bool
+	// Twin is a shadow limit evaluated beside this one; nil when none.
+	Twin *Limit
 }
 
 // LimitPair is the reads and orders limits of one scope.
@@ -56,6 +59,9 @@ func (s Settings) validate() error {
 		if l.Rate <= 0 || l.Period <= 0 || l.Burst < 0 {
 			errs = append(errs, fmt.Errorf("%s: rate and period must be positive", name))
 		}
+		if t := l.Twin; t != nil && (t.Rate <= 0 || t.Period <= 0 || t.Burst < 0) {
+			errs = append(errs, fmt.Errorf("%s.shadow_twin: rate and period must be positive", name))
+		}
 	}
 	check("vendor.reads", s.Vendor.Reads, true)
 	check("vendor.orders", s.Vendor.Orders, true)
@@ -86,8 +92,9 @@ type limitSet struct {
 }
 
 type classLimits struct {
-	vendor, key limit.Rate
-	policy      []byte // RateLimit-Policy value; nil when no enforced limit
+	vendor, key         limit.Rate
+	vendorTwin, keyTwin limit.Rate // shadow twins; zero when none
+	policy              []byte     // RateLimit-Policy value; nil when no enforced limit
 }
 
 func compile(s Settings) (*snapshot, error) {
@@ -113,11 +120,24 @@ func newLimitSet(vendor, perKey LimitPair) *limitSet {
 	ls := &limitSet{}
 	ls.class[classReads] = newClassLimits(rateOf("reads", vendor.Reads), rateOf("key-reads", perKey.Reads))
 	ls.class[classOrders] = newClassLimits(rateOf("orders", vendor.Orders), rateOf("key-orders", perKey.Orders))
+	ls.class[classReads].vendorTwin, ls.class[classReads].keyTwin = twinOf("reads", vendor.Reads), twinOf("key-reads", perKey.Reads)
+	ls.class[classOrders].vendorTwin, ls.class[classOrders].keyTwin = twinOf("orders", vendor.Orders), twinOf("key-orders", perKey.Orders)
 	return ls
 }
 
 func rateOf(name string, l Limit) limit.Rate {
 	return limit.Rate{Name: name, Limit: l.Rate, Burst: l.Burst, Period: l.Period, Shadow: l.Shadow}
+}
+
+// twinOf is l's shadow twin as a shadow rate of the same policy name; zero
+// (never checked) when l has none or is not set itself.
+func twinOf(name string, l Limit) limit.Rate {
+	if l.Twin == nil || l.Rate <= 0 {
+		return limit.Rate{}
+	}
+	t := rateOf(name, *l.Twin)
+	t.Shadow = true
+	return t
 }
 
 func newClassLimits(vendor, key limit.Rate) classLimits {
@@ -152,9 +172,38 @@ func (sn *snapshot) limits(id *auth.Identity, cl limitClass) (limit.Checks, *cla
 	if cl == classOrders {
 		cs.Add(limit.Check{Key: id.VendorOrders, Rate: c.vendor})
 		cs.Add(limit.Check{Key: id.KeyOrders, Rate: c.key})
+		cs.Add(limit.Check{Key: id.VendorOrdersTwin, Rate: c.vendorTwin})
+		cs.Add(limit.Check{Key: id.KeyOrdersTwin, Rate: c.keyTwin})
 	} else {
 		cs.Add(limit.Check{Key: id.VendorReads, Rate: c.vendor})
 		cs.Add(limit.Check{Key: id.KeyReads, Rate: c.key})
+		cs.Add(limit.Check{Key: id.VendorReadsTwin, Rate: c.vendorTwin})
+		cs.Add(limit.Check{Key: id.KeyReadsTwin, Rate: c.keyTwin})
 	}
 	return cs, c
+}
+
+// usageLimits is a policy's quota and period for vendor as configured now
+// (overrides applied), for the usage view.
+func (g *Gateway) usageLimits(vendor string, p usage.Policy) (int, time.Duration, bool) {
+	sn := g.snap.Load()
+	ls := sn.def
+	if o, ok := sn.overrides[vendor]; ok {
+		ls = o
+	}
+	var r limit.Rate
+	switch p {
+	case usage.Reads:
+		r = ls.class[classReads].vendor
+	case usage.Orders:
+		r = ls.class[classOrders].vendor
+	case usage.KeyReads:
+		r = ls.class[classReads].key
+	case usage.KeyOrders:
+		r = ls.class[classOrders].key
+	}
+	if r.Limit <= 0 {
+		return 0, 0, false
+	}
+	return r.Quota(), r.Period, true
 }

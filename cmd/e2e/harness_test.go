@@ -59,9 +59,10 @@ func moduleRoot() (string, error) {
 }
 
 const (
-	internalToken = "e2e-internal-token-0123456789"
-	signingSecret = "e2e-key-signing-secret-0123456789abcdef"
-	adminToken    = "e2e-admin-token-0123456789ab"
+	internalToken     = "e2e-internal-token-0123456789"
+	signingSecret     = "e2e-key-signing-secret-0123456789abcdef"
+	adminToken        = "e2e-admin-token-0123456789ab"
+	gatewayAdminToken = "e2e-gateway-admin-token-0123"
 )
 
 // proc is one running binary whose output goes to a file that is printed
@@ -157,6 +158,8 @@ type stack struct {
 
 type stackOptions struct {
 	redis bool
+	// persistentRedis makes the Redis durable (survives a kill and restart).
+	persistentRedis bool
 	// gatewayYAML, when set, is written to a file passed with -config.
 	gatewayYAML string
 	gateways    int
@@ -167,7 +170,10 @@ type stackOptions struct {
 func newStack(t *testing.T, o stackOptions) *stack {
 	t.Helper()
 	s := &stack{t: t, dataDir: t.TempDir()}
-	if o.redis {
+	switch {
+	case o.persistentRedis:
+		s.redis, o.redis = testredis.StartPersistent(t), true
+	case o.redis:
 		s.redis = testredis.Start(t)
 	}
 	bport, aport := testredis.FreePort(t), testredis.FreePort(t)
@@ -212,6 +218,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 			// the test: 250ms keeps a slow-but-alive Redis from reading as
 			// an outage. Outages are still tested (stopped, paused servers).
 			"GATEWAY_REDIS_TIMEOUT": "250ms",
+			"GATEWAY_ADMIN_TOKEN":   gatewayAdminToken,
 		}
 		genv["GATEWAY_KEY_SIGNING_SECRETS"] = signingSecret
 		if o.redis {
@@ -262,7 +269,11 @@ func waitHTTP(t *testing.T, url string, p *proc) {
 // vendorctl runs the real CLI against the stack's backend and returns stdout.
 func (s *stack) vendorctl(args ...string) (string, error) {
 	cmd := exec.Command(filepath.Join(binDir, "vendorctl"), args...)
-	cmd.Env = append(os.Environ(), "VENDORCTL_ADMIN_URL="+s.adminURL, "VENDORCTL_ADMIN_TOKEN="+adminToken)
+	cmd.Env = append(os.Environ(), "VENDORCTL_ADMIN_URL="+s.adminURL, "VENDORCTL_ADMIN_TOKEN="+adminToken,
+		"VENDORCTL_GATEWAY_ADMIN_TOKEN="+gatewayAdminToken)
+	if len(s.gwAdmin) > 0 {
+		cmd.Env = append(cmd.Env, "VENDORCTL_GATEWAY_ADMIN_URL="+s.gwAdmin[0])
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -66,12 +66,14 @@ func run() int {
 			TTL: cfg.KeyCache.TTL, NegativeTTL: cfg.KeyCache.NegativeTTL},
 		Proxy: gateway.ProxyOptions{Timeout: cfg.Proxy.Timeout, MaxConns: cfg.Proxy.MaxConns,
 			BreakerOpenFor: cfg.Proxy.BreakerOpenFor, BreakerFailures: cfg.Proxy.BreakerFailures},
-		MaxBodyBytes:      cfg.MaxBodyBytes,
-		FailedKeysTracked: cfg.FailedKeys.MaxTracked,
-		Settings:          settings,
-		Logger:            log,
-		OpenAPI:           openapi.Document,
-		Docs:              gateway.DocsOptions{PublicBaseURL: cfg.PublicBaseURL, Rate: cfg.Docs.Rate, Window: cfg.Docs.Window},
+		MaxBodyBytes:       cfg.MaxBodyBytes,
+		FailedKeysTracked:  cfg.FailedKeys.MaxTracked,
+		Settings:           settings,
+		Logger:             log,
+		OpenAPI:            openapi.Document,
+		Docs:               gateway.DocsOptions{PublicBaseURL: cfg.PublicBaseURL, Rate: cfg.Docs.Rate, Window: cfg.Docs.Window},
+		AdminToken:         cfg.AdminToken,
+		UsageFlushInterval: cfg.Usage.FlushInterval,
 	})
 	if err != nil {
 		log.Error("gateway", "err", err)
@@ -177,7 +179,12 @@ func pairOf(p config.LimitPair) gateway.LimitPair {
 }
 
 func limitOf(l config.Limit) gateway.Limit {
-	return gateway.Limit{Rate: l.Rate, Period: l.Period, Burst: l.Burst, Shadow: l.Shadow}
+	g := gateway.Limit{Rate: l.Rate, Period: l.Period, Burst: l.Burst, Shadow: l.Shadow}
+	if l.ShadowTwin != nil {
+		t := limitOf(*l.ShadowTwin)
+		g.Twin = &t
+	}
+	return g
 }
 
 // redisLog turns go-redis's own log lines (dial failures) into slog lines.

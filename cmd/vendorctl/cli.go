@@ -96,6 +96,10 @@ func commands() []*command {
 			usage: "order fail ORDER_ID --service S --reason provider_failed|no_record|no_report|...", summary: "fail a service with a reason", run: orderFail},
 		{group: "order", verb: "delete", args: []string{"ORDER_ID"},
 			usage: "order delete ORDER_ID", summary: "delete an order's data (unfinished services fail record_deleted)", run: orderDelete},
+		{group: "usage", verb: "top", flags: []string{"window", "top"},
+			usage: "usage top [--window 1h] [--top 20]", summary: "vendors and limits by refusals, across every gateway sharing the Redis", run: usageTop},
+		{group: "usage", verb: "show", args: []string{"VENDOR_ID"}, flags: []string{"window"},
+			usage: "usage show VENDOR_ID [--window 1h]", summary: "one vendor's use of each limit, minute by minute", run: usageShow},
 	}
 }
 
@@ -254,6 +258,8 @@ Flags:
 Environment:
   VENDORCTL_ADMIN_URL       the backend's admin API (default http://127.0.0.1:8082)
   VENDORCTL_ADMIN_TOKEN     the backend's admin token (required)
+  VENDORCTL_GATEWAY_ADMIN_URL    a gateway's admin listener, for usage (default http://127.0.0.1:9090)
+  VENDORCTL_GATEWAY_ADMIN_TOKEN  the gateway's admin token (required by usage commands)
 
 Exit status: 0 done; 1 the call failed (the API's error code and message, or the backend
 unreachable); 2 the command line is wrong. Errors are one line on stderr.

@@ -34,11 +34,14 @@ func main() {
 
 // env is what a command runs with.
 type env struct {
-	ctx    context.Context
-	api    *adminapi.Client
-	out    io.Writer
-	format string
-	now    func() time.Time
+	ctx context.Context
+	api *adminapi.Client
+	// gateway is a gateway's admin listener (the usage view); nil when
+	// VENDORCTL_GATEWAY_ADMIN_TOKEN is not set.
+	gateway *adminapi.Client
+	out     io.Writer
+	format  string
+	now     func() time.Time
 }
 
 // run is vendorctl from arguments to exit status, with its inputs passed in
@@ -62,6 +65,13 @@ func run(ctx context.Context, argv []string, lookup config.Env, stdout, stderr i
 		return fail(stderr, err)
 	}
 	e := &env{ctx: ctx, api: api, out: stdout, format: inv.format, now: time.Now}
+	if cfg.GatewayAdminToken != "" {
+		e.gateway, err = adminapi.New(adminapi.Options{BaseURL: cfg.GatewayAdminURL, Token: cfg.GatewayAdminToken,
+			Timeout: 10 * time.Second, Name: "the gateway admin listener"})
+		if err != nil {
+			return fail(stderr, err)
+		}
+	}
 	if err := inv.cmd.run(e, inv); err != nil {
 		return fail(stderr, err)
 	}

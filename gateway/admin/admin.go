@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -24,6 +25,8 @@ type Options struct {
 	Checks []readyz.Check
 	// OpenAPI is served at /openapi.yaml when set.
 	OpenAPI []byte
+	// Usage serves /usage and /usage/{vendor_id} (UsageHandler); 404 when nil.
+	Usage fasthttp.RequestHandler
 }
 
 // Handler returns the admin listener's handler.
@@ -46,10 +49,18 @@ func Handler(o Options) fasthttp.RequestHandler {
 			}
 			ctx.SetContentType("application/yaml")
 			ctx.SetBody(o.OpenAPI)
+		case "/usage":
+			if o.Usage == nil {
+				notFound(ctx)
+				return
+			}
+			o.Usage(ctx)
 		default:
-			ctx.SetStatusCode(http.StatusNotFound)
-			ctx.SetContentType("application/json")
-			ctx.SetBodyString(`{"error":{"code":"not_found","message":"not found","fields":null}}`)
+			if o.Usage != nil && strings.HasPrefix(string(ctx.Path()), "/usage/") {
+				o.Usage(ctx)
+				return
+			}
+			notFound(ctx)
 		}
 	}
 }
@@ -79,4 +90,10 @@ func serveReadyz(ctx *fasthttp.RequestCtx, checks []readyz.Check) {
 	b, _ := json.Marshal(body)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
+}
+
+func notFound(ctx *fasthttp.RequestCtx) {
+	ctx.SetStatusCode(http.StatusNotFound)
+	ctx.SetContentType("application/json")
+	ctx.SetBodyString(`{"error":{"code":"not_found","message":"not found","fields":null}}`)
 }

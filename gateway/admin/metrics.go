@@ -27,6 +27,9 @@ type Metrics struct {
 	AuthFailures  *prometheus.CounterVec
 	ConfigInfo    *prometheus.GaugeVec
 	ConfigReloads *prometheus.CounterVec
+	UsageFlushes  *prometheus.CounterVec
+	UsagePending  prometheus.Gauge
+	UsageDropped  prometheus.Counter
 
 	// requestCounters caches the children of requests_total by route index,
 	// method index and status, so that counting a request does not hash
@@ -89,6 +92,12 @@ func NewMetrics(routes []string) *Metrics {
 			Help: "The configuration version in force (1)."}, []string{"version"}),
 		ConfigReloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_config_reloads_total",
 			Help: "Configuration reloads by result (ok, error)."}, []string{"result"}),
+		UsageFlushes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_usage_flushes_total",
+			Help: "Flushes of per-vendor usage counts to their store, by result (ok, error)."}, []string{"result"}),
+		UsagePending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_usage_pending_flushes",
+			Help: "Usage flushes kept for a retry because the store did not take them."}),
+		UsageDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_usage_dropped_flushes_total",
+			Help: "Usage flushes dropped after too long a store outage (their counts are lost)."}),
 		routes:  routes,
 		methods: countedMethods,
 	}
@@ -99,7 +108,8 @@ func NewMetrics(routes []string) *Metrics {
 	}
 	m.decisions.Store(&map[string]*[outcomes]atomic.Pointer[prometheus.Counter]{})
 	reg.MustRegister(m.requests, m.RequestDuration, m.UpstreamDuration, m.LimiterDecisions, m.RedisCallDuration,
-		m.RedisErrors, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ConfigInfo, m.ConfigReloads)
+		m.RedisErrors, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ConfigInfo, m.ConfigReloads,
+		m.UsageFlushes, m.UsagePending, m.UsageDropped)
 	return m
 }
 

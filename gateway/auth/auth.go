@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"vendorgate/gateway/usage"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/wire"
 )
@@ -46,6 +47,10 @@ type Identity struct {
 	// a vendor shares the hash tag {v:<vendor_id>} so that a Redis Cluster
 	// keeps one request's buckets in one slot.
 	VendorReads, VendorOrders, KeyReads, KeyOrders string
+	// The buckets of the shadow twins of those limits.
+	VendorReadsTwin, VendorOrdersTwin, KeyReadsTwin, KeyOrdersTwin string
+	// Usage counts the vendor's requests per policy (nil: not counted).
+	Usage *usage.Counter
 }
 
 // Lookup asks the backend about a key hash (hex SHA-256). It returns nil
@@ -63,6 +68,9 @@ type Options struct {
 	Lookup Lookup
 	// Now is the clock for expiry; time.Now when nil.
 	Now func() time.Time
+	// Usage hands each resolved identity its vendor's usage counter; nil
+	// counts nothing.
+	Usage *usage.Recorder
 }
 
 // Authenticator resolves keys.
@@ -72,6 +80,7 @@ type Authenticator struct {
 	cache    *Cache
 	lookup   Lookup
 	now      func() time.Time
+	usage    *usage.Recorder
 
 	// flights coalesce concurrent lookups of one key hash. When a busy key's
 	// cache entry expires, every request presenting it misses at once: one
@@ -101,7 +110,8 @@ func New(o Options) (*Authenticator, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Authenticator{prefixes: o.Prefixes, signer: o.Signer, cache: o.Cache, lookup: o.Lookup, now: o.Now, flights: make(map[[32]byte]*flight)}, nil
+	return &Authenticator{prefixes: o.Prefixes, signer: o.Signer, cache: o.Cache, lookup: o.Lookup, now: o.Now, usage: o.Usage,
+		flights: make(map[[32]byte]*flight)}, nil
 }
 
 // Cache is the authenticator's cache, for invalidation.
@@ -188,6 +198,7 @@ func (a *Authenticator) resolveOnce(sum *[32]byte, gen uint64) (*Identity, error
 	var id *Identity
 	if res != nil {
 		id = identityOf(res)
+		id.Usage = a.usage.For(id.VendorID)
 	}
 	a.cache.Put(sum, id, gen)
 	return id, nil
@@ -206,5 +217,10 @@ func identityOf(r *wire.KeyResolution) *Identity {
 		VendorOrders: tag + "orders",
 		KeyReads:     tag + "k:" + r.KeyID + ":reads",
 		KeyOrders:    tag + "k:" + r.KeyID + ":orders",
+
+		VendorReadsTwin:  tag + "reads:twin",
+		VendorOrdersTwin: tag + "orders:twin",
+		KeyReadsTwin:     tag + "k:" + r.KeyID + ":reads:twin",
+		KeyOrdersTwin:    tag + "k:" + r.KeyID + ":orders:twin",
 	}
 }

@@ -16,8 +16,8 @@ import (
 var ErrUnavailable = errors.New("rate limiter unavailable")
 
 // MaxChecks is how many limits one request can be subject to (the vendor's
-// limit and the optional per-key limit).
-const MaxChecks = 2
+// limit and the optional per-key limit, and a shadow twin of each).
+const MaxChecks = 4
 
 // Rate is one limit: Limit requests per Period, with bursts up to Burst
 // (Limit when zero). Shadow limits are counted and reported but never
@@ -65,6 +65,17 @@ func (cs *Checks) Add(c Check) {
 		cs.C[cs.N] = c
 		cs.N++
 	}
+}
+
+// Enforces reports whether an enforced (not shadow) check of policy name
+// is among cs.
+func (cs *Checks) Enforces(name string) bool {
+	for i := 0; i < cs.N; i++ {
+		if !cs.C[i].Rate.Shadow && cs.C[i].Rate.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // Result is the state of one bucket after a check.

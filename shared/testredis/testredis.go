@@ -34,13 +34,26 @@ type Server struct {
 // ends. A missing binary fails the test with a one-line instruction.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	return start(tb, "--appendonly", "no")
+}
+
+// StartPersistent is Start with every write made durable before it is
+// answered (append-only file, fsync always), so that data survives Stop
+// (a kill) and Restart, as a production Redis with persistence would.
+func StartPersistent(tb testing.TB) *Server {
+	tb.Helper()
+	return start(tb, "--appendonly", "yes", "--appendfsync", "always")
+}
+
+func start(tb testing.TB, persistence ...string) *Server {
+	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		tb.Fatalf("redis-server not found: install it (apt-get install -y redis-server) or run .ci/run")
 	}
 	s := &Server{Port: FreePort(tb), dir: tb.TempDir(), bin: bin}
-	s.args = []string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--save", "",
-		"--appendonly", "no", "--dir", s.dir, "--protected-mode", "no"}
+	s.args = append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--save", "",
+		"--dir", s.dir, "--protected-mode", "no"}, persistence...)
 	if err := s.start(); err != nil {
 		tb.Fatal(err)
 	}

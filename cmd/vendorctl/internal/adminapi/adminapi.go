@@ -40,11 +40,15 @@ type Options struct {
 	Timeout time.Duration
 	// Transport carries the calls. Default: a clone of http.DefaultTransport.
 	Transport http.RoundTripper
+	// Name is what the API is called in messages. Default "the backend
+	// admin API".
+	Name string
 }
 
 // Client calls the admin API. It is safe for concurrent use.
 type Client struct {
 	base  string
+	name  string
 	token string
 	http  *http.Client
 }
@@ -64,8 +68,12 @@ func New(o Options) (*Client, error) {
 	if o.Transport == nil {
 		o.Transport = http.DefaultTransport.(*http.Transport).Clone()
 	}
+	if o.Name == "" {
+		o.Name = "the backend admin API"
+	}
 	return &Client{
 		base:  strings.TrimRight(o.BaseURL, "/"),
+		name:  o.Name,
 		token: o.Token,
 		http:  &http.Client{Timeout: o.Timeout, Transport: o.Transport},
 	}, nil
@@ -102,12 +110,12 @@ func (c *Client) Do(ctx context.Context, method, path string, in any) (json.RawM
 		if ctx.Err() != nil { // the operator interrupted: not the backend's fault
 			return nil, fmt.Errorf("%s %s: interrupted: %w", method, path, ctx.Err())
 		}
-		return nil, &UnreachableError{URL: c.base, Err: err}
+		return nil, &UnreachableError{URL: c.base, Name: c.name, Err: err}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	if err != nil {
-		return nil, &UnreachableError{URL: c.base, Err: err}
+		return nil, &UnreachableError{URL: c.base, Name: c.name, Err: err}
 	}
 	if len(data) > maxAnswerBytes {
 		return nil, fmt.Errorf("%s %s: answer larger than %d bytes", method, path, maxAnswerBytes)
@@ -116,10 +124,10 @@ func (c *Client) Do(ctx context.Context, method, path string, in any) (json.RawM
 		if d, ok := apierr.Parse(data); ok {
 			return nil, &Error{Status: resp.StatusCode, Detail: d}
 		}
-		return nil, fmt.Errorf("%s %s: backend answered %s%s", method, path, resp.Status, snippet(data))
+		return nil, fmt.Errorf("%s %s: %s answered %s%s", method, path, c.name, resp.Status, snippet(data))
 	}
 	if !json.Valid(data) {
-		return nil, fmt.Errorf("%s %s: backend answered %s with a body that is not JSON%s", method, path, resp.Status, snippet(data))
+		return nil, fmt.Errorf("%s %s: %s answered %s with a body that is not JSON%s", method, path, c.name, resp.Status, snippet(data))
 	}
 	return data, nil
 }
@@ -166,21 +174,27 @@ func (e *Error) Error() string {
 // reset, unresolvable host.
 type UnreachableError struct {
 	URL string
-	Err error
+	// Name is what the API is called ("the backend admin API" when empty).
+	Name string
+	Err  error
 }
 
 // Error names the admin URL once and the cause without net/http's repetition
 // of method and full address.
 func (e *UnreachableError) Error() string {
 	cause := e.Err
+	name := e.Name
+	if name == "" {
+		name = "the backend admin API"
+	}
 	var ue *url.Error
 	if errors.As(cause, &ue) {
 		if ue.Timeout() {
-			return fmt.Sprintf("cannot reach the backend admin API at %s: no answer in time (%v)", e.URL, ue.Err)
+			return fmt.Sprintf("cannot reach %s at %s: no answer in time (%v)", name, e.URL, ue.Err)
 		}
 		cause = ue.Err
 	}
-	return fmt.Sprintf("cannot reach the backend admin API at %s: %v", e.URL, cause)
+	return fmt.Sprintf("cannot reach %s at %s: %v", name, e.URL, cause)
 }
 
 func (e *UnreachableError) Unwrap() error { return e.Err }

@@ -69,7 +69,7 @@ func TestAnswers(t *testing.T) {
 		t.Fatalf("fields: %v", err)
 	}
 	_, err = c.Do(ctx, http.MethodGet, "/proxy", nil)
-	if err == nil || errors.As(err, &ae) || err.Error() != "GET /proxy: backend answered 502 Bad Gateway: <html> <body>502 Bad Gateway</body> </html>" {
+	if err == nil || errors.As(err, &ae) || err.Error() != "GET /proxy: the backend admin API answered 502 Bad Gateway: <html> <body>502 Bad Gateway</body> </html>" {
 		t.Fatalf("non-envelope: %v", err)
 	}
 	if _, err = c.Do(ctx, http.MethodGet, "/notjson", nil); err == nil || !strings.Contains(err.Error(), "not JSON: hello") {

@@ -135,3 +135,20 @@ func TestWriteJSONIndentsAndKeepsUnknownFields(t *testing.T) {
 		t.Fatal("invalid JSON printed without error")
 	}
 }
+
+func TestSparkline(t *testing.T) {
+	minute := func(a, l, s uint64) UsageBucket {
+		return UsageBucket{Seconds: 60, Allowed: a, Limited: l, ShadowLimited: s}
+	}
+	bs := []UsageBucket{
+		{Seconds: 3600, Allowed: 5000}, // hours are not drawn
+		minute(0, 0, 0), minute(60, 0, 0), minute(120, 0, 0), minute(120, 30, 0), minute(10, 0, 4),
+	}
+	spark, marks := Sparkline(bs, 120, 60)
+	if spark != " ▅██▂" || marks != "   xs" {
+		t.Fatalf("spark %q marks %q", spark, marks)
+	}
+	if s, _ := Sparkline(bs, 0, 0); s != " ████" {
+		t.Fatalf("no quota: %q", s)
+	}
+}

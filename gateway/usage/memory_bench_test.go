@@ -1,0 +1,71 @@
+package usage
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"vendorgate/shared/testredis"
+)
+
+// BenchmarkRedisMemory10kVendors fills the buckets a full day leaves in
+// Redis, every one of 10,000 vendors active in every minute of the last
+// hour and every hour of 25 (reads and orders allowed, some reads limited),
+// and reports the memory the usage keys take.
+func BenchmarkRedisMemory10kVendors(b *testing.B) {
+	const vendors = 10000
+	srv := testredis.Start(b)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	defer c.Close()
+	st, err := NewRedis(RedisOptions{Client: c, Timeout: 10 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	used := func() float64 {
+		info := srv.Do(b, "INFO", "memory")
+		for _, l := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), "used_memory:"); ok {
+				n, _ := strconv.ParseFloat(v, 64)
+				return n
+			}
+		}
+		b.Fatal("no used_memory in INFO")
+		return 0
+	}
+	ids := make([]string, vendors)
+	for i := range ids {
+		ids[i] = uuid.NewString()
+	}
+	before := used()
+	now := time.Now()
+	nowMin := now.Unix() / 60
+	rows := make([]Row, vendors)
+	for i := range rows {
+		rows[i].Vendor = ids[i]
+		rows[i].Values[0], rows[i].Values[1], rows[i].Values[3] = 100, 7, 9
+	}
+	var ds []*Delta
+	// One minute in each of the 25 hours before, then every minute of the last hour.
+	for h := int64(25); h >= 1; h-- {
+		ds = append(ds, &Delta{ID: "h" + strconv.FormatInt(h, 10), Minute: nowMin - h*60 - 60, Rows: rows})
+	}
+	for m := int64(59); m >= 0; m-- {
+		ds = append(ds, &Delta{ID: "m" + strconv.FormatInt(m, 10), Minute: nowMin - m, Rows: rows})
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, d := range ds {
+			if errs := st.Apply([]*Delta{d}); errs != nil && errs[0] != nil {
+				b.Fatal(errs[0])
+			}
+		}
+	}
+	b.StopTimer()
+	keys := srv.Do(b, "DBSIZE")
+	b.ReportMetric((used()-before)/1e6, "MB")
+	b.Logf("keys: %s", keys)
+}

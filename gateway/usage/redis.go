@@ -1,0 +1,231 @@
+package usage
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// How long buckets are kept: minutes for the last hour, hours for 25.
+const (
+	minuteBuckets = 60
+	hourBuckets   = 25
+)
+
+// chunkRows bounds the vendors one script call adds, so that no call holds
+// Redis for long: a flush of many vendors is several calls in one pipeline,
+// and limiter calls of other connections run between them.
+const chunkRows = 100
+
+// keyTag keeps every usage key in one Redis Cluster slot: a flush's chunks
+// and a read's buckets each go to one node.
+const keyTag = "vgu:{usage}:"
+
+// RedisOptions configures a Redis store.
+type RedisOptions struct {
+	// Client should be the store's own (its own pool), so that flushes and
+	// reads never wait for a limiter call's connection or delay one.
+	Client redis.UniversalClient
+	// Timeout bounds one Apply or Read. Default 2s.
+	Timeout time.Duration
+	// GuardTTL is how long a flush is remembered as applied; a retry later
+	// than that would count it twice. Default 2h (the Recorder keeps at
+	// most an hour of failed flushes by default).
+	GuardTTL time.Duration
+}
+
+// Redis is the Store every replica sharing one Redis writes to.
+type Redis struct {
+	o RedisOptions
+}
+
+// NewRedis returns a Redis store.
+func NewRedis(o RedisOptions) (*Redis, error) {
+	if o.Client == nil {
+		return nil, errors.New("usage: redis client required")
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 2 * time.Second
+	}
+	if o.GuardTTL <= 0 {
+		o.GuardTTL = 2 * time.Hour
+	}
+	return &Redis{o: o}, nil
+}
+
+func minuteKey(m int64) string { return keyTag + "m:" + strconv.FormatInt(m, 10) }
+func hourKey(h int64) string   { return keyTag + "h:" + strconv.FormatInt(h, 10) }
+
+// Apply sends every chunk of every delta in one pipeline. A delta whose
+// chunks all answered (applied now or before) is done; one that did not is
+// reported failed and will be retried whole: its applied chunks are
+// skipped then by their guards.
+func (s *Redis) Apply(ds []*Delta) []error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
+	defer cancel()
+	pipe := s.o.Client.Pipeline()
+	owner := make([]int, 0, len(ds))
+	cmds := make([]*redis.Cmd, 0, len(ds))
+	guard := strconv.FormatInt(int64(s.o.GuardTTL/time.Second), 10)
+	for i, d := range ds {
+		mExp := strconv.FormatInt((d.Minute+1)*60+minuteBuckets*60+60, 10)
+		hour := d.Minute / 60
+		hExp := strconv.FormatInt((hour+1+hourBuckets)*3600, 10)
+		keys := []string{"", minuteKey(d.Minute), hourKey(hour)}
+		for c, start := 0, 0; start < len(d.Rows); c, start = c+1, start+chunkRows {
+			rows := d.Rows[start:min(start+chunkRows, len(d.Rows))]
+			args := make([]any, 0, 3+2*len(rows))
+			args = append(args, guard, mExp, hExp)
+			for r := range rows {
+				args = append(args, field(rows[r].Vendor), encode(rows[r].Values[:]))
+			}
+			k := append([]string(nil), keys...)
+			k[0] = keyTag + "f:" + d.ID + ":" + strconv.Itoa(c)
+			cmds = append(cmds, applyScript.EvalSha(ctx, pipe, k, args...))
+			owner = append(owner, i)
+		}
+	}
+	_, err := pipe.Exec(ctx)
+	if err != nil && isNoScript(err) {
+		// First use on this server (or after SCRIPT FLUSH): load it and
+		// send again; the guards make the second sending safe.
+		if lerr := applyScript.Load(ctx, s.o.Client).Err(); lerr != nil {
+			return fill(len(ds), fmt.Errorf("usage: load script: %w", lerr))
+		}
+		return s.Apply(ds)
+	}
+	var errs []error
+	for j, c := range cmds {
+		if cerr := c.Err(); cerr != nil {
+			if errs == nil {
+				errs = make([]error, len(ds))
+			}
+			if errs[owner[j]] == nil {
+				errs[owner[j]] = fmt.Errorf("usage: flush %s: %w", ds[owner[j]].ID, cerr)
+			}
+		}
+	}
+	return errs
+}
+
+func isNoScript(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") }
+
+func fill(n int, err error) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+// Read fetches the buckets in one pipeline.
+func (s *Redis) Read(minutes, hours []int64) (Buckets, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
+	defer cancel()
+	pipe := s.o.Client.Pipeline()
+	mc := make([]*redis.MapStringStringCmd, len(minutes))
+	for i, m := range minutes {
+		mc[i] = pipe.HGetAll(ctx, minuteKey(m))
+	}
+	hc := make([]*redis.MapStringStringCmd, len(hours))
+	for i, h := range hours {
+		hc[i] = pipe.HGetAll(ctx, hourKey(h))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return Buckets{}, fmt.Errorf("usage: read buckets: %w", err)
+	}
+	b := Buckets{Minutes: make(map[int64]map[string]Values), Hours: make(map[int64]map[string]HourValues)}
+	for i, c := range mc {
+		if len(c.Val()) == 0 {
+			continue
+		}
+		dst := make(map[string]Values, len(c.Val()))
+		for f, v := range c.Val() {
+			var vals Values
+			decode(v, vals[:])
+			dst[vendorOf(f)] = vals
+		}
+		b.Minutes[minutes[i]] = dst
+	}
+	for i, c := range hc {
+		if len(c.Val()) == 0 {
+			continue
+		}
+		dst := make(map[string]HourValues, len(c.Val()))
+		for f, v := range c.Val() {
+			var all [numValues + int(NumPolicies)]uint64
+			decode(v, all[:])
+			var hv HourValues
+			copy(hv.Values[:], all[:numValues])
+			copy(hv.Peak[:], all[numValues:])
+			dst[vendorOf(f)] = hv
+		}
+		b.Hours[hours[i]] = dst
+	}
+	return b, nil
+}
+
+// field is a vendor's hash field: a UUID as a zero byte and its 16 bytes
+// (less than half the memory of its text in every bucket), anything else
+// as it is (a vendor id never starts with a zero byte).
+func field(vendor string) string {
+	if u, err := uuid.Parse(vendor); err == nil && len(vendor) == 36 {
+		return "\x00" + string(u[:])
+	}
+	return vendor
+}
+
+func vendorOf(f string) string {
+	if len(f) == 17 && f[0] == 0 {
+		var u uuid.UUID
+		copy(u[:], f[1:])
+		return u.String()
+	}
+	return f
+}
+
+// encode writes values as the script reads them.
+func encode(v []uint64) string {
+	n := len(v)
+	for n > 0 && v[n-1] == 0 {
+		n--
+	}
+	b := make([]byte, 0, 4*n)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendUint(b, v[i], 10)
+	}
+	return string(b)
+}
+
+func decode(s string, dst []uint64) {
+	i := 0
+	for _, w := range strings.Fields(s) {
+		if i == len(dst) {
+			return
+		}
+		n, _ := strconv.ParseUint(w, 10, 64)
+		dst[i] = n
+		i++
+	}
+}
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// newID names a Recorder's flushes: random, so that replicas and restarts
+// never share a flush id.
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,319 @@
+// Package usage counts, per vendor and per limit policy, the requests each
+// gateway allowed, limited (an enforced limit refused) and shadow-limited
+// (a shadow limit would have refused), so that operators see whom their
+// limits refuse without a vendor label in Prometheus.
+//
+// The request path only adds to atomic counters that a resolved identity
+// already points at: no lock, no allocation, no Redis call. A Recorder
+// flushes the deltas at most every few seconds, and on Close, into a Store:
+// per-minute buckets for the last hour and per-hour buckets for 25 hours,
+// shared by every replica (Redis) or kept in process (Local).
+package usage
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Policy is one of the limit policies a request is counted against.
+type Policy int
+
+// The policies, in the order of their names.
+const (
+	Reads Policy = iota
+	Orders
+	KeyReads
+	KeyOrders
+	NumPolicies
+)
+
+// PolicyName is the policy's name in RateLimit-Policy, config and the usage
+// view.
+func (p Policy) String() string {
+	switch p {
+	case Reads:
+		return "reads"
+	case Orders:
+		return "orders"
+	case KeyReads:
+		return "key-reads"
+	case KeyOrders:
+		return "key-orders"
+	}
+	return "unknown"
+}
+
+// PolicyOf returns the policy named name.
+func PolicyOf(name string) (Policy, bool) {
+	for p := Reads; p < NumPolicies; p++ {
+		if p.String() == name {
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+// The counters of one policy, in this order wherever they travel.
+const (
+	cAllowed = iota
+	cLimited
+	cShadow
+	numCounters
+)
+
+// numValues is the length of a bucket's values: numCounters per policy.
+const numValues = int(NumPolicies) * numCounters
+
+// Counter holds one vendor's counts since the last flush. Its methods are
+// safe for concurrent use and a nil Counter counts nothing.
+type Counter struct {
+	vendor string
+	c      [numValues]atomic.Uint64
+	idle   int // flushes in a row with nothing counted (Recorder.mu)
+}
+
+// Allowed counts a request the policy allowed.
+func (c *Counter) Allowed(p Policy) { c.add(p, cAllowed) }
+
+// Limited counts a request an enforced limit of the policy refused.
+func (c *Counter) Limited(p Policy) { c.add(p, cLimited) }
+
+// ShadowLimited counts a request a shadow limit of the policy would have
+// refused.
+func (c *Counter) ShadowLimited(p Policy) { c.add(p, cShadow) }
+
+func (c *Counter) add(p Policy, which int) {
+	if c == nil || p < 0 || p >= NumPolicies {
+		return
+	}
+	c.c[int(p)*numCounters+which].Add(1)
+}
+
+// Options configures a Recorder.
+type Options struct {
+	// Store receives the flushed deltas. Required.
+	Store Store
+	// Interval between flushes. Default 5s.
+	Interval time.Duration
+	// MaxPending bounds the flushes kept for retry while the store fails;
+	// past it the oldest is dropped (and counted). Default 720 (an hour at
+	// the default interval).
+	MaxPending int
+	// OnFlush is told the outcome of each flush: the error (nil when every
+	// pending delta reached the store), how many flushes wait for a retry,
+	// and how many were dropped since the last call. Metrics and logs.
+	OnFlush func(err error, pending, dropped int)
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Recorder hands out Counters and flushes them.
+type Recorder struct {
+	o Options
+
+	mu       sync.Mutex
+	counters map[string]*Counter
+	seq      uint64
+	id       string // names this recorder's flushes, so a retry is applied once
+	pending  []*Delta
+
+	flushMu sync.Mutex // one flush at a time (ticker and Close)
+	stop    chan struct{}
+	done    chan struct{}
+	closed  sync.Once
+}
+
+// New returns a Recorder and starts its flusher; Close stops it after a
+// last flush.
+func New(o Options) *Recorder {
+	if o.Interval <= 0 {
+		o.Interval = 5 * time.Second
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = 720
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	r := &Recorder{o: o, counters: make(map[string]*Counter), id: newID(),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go r.run()
+	return r
+}
+
+// For returns vendor's Counter, made on first use. Callers keep it beside
+// the vendor's identity, so the request path never looks it up.
+func (r *Recorder) For(vendor string) *Counter {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.counters[vendor]
+	if !ok {
+		c = &Counter{vendor: vendor}
+		r.counters[vendor] = c
+	}
+	return c
+}
+
+// Close flushes what was counted and stops the flusher.
+func (r *Recorder) Close() {
+	r.closed.Do(func() {
+		close(r.stop)
+		<-r.done
+		r.Flush()
+	})
+}
+
+// run flushes on wall-clock multiples of the interval, so that a flush
+// falls on every minute's start and deltas land in the minute they were
+// counted in.
+func (r *Recorder) run() {
+	defer close(r.done)
+	for {
+		now := r.o.Now()
+		next := now.Truncate(r.o.Interval).Add(r.o.Interval)
+		t := time.NewTimer(next.Sub(now))
+		select {
+		case <-r.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		r.Flush()
+	}
+}
+
+// Flush takes the deltas counted since the last flush and sends them, with
+// any earlier ones the store failed to take, in one call to the store.
+func (r *Recorder) Flush() {
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
+	// Deltas counted up to now belong to the minute that is ending: a flush
+	// on a minute's first instant still counts into the minute before.
+	at := r.o.Now().Add(-time.Nanosecond)
+	d := r.collect(at)
+	r.mu.Lock()
+	if d != nil {
+		r.pending = append(r.pending, d)
+	}
+	dropped := 0
+	if over := len(r.pending) - r.o.MaxPending; over > 0 {
+		dropped = over
+		r.pending = append(r.pending[:0], r.pending[over:]...)
+	}
+	batch := append([]*Delta(nil), r.pending...)
+	r.mu.Unlock()
+	if len(batch) == 0 {
+		if r.o.OnFlush != nil && dropped > 0 {
+			r.o.OnFlush(nil, 0, dropped)
+		}
+		return
+	}
+	errs := r.o.Store.Apply(batch)
+	var first error
+	r.mu.Lock()
+	kept := r.pending[:0]
+	for i, d := range batch {
+		if errs != nil && errs[i] != nil {
+			if first == nil {
+				first = errs[i]
+			}
+			kept = append(kept, d)
+		}
+	}
+	// Deltas appended meanwhile cannot exist: Flush holds flushMu and only
+	// Flush appends; keep what failed, oldest first.
+	r.pending = kept
+	pending := len(r.pending)
+	r.mu.Unlock()
+	if r.o.OnFlush != nil {
+		r.o.OnFlush(first, pending, dropped)
+	}
+}
+
+// collect swaps every counter to zero and returns what they held as one
+// Delta stamped at; nil when nothing was counted. Counters idle for an hour
+// are forgotten (an identity older than that was refreshed long ago).
+func (r *Recorder) collect(at time.Time) *Delta {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var rows []Row
+	idleFlushes := int(time.Hour / r.o.Interval)
+	for v, c := range r.counters {
+		var row Row
+		any := false
+		for i := range c.c {
+			n := c.c[i].Swap(0)
+			row.Values[i] = n
+			any = any || n > 0
+		}
+		if !any {
+			c.idle++
+			if c.idle > idleFlushes {
+				delete(r.counters, v)
+			}
+			continue
+		}
+		c.idle = 0
+		row.Vendor = v
+		rows = append(rows, row)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	r.seq++
+	return &Delta{ID: r.id + "-" + itoa(r.seq), Minute: at.Unix() / 60, Rows: rows}
+}
+
+// Delta is one flush: the counts of each vendor during part of one minute.
+type Delta struct {
+	// ID names the flush, so that a store applies a retried one once.
+	ID string
+	// Minute is the Unix minute (seconds / 60) the counts belong to.
+	Minute int64
+	Rows   []Row
+}
+
+// Row is one vendor's counts: per policy allowed, limited, shadow-limited.
+type Row struct {
+	Vendor string
+	Values [numValues]uint64
+}
+
+// Store keeps the buckets.
+type Store interface {
+	// Apply adds each delta to its minute and hour buckets, at most once per
+	// Delta.ID however often it is called. errs is nil, or one error per
+	// delta (nil where that delta was applied).
+	Apply(ds []*Delta) (errs []error)
+	// Read returns the buckets of the minutes and hours asked for (Unix
+	// minutes and Unix hours), per vendor.
+	Read(minutes, hours []int64) (Buckets, error)
+}
+
+// Buckets are what a Store read: per Unix minute and per Unix hour, each
+// vendor's values.
+type Buckets struct {
+	Minutes map[int64]map[string]Values
+	Hours   map[int64]map[string]HourValues
+}
+
+// Values are one bucket's counts of a vendor: per policy allowed, limited,
+// shadow-limited.
+type Values [numValues]uint64
+
+// Get returns policy p's counts.
+func (v Values) Get(p Policy) (allowed, limited, shadow uint64) {
+	i := int(p) * numCounters
+	return v[i+cAllowed], v[i+cLimited], v[i+cShadow]
+}
+
+// HourValues are one hour's counts of a vendor, and per policy the
+// largest allowed + limited seen in one minute of the hour.
+type HourValues struct {
+	Values
+	Peak [NumPolicies]uint64
+}

@@ -1,0 +1,325 @@
+package usage
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"vendorgate/shared/testredis"
+)
+
+const (
+	vendorA = "7d9f2a4e-1b3c-4d5e-8f60-718293a4b5c6"
+	vendorB = "v-not-a-uuid"
+)
+
+// clock is a settable clock for buckets.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newClock() *clock {
+	// Near the real time: Redis expires buckets by its own clock.
+	return &clock{t: time.Now().UTC().Truncate(time.Hour).Add(30*time.Minute + 10*time.Second)}
+}
+
+func limits(vendor string, p Policy) (int, time.Duration, bool) {
+	switch p {
+	case Reads:
+		return 120, time.Minute, true
+	case Orders:
+		return 10, time.Minute, true
+	}
+	return 0, 0, false
+}
+
+func redisStore(t testing.TB, srv *testredis.Server) *Redis {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	s, err := NewRedis(RedisOptions{Client: c, Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// recorder returns a recorder whose flusher never fires on its own (a
+// long interval): the test flushes.
+func recorder(st Store, clk *clock) *Recorder {
+	return New(Options{Store: st, Interval: time.Hour, Now: clk.Now})
+}
+
+func count(c *Counter, p Policy, allowed, limited, shadow int) {
+	for i := 0; i < allowed; i++ {
+		c.Allowed(p)
+	}
+	for i := 0; i < limited; i++ {
+		c.Limited(p)
+	}
+	for i := 0; i < shadow; i++ {
+		c.ShadowLimited(p)
+	}
+}
+
+func findRow(t *testing.T, top *Top, vendor, limit string) TopRow {
+	t.Helper()
+	for _, r := range top.Rows {
+		if r.VendorID == vendor && r.Limit == limit {
+			return r
+		}
+	}
+	t.Fatalf("no row for %s %s in %+v", vendor, limit, top.Rows)
+	return TopRow{}
+}
+
+func stores(t *testing.T, clk *clock) map[string]func() Store {
+	srv := testredis.Start(t)
+	return map[string]func() Store{
+		"redis": func() Store { return redisStore(t, srv) },
+		"local": func() Store { return NewLocal(clk.Now) },
+	}
+}
+
+// Two replicas count one vendor over its limit and one under it; the top
+// list sums both exactly and ranks the refused vendor first.
+func TestTopSumsReplicas(t *testing.T) {
+	clk := newClock()
+	for name, mk := range stores(t, clk) {
+		t.Run(name, func(t *testing.T) {
+			st := mk()
+			r1, r2 := recorder(st, clk), recorder(st, clk)
+			count(r1.For(vendorA), Reads, 100, 30, 0)
+			count(r2.For(vendorA), Reads, 20, 50, 0)
+			count(r1.For(vendorB), Reads, 40, 0, 7)
+			count(r2.For(vendorB), Orders, 3, 0, 0)
+			r1.Close()
+			r2.Close()
+			rd := &Reader{Store: st, Limits: limits, Now: clk.Now}
+			top, err := rd.Top(time.Hour, 20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(top.Rows) != 3 {
+				t.Fatalf("rows = %+v, want 3", top.Rows)
+			}
+			first := top.Rows[0]
+			if first.VendorID != vendorA || first.Limit != "reads" || first.Allowed != 120 || first.Limited != 80 ||
+				first.PeakPerMinute != 200 || first.Quota != 120 || first.PeriodSeconds != 60 {
+				t.Fatalf("first row = %+v", first)
+			}
+			b := findRow(t, top, vendorB, "reads")
+			if b.Allowed != 40 || b.ShadowLimited != 7 || b.Limited != 0 {
+				t.Fatalf("vendor B reads = %+v", b)
+			}
+			if top.Rows[1] != b {
+				t.Fatalf("shadow refusals rank second: %+v", top.Rows)
+			}
+			if o := findRow(t, top, vendorB, "orders"); o.Allowed != 3 || o.Quota != 10 {
+				t.Fatalf("vendor B orders = %+v", o)
+			}
+			if top1, _ := rd.Top(time.Hour, 1); len(top1.Rows) != 1 {
+				t.Fatalf("top=1 gave %d rows", len(top1.Rows))
+			}
+		})
+	}
+}
+
+// Minutes land in their own buckets, and a window over an hour reads hours.
+func TestVendorMinutesAndHours(t *testing.T) {
+	clk := newClock()
+	for name, mk := range stores(t, clk) {
+		t.Run(name, func(t *testing.T) {
+			st := mk()
+			r := recorder(st, clk)
+			c := r.For(vendorA)
+			count(c, Reads, 5, 1, 0)
+			r.Flush()
+			clk.Add(time.Minute)
+			count(c, Reads, 7, 0, 2)
+			r.Flush()
+			clk.Add(2 * time.Hour) // the first hour is now past the minute buckets
+			count(c, Orders, 4, 0, 0)
+			r.Close()
+
+			rd := &Reader{Store: st, Limits: limits, Now: clk.Now}
+			vu, ok, err := rd.Vendor(vendorA, 3*time.Hour)
+			if err != nil || !ok {
+				t.Fatalf("vendor: ok=%v err=%v", ok, err)
+			}
+			var reads, orders *PolicyUsage
+			for i := range vu.Policies {
+				switch vu.Policies[i].Limit {
+				case "reads":
+					reads = &vu.Policies[i]
+				case "orders":
+					orders = &vu.Policies[i]
+				}
+			}
+			if reads == nil || orders == nil {
+				t.Fatalf("policies = %+v", vu.Policies)
+			}
+			var hourRow *Bucket
+			for i, b := range reads.Minutes {
+				if b.Seconds == 3600 && b.Allowed > 0 {
+					hourRow = &reads.Minutes[i]
+				}
+			}
+			if hourRow == nil || hourRow.Allowed != 12 || hourRow.Limited != 1 || hourRow.ShadowLimited != 2 {
+				t.Fatalf("hour row = %+v in %+v", hourRow, reads.Minutes)
+			}
+			last := orders.Minutes[len(orders.Minutes)-1]
+			if last.Seconds != 60 || last.Allowed != 4 {
+				t.Fatalf("last minute of orders = %+v", last)
+			}
+			// Over an hour, the top list reads the hour buckets and their peaks.
+			top, err := rd.Top(3*time.Hour, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if row := findRow(t, top, vendorA, "reads"); row.Allowed != 12 || row.PeakPerMinute != 7+2-2 {
+				t.Fatalf("3h reads row = %+v", row)
+			}
+			if _, ok, _ := rd.Vendor("nobody", time.Hour); ok {
+				t.Fatal("a vendor with no usage reads as found")
+			}
+		})
+	}
+}
+
+// A flush that timed out after Redis had received it is retried, and the
+// retry is not counted again; deltas counted while Redis was down arrive
+// once it is back.
+func TestFlushRetriedOnce(t *testing.T) {
+	clk := newClock()
+	srv := testredis.Start(t)
+	st := redisStore(t, srv)
+	var mu sync.Mutex
+	var errs []error
+	r := New(Options{Store: st, Interval: time.Hour, Now: clk.Now, OnFlush: func(err error, pending, dropped int) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}})
+	c := r.For(vendorA)
+	count(c, Reads, 10, 0, 0)
+	r.Flush() // loads the script while Redis answers
+
+	count(c, Reads, 5, 2, 0)
+	srv.Pause() // the flush reaches Redis's socket but times out unanswered
+	r.Flush()
+	srv.Resume()
+	time.Sleep(200 * time.Millisecond) // Redis runs the queued flush now
+	mu.Lock()
+	if len(errs) != 2 || errs[0] != nil || errs[1] == nil {
+		t.Fatalf("flush errors = %v, want nil then a timeout", errs)
+	}
+	mu.Unlock()
+	r.Flush() // the retry: Redis applied it already, so it is skipped
+	rd := &Reader{Store: st, Now: clk.Now}
+	top, err := rd.Top(time.Hour, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row := findRow(t, top, vendorA, "reads"); row.Allowed != 15 || row.Limited != 2 {
+		t.Fatalf("after the retry reads = %+v, want allowed 15 limited 2", row)
+	}
+
+	srv.Stop()
+	count(c, Reads, 1, 0, 0)
+	r.Flush() // refused: kept
+	srv.Restart(t)
+	// The restarted server lost everything (no persistence): what it gets
+	// now is the flush kept while it was down.
+	r.Flush()
+	mu.Lock()
+	if last := errs[len(errs)-1]; last != nil {
+		t.Fatalf("flush after restart: %v", last)
+	}
+	mu.Unlock()
+	r.Flush() // nothing pending: nothing sent again
+	r.Close()
+	if top, err = rd.Top(time.Hour, 10); err != nil {
+		t.Fatal(err)
+	}
+	if row := findRow(t, top, vendorA, "reads"); row.Allowed != 1 || row.Limited != 0 {
+		t.Fatalf("after restart reads = %+v, want allowed 1 (the flush kept while Redis was down, once)", row)
+	}
+}
+
+// Applying the same flush twice counts it once.
+func TestApplyOnce(t *testing.T) {
+	clk := newClock()
+	for name, mk := range stores(t, clk) {
+		t.Run(name, func(t *testing.T) {
+			st := mk()
+			d := &Delta{ID: "x-1", Minute: clk.Now().Unix() / 60, Rows: []Row{{Vendor: vendorA}}}
+			d.Rows[0].Values[0] = 3
+			for i := 0; i < 3; i++ {
+				if errs := st.Apply([]*Delta{d}); errs != nil && errs[0] != nil {
+					t.Fatal(errs[0])
+				}
+			}
+			rd := &Reader{Store: st, Now: clk.Now}
+			top, _ := rd.Top(time.Minute, 1)
+			if row := findRow(t, top, vendorA, "reads"); row.Allowed != 3 {
+				t.Fatalf("allowed = %d, want 3", row.Allowed)
+			}
+		})
+	}
+}
+
+// A flush of many vendors goes out in chunks, all of them applied.
+func TestManyVendorsChunked(t *testing.T) {
+	clk := newClock()
+	srv := testredis.Start(t)
+	st := redisStore(t, srv)
+	r := recorder(st, clk)
+	const n = 3*chunkRows + 17
+	for i := 0; i < n; i++ {
+		r.For("vendor-" + itoa(uint64(i))).Allowed(Orders)
+	}
+	r.Close()
+	top, err := (&Reader{Store: st, Now: clk.Now}).Top(time.Hour, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(top.Rows) != n {
+		t.Fatalf("rows = %d, want %d", len(top.Rows), n)
+	}
+}
+
+func TestCountingDoesNotAllocate(t *testing.T) {
+	r := New(Options{Store: NewLocal(nil), Interval: time.Hour})
+	defer r.Close()
+	c := r.For(vendorA)
+	if n := testing.AllocsPerRun(1000, func() { c.Allowed(Reads); c.Limited(KeyOrders); c.ShadowLimited(Orders) }); n != 0 {
+		t.Fatalf("%v allocations per count", n)
+	}
+	var nilCounter *Counter
+	nilCounter.Allowed(Reads) // a gateway without a recorder counts nothing
+}
+
+func TestParseWindow(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": time.Hour, "15m": 15 * time.Minute, "24h": 24 * time.Hour} {
+		if got, err := ParseWindow(in); err != nil || got != want {
+			t.Errorf("ParseWindow(%q) = %v, %v", in, got, err)
+		}
+	}
+	for _, in := range []string{"25h", "30s", "90s", "x", "-1h"} {
+		if _, err := ParseWindow(in); !errors.Is(err, ErrWindow) {
+			t.Errorf("ParseWindow(%q) err = %v, want ErrWindow", in, err)
+		}
+	}
+}

@@ -1,0 +1,244 @@
+package usage
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// MaxWindow is the longest window the buckets answer for.
+const MaxWindow = 24 * time.Hour
+
+// ErrWindow is a window the buckets cannot answer for.
+var ErrWindow = errors.New("window must be a whole number of minutes from 1m to 24h")
+
+// Limits tells the view a policy's limit for a vendor as configured now
+// (overrides applied); ok is false when the policy is not set for it.
+type Limits func(vendor string, p Policy) (quota int, period time.Duration, ok bool)
+
+// Reader answers the usage view from a Store.
+type Reader struct {
+	Store  Store
+	Limits Limits
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// TopRow is one (vendor, policy) of the top list.
+type TopRow struct {
+	VendorID      string `json:"vendor_id"`
+	Limit         string `json:"limit"`
+	Quota         int    `json:"quota"`
+	PeriodSeconds int64  `json:"period_seconds"`
+	Allowed       uint64 `json:"allowed"`
+	Limited       uint64 `json:"limited"`
+	ShadowLimited uint64 `json:"shadow_limited"`
+	PeakPerMinute uint64 `json:"peak_per_minute"`
+}
+
+// Top is the answer of GET /usage.
+type Top struct {
+	Window string   `json:"window"`
+	Rows   []TopRow `json:"vendors"`
+}
+
+// VendorUsage is the answer of GET /usage/{vendor_id}.
+type VendorUsage struct {
+	VendorID string        `json:"vendor_id"`
+	Window   string        `json:"window"`
+	Policies []PolicyUsage `json:"policies"`
+}
+
+// PolicyUsage is one policy's buckets of one vendor, oldest first.
+type PolicyUsage struct {
+	Limit         string   `json:"limit"`
+	Quota         int      `json:"quota"`
+	PeriodSeconds int64    `json:"period_seconds"`
+	Minutes       []Bucket `json:"minutes"`
+}
+
+// Bucket is one minute's counts or, past the last hour, one hour's
+// (Seconds 3600).
+type Bucket struct {
+	At            time.Time `json:"at"`
+	Seconds       int       `json:"seconds"`
+	Allowed       uint64    `json:"allowed"`
+	Limited       uint64    `json:"limited"`
+	ShadowLimited uint64    `json:"shadow_limited"`
+}
+
+// ParseWindow reads a window such as "15m", "1h" or "24h".
+func ParseWindow(s string) (time.Duration, error) {
+	if s == "" {
+		return time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < time.Minute || d > MaxWindow || d%time.Minute != 0 {
+		return 0, fmt.Errorf("%w (got %q)", ErrWindow, s)
+	}
+	return d, nil
+}
+
+// span is the buckets a window reads: up to an hour of minutes, the
+// minutes of the last hour; past an hour, whole hours (the current one
+// included), and for a vendor's view the last hour's minutes besides.
+type span struct {
+	minutes []int64 // Unix minutes, oldest first
+	hours   []int64 // Unix hours, oldest first, all before minutes[0]'s hour when both
+}
+
+func spanOf(now time.Time, w time.Duration, withMinutes bool) span {
+	nowMin := now.Unix() / 60
+	var s span
+	if w <= time.Hour {
+		for m := nowMin - int64(w/time.Minute) + 1; m <= nowMin; m++ {
+			s.minutes = append(s.minutes, m)
+		}
+		return s
+	}
+	nowHour := nowMin / 60
+	first := (nowMin - int64(w/time.Minute) + 1) / 60
+	last := nowHour
+	if withMinutes {
+		for m := nowMin - minuteBuckets + 1; m <= nowMin; m++ {
+			s.minutes = append(s.minutes, m)
+		}
+		last = s.minutes[0]/60 - 1 // hours wholly before the minutes shown
+	}
+	for h := first; h <= last; h++ {
+		s.hours = append(s.hours, h)
+	}
+	return s
+}
+
+// Top returns the n (vendor, policy) rows of window w with the most
+// refusals, then the most shadow refusals, then the highest peak minute.
+func (r *Reader) Top(w time.Duration, n int) (*Top, error) {
+	sp := spanOf(r.now(), w, false)
+	b, err := r.Store.Read(sp.minutes, sp.hours)
+	if err != nil {
+		return nil, err
+	}
+	type key struct {
+		vendor string
+		p      Policy
+	}
+	rows := make(map[key]*TopRow)
+	row := func(v string, p Policy) *TopRow {
+		k := key{v, p}
+		tr := rows[k]
+		if tr == nil {
+			tr = &TopRow{VendorID: v, Limit: p.String()}
+			rows[k] = tr
+		}
+		return tr
+	}
+	for _, m := range sp.minutes {
+		for v, vals := range b.Minutes[m] {
+			for p := Reads; p < NumPolicies; p++ {
+				a, l, s := vals.Get(p)
+				if a+l+s == 0 {
+					continue
+				}
+				tr := row(v, p)
+				tr.Allowed, tr.Limited, tr.ShadowLimited = tr.Allowed+a, tr.Limited+l, tr.ShadowLimited+s
+				tr.PeakPerMinute = max(tr.PeakPerMinute, a+l)
+			}
+		}
+	}
+	for _, h := range sp.hours {
+		for v, hv := range b.Hours[h] {
+			for p := Reads; p < NumPolicies; p++ {
+				a, l, s := hv.Get(p)
+				if a+l+s == 0 {
+					continue
+				}
+				tr := row(v, p)
+				tr.Allowed, tr.Limited, tr.ShadowLimited = tr.Allowed+a, tr.Limited+l, tr.ShadowLimited+s
+				tr.PeakPerMinute = max(tr.PeakPerMinute, hv.Peak[p])
+			}
+		}
+	}
+	out := &Top{Window: formatWindow(w), Rows: make([]TopRow, 0, len(rows))}
+	for k, tr := range rows {
+		if q, per, ok := r.limits(k.vendor, k.p); ok {
+			tr.Quota, tr.PeriodSeconds = q, int64(per/time.Second)
+		}
+		out.Rows = append(out.Rows, *tr)
+	}
+	sort.Slice(out.Rows, func(i, j int) bool {
+		a, b := out.Rows[i], out.Rows[j]
+		switch {
+		case a.Limited != b.Limited:
+			return a.Limited > b.Limited
+		case a.ShadowLimited != b.ShadowLimited:
+			return a.ShadowLimited > b.ShadowLimited
+		case a.PeakPerMinute != b.PeakPerMinute:
+			return a.PeakPerMinute > b.PeakPerMinute
+		case a.VendorID != b.VendorID:
+			return a.VendorID < b.VendorID
+		}
+		return a.Limit < b.Limit
+	})
+	if n > 0 && len(out.Rows) > n {
+		out.Rows = out.Rows[:n]
+	}
+	return out, nil
+}
+
+// Vendor returns one vendor's buckets of window w per policy it used or
+// has a limit for; ok is false when the vendor has no usage in the window.
+func (r *Reader) Vendor(vendor string, w time.Duration) (*VendorUsage, bool, error) {
+	sp := spanOf(r.now(), w, true)
+	b, err := r.Store.Read(sp.minutes, sp.hours)
+	if err != nil {
+		return nil, false, err
+	}
+	out := &VendorUsage{VendorID: vendor, Window: formatWindow(w)}
+	seen := false
+	for p := Reads; p < NumPolicies; p++ {
+		pu := PolicyUsage{Limit: p.String()}
+		q, per, configured := r.limits(vendor, p)
+		pu.Quota, pu.PeriodSeconds = q, int64(per/time.Second)
+		used := false
+		for _, h := range sp.hours {
+			hv := b.Hours[h][vendor]
+			a, l, s := hv.Get(p)
+			used = used || a+l+s > 0
+			pu.Minutes = append(pu.Minutes, Bucket{At: time.Unix(h*3600, 0).UTC(), Seconds: 3600, Allowed: a, Limited: l, ShadowLimited: s})
+		}
+		for _, m := range sp.minutes {
+			vals := b.Minutes[m][vendor]
+			a, l, s := vals.Get(p)
+			used = used || a+l+s > 0
+			pu.Minutes = append(pu.Minutes, Bucket{At: time.Unix(m*60, 0).UTC(), Seconds: 60, Allowed: a, Limited: l, ShadowLimited: s})
+		}
+		seen = seen || used
+		if used || configured {
+			out.Policies = append(out.Policies, pu)
+		}
+	}
+	return out, seen, nil
+}
+
+func (r *Reader) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Reader) limits(v string, p Policy) (int, time.Duration, bool) {
+	if r.Limits == nil {
+		return 0, 0, false
+	}
+	return r.Limits(v, p)
+}
+
+func formatWindow(w time.Duration) string {
+	if w%time.Hour == 0 {
+		return fmt.Sprintf("%dh", w/time.Hour)
+	}
+	return fmt.Sprintf("%dm", w/time.Minute)
+}
