@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"vendorgate/cmd/internal/childproc"
+	"vendorgate/bench/internal/childproc"
 )
 
 // series is every repetition of one row at one connection count; byRep[i]

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"vendorgate/cmd/internal/wrkout"
+	"vendorgate/bench/internal/wrkout"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )

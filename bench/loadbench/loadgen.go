@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"vendorgate/cmd/internal/wrkout"
+	"vendorgate/bench/internal/wrkout"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"vendorgate/cmd/internal/childproc"
+	"vendorgate/bench/internal/childproc"
 
 	"github.com/valyala/fasthttp"
 )

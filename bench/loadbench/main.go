@@ -31,7 +31,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"vendorgate/cmd/internal/childproc"
+	"vendorgate/bench/internal/childproc"
 	"vendorgate/shared/apikey"
 )
 

@@ -16,7 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"vendorgate/cmd/internal/childproc"
+	"vendorgate/bench/internal/childproc"
 )
 
 const (

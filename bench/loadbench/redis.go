@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"vendorgate/cmd/internal/childproc"
+	"vendorgate/bench/internal/childproc"
 
 	"github.com/redis/go-redis/v9"
 )
