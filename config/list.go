@@ -3,7 +3,7 @@ package config
 import (
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // List is a list of strings written in YAML either as a sequence or as one
