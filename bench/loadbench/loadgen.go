@@ -4,19 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
-	"vendorgate/bench/internal/wrkout"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"vendorgate/bench/internal/wrk"
 )
 
 // measurement is one load run against one row at one connection count.
@@ -43,76 +40,37 @@ type loadGenerator interface {
 	run(url, apiKey string, conns int, d time.Duration) (measurement, error)
 }
 
-// wrk is the wrk binary (Debian's package) with one thread by default: on
-// a 2-core machine one core drives the load, the other serves it.
-type wrk struct {
-	bin     string
+// wrkGen is wrk with one thread by default: on a 2-core machine one core
+// drives the load, the other serves it.
+type wrkGen struct {
+	runner  *wrk.Runner
 	threads int
-	script  string
 }
 
-// wrkScript prints the numbers loadbench needs on one line from wrk's done
-// callback: --latency alone prints no p99.9 and rounds its output.
-const wrkScript = `done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("LOADBENCH requests=%d duration_us=%d p50_us=%d p99_us=%d p999_us=%d connect=%d read=%d write=%d status=%d timeout=%d\n",
-    summary.requests, summary.duration,
-    math.floor(latency:percentile(50)), math.floor(latency:percentile(99)), math.floor(latency:percentile(99.9)),
-    e.connect, e.read, e.write, e.status, e.timeout))
-end
-`
+func (w *wrkGen) name() string { return fmt.Sprintf("wrk -t%d", w.threads) }
 
-func newWrk(dir string, threads int) (*wrk, error) {
-	bin, err := exec.LookPath("wrk")
-	if err != nil {
-		return nil, err
-	}
-	script := filepath.Join(dir, "loadbench.lua")
-	if err := os.WriteFile(script, []byte(wrkScript), 0o644); err != nil {
-		return nil, err
-	}
-	return &wrk{bin: bin, threads: max(threads, 1), script: script}, nil
-}
-
-func (w *wrk) name() string { return fmt.Sprintf("wrk -t%d", w.threads) }
-
-func (w *wrk) run(url, apiKey string, conns int, d time.Duration) (measurement, error) {
-	secs := max(int(math.Round(d.Seconds())), 1)
-	args := []string{"-t", strconv.Itoa(min(w.threads, conns)), "-c", strconv.Itoa(conns),
-		"-d", strconv.Itoa(secs) + "s", "--timeout", "5s", "--latency", "-s", w.script,
-		"-H", "X-API-Key: " + apiKey, url}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs)*time.Second+30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, w.bin, args...).CombinedOutput()
-	if err != nil {
-		return measurement{}, fmt.Errorf("wrk %s: %w\n%s", url, err, out)
-	}
-	return parseWrk(string(out))
-}
-
-// parseWrk reads the LOADBENCH line the Lua script printed.
-func parseWrk(out string) (measurement, error) {
-	v, err := wrkout.Fields(out, "LOADBENCH")
+func (w *wrkGen) run(url, apiKey string, conns int, d time.Duration) (measurement, error) {
+	s, err := w.runner.Run(context.Background(), wrk.Load{URL: url, Header: "X-API-Key: " + apiKey,
+		Threads: w.threads, Conns: conns, Duration: d})
 	if err != nil {
 		return measurement{}, err
 	}
-	m := measurement{
-		Requests: v["requests"],
-		Elapsed:  time.Duration(v["duration_us"]) * time.Microsecond,
-		P50:      time.Duration(v["p50_us"]) * time.Microsecond,
-		P99:      time.Duration(v["p99_us"]) * time.Microsecond,
-		P999:     time.Duration(v["p999_us"]) * time.Microsecond,
-		Failed:   v["connect"] + v["read"] + v["write"] + v["status"] + v["timeout"],
+	return fromWrk(s), nil
+}
+
+// fromWrk is a measurement of wrk's summary: every error and non-2xx
+// answer counts as failed.
+func fromWrk(s wrk.Summary) measurement {
+	return measurement{
+		Requests:     s.Requests,
+		Elapsed:      s.Elapsed,
+		RPS:          s.RPS(),
+		P50:          s.P50,
+		P99:          s.P99,
+		P999:         s.P999,
+		Failed:       s.Errors() + s.Status,
+		FailedDetail: s.Failures(),
 	}
-	var detail []string
-	for _, k := range []string{"connect", "read", "write", "status", "timeout"} {
-		if v[k] > 0 {
-			detail = append(detail, fmt.Sprintf("%s errors %d", k, v[k]))
-		}
-	}
-	m.FailedDetail = strings.Join(detail, ", ")
-	m.RPS = float64(m.Requests-v["status"]) / m.Elapsed.Seconds()
-	return m, nil
 }
 
 // vegetaGen is vegeta used as a library: closed loop with one worker per

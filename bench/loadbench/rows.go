@@ -10,9 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"vendorgate/bench/internal/childproc"
 
 	"github.com/valyala/fasthttp"
+
+	"vendorgate/bench/internal/childproc"
+	"vendorgate/shared/testredis"
 )
 
 // Row ids, in the order of the table.
@@ -58,7 +60,7 @@ type row struct {
 	// admin listener.
 	main  *childproc.Proc
 	admin string
-	redis *redisServer
+	redis *testredis.Server
 	skip  string
 }
 
@@ -68,7 +70,9 @@ func (r *row) stop() {
 	for i := len(r.procs) - 1; i >= 0; i-- {
 		r.procs[i].Stop(5 * time.Second)
 	}
-	r.redis.stop()
+	if r.redis != nil {
+		r.redis.Close()
+	}
 }
 
 // startBareProxy re-executes this binary as the bare fasthttp proxy.
@@ -119,7 +123,7 @@ func (b *bench) startGateway(id string, withRedis bool) (*row, error) {
 			return r, nil
 		}
 		r.redis = rs
-		redisURL = rs.url()
+		redisURL = rs.URL()
 	}
 	addr, err := childproc.FreeAddr()
 	if err != nil {

@@ -9,14 +9,14 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
+
 	"vendorgate/bench/internal/childproc"
+	"vendorgate/shared/testpg"
+	"vendorgate/shared/testredis"
 )
 
 const (
@@ -32,15 +32,10 @@ type stack struct {
 	bins     string
 	cleanups []func()
 
-	pgBin   string
-	pgRun   []string // prefix that runs a command as the postgres user
-	pgData  string
-	pgPort  int
+	pg      *testpg.Server
 	dbURL   string
-	redis   []string // host:port of the cluster's masters
-	nodes   []*restartable
+	cluster *testredis.Cluster
 	bprocs  []*restartable
-	pgOpts  string
 	admins  []string // backend admin base URLs
 	backend []string // backend main base URLs
 	gws     []string // gateway public base URLs
@@ -58,139 +53,33 @@ func (s *stack) stop() {
 	s.cleanups = nil
 }
 
-// findPGBin is the newest /usr/lib/postgresql/*/bin holding pg_ctl.
-func findPGBin() string {
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Strings(dirs)
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if _, err := os.Stat(filepath.Join(dirs[i], "pg_ctl")); err == nil {
-			return dirs[i]
-		}
-	}
-	return ""
-}
-
-func (s *stack) pgCmd(ctx context.Context, name string, args ...string) *exec.Cmd {
-	full := append(append([]string{}, s.pgRun...), filepath.Join(s.pgBin, name))
-	full = append(full, args...)
-	return exec.CommandContext(ctx, full[0], full[1:]...)
-}
-
-// startPostgres runs initdb and pg_ctl start on a free port (as the
-// postgres user when scaleout runs as root: the server refuses root) and
-// creates the database both backends share.
-func (s *stack) startPostgres(ctx context.Context) error {
-	s.pgBin = findPGBin()
-	if s.pgBin == "" {
-		return errors.New("PostgreSQL binaries not found under /usr/lib/postgresql/*/bin: apt-get install -y postgresql")
-	}
-	base := filepath.Join(s.dir, "pg")
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		return err
-	}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return fmt.Errorf("running as root needs the postgres user: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chmod(s.dir, 0o755); err != nil {
-			return err
-		}
-		if err := os.Chown(base, uid, gid); err != nil {
-			return err
-		}
-		s.pgRun = []string{"runuser", "-u", "postgres", "--"}
-	}
-	port, err := childproc.FreePort(65535)
+// startPostgres starts the PostgreSQL server and creates the database
+// both backends share.
+func (s *stack) startPostgres() error {
+	pg, err := testpg.Run(testpg.Options{})
 	if err != nil {
 		return err
 	}
-	s.pgPort, s.pgData = port, filepath.Join(base, "data")
-	if out, err := s.pgCmd(ctx, "initdb", "-D", s.pgData, "-A", "trust", "-U", "vendorgate", "--no-sync").CombinedOutput(); err != nil {
-		return fmt.Errorf("initdb: %w\n%s", err, out)
+	s.pg = pg
+	s.onStop(pg.Close)
+	s.dbURL, err = pg.CreateDatabase("scaleout")
+	return err
+}
+
+// startCluster starts three redis-server processes in cluster mode joined
+// by redis-cli --cluster create, as the compose profile's init container
+// does.
+func (s *stack) startCluster() error {
+	c, err := testredis.RunCluster(testredis.ClusterOptions{Dir: filepath.Join(s.dir, "redis"), NodeTimeout: 2 * time.Second})
+	if err != nil {
+		return err
 	}
-	// Durability off: this measures the gateway tier, not the disk.
-	s.pgOpts = fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", port, s.pgData)
-	start := s.pgCmd(ctx, "pg_ctl", "-D", s.pgData, "-o", s.pgOpts, "-l", filepath.Join(base, "server.log"), "-w", "start")
-	start.SysProcAttr = pgroup()
-	s.onStop(func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		_ = s.pgCmd(stopCtx, "pg_ctl", "-D", s.pgData, "-m", "fast", "-w", "stop").Run()
-	})
-	if out, err := start.CombinedOutput(); err != nil {
-		return fmt.Errorf("pg_ctl start: %w\n%s", err, out)
-	}
-	if out, err := s.pgCmd(ctx, "createdb", "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "vendorgate", "scaleout").CombinedOutput(); err != nil {
-		return fmt.Errorf("createdb: %w\n%s", err, out)
-	}
-	s.dbURL = fmt.Sprintf("postgres://vendorgate@127.0.0.1:%d/scaleout?sslmode=disable", port)
+	s.cluster = c
+	s.onStop(c.Close)
 	return nil
 }
 
-// startCluster starts three redis-server processes in cluster mode and
-// joins them with redis-cli --cluster create, as the compose profile's
-// init container does.
-func (s *stack) startCluster(ctx context.Context) error {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return errors.New("redis-server not found: apt-get install -y redis-server")
-	}
-	cli, err := exec.LookPath("redis-cli")
-	if err != nil {
-		return errors.New("redis-cli not found: apt-get install -y redis-tools")
-	}
-	for i := range 3 {
-		port, err := childproc.FreePort(55535)
-		if err != nil {
-			return err
-		}
-		dir := filepath.Join(s.dir, fmt.Sprintf("redis-%d", i+1))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		r := &restartable{dir: dir, name: "redis", bin: bin, args: []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "no",
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"}}
-		if err := r.start(); err != nil {
-			return err
-		}
-		s.onStop(func() { r.p.Stop(5 * time.Second) })
-		s.nodes = append(s.nodes, r)
-		p := r.p
-		addr := "127.0.0.1:" + strconv.Itoa(port)
-		if err := waitFor(ctx, 10*time.Second, func() bool {
-			return exec.Command(cli, "-h", "127.0.0.1", "-p", strconv.Itoa(port), "PING").Run() == nil
-		}); err != nil {
-			return fmt.Errorf("redis node %s: %w\n%s", addr, err, p.Tail())
-		}
-		s.redis = append(s.redis, addr)
-	}
-	args := append(append([]string{"--cluster", "create"}, s.redis...), "--cluster-yes")
-	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
-	}
-	return waitFor(ctx, 20*time.Second, func() bool {
-		for _, a := range s.redis {
-			host, port, _ := strings.Cut(a, ":")
-			out, err := exec.Command(cli, "-h", host, "-p", port, "CLUSTER", "INFO").Output()
-			if err != nil || !bytes.Contains(out, []byte("cluster_state:ok")) {
-				return false
-			}
-		}
-		return true
-	})
-}
-
-func (s *stack) redisURLs() string {
-	urls := make([]string, len(s.redis))
-	for i, a := range s.redis {
-		urls[i] = "redis://" + a
-	}
-	return strings.Join(urls, ",")
-}
+func (s *stack) redisURLs() string { return strings.Join(s.cluster.URLs(), ",") }
 
 // startBackends starts two backends at once on the one database (both run
 // the migrations under the advisory lock) with one shared reports folder.
@@ -198,11 +87,11 @@ func (s *stack) startBackends(ctx context.Context) error {
 	reports := filepath.Join(s.dir, "reports")
 	var procs []*childproc.Proc
 	for i := range 2 {
-		port, err := childproc.FreePort(65535)
+		port, err := testredis.FindPort(65535)
 		if err != nil {
 			return err
 		}
-		aport, err := childproc.FreePort(65535)
+		aport, err := testredis.FindPort(65535)
 		if err != nil {
 			return err
 		}
@@ -244,11 +133,11 @@ func (s *stack) startGateways(ctx context.Context, gatewayYAML string, redisTime
 	}
 	var procs []*childproc.Proc
 	for i := range 2 {
-		port, err := childproc.FreePort(65535)
+		port, err := testredis.FindPort(65535)
 		if err != nil {
 			return err
 		}
-		aport, err := childproc.FreePort(65535)
+		aport, err := testredis.FindPort(65535)
 		if err != nil {
 			return err
 		}
@@ -380,8 +269,8 @@ func waitFor(ctx context.Context, bound time.Duration, ok func() bool) error {
 	}
 }
 
-// restartable is a child process that a failure run stops and starts again
-// with the same arguments.
+// restartable is a backend that a failure run stops and starts again with
+// the same arguments.
 type restartable struct {
 	dir, name, bin string
 	env, args      []string
@@ -400,22 +289,5 @@ func (r *restartable) start() error {
 		return err
 	}
 	r.p = p
-	return nil
-}
-
-// pgStop and pgStart stop and start the PostgreSQL server in place.
-func (s *stack) pgStop(ctx context.Context) error {
-	if out, err := s.pgCmd(ctx, "pg_ctl", "-D", s.pgData, "-m", "fast", "-w", "stop").CombinedOutput(); err != nil {
-		return fmt.Errorf("pg_ctl stop: %w\n%s", err, out)
-	}
-	return nil
-}
-
-func (s *stack) pgStart(ctx context.Context) error {
-	start := s.pgCmd(ctx, "pg_ctl", "-D", s.pgData, "-o", s.pgOpts, "-l", filepath.Join(filepath.Dir(s.pgData), "server.log"), "-w", "start")
-	start.SysProcAttr = pgroup()
-	if out, err := start.CombinedOutput(); err != nil {
-		return fmt.Errorf("pg_ctl start: %w\n%s", err, out)
-	}
 	return nil
 }

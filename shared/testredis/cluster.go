@@ -51,10 +51,6 @@ func RunCluster(o ClusterOptions) (*Cluster, error) {
 	}
 	for i := range 3 {
 		dir := filepath.Join(c.dir, fmt.Sprintf("node-%d", i+1))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			c.Close()
-			return nil, err
-		}
 		s, err := run(Options{Dir: dir, Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", strconv.FormatInt(o.NodeTimeout.Milliseconds(), 10)}}, 55535)
 		if err != nil {

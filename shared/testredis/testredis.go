@@ -32,8 +32,8 @@ var ErrNotInstalled = errors.New("redis-server and redis-cli not found: install 
 // Options says how Run starts a server. The zero value is a plain server
 // on a free port in a temporary folder.
 type Options struct {
-	// Dir is the server's working folder, holding redis.log. Empty: a
-	// temporary folder that Close removes.
+	// Dir is the server's working folder, holding redis.log, made if
+	// missing. Empty: a temporary folder that Close removes.
 	Dir string
 	// Args are extra redis-server arguments, after the port, the loopback
 	// bind, no persistence and the folder.
@@ -75,6 +75,8 @@ func run(o Options, maxPort int) (*Server, error) {
 			return nil, err
 		}
 		s.ownDir = true
+	} else if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return nil, err
 	}
 	s.args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 		"--appendonly", "no", "--dir", s.dir, "--protected-mode", "no"}, o.Args...)
