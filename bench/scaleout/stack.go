@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -81,23 +80,28 @@ func (s *stack) startCluster() error {
 
 func (s *stack) redisURLs() string { return strings.Join(s.cluster.URLs(), ",") }
 
+// listenAddrs are two free loopback addresses: a server's main and admin
+// listeners.
+func listenAddrs() (main, admin string, err error) {
+	if main, err = childproc.FreeAddr(); err == nil {
+		admin, err = childproc.FreeAddr()
+	}
+	return main, admin, err
+}
+
 // startBackends starts two backends at once on the one database (both run
 // the migrations under the advisory lock) with one shared reports folder.
 func (s *stack) startBackends(ctx context.Context) error {
 	reports := filepath.Join(s.dir, "reports")
 	var procs []*childproc.Proc
 	for i := range 2 {
-		port, err := testredis.FindPort(65535)
-		if err != nil {
-			return err
-		}
-		aport, err := testredis.FindPort(65535)
+		addr, admin, err := listenAddrs()
 		if err != nil {
 			return err
 		}
 		env := []string{
-			"BACKEND_LISTEN=127.0.0.1:" + strconv.Itoa(port),
-			"BACKEND_ADMIN_LISTEN=127.0.0.1:" + strconv.Itoa(aport),
+			"BACKEND_LISTEN=" + addr,
+			"BACKEND_ADMIN_LISTEN=" + admin,
 			"BACKEND_DATABASE=" + s.dbURL,
 			"BACKEND_REPORTS_DIR=" + reports,
 			"BACKEND_REDIS_URL=" + s.redisURLs(),
@@ -113,8 +117,8 @@ func (s *stack) startBackends(ctx context.Context) error {
 		s.onStop(func() { r.p.Stop(10 * time.Second) })
 		s.bprocs = append(s.bprocs, r)
 		procs = append(procs, r.p)
-		s.backend = append(s.backend, "http://127.0.0.1:"+strconv.Itoa(port))
-		s.admins = append(s.admins, "http://127.0.0.1:"+strconv.Itoa(aport))
+		s.backend = append(s.backend, "http://"+addr)
+		s.admins = append(s.admins, "http://"+admin)
 	}
 	for i, p := range procs {
 		if err := waitReady(ctx, s.admins[i]+"/readyz", p); err != nil {
@@ -133,17 +137,13 @@ func (s *stack) startGateways(ctx context.Context, gatewayYAML string, redisTime
 	}
 	var procs []*childproc.Proc
 	for i := range 2 {
-		port, err := testredis.FindPort(65535)
-		if err != nil {
-			return err
-		}
-		aport, err := testredis.FindPort(65535)
+		addr, admin, err := listenAddrs()
 		if err != nil {
 			return err
 		}
 		env := []string{
-			"GATEWAY_LISTEN=127.0.0.1:" + strconv.Itoa(port),
-			"GATEWAY_ADMIN_LISTEN=127.0.0.1:" + strconv.Itoa(aport),
+			"GATEWAY_LISTEN=" + addr,
+			"GATEWAY_ADMIN_LISTEN=" + admin,
 			"GATEWAY_BACKEND_URL=" + strings.Join(s.backend, ","),
 			"GATEWAY_REDIS_URL=" + s.redisURLs(),
 			"GATEWAY_REDIS_TIMEOUT=" + redisTimeout.String(),
@@ -157,8 +157,8 @@ func (s *stack) startGateways(ctx context.Context, gatewayYAML string, redisTime
 		}
 		s.onStop(func() { p.Stop(10 * time.Second) })
 		procs = append(procs, p)
-		s.gws = append(s.gws, "http://127.0.0.1:"+strconv.Itoa(port))
-		s.gwAdmin = append(s.gwAdmin, "http://127.0.0.1:"+strconv.Itoa(aport))
+		s.gws = append(s.gws, "http://"+addr)
+		s.gwAdmin = append(s.gwAdmin, "http://"+admin)
 	}
 	for i, p := range procs {
 		if err := waitReady(ctx, s.gwAdmin[i]+"/readyz", p); err != nil {

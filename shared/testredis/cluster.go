@@ -42,12 +42,9 @@ func RunCluster(o ClusterOptions) (*Cluster, error) {
 	if o.NodeTimeout <= 0 {
 		o.NodeTimeout = time.Second
 	}
-	c := &Cluster{dir: o.Dir}
-	if c.dir == "" {
-		if c.dir, err = os.MkdirTemp("", "testredis-cluster"); err != nil {
-			return nil, err
-		}
-		c.ownDir = true
+	c := &Cluster{}
+	if c.dir, c.ownDir, err = workDir(o.Dir, "testredis-cluster"); err != nil {
+		return nil, err
 	}
 	for i := range 3 {
 		dir := filepath.Join(c.dir, fmt.Sprintf("node-%d", i+1))

@@ -19,12 +19,9 @@ func RunSentinel(master *Server, name string, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Port: port, dir: o.Dir, bin: master.bin}
-	if s.dir == "" {
-		if s.dir, err = os.MkdirTemp("", "testredis-sentinel"); err != nil {
-			return nil, err
-		}
-		s.ownDir = true
+	s := &Server{Port: port, bin: master.bin}
+	if s.dir, s.ownDir, err = workDir(o.Dir, "testredis-sentinel"); err != nil {
+		return nil, err
 	}
 	conf := filepath.Join(s.dir, "sentinel.conf")
 	body := fmt.Sprintf("port %d\nbind 127.0.0.1\nprotected-mode no\ndir %s\nsentinel monitor %s 127.0.0.1 %d 1\n"+

@@ -69,13 +69,8 @@ func run(o Options, maxPort int) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Port: port, dir: o.Dir, bin: bin}
-	if s.dir == "" {
-		if s.dir, err = os.MkdirTemp("", "testredis"); err != nil {
-			return nil, err
-		}
-		s.ownDir = true
-	} else if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	s := &Server{Port: port, bin: bin}
+	if s.dir, s.ownDir, err = workDir(o.Dir, "testredis"); err != nil {
 		return nil, err
 	}
 	s.args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
@@ -85,6 +80,16 @@ func run(o Options, maxPort int) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// workDir is dir, made if missing, or when dir is "" a new temporary
+// folder that the caller owns and removes.
+func workDir(dir, pattern string) (path string, owned bool, err error) {
+	if dir == "" {
+		path, err = os.MkdirTemp("", pattern)
+		return path, err == nil, err
+	}
+	return dir, false, os.MkdirAll(dir, 0o755)
 }
 
 // Start starts a redis-server on a free port and stops it when the test
