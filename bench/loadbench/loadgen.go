@@ -2,17 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"runtime/debug"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
-	vegeta "github.com/tsenart/vegeta/v12/lib"
-
+	"vendorgate/bench/internal/attack"
 	"vendorgate/bench/internal/wrk"
 )
 
@@ -81,69 +77,49 @@ type vegetaGen struct{}
 func (vegetaGen) name() string { return "vegeta (library)" }
 
 func (vegetaGen) run(url, apiKey string, conns int, d time.Duration) (measurement, error) {
-	return vegetaAttack(url, apiKey, conns, vegeta.Rate{}, d)
+	return vegetaAttack(url, apiKey, conns, 0, d)
 }
 
 // attackRate sends rate requests per second whatever the latency, which is
 // how latency at a given load must be measured (a closed loop slows down
 // with the server and hides its queueing).
 func attackRate(url, apiKey string, rate int, d time.Duration) (measurement, error) {
-	return vegetaAttack(url, apiKey, 256, vegeta.Rate{Freq: rate, Per: time.Second}, d)
+	return vegetaAttack(url, apiKey, 256, rate, d)
 }
 
-func vegetaAttack(url, apiKey string, conns int, rate vegeta.Rate, d time.Duration) (measurement, error) {
-	// The generator's own garbage collection shows up in the tail of every
-	// row it measures: collect rarely while attacking (this process only;
-	// the processes under test keep their settings).
-	defer debug.SetGCPercent(debug.SetGCPercent(1000))
-	opts := []func(*vegeta.Attacker){
-		vegeta.Connections(conns), vegeta.MaxConnections(conns),
-		vegeta.KeepAlive(true), vegeta.HTTP2(false), vegeta.Timeout(5 * time.Second),
+func vegetaAttack(url, apiKey string, conns, rate int, d time.Duration) (measurement, error) {
+	res, err := attack.Run(context.Background(), attack.Load{URL: url, Header: http.Header{"X-API-Key": []string{apiKey}},
+		Conns: conns, Rate: rate, Duration: d})
+	if err != nil {
+		return measurement{}, err
 	}
-	if rate.Freq == 0 {
-		opts = append(opts, vegeta.Workers(uint64(conns)), vegeta.MaxWorkers(uint64(conns)))
-	} else {
-		opts = append(opts, vegeta.Workers(uint64(min(conns, 32))), vegeta.MaxWorkers(uint64(conns)))
-	}
-	atk := vegeta.NewAttacker(opts...)
-	tgt := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: url,
-		Header: http.Header{"X-API-Key": []string{apiKey}}})
-	var m vegeta.Metrics
-	var failed int64
-	kinds := map[string]int{}
-	for res := range atk.Attack(tgt, rate, d, "loadbench") {
-		if res.Error != "" || res.Code < 200 || res.Code > 299 {
-			failed++
-			if res.Error != "" {
-				kinds["error"]++
-			} else {
-				kinds["status "+strconv.Itoa(int(res.Code))]++
-			}
-		}
-		m.Add(res)
-	}
-	m.Close()
-	if m.Requests == 0 {
-		return measurement{}, errors.New("vegeta sent no request")
-	}
-	elapsed := m.Duration + m.Wait
+	return fromAttack(res), nil
+}
+
+// fromAttack is a measurement of a vegeta run: requests without an answer
+// and answers outside 2xx count as failed.
+func fromAttack(res attack.Result) measurement {
+	failed := res.Errors + res.Outside(200, 299)
 	out := measurement{
-		Requests: int64(m.Requests),
-		Elapsed:  elapsed,
-		RPS:      float64(int64(m.Requests)-failed) / elapsed.Seconds(),
-		P50:      m.Latencies.P50,
-		P99:      m.Latencies.P99,
-		P999:     m.Latencies.Quantile(0.999),
+		Requests: res.Requests,
+		Elapsed:  res.Elapsed,
+		RPS:      float64(res.Requests-failed) / res.Elapsed.Seconds(),
+		P50:      res.P50,
+		P99:      res.P99,
+		P999:     res.P999,
 		Failed:   failed,
 	}
 	var detail []string
-	for k, n := range kinds {
-		detail = append(detail, fmt.Sprintf("%s: %d", k, n))
+	if res.Errors > 0 {
+		detail = append(detail, fmt.Sprintf("error: %d", res.Errors))
+	}
+	for code, n := range res.Statuses {
+		detail = append(detail, fmt.Sprintf("status %d: %d", code, n))
 	}
 	sort.Strings(detail)
 	out.FailedDetail = strings.Join(detail, ", ")
-	if len(m.Errors) > 0 {
-		out.FailedDetail += "; first error: " + m.Errors[0]
+	if res.FirstError != "" {
+		out.FailedDetail += "; first error: " + res.FirstError
 	}
-	return out, nil
+	return out
 }

@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	vegeta "github.com/tsenart/vegeta/v12/lib"
-
+	"vendorgate/bench/internal/attack"
 	"vendorgate/bench/internal/wrk"
 )
 
@@ -162,40 +161,23 @@ func hammer(ctx context.Context, gateways []string, key string, workers int, d t
 // library, closed loop, one worker per connection, both gateways at once.
 func runVegeta(ctx context.Context, gateways []string, key string, conns int, d time.Duration) ([]throughput, error) {
 	out := make([]throughput, len(gateways))
+	errs := make([]error, len(gateways))
 	var wg sync.WaitGroup
 	for i, gw := range gateways {
 		wg.Go(func() {
-			atk := vegeta.NewAttacker(vegeta.Connections(conns), vegeta.MaxConnections(conns),
-				vegeta.Workers(uint64(conns)), vegeta.MaxWorkers(uint64(conns)),
-				vegeta.KeepAlive(true), vegeta.HTTP2(false), vegeta.Timeout(5*time.Second))
-			tgt := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: gw + "/api/vendor/v1/me",
-				Header: http.Header{"X-API-Key": []string{key}}})
-			var m vegeta.Metrics
-			t := throughput{gateway: fmt.Sprintf("gateway-%d", i+1)}
-			results := atk.Attack(tgt, vegeta.Rate{}, d, "scaleout")
-			for res := range results {
-				switch {
-				case res.Error != "" && res.Code == 0:
-					t.errors++
-				case res.Code < 200 || res.Code > 399:
-					t.non2xx++
-				}
-				m.Add(res)
-				if ctx.Err() != nil {
-					atk.Stop()
-				}
-			}
-			m.Close()
+			res, err := attack.Run(ctx, attack.Load{URL: gw + "/api/vendor/v1/me",
+				Header: http.Header{"X-API-Key": []string{key}}, Conns: conns, Duration: d})
 			// As with wrk: requests are the answers, transport errors apart.
-			t.requests = int64(m.Requests) - t.errors
-			t.elapsed = m.Duration + m.Wait
-			t.p50, t.p99 = m.Latencies.P50, m.Latencies.P99
-			out[i] = t
+			out[i] = throughput{gateway: fmt.Sprintf("gateway-%d", i+1), requests: res.Answers(), errors: res.Errors,
+				non2xx: res.Outside(200, 399), elapsed: res.Elapsed, p50: res.P50, p99: res.P99}
+			errs[i] = err
 		})
 	}
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
