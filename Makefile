@@ -18,9 +18,12 @@ build:
 run: build
 	@scripts/run.sh
 
+# The load tools are a module of their own under bench/: ./... at the root
+# does not reach them, so test and lint run there too.
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 bench: bench-go bench-load
 
@@ -28,13 +31,15 @@ bench-go:
 	$(GO) test -run=NONE -bench=. -benchmem ./...
 
 bench-load: build
-	$(GO) run ./cmd/loadbench
+	cd bench && $(GO) run ./loadbench
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 	@test -x $(STATICCHECK) || GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 	$(STATICCHECK) ./...
+	cd bench && $(STATICCHECK) ./...
 
 # The OpenAPI document against Spectral's spectral:oas rules: any warning
 # fails (npm install -g @stoplight/spectral-cli; .ci/run installs it).

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/sandboxvalues"

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/apikey"

@@ -1,55 +1,93 @@
 package testredis
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-// Cluster is a Redis Cluster of three masters, each a Server the test can
-// stop, pause and restart.
+// Cluster is a Redis Cluster of three masters, each a Server that can be
+// stopped, paused and restarted.
 type Cluster struct {
-	Nodes []*Server
+	Nodes  []*Server
+	dir    string
+	ownDir bool
 }
 
-// StartCluster starts three redis-server processes in cluster mode on free
+// ClusterOptions says how RunCluster starts a cluster.
+type ClusterOptions struct {
+	// Dir holds one folder per node (its log and nodes.conf). Empty: a
+	// temporary folder that Close removes.
+	Dir string
+	// NodeTimeout is cluster-node-timeout: how long a node may be
+	// unreachable before the others mark it failed. Default 1s.
+	NodeTimeout time.Duration
+}
+
+// RunCluster starts three redis-server processes in cluster mode on free
 // ports (at most 55535: a node's bus port is its port plus 10000), joins
 // them with redis-cli --cluster create, and waits for cluster_state:ok.
-func StartCluster(tb testing.TB) *Cluster {
-	tb.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		tb.Fatalf("redis-server not found: install it (apt-get install -y redis-server) or run .ci/run")
-	}
+// Close stops them.
+func RunCluster(o ClusterOptions) (*Cluster, error) {
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
-		tb.Fatalf("redis-cli not found: install it (apt-get install -y redis-tools) or run .ci/run")
+		return nil, ErrNotInstalled
+	}
+	if o.NodeTimeout <= 0 {
+		o.NodeTimeout = time.Second
 	}
 	c := &Cluster{}
-	for i := 0; i < 3; i++ {
-		s := &Server{Port: clusterPort(tb), dir: tb.TempDir(), bin: bin}
-		s.args = []string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--save", "",
-			"--appendonly", "no", "--dir", s.dir, "--protected-mode", "no",
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000"}
-		if err := s.start(); err != nil {
-			tb.Fatal(err)
+	if c.dir, c.ownDir, err = workDir(o.Dir, "testredis-cluster"); err != nil {
+		return nil, err
+	}
+	for i := range 3 {
+		dir := filepath.Join(c.dir, fmt.Sprintf("node-%d", i+1))
+		s, err := run(Options{Dir: dir, Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", strconv.FormatInt(o.NodeTimeout.Milliseconds(), 10)}}, 55535)
+		if err != nil {
+			c.Close()
+			return nil, err
 		}
-		tb.Cleanup(s.Stop)
 		c.Nodes = append(c.Nodes, s)
 	}
-	args := []string{"--cluster", "create"}
-	for _, n := range c.Nodes {
-		args = append(args, n.Addr())
-	}
-	args = append(args, "--cluster-yes")
+	args := append(append([]string{"--cluster", "create"}, c.Addrs()...), "--cluster-yes")
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
-		tb.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+		c.Close()
+		return nil, fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
 	}
-	c.WaitOK(tb)
+	if err := c.waitOK(20 * time.Second); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// StartCluster is RunCluster for tests: an error fails the test, and the
+// nodes stop when it ends.
+func StartCluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	c, err := RunCluster(ClusterOptions{Dir: tb.TempDir()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
 	return c
+}
+
+// Close stops every node and removes the folder RunCluster made.
+func (c *Cluster) Close() {
+	for _, n := range c.Nodes {
+		n.Close()
+	}
+	if c.ownDir {
+		_ = os.RemoveAll(c.dir)
+	}
 }
 
 // Addrs lists the nodes' host:port.
@@ -70,48 +108,76 @@ func (c *Cluster) URLs() []string {
 	return out
 }
 
-// WaitOK waits until every running node reports cluster_state:ok.
-func (c *Cluster) WaitOK(tb testing.TB) {
-	tb.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+// waitOK waits until every running node reports cluster_state:ok.
+func (c *Cluster) waitOK(bound time.Duration) error {
+	deadline := time.Now().Add(bound)
 	for time.Now().Before(deadline) {
 		ok := true
 		for _, n := range c.Nodes {
 			if ping(n.Addr()) != nil {
 				continue
 			}
-			if !strings.Contains(n.Do(tb, "CLUSTER", "INFO"), "cluster_state:ok") {
+			info, err := n.Command("CLUSTER", "INFO")
+			if err != nil || !strings.Contains(info, "cluster_state:ok") {
 				ok = false
 			}
 		}
 		if ok {
-			return
+			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	tb.Fatalf("cluster not ok within 20s")
+	return fmt.Errorf("cluster not ok within %s", bound)
 }
 
-// NodeFor returns the node serving key's slot.
-func (c *Cluster) NodeFor(tb testing.TB, key string) *Server {
+// WaitOK waits until every running node reports cluster_state:ok, failing
+// the test after 20s.
+func (c *Cluster) WaitOK(tb testing.TB) {
 	tb.Helper()
-	slot := c.Nodes[0].Do(tb, "CLUSTER", "KEYSLOT", key)
+	if err := c.waitOK(20 * time.Second); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// Owner returns the node serving key's slot.
+func (c *Cluster) Owner(key string) (*Server, error) {
+	slot, err := c.Nodes[0].Command("CLUSTER", "KEYSLOT", key)
+	if err != nil {
+		return nil, err
+	}
 	n, err := strconv.Atoi(strings.TrimPrefix(slot, ":"))
 	if err != nil {
-		tb.Fatalf("CLUSTER KEYSLOT %s = %q", key, slot)
+		return nil, fmt.Errorf("CLUSTER KEYSLOT %s = %q", key, slot)
 	}
 	for _, s := range c.Nodes {
-		if s.ownsSlot(tb, n) {
-			return s
+		owns, err := s.ownsSlot(n)
+		if err != nil {
+			return nil, err
+		}
+		if owns {
+			return s, nil
 		}
 	}
-	tb.Fatalf("no node owns slot %d", n)
-	return nil
+	return nil, errors.New("no node owns slot " + strconv.Itoa(n))
 }
 
-func (s *Server) ownsSlot(tb testing.TB, slot int) bool {
+// NodeFor is Owner for tests.
+func (c *Cluster) NodeFor(tb testing.TB, key string) *Server {
+	tb.Helper()
+	s, err := c.Owner(key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+func (s *Server) ownsSlot(slot int) (bool, error) {
+	nodes, err := s.cli("CLUSTER", "NODES")
+	if err != nil {
+		return false, err
+	}
 	// CLUSTER NODES' "myself" line lists the node's slot ranges.
-	for _, line := range strings.Split(s.bulk(tb, "CLUSTER", "NODES"), "\n") {
+	for _, line := range strings.Split(nodes, "\n") {
 		f := strings.Fields(line)
 		if len(f) < 9 || !strings.Contains(f[2], "myself") {
 			continue
@@ -125,28 +191,9 @@ func (s *Server) ownsSlot(tb testing.TB, slot int) bool {
 				b, err2 = strconv.Atoi(hi)
 			}
 			if err1 == nil && err2 == nil && slot >= a && slot <= b {
-				return true
+				return true, nil
 			}
 		}
 	}
-	return false
-}
-
-func (s *Server) bulk(tb testing.TB, args ...string) string {
-	tb.Helper()
-	out, err := exec.Command("redis-cli", append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(s.Port)}, args...)...).Output()
-	if err != nil {
-		tb.Fatalf("redis-cli %v: %v", args, err)
-	}
-	return string(out)
-}
-
-func clusterPort(tb testing.TB) int {
-	for i := 0; i < 100; i++ {
-		if p := FreePort(tb); p <= 55535 {
-			return p
-		}
-	}
-	tb.Fatal(fmt.Errorf("no free port at or below 55535"))
-	return 0
+	return false, nil
 }

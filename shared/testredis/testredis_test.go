@@ -2,6 +2,7 @@ package testredis
 
 import (
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,7 +68,42 @@ func TestCluster(t *testing.T) {
 func TestSentinel(t *testing.T) {
 	m := Start(t)
 	s := StartSentinel(t, m, "vgmaster")
-	if got := s.bulk(t, "SENTINEL", "get-master-addr-by-name", "vgmaster"); !strings.Contains(got, strconv.Itoa(m.Port)) {
-		t.Fatalf("sentinel names %q, want port %d", got, m.Port)
+	if got, err := s.cli("SENTINEL", "get-master-addr-by-name", "vgmaster"); err != nil || !strings.Contains(got, strconv.Itoa(m.Port)) {
+		t.Fatalf("sentinel names %q (%v), want port %d", got, err, m.Port)
+	}
+}
+
+// TestRunWithoutTest is the core the load tools use: no testing.TB, a
+// temporary folder of its own that Close removes, the pid for CPU figures.
+func TestRunWithoutTest(t *testing.T) {
+	s, err := Run(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Pid() <= 0 {
+		t.Fatalf("pid %d", s.Pid())
+	}
+	info, err := s.Command("INFO", "server")
+	if err != nil || !strings.Contains(info, "redis_version") {
+		t.Fatalf("INFO = %q, %v", info, err)
+	}
+	s.Close()
+	if s.Pid() != 0 {
+		t.Fatal("a closed server reports a pid")
+	}
+	if _, err := os.Stat(s.dir); !os.IsNotExist(err) {
+		t.Fatalf("Close left the folder %s: %v", s.dir, err)
+	}
+	if _, err := s.Command("PING"); err == nil {
+		t.Fatal("a closed server answered")
+	}
+}
+
+// A server that exits at start fails Run with its own words, not with a
+// wait for PING that runs out.
+func TestRunReportsAnEarlyExit(t *testing.T) {
+	_, err := Run(Options{Dir: t.TempDir(), Args: []string{"--no-such-option", "x"}})
+	if err == nil || !strings.Contains(err.Error(), "exited at start") {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -1,62 +1,23 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
-	"vendorgate/cmd/internal/childproc"
 
-	"github.com/redis/go-redis/v9"
+	"vendorgate/shared/testredis"
 )
 
-// redisServer is a private redis-server on a free loopback port, started
-// the way shared/testredis does it (that package needs a testing.TB).
-type redisServer struct {
-	addr   string
-	proc   *childproc.Proc
-	client *redis.Client
+// startRedis starts the private redis-server of row 4 in dir/redis.
+func startRedis(dir string) (*testredis.Server, error) {
+	return testredis.Run(testredis.Options{Dir: filepath.Join(dir, "redis")})
 }
 
-func startRedis(dir string) (*redisServer, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, fmt.Errorf("redis-server not found (apt-get install -y redis-server)")
-	}
-	port, err := childproc.FreePort(65535)
-	if err != nil {
-		return nil, err
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p, err := childproc.Start(dir, "redis", nil, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "no")
-	if err != nil {
-		return nil, err
-	}
-	if err := p.WaitTCP(addr, 10*time.Second); err != nil {
-		p.Stop(time.Second)
-		return nil, err
-	}
-	return &redisServer{addr: addr, proc: p, client: redis.NewClient(&redis.Options{Addr: addr, PoolSize: 2})}, nil
-}
-
-func (r *redisServer) url() string { return "redis://" + r.addr + "/0" }
-
-func (r *redisServer) stop() {
-	if r == nil {
-		return
-	}
-	_ = r.client.Close()
-	r.proc.Stop(2 * time.Second)
-}
-
-func (r *redisServer) version() string {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	s, err := r.client.Info(ctx, "server").Result()
+// redisVersion is redis_version from INFO server.
+func redisVersion(r *testredis.Server) string {
+	s, err := r.Command("INFO", "server")
 	if err != nil {
 		return "?"
 	}
@@ -71,14 +32,12 @@ func (r *redisServer) version() string {
 // commandStats is calls per command from INFO commandstats.
 type commandStats map[string]int64
 
-// commandStats reads Redis' own per-command call counters.
+// readCommandStats reads Redis' own per-command call counters.
 // reads is total_reads_processed of INFO stats: socket reads of client
 // input, one per round trip, fewer than the calls when they are pipelined.
 // Both come from one INFO call, which is itself one read.
-func (r *redisServer) commandStats() (stats commandStats, reads int64, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	s, err := r.client.Info(ctx, "commandstats", "stats").Result()
+func readCommandStats(r *testredis.Server) (stats commandStats, reads int64, err error) {
+	s, err := r.Command("INFO", "commandstats", "stats")
 	if err != nil {
 		return nil, 0, fmt.Errorf("redis INFO commandstats stats: %w", err)
 	}

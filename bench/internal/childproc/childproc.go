@@ -1,5 +1,6 @@
 // Package childproc runs the servers the benchmark tools start (gateways,
-// backends, Redis, PostgreSQL, nginx, HAProxy) as child processes with
+// backends, nginx, HAProxy, their own roles; Redis and PostgreSQL come from
+// shared/testredis and shared/testpg) as child processes with
 // their output in a log file, and stops them however the tool ends.
 package childproc
 
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"vendorgate/shared/testredis"
 )
 
 // Proc is one child process.
@@ -112,35 +115,9 @@ func (p *Proc) WaitTCP(addr string, timeout time.Duration) error {
 	return fmt.Errorf("%s did not listen on %s within %s\n%s", p.name, addr, timeout, p.Tail())
 }
 
-// FreePort returns a loopback port nothing listens on, at most max. Below
-// 65535 it also checks port+10000, which a Redis Cluster node binds for its
-// cluster bus.
-func FreePort(max int) (int, error) {
-	for range 200 {
-		l, err := net.Listen("tcp4", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if port > max {
-			continue
-		}
-		if max < 65535 {
-			bus, err := net.Listen("tcp4", "127.0.0.1:"+strconv.Itoa(port+10000))
-			if err != nil {
-				continue
-			}
-			bus.Close()
-		}
-		return port, nil
-	}
-	return 0, fmt.Errorf("no free loopback port at or below %d", max)
-}
-
 // FreeAddr is 127.0.0.1:port of a free port.
 func FreeAddr() (string, error) {
-	p, err := FreePort(65535)
+	p, err := testredis.FindPort(65535)
 	if err != nil {
 		return "", err
 	}

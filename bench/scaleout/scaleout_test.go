@@ -3,14 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"vendorgate/bench/internal/wrk"
+	"vendorgate/shared/testpg"
+	"vendorgate/shared/testredis"
 )
 
 // TestScaleoutSmoke runs the whole measurement with a 2-second load bound:
@@ -18,12 +22,6 @@ import (
 // gateway answers reads, and one vendor's limit admits exactly its budget
 // across both gateways.
 func TestScaleoutSmoke(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not on PATH: apt-get install -y redis-server (as .ci/run does)")
-	}
-	if findPGBin() == "" {
-		t.Skip("PostgreSQL binaries not found: apt-get install -y postgresql (as .ci/run does)")
-	}
 	out := filepath.Join(t.TempDir(), "scaleout.md")
 	var buf bytes.Buffer
 	res, err := run(context.Background(), options{
@@ -32,6 +30,9 @@ func TestScaleoutSmoke(t *testing.T) {
 		// shared machine, where a 250ms stall is not an outage.
 		redisTimeout: time.Second, out: out, timeout: 150 * time.Second,
 	}, &buf)
+	if errors.Is(err, testpg.ErrNotInstalled) || errors.Is(err, testredis.ErrNotInstalled) {
+		t.Skip(err)
+	}
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, buf.String())
 	}
@@ -113,15 +114,12 @@ func TestExactnessBounds(t *testing.T) {
 	}
 }
 
-func TestParseWrk(t *testing.T) {
-	got, err := parseWrk("Running 2s test\nSCALEOUT requests=100 duration_us=2000000 p50_us=1500 p99_us=9000 connect=0 read=1 write=0 status=10 timeout=2\n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.requests != 100 || got.non2xx != 10 || got.errors != 3 || got.p99 != 9*time.Millisecond || got.rps() != 45 {
+// A gateway's throughput counts 2xx answers only; socket errors are apart
+// from non-2xx answers.
+func TestFromWrk(t *testing.T) {
+	got := fromWrk("gateway-1", wrk.Summary{Requests: 100, Elapsed: 2 * time.Second, P50: 1500 * time.Microsecond,
+		P99: 9 * time.Millisecond, Read: 1, Status: 10, Timeout: 2})
+	if got.gateway != "gateway-1" || got.requests != 100 || got.non2xx != 10 || got.errors != 3 || got.p99 != 9*time.Millisecond || got.rps() != 45 {
 		t.Errorf("%+v rps %v", got, got.rps())
-	}
-	if _, err := parseWrk("no summary"); err == nil {
-		t.Error("output without the summary line parsed")
 	}
 }

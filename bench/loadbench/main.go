@@ -8,8 +8,8 @@
 // each row's ratio to the bare proxy and to nginx. It also reads Redis'
 // INFO commandstats for Redis calls per request, measures the gateway's
 // added p99 at half its peak rate (vegeta, constant rate), and the gateway's
-// RSS with 10,000 distinct keys cached. `make bench-load` runs it and writes
-// docs/bench.md.
+// RSS with 10,000 distinct keys cached. `make bench-load` runs it (from bench/:
+// go run ./loadbench) and writes docs/bench.md of the checkout.
 package main
 
 import (
@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -31,7 +30,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"vendorgate/cmd/internal/childproc"
+	"vendorgate/bench/internal/childproc"
+	"vendorgate/bench/internal/product"
+	"vendorgate/bench/internal/wrk"
 	"vendorgate/shared/apikey"
 )
 
@@ -84,8 +85,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	rows := fs.String("rows", strings.Join(allRows(), ","), "rows to measure, comma-separated, of "+strings.Join(allRows(), ","))
 	fs.StringVar(&o.loadgen, "loadgen", "auto", "load generator: wrk, vegeta, or auto (wrk when installed or installable, else vegeta)")
 	fs.IntVar(&o.threads, "threads", 1, "wrk threads (-t): 1 leaves the other core(s) to the proxy under test")
-	fs.StringVar(&o.out, "out", "docs/bench.md", "write the results here as markdown (empty: print only)")
-	fs.StringVar(&o.gateway, "gateway", "", "gateway binary (default: built from ./cmd/gateway into a temporary directory)")
+	fs.StringVar(&o.out, "out", "docs/bench.md", "write the results here as markdown, relative to the vendorgate checkout (empty: print only)")
+	fs.StringVar(&o.gateway, "gateway", "", "gateway binary (default: built from the checkout's ./cmd/gateway into a temporary directory)")
 	fs.IntVar(&o.keys, "keys", 10000, "distinct keys sent through each gateway after the runs for the memory figure (0: skip)")
 	fs.DurationVar(&o.latencyDuration, "latency-duration", 4*time.Second, "length of the constant-rate runs at half of row 4's peak (0: skip)")
 	fs.BoolVar(&o.install, "install", true, "apt-get install nginx, haproxy, wrk when missing")
@@ -127,6 +128,7 @@ type bench struct {
 	opts       options
 	loadBefore string
 	dir        string
+	root       string // the vendorgate checkout; "" when not found
 	self       string
 	progress   io.Writer
 	started    time.Time
@@ -152,6 +154,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	b := &bench{opts: opts, progress: stderr, started: time.Now(), loadBefore: loadAverage()}
+	// The checkout holds the gateway's source and docs/; -out is relative
+	// to it. Without it loadbench still measures what needs no gateway.
+	b.root, _ = product.Root(ctx)
+	out := opts.out
+	if out != "" && !filepath.IsAbs(out) {
+		if b.root == "" {
+			return fmt.Errorf("-out %s: the vendorgate checkout was not found (run from bench/, or give an absolute path)", out)
+		}
+		out = product.Path(b.root, out)
+	}
 	raiseFileLimit()
 	if b.self, err = os.Executable(); err != nil {
 		return err
@@ -177,11 +189,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if _, err := io.WriteString(stdout, report); err != nil {
 		return err
 	}
-	if opts.out != "" {
-		if err := os.WriteFile(opts.out, []byte(res.document(report)), 0o644); err != nil {
-			return fmt.Errorf("write %s: %w", opts.out, err)
+	if out != "" {
+		if err := os.WriteFile(out, []byte(res.document(report)), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", out, err)
 		}
-		fmt.Fprintf(stderr, "wrote %s\n", opts.out)
+		fmt.Fprintf(stderr, "wrote %s\n", out)
 	}
 	return nil
 }
@@ -310,11 +322,11 @@ func (b *bench) pickLoadgen() error {
 			return nil
 		}
 	}
-	w, err := newWrk(b.dir, b.opts.threads)
+	r, err := wrk.New(b.dir)
 	if err != nil {
 		return err
 	}
-	b.gen = w
+	b.gen = &wrkGen{runner: r, threads: max(b.opts.threads, 1)}
 	return nil
 }
 
@@ -340,8 +352,8 @@ func (b *bench) startResponder() error {
 	return nil
 }
 
-// findGateway uses -gateway, or builds ./cmd/gateway of this module so the
-// figures are of the source at hand, not of a stale bin/.
+// findGateway uses -gateway, or builds ./cmd/gateway of the checkout so
+// the figures are of the source at hand, not of a stale bin/.
 func (b *bench) findGateway() {
 	if b.opts.gateway != "" {
 		abs, err := filepath.Abs(b.opts.gateway)
@@ -355,38 +367,16 @@ func (b *bench) findGateway() {
 		b.gatewayBin = abs // children run in the temporary directory
 		return
 	}
-	root, err := moduleRoot()
-	if err != nil {
-		b.gatewaySkip = err.Error()
+	if b.root == "" {
+		b.gatewaySkip = "the vendorgate checkout was not found: run from bench/"
 		return
 	}
-	bin := filepath.Join(b.dir, "gateway")
 	b.logf("building ./cmd/gateway")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/gateway")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.gatewaySkip = fmt.Sprintf("the gateway does not build: %v: %s", err, lastLine(out))
+	if err := product.Build(context.Background(), b.root, b.dir, "gateway"); err != nil {
+		b.gatewaySkip = fmt.Sprintf("the gateway does not build: %s", lastLine([]byte(err.Error())))
 		return
 	}
-	b.gatewayBin = bin
-}
-
-// moduleRoot walks up from the working directory to go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory: run from the vendorgate checkout")
-		}
-		dir = parent
-	}
+	b.gatewayBin = filepath.Join(b.dir, "gateway")
 }
 
 // raiseFileLimit lifts the soft open-file limit to the hard one for this

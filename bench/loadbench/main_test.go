@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"vendorgate/bench/internal/wrk"
 )
 
 // TestMain lets the test binary play the responder and the bare proxy, as
@@ -118,21 +120,14 @@ func TestSmokeVegeta(t *testing.T) {
 	}
 }
 
-func TestParseWrk(t *testing.T) {
-	out := `Running 2s test @ http://127.0.0.1:1/api/vendor/v1/me
-  1 threads and 16 connections
-LOADBENCH requests=100000 duration_us=2000000 p50_us=210 p99_us=900 p999_us=2500 connect=0 read=1 write=0 status=3 timeout=2
-`
-	m, err := parseWrk(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m.RPS != 49998.5 || m.P50 != 210*time.Microsecond || m.P99 != 900*time.Microsecond ||
-		m.P999 != 2500*time.Microsecond || m.Failed != 6 {
-		t.Errorf("parsed %+v", m)
-	}
-	if _, err := parseWrk("Running 2s test\n"); err == nil {
-		t.Error("output without the LOADBENCH line parsed")
+// A wrk run's errors and non-2xx answers all count as failed, and req/s
+// counts 2xx only.
+func TestFromWrk(t *testing.T) {
+	m := fromWrk(wrk.Summary{Requests: 100000, Elapsed: 2 * time.Second, P50: 210 * time.Microsecond,
+		P99: 900 * time.Microsecond, P999: 2500 * time.Microsecond, Read: 1, Status: 3, Timeout: 2})
+	if m.RPS != 49998.5 || m.P999 != 2500*time.Microsecond || m.Failed != 6 ||
+		m.FailedDetail != "read errors 1, status errors 3, timeout errors 2" {
+		t.Errorf("measurement %+v", m)
 	}
 }
 

@@ -6,7 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"vendorgate/cmd/internal/childproc"
+
+	"vendorgate/bench/internal/childproc"
 )
 
 // series is every repetition of one row at one connection count; byRep[i]
@@ -144,7 +145,7 @@ func (b *bench) runOne(r *row, c int, res *results) (measurement, error) {
 	var readsBefore int64
 	if r.redis != nil {
 		var err error
-		if before, readsBefore, err = r.redis.commandStats(); err != nil {
+		if before, readsBefore, err = readCommandStats(r.redis); err != nil {
 			return measurement{}, err
 		}
 	}
@@ -173,7 +174,7 @@ func (b *bench) runOne(r *row, c int, res *results) (measurement, error) {
 		return m, fmt.Errorf("%s", r.skip)
 	}
 	if r.redis != nil {
-		after, readsAfter, err := r.redis.commandStats()
+		after, readsAfter, err := readCommandStats(r.redis)
 		if err != nil {
 			return m, err
 		}
@@ -269,7 +270,7 @@ func (b *bench) cpuOf(r *row) []time.Duration {
 		}
 	}
 	if r.redis != nil {
-		if out[1], err = cpuTime(r.redis.proc.Pid()); err != nil {
+		if out[1], err = cpuTime(r.redis.Pid()); err != nil {
 			return nil
 		}
 	}

@@ -10,9 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"vendorgate/cmd/internal/childproc"
 
 	"github.com/valyala/fasthttp"
+
+	"vendorgate/bench/internal/childproc"
+	"vendorgate/shared/testredis"
 )
 
 // Row ids, in the order of the table.
@@ -58,7 +60,7 @@ type row struct {
 	// admin listener.
 	main  *childproc.Proc
 	admin string
-	redis *redisServer
+	redis *testredis.Server
 	skip  string
 }
 
@@ -68,7 +70,9 @@ func (r *row) stop() {
 	for i := len(r.procs) - 1; i >= 0; i-- {
 		r.procs[i].Stop(5 * time.Second)
 	}
-	r.redis.stop()
+	if r.redis != nil {
+		r.redis.Close()
+	}
 }
 
 // startBareProxy re-executes this binary as the bare fasthttp proxy.
@@ -119,7 +123,7 @@ func (b *bench) startGateway(id string, withRedis bool) (*row, error) {
 			return r, nil
 		}
 		r.redis = rs
-		redisURL = rs.url()
+		redisURL = rs.URL()
 	}
 	addr, err := childproc.FreeAddr()
 	if err != nil {
@@ -185,34 +189,9 @@ http {
 `
 
 func (b *bench) startNginx() (*row, error) {
-	r := &row{id: rowNginx}
-	bin, note := b.tool("nginx", "nginx")
-	if bin == "" {
-		r.skip = note
-		return r, nil
-	}
-	addr, err := childproc.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	conf := strings.NewReplacer("{{DIR}}", b.dir, "{{BACKEND}}", b.backendAddr, "{{LISTEN}}", addr).Replace(nginxConfig)
-	path := filepath.Join(b.dir, "nginx.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		return nil, err
-	}
-	p, err := childproc.Start(b.dir, "nginx", nil, bin, "-e", filepath.Join(b.dir, "nginx-error.log"), "-p", b.dir, "-c", path)
-	if err != nil {
-		r.skip = err.Error()
-		return r, nil
-	}
-	r.procs = append(r.procs, p)
-	r.url = "http://" + addr + mePath
-	if err := p.WaitTCP(addr, 10*time.Second); err != nil {
-		r.stop()
-		r.procs = nil
-		r.skip = err.Error()
-	}
-	return r, nil
+	return b.startProxy(rowNginx, "nginx", "nginx.conf", nginxConfig, func(conf string) []string {
+		return []string{"-e", filepath.Join(b.dir, "nginx-error.log"), "-p", b.dir, "-c", conf}
+	})
 }
 
 // haproxyConfig: a per-key request-rate limit in a stick table (the
@@ -236,8 +215,18 @@ backend be
 `
 
 func (b *bench) startHAProxy() (*row, error) {
-	r := &row{id: rowHAProxy}
-	bin, note := b.tool("haproxy", "haproxy")
+	return b.startProxy(rowHAProxy, "haproxy", "haproxy.cfg", haproxyConfig, func(conf string) []string {
+		return []string{"-db", "-f", conf}
+	})
+}
+
+// startProxy starts the proxy of Debian package pkg (its binary of the
+// same name) on a free address with its configuration template filled in
+// ({{DIR}}, {{BACKEND}}, {{LISTEN}}) and written to DIR/confName; args are
+// its arguments given that file.
+func (b *bench) startProxy(id, pkg, confName, template string, args func(conf string) []string) (*row, error) {
+	r := &row{id: id}
+	bin, note := b.tool(pkg, pkg)
 	if bin == "" {
 		r.skip = note
 		return r, nil
@@ -246,12 +235,12 @@ func (b *bench) startHAProxy() (*row, error) {
 	if err != nil {
 		return nil, err
 	}
-	conf := strings.NewReplacer("{{BACKEND}}", b.backendAddr, "{{LISTEN}}", addr).Replace(haproxyConfig)
-	path := filepath.Join(b.dir, "haproxy.cfg")
+	conf := strings.NewReplacer("{{DIR}}", b.dir, "{{BACKEND}}", b.backendAddr, "{{LISTEN}}", addr).Replace(template)
+	path := filepath.Join(b.dir, confName)
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
-	p, err := childproc.Start(b.dir, "haproxy", nil, bin, "-db", "-f", path)
+	p, err := childproc.Start(b.dir, pkg, nil, bin, args(path)...)
 	if err != nil {
 		r.skip = err.Error()
 		return r, nil

@@ -4,21 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"sync"
-	"syscall"
 	"time"
-	"vendorgate/cmd/internal/wrkout"
 
-	vegeta "github.com/tsenart/vegeta/v12/lib"
+	"vendorgate/bench/internal/attack"
+	"vendorgate/bench/internal/wrk"
 )
-
-func pgroup() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 
 // throughput is one wrk run against one gateway.
 type throughput struct {
@@ -38,45 +31,23 @@ func (t throughput) rps() float64 {
 	return float64(t.requests-t.non2xx) / t.elapsed.Seconds()
 }
 
-// wrkScript prints wrk's summary on one line from its done callback.
-const wrkScript = `done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("SCALEOUT requests=%d duration_us=%d p50_us=%d p99_us=%d connect=%d read=%d write=%d status=%d timeout=%d\n",
-    summary.requests, summary.duration,
-    math.floor(latency:percentile(50)), math.floor(latency:percentile(99)),
-    e.connect, e.read, e.write, e.status, e.timeout))
-end
-`
-
 // runWrk runs one wrk process per gateway at the same moment, each with
 // one thread and conns connections for d, all reading GET /me with key.
 func runWrk(ctx context.Context, dir string, gateways []string, key string, conns int, d time.Duration) ([]throughput, error) {
-	bin, err := exec.LookPath("wrk")
-	if err != nil {
+	if _, err := exec.LookPath("wrk"); err != nil {
 		return runVegeta(ctx, gateways, key, conns, d)
 	}
-	script := filepath.Join(dir, "scaleout.lua")
-	if err := os.WriteFile(script, []byte(wrkScript), 0o644); err != nil {
+	r, err := wrk.New(dir)
+	if err != nil {
 		return nil, err
 	}
-	secs := max(int(math.Round(d.Seconds())), 1)
 	out := make([]throughput, len(gateways))
 	errs := make([]error, len(gateways))
 	var wg sync.WaitGroup
 	for i, gw := range gateways {
 		wg.Go(func() {
-			runCtx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+20*time.Second)
-			defer cancel()
-			cmd := exec.CommandContext(runCtx, bin, "-t1", "-c", strconv.Itoa(conns), "-d", strconv.Itoa(secs)+"s",
-				"--timeout", "5s", "--latency", "-s", script, "-H", "X-API-Key: "+key, gw+"/api/vendor/v1/me")
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-			b, err := cmd.CombinedOutput()
-			if err != nil {
-				errs[i] = fmt.Errorf("wrk %s: %w\n%s", gw, err, b)
-				return
-			}
-			out[i], errs[i] = parseWrk(string(b))
-			out[i].gateway = fmt.Sprintf("gateway-%d", i+1)
+			s, err := r.Run(ctx, wrk.Load{URL: gw + "/api/vendor/v1/me", Header: "X-API-Key: " + key, Threads: 1, Conns: conns, Duration: d})
+			out[i], errs[i] = fromWrk(fmt.Sprintf("gateway-%d", i+1), s), err
 		})
 	}
 	wg.Wait()
@@ -88,20 +59,10 @@ func runWrk(ctx context.Context, dir string, gateways []string, key string, conn
 	return out, nil
 }
 
-// parseWrk reads the SCALEOUT line the Lua script printed.
-func parseWrk(text string) (throughput, error) {
-	v, err := wrkout.Fields(text, "SCALEOUT")
-	if err != nil {
-		return throughput{}, err
-	}
-	return throughput{
-		requests: v["requests"],
-		non2xx:   v["status"],
-		errors:   v["connect"] + v["read"] + v["write"] + v["timeout"],
-		elapsed:  time.Duration(v["duration_us"]) * time.Microsecond,
-		p50:      time.Duration(v["p50_us"]) * time.Microsecond,
-		p99:      time.Duration(v["p99_us"]) * time.Microsecond,
-	}, nil
+// fromWrk is one gateway's throughput of wrk's summary.
+func fromWrk(gateway string, s wrk.Summary) throughput {
+	return throughput{gateway: gateway, requests: s.Requests, non2xx: s.Status, errors: s.Errors(),
+		elapsed: s.Elapsed, p50: s.P50, p99: s.P99}
 }
 
 // exactness is the limit-exactness run: one vendor on the default read
@@ -200,40 +161,23 @@ func hammer(ctx context.Context, gateways []string, key string, workers int, d t
 // library, closed loop, one worker per connection, both gateways at once.
 func runVegeta(ctx context.Context, gateways []string, key string, conns int, d time.Duration) ([]throughput, error) {
 	out := make([]throughput, len(gateways))
+	errs := make([]error, len(gateways))
 	var wg sync.WaitGroup
 	for i, gw := range gateways {
 		wg.Go(func() {
-			atk := vegeta.NewAttacker(vegeta.Connections(conns), vegeta.MaxConnections(conns),
-				vegeta.Workers(uint64(conns)), vegeta.MaxWorkers(uint64(conns)),
-				vegeta.KeepAlive(true), vegeta.HTTP2(false), vegeta.Timeout(5*time.Second))
-			tgt := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: gw + "/api/vendor/v1/me",
-				Header: http.Header{"X-API-Key": []string{key}}})
-			var m vegeta.Metrics
-			t := throughput{gateway: fmt.Sprintf("gateway-%d", i+1)}
-			results := atk.Attack(tgt, vegeta.Rate{}, d, "scaleout")
-			for res := range results {
-				switch {
-				case res.Error != "" && res.Code == 0:
-					t.errors++
-				case res.Code < 200 || res.Code > 399:
-					t.non2xx++
-				}
-				m.Add(res)
-				if ctx.Err() != nil {
-					atk.Stop()
-				}
-			}
-			m.Close()
+			res, err := attack.Run(ctx, attack.Load{URL: gw + "/api/vendor/v1/me",
+				Header: http.Header{"X-API-Key": []string{key}}, Conns: conns, Duration: d})
 			// As with wrk: requests are the answers, transport errors apart.
-			t.requests = int64(m.Requests) - t.errors
-			t.elapsed = m.Duration + m.Wait
-			t.p50, t.p99 = m.Latencies.P50, m.Latencies.P99
-			out[i] = t
+			out[i] = throughput{gateway: fmt.Sprintf("gateway-%d", i+1), requests: res.Answers(), errors: res.Errors,
+				non2xx: res.Outside(200, 399), elapsed: res.Elapsed, p50: res.P50, p99: res.P99}
+			errs[i] = err
 		})
 	}
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

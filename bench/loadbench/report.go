@@ -38,7 +38,7 @@ func collectEnv(b *bench) envInfo {
 	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		e.kernel = strings.TrimSpace(string(data))
 	}
-	if root, err := moduleRoot(); err == nil {
+	if root := b.root; root != "" {
 		if out, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output(); err == nil {
 			e.commit = strings.TrimSpace(string(out))
 		}
@@ -63,7 +63,7 @@ func collectEnv(b *bench) envInfo {
 	version("haproxy", "-v")
 	for _, r := range b.rows {
 		if r.redis != nil {
-			e.tools = append(e.tools, "Redis "+r.redis.version())
+			e.tools = append(e.tools, "Redis "+redisVersion(r.redis))
 		}
 	}
 	return e
@@ -221,7 +221,7 @@ func (res *results) document(report string) string {
 	w := func(format string, a ...any) { fmt.Fprintf(&sb, format, a...) }
 	w("# Load benchmark\n\n")
 	w("Written by `make bench-load` (`%s`); run it again to refresh. Do not edit by hand.\n\n",
-		strings.TrimSpace("go run ./cmd/loadbench "+strings.Join(res.opts.args, " ")))
+		strings.TrimSpace("cd bench && go run ./loadbench "+strings.Join(res.opts.args, " ")))
 	w("- Date: %s\n", e.date.Format("2006-01-02 15:04 UTC"))
 	w("- Machine: %s, %d cores, Linux %s\n", e.cpu, e.cores, e.kernel)
 	w("- Go: %s; vendorgate commit %s\n", e.goVer, e.commit)
@@ -256,7 +256,7 @@ responder's exact 200 is skipped, not measured. On a 2-core machine the load gen
 and the responder share the cores, as the reference figures of issue 7 did.
 
 Run it with `+"`make bench-load`"+` (about 6 minutes with the defaults: 4 s per run, 3 repetitions,
-16, 64 and 256 connections); `+"`go run ./cmd/loadbench -h`"+` lists the flags, for example
+16, 64 and 256 connections); `+"`cd bench && go run ./loadbench -h`"+` lists the flags, for example
 `+"`-rows bare,gateway -conns 64 -reps 5`"+` to compare two rows only, or `+"`-out ''`"+` to print without
 writing this file. For scale, issue 7 measured on one of these 2-core machines with wrk (1 thread, 64
 connections): the responder direct at about 75,000 req/s, a bare fasthttp HostClient proxy at about

@@ -5,8 +5,8 @@
 // whether a vendor's read limit stays exact across both gateways. It prints
 // a table and writes docs/scaleout.md.
 //
-//	go run ./cmd/scaleout                 # 10 s load, writes docs/scaleout.md
-//	go run ./cmd/scaleout -d 2s -out ''   # quick look, no file
+//	cd bench && go run ./scaleout                 # 10 s load, writes docs/scaleout.md
+//	cd bench && go run ./scaleout -d 2s -out ''   # quick look, no file
 //
 // Everything it starts is stopped when it ends, also on Ctrl-C, and the whole
 // run is bounded (-timeout, under three minutes).
@@ -18,12 +18,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
+
+	"vendorgate/bench/internal/product"
 )
 
 // options are scaleout's flags.
@@ -48,7 +48,7 @@ func main() {
 	flag.DurationVar(&o.failFor, "fail-d", 4*time.Second, "how long each part is down in the failure run (0: no failure run)")
 	flag.DurationVar(&o.redisTimeout, "redis-timeout", 250*time.Millisecond, "GATEWAY_REDIS_TIMEOUT (the default 50ms is for a quiet production host; every process here shares the CPUs with wrk)")
 	flag.StringVar(&o.binDir, "bin", "", "folder holding prebuilt gateway and backend binaries (default: go build them)")
-	flag.StringVar(&o.out, "out", "docs/scaleout.md", "markdown report to write (empty: none)")
+	flag.StringVar(&o.out, "out", "docs/scaleout.md", "markdown report to write, relative to the vendorgate checkout (empty: none)")
 	flag.DurationVar(&o.timeout, "timeout", 170*time.Second, "bound on the whole run")
 	flag.Parse()
 
@@ -86,21 +86,28 @@ func run(ctx context.Context, o options, w io.Writer) (*result, error) {
 	}
 	defer os.RemoveAll(dir)
 
+	// The checkout holds the binaries' source and docs/; -out is relative
+	// to it.
+	root, err := product.Root(ctx)
+	if err != nil && (o.binDir == "" || (o.out != "" && !filepath.IsAbs(o.out))) {
+		return nil, err
+	}
+	out := product.Path(root, o.out)
 	res := &result{started: time.Now().UTC(), o: o, loadBefore: loadavg()}
 	s := &stack{dir: dir, bins: o.binDir}
 	defer s.stop()
 	if s.bins == "" {
 		s.bins = filepath.Join(dir, "bin")
 		fmt.Fprintln(w, "building gateway and backend ...")
-		if err := build(ctx, s.bins); err != nil {
+		if err := product.Build(ctx, root, s.bins, "gateway", "backend"); err != nil {
 			return nil, err
 		}
 	}
 	fmt.Fprintln(w, "starting PostgreSQL, a 3-master Redis Cluster, 2 backends, 2 gateways ...")
-	if err := s.startPostgres(ctx); err != nil {
+	if err := s.startPostgres(); err != nil {
 		return nil, err
 	}
-	if err := s.startCluster(ctx); err != nil {
+	if err := s.startCluster(); err != nil {
 		return nil, err
 	}
 	if err := s.startBackends(ctx); err != nil {
@@ -151,11 +158,11 @@ func run(ctx context.Context, o options, w io.Writer) (*result, error) {
 
 	fmt.Fprintln(w)
 	fmt.Fprint(w, res.table())
-	if o.out != "" {
-		if err := os.WriteFile(o.out, []byte(res.markdown()), 0o644); err != nil {
+	if out != "" {
+		if err := os.WriteFile(out, []byte(res.markdown()), 0o644); err != nil {
 			return nil, err
 		}
-		fmt.Fprintln(w, "wrote", o.out)
+		fmt.Fprintln(w, "wrote", out)
 	}
 	return res, nil
 }
@@ -172,21 +179,4 @@ func gatewayYAML(loadVendor string) string {
       reads:  {rate: 100000000, period: 1m}
       orders: {rate: 10, period: 1m}
 `, loadVendor)
-}
-
-// build compiles the gateway and the backend into dir.
-func build(ctx context.Context, dir string) error {
-	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return fmt.Errorf("go env GOMOD: %w", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	for _, b := range []string{"gateway", "backend"} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, b), "./cmd/"+b)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build ./cmd/%s: %w\n%s", b, err, out)
-		}
-	}
-	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -37,7 +36,7 @@ func describe(ctx context.Context, s *stack) environment {
 		line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
 		return strings.TrimSpace(line)
 	}
-	e.postgres = first(filepath.Join(s.pgBin, "postgres"), "--version")
+	e.postgres = s.pg.Version()
 	e.redis = first("redis-server", "--version")
 	if e.wrk = loadGenerator(); e.wrk != "" {
 		return e
@@ -132,7 +131,7 @@ func (r *result) markdown() string {
 	}
 	fmt.Fprintf(&b, `# Scaled-out stack: measured
 
-Written by `+"`go run ./cmd/scaleout`"+` (source: [`+"`cmd/scaleout/`"+`](../cmd/scaleout/)) on %s.
+Written by `+"`cd bench && go run ./scaleout`"+` (source: [`+"`bench/scaleout/`"+`](../bench/scaleout/)) on %s.
 It starts on loopback, all on one machine: one PostgreSQL server, a Redis Cluster of three masters
 (`+"`redis-server --cluster-enabled yes`"+` joined by `+"`redis-cli --cluster create`"+`), two backends on
 one PostgreSQL database (one shared reports folder), and two gateways, each balancing over both
@@ -219,8 +218,9 @@ back; "back" is the time from its return until both gateways answer 200 again.
 ## Reproduce
 
 `+"```sh"+`
-go run ./cmd/scaleout              # about a minute; rewrites this file
-go run ./cmd/scaleout -d 2s -out '' # quick look, table only
+cd bench
+go run ./scaleout              # about a minute; rewrites docs/scaleout.md
+go run ./scaleout -d 2s -out '' # quick look, table only
 `+"```"+`
 
 It needs PostgreSQL (`+"`/usr/lib/postgresql/*/bin`"+`; run as root it starts the server as the

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -114,12 +113,12 @@ func runFailures(ctx context.Context, s *stack, vendorID, key, spare string, d t
 	out = append(out, f)
 
 	// PostgreSQL stopped: both backends lose the database at once.
-	if err := s.pgStop(ctx); err != nil {
+	if err := s.pg.Stop(); err != nil {
 		return nil, err
 	}
 	f = failure{part: "PostgreSQL stopped", answers: probe(ctx, client, s.gws, key, d)}
 	f.uncached = answer(ctx, client, s.gws[0], spare)
-	if err := s.pgStart(ctx); err != nil {
+	if err := s.pg.Restart(); err != nil {
 		return nil, err
 	}
 	f.recovered = recoverTime(ctx, client, s.gws, key, 30*time.Second)
@@ -127,18 +126,17 @@ func runFailures(ctx context.Context, s *stack, vendorID, key, spare string, d t
 
 	// The Redis master holding the vendor's limit stopped: its slots have
 	// no replica to fail over to.
-	n := s.nodes[len(s.nodes)-1]
-	for i, addr := range s.redis {
-		host, port, _ := strings.Cut(addr, ":")
-		keys, err := exec.CommandContext(ctx, "redis-cli", "-h", host, "-p", port, "EVAL",
-			"return #redis.call('KEYS', ARGV[1])", "0", "*"+vendorID+"*").Output()
-		if err == nil && strings.TrimSpace(string(keys)) != "0" {
-			n = s.nodes[i]
+	nodes := s.cluster.Nodes
+	n := nodes[len(nodes)-1]
+	for _, node := range nodes {
+		keys, err := node.Command("EVAL", "return #redis.call('KEYS', ARGV[1])", "0", "*"+vendorID+"*")
+		if err == nil && keys != ":0" {
+			n = node
 		}
 	}
-	n.p.Stop(5 * time.Second)
+	n.Stop()
 	f = failure{part: "the Redis master holding the vendor's limit stopped (1 of 3)", answers: probe(ctx, client, s.gws, key, d)}
-	if err := n.start(); err != nil {
+	if err := n.Rerun(); err != nil {
 		return nil, err
 	}
 	f.recovered = recoverTime(ctx, client, s.gws, key, 40*time.Second)

@@ -1,0 +1,52 @@
+package attack
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// A closed loop against a real listener: every request carries the header,
+// and the answers are counted by status.
+func TestRunCountsStatuses(t *testing.T) {
+	var n, keyed atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-API-Key") == "k" {
+			keyed.Add(1)
+		}
+		if n.Add(1)%2 == 0 {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	defer srv.Close()
+	res, err := Run(context.Background(), Load{URL: srv.URL, Header: http.Header{"X-Api-Key": {"k"}}, Conns: 2, Duration: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests == 0 || res.Errors != 0 || res.Answers() != res.Requests || res.Elapsed <= 0 {
+		t.Fatalf("%+v", res)
+	}
+	if res.Statuses[429] == 0 || res.Outside(200, 399) != res.Statuses[429] || res.Outside(200, 499) != 0 {
+		t.Errorf("statuses %v", res.Statuses)
+	}
+	if keyed.Load() != n.Load() {
+		t.Errorf("%d of %d requests carried the header", keyed.Load(), n.Load())
+	}
+}
+
+// A request nothing answers is an error, not a status.
+func TestRunCountsErrors(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	res, err := Run(context.Background(), Load{URL: url, Conns: 1, Rate: 20, Duration: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors == 0 || res.Errors != res.Requests || len(res.Statuses) != 0 || res.FirstError == "" {
+		t.Errorf("%+v", res)
+	}
+}
