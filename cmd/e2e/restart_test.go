@@ -48,7 +48,7 @@ func TestBackendRestartUnderLoad(t *testing.T) {
 		wg       sync.WaitGroup
 	)
 	// The load is bounded by its own deadline, whatever happens to the test.
-	loadEnd := time.Now().Add(110 * time.Second)
+	loadEnd := time.Now().Add(150 * time.Second)
 	for range workers {
 		wg.Add(1)
 		go func() {
