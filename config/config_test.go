@@ -57,6 +57,8 @@ func TestEnvironmentOverrides(t *testing.T) {
 		"GATEWAY_INTERNAL_TOKEN":     "0123456789abcdef",
 		"GATEWAY_REDIS_TIMEOUT":      "20ms",
 		"GATEWAY_KEY_PREFIX_SANDBOX": "acmesbx1",
+
+		"GATEWAY_PROXY_STREAM_IDLE_TIMEOUT": "45s",
 	})
 	g, err := LoadGateway("examples/gateway.yaml", env)
 	if err != nil {
@@ -64,7 +66,7 @@ func TestEnvironmentOverrides(t *testing.T) {
 	}
 	if g.Listen != "127.0.0.1:1234" || g.AdminListen != "127.0.0.1:1235" || len(g.BackendURL) != 2 ||
 		g.Redis.URL[0] != "redis://127.0.0.1:7000/0" || g.InternalToken != "0123456789abcdef" ||
-		g.Redis.Timeout != 20*time.Millisecond || g.KeyPrefixes.Sandbox != "acmesbx1" {
+		g.Redis.Timeout != 20*time.Millisecond || g.KeyPrefixes.Sandbox != "acmesbx1" || g.Proxy.StreamIdleTimeout != 45*time.Second {
 		t.Fatalf("env not applied: %+v", g)
 	}
 
@@ -73,12 +75,14 @@ func TestEnvironmentOverrides(t *testing.T) {
 		"BACKEND_ORDER_DEADLINE": "2s", "BACKEND_SANDBOX_DELAY": "100ms", "BACKEND_DATABASE": "postgres://u:secretpw@h/db",
 		"BACKEND_LISTEN": "127.0.0.1:1", "BACKEND_ADMIN_LISTEN": "127.0.0.1:2", "BACKEND_PUBLIC_BASE_URL": "http://gw:8080",
 		"BACKEND_REDIS_URL": "redis://127.0.0.1:1", "BACKEND_KEY_LIFETIME": "90d",
+		"BACKEND_STREAM_IDLE_TIMEOUT": "2m",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.OrderDeadline != 2*time.Second || b.SandboxDelay != 100*time.Millisecond || !b.IsPostgres() ||
-		b.KeyLifetime != 90*24*time.Hour || b.PublicBaseURL != "http://gw:8080" || len(b.RedisURL) != 1 {
+		b.KeyLifetime != 90*24*time.Hour || b.PublicBaseURL != "http://gw:8080" || len(b.RedisURL) != 1 ||
+		b.StreamIdleTimeout != 2*time.Minute {
 		t.Fatalf("env not applied: %+v", b)
 	}
 }
@@ -89,7 +93,8 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if g.Listen != ":8080" || g.AdminListen != "127.0.0.1:9090" || g.BackendURL[0] != "http://127.0.0.1:8081" ||
-		len(g.Redis.URL) != 0 || g.FailedKeys.PerAddress != 100 || g.FailedKeys.PerKey != 10 || g.FailedKeys.Window != 10*time.Minute {
+		len(g.Redis.URL) != 0 || g.FailedKeys.PerAddress != 100 || g.FailedKeys.PerKey != 10 || g.FailedKeys.Window != 10*time.Minute ||
+		g.Proxy.StreamIdleTimeout != 30*time.Second {
 		t.Fatalf("defaults: %+v", g)
 	}
 }
@@ -106,6 +111,7 @@ func TestValidationMessages(t *testing.T) {
 		{"bad prefix", "key_prefixes: {sandbox: ab, live: vglive01}", "key_prefixes", nil},
 		{"bad env duration", "", "GATEWAY_REDIS_TIMEOUT", map[string]string{"GATEWAY_REDIS_TIMEOUT": "soon"}},
 		{"bad backend url", "backend_url: ftp://x", "backend_url", nil},
+		{"stream idle too short", "proxy: {stream_idle_timeout: 100ms}", "proxy.stream_idle_timeout", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
