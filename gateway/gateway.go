@@ -36,6 +36,7 @@ import (
 	"vendorgate/gateway/throttle"
 	"vendorgate/gateway/usage"
 	"vendorgate/shared/apikey"
+	"vendorgate/shared/idleconn"
 	"vendorgate/shared/readyz"
 	"vendorgate/shared/serverlog"
 )
@@ -63,8 +64,13 @@ type RedisOptions struct {
 
 // ProxyOptions tune backend calls.
 type ProxyOptions struct {
-	// Timeout bounds one backend call (504 past it). Default 10s.
+	// Timeout bounds one backend call (504 past it); for a streamed report,
+	// the wait for the backend's answer to begin. Default 10s.
 	Timeout time.Duration
+	// StreamIdleTimeout bounds a streamed report by progress on both legs:
+	// the backend may pause sending, and the client reading, this long; the
+	// whole download takes as long as bytes keep moving. Default 30s.
+	StreamIdleTimeout time.Duration
 	// MaxConns bounds connections per backend. Default 512.
 	MaxConns int
 	// BreakerOpenFor and BreakerFailures tune each backend's breaker.
@@ -151,6 +157,9 @@ type Gateway struct {
 	served   []net.Listener
 	shut     bool
 	admin    *fasthttp.Server
+	// streamIdle bounds each write to a client by progress where the
+	// server's whole-answer WriteTimeout is lifted (streamed reports).
+	streamIdle time.Duration
 
 	limiterClient redis.UniversalClient
 	subClient     redis.UniversalClient
@@ -196,11 +205,14 @@ func New(o Options) (*Gateway, error) {
 	if o.Docs.Window <= 0 {
 		o.Docs.Window = time.Minute
 	}
+	if o.Proxy.StreamIdleTimeout <= 0 {
+		o.Proxy.StreamIdleTimeout = 30 * time.Second
+	}
 	sn, err := compile(o.Settings)
 	if err != nil {
 		return nil, fmt.Errorf("gateway settings: %w", err)
 	}
-	g := &Gateway{log: o.Logger, accessLog: !o.DisableAccessLog, stopPoll: make(chan struct{}), pollDone: make(chan struct{})}
+	g := &Gateway{log: o.Logger, accessLog: !o.DisableAccessLog, streamIdle: o.Proxy.StreamIdleTimeout, stopPoll: make(chan struct{}), pollDone: make(chan struct{})}
 	g.snap.Store(sn)
 	g.docsOpts, g.openAPI, g.prefixes, g.maxBodyBytes = o.Docs, o.OpenAPI, o.Prefixes, o.MaxBodyBytes
 	g.docsLimiter = limit.NewLocal(limit.LocalOptions{Now: o.Now})
@@ -270,7 +282,7 @@ func New(o Options) (*Gateway, error) {
 		observers[i] = g.metrics.UpstreamDuration.WithLabelValues(u.Host)
 	}
 	g.proxy, err = proxy.New(proxy.Options{Backends: o.Backends, InternalToken: o.InternalToken, Timeout: o.Proxy.Timeout,
-		MaxConns: o.Proxy.MaxConns, BreakerOpenFor: o.Proxy.BreakerOpenFor, BreakerFailures: o.Proxy.BreakerFailures,
+		StreamIdleTimeout: o.Proxy.StreamIdleTimeout, MaxConns: o.Proxy.MaxConns, BreakerOpenFor: o.Proxy.BreakerOpenFor, BreakerFailures: o.Proxy.BreakerFailures,
 		OnStateChange: onState, ObserveUpstream: func(i int, d time.Duration) { observers[i].Observe(d.Seconds()) }})
 	if err != nil {
 		return nil, err
@@ -278,6 +290,8 @@ func New(o Options) (*Gateway, error) {
 
 	g.respond = respond.NewWriter(cannedErrors()...)
 	g.router = g.newRouter()
+	// WriteTimeout bounds a whole answer; a streamed report lifts it and is
+	// bounded by progress instead (Serve's idleconn listener, proxy.Forward).
 	g.server = &fasthttp.Server{
 		Handler:                       g.serve,
 		ErrorHandler:                  g.serverError,
@@ -406,6 +420,7 @@ func (g *Gateway) Serve(pub, adm net.Listener) error {
 	}
 	g.served = []net.Listener{pub, adm}
 	g.servedMu.Unlock()
+	pub = idleconn.NewListener(pub, idleconn.Options{Idle: g.streamIdle})
 	go func() {
 		if err := g.admin.Serve(adm); err != nil {
 			g.log.Error("admin listener stopped", "err", err)

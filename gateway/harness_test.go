@@ -57,6 +57,8 @@ type testBackend struct {
 	addr    string
 	srv     *fasthttp.Server
 	delay   atomic.Int64 // ns, for /slow
+	// report, when set, answers the report routes instead (under mu).
+	report fasthttp.RequestHandler
 }
 
 func newTestBackend(t testing.TB) *testBackend {
@@ -125,6 +127,18 @@ func (b *testBackend) addKey(vendorID, status string, expires time.Time) (key st
 	return key, res
 }
 
+func (b *testBackend) setReport(h fasthttp.RequestHandler) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.report = h
+}
+
+func (b *testBackend) reportHandler() fasthttp.RequestHandler {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.report
+}
+
 func (b *testBackend) update(key string, fn func(*wire.KeyResolution)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -179,6 +193,9 @@ func (b *testBackend) handle(ctx *fasthttp.RequestCtx) {
 		return
 	case strings.HasSuffix(path, "/slow"):
 		time.Sleep(time.Duration(b.delay.Load()))
+	case strings.Contains(path, "/reports/") && b.reportHandler() != nil:
+		b.reportHandler()(ctx)
+		return
 	case strings.HasSuffix(path, "/reports/mvr"):
 		ctx.SetContentType("application/pdf")
 		ctx.Response.Header.Set("Keep-Alive", "timeout=5")
