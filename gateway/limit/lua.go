@@ -71,3 +71,87 @@ return out
 
 // allowAll runs allowAllSource: EVALSHA, then EVAL on NOSCRIPT.
 var allowAll = redis.NewScript(allowAllSource)
+
+// allowBatchSource is allowAllSource for a whole batch of calls in one
+// script run: TIME is read once, each call's buckets are checked in the
+// order the calls came, and a bucket that two calls of the batch share is
+// charged in that order (the second call sees the first's charge). Each
+// call is all-or-nothing as in allowAllSource. Every bucket written is SET
+// once, at the end, with its last value.
+//
+// ARGV is, per call: the number of its keys n, then four values per key as
+// in allowAllSource. KEYS are every call's buckets in call order (a bucket
+// may appear more than once); with Redis Cluster one script's keys share a
+// slot. The answer is every call's four values per key, in order.
+const allowBatchSource = `
+redis.replicate_commands()
+local jan_1_2017 = 1483228800
+local now = redis.call("TIME")
+now = (now[1] - jan_1_2017) + (now[2] / 1000000)
+local tats = {}
+local dirty = {}
+local out = {}
+local k, a = 1, 1
+while a <= #ARGV do
+  local n = tonumber(ARGV[a])
+  a = a + 1
+  local new_tats = {}
+  local all_ok = true
+  for j = 0, n - 1 do
+    local key = KEYS[k + j]
+    local burst = tonumber(ARGV[a])
+    local rate = tonumber(ARGV[a + 1])
+    local period = tonumber(ARGV[a + 2])
+    local shadow = ARGV[a + 3] == "1"
+    a = a + 4
+    local emission_interval = period / rate
+    local burst_offset = emission_interval * burst
+    local tat = tats[key]
+    if tat == nil then
+      local v = redis.call("GET", key)
+      if v then tat = tonumber(v) else tat = false end
+      tats[key] = tat
+    end
+    if not tat then tat = now end
+    tat = math.max(tat, now)
+    local new_tat = tat + emission_interval
+    local diff = now - (new_tat - burst_offset)
+    local remaining = diff / emission_interval
+    if remaining < 0 then
+      out[#out + 1] = 0
+      out[#out + 1] = 0
+      out[#out + 1] = tostring(diff * -1)
+      out[#out + 1] = tostring(tat - now)
+      new_tats[j] = false
+      if not shadow then
+        all_ok = false
+      end
+    else
+      out[#out + 1] = 1
+      out[#out + 1] = math.floor(remaining + 0.000001)
+      out[#out + 1] = "-1"
+      out[#out + 1] = tostring(new_tat - now)
+      new_tats[j] = new_tat
+    end
+  end
+  if all_ok then
+    for j = 0, n - 1 do
+      if new_tats[j] then
+        tats[KEYS[k + j]] = new_tats[j]
+        dirty[KEYS[k + j]] = true
+      end
+    end
+  end
+  k = k + n
+end
+for key in pairs(dirty) do
+  local reset_after = tats[key] - now
+  if reset_after > 0 then
+    redis.call("SET", key, tats[key], "EX", math.ceil(reset_after))
+  end
+end
+return out
+`
+
+// allowBatch runs allowBatchSource: EVALSHA, then EVAL on NOSCRIPT.
+var allowBatch = redis.NewScript(allowBatchSource)
