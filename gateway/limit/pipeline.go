@@ -51,7 +51,7 @@ type batcher struct {
 // write to it.
 type call struct {
 	keys     [MaxChecks]string
-	args     [4 * MaxChecks]any
+	args     [3 * MaxChecks]any
 	n        int
 	deadline time.Time
 	reply    chan reply // capacity 1: the batch never blocks on a caller
@@ -114,7 +114,8 @@ func (b *batcher) do(cs *Checks) ([]any, error) {
 		if ch.Rate.Shadow {
 			shadow = "1"
 		}
-		c.args[4*i], c.args[4*i+1], c.args[4*i+2], c.args[4*i+3] = ch.Rate.burst(), ch.Rate.Limit, ch.Rate.Period.Seconds(), shadow
+		emission := ch.Rate.Period.Seconds() / float64(ch.Rate.Limit)
+		c.args[3*i], c.args[3*i+1], c.args[3*i+2] = emission, emission*float64(ch.Rate.burst()), shadow
 	}
 	c.deadline = time.Now().Add(b.timeout)
 	c.timer.Reset(b.timeout)
@@ -282,11 +283,11 @@ func batchArgs(g []*call) ([]string, []any) {
 		nk += c.n
 	}
 	keys := make([]string, 0, nk)
-	args := make([]any, 0, len(g)+4*nk)
+	args := make([]any, 0, len(g)+3*nk)
 	for _, c := range g {
 		keys = append(keys, c.keys[:c.n]...)
 		args = append(args, c.n)
-		args = append(args, c.args[:4*c.n]...)
+		args = append(args, c.args[:3*c.n]...)
 	}
 	return keys, args
 }
