@@ -109,7 +109,8 @@ func New(o Options) (*Proxy, error) {
 		if err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https" {
 			return nil, fmt.Errorf("proxy: backend %q is not an http URL", b)
 		}
-		p.backends = append(p.backends, &backend{
+		var be *backend
+		be = &backend{
 			name: u.Host,
 			hc: &fasthttp.HostClient{
 				Addr:                          u.Host,
@@ -135,14 +136,37 @@ func New(o Options) (*Proxy, error) {
 				MaxRequests:   1,
 				Timeout:       o.BreakerOpenFor,
 				ReadyToTrip:   func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
-				OnStateChange: o.OnStateChange,
+				OnStateChange: closeIdleUnlessClosed(func() { be.hc.CloseIdleConnections() }, o.OnStateChange),
 				// A full pool is this gateway's overload, not the backend
 				// failing: it answers 503 but opens the breaker for no one.
 				IsExcluded: func(err error) bool { return errors.Is(err, fasthttp.ErrNoFreeConns) },
 			}),
-		})
+		}
+		p.backends = append(p.backends, be)
 	}
 	return p, nil
+}
+
+// closeIdleUnlessClosed wraps a breaker's OnStateChange: when the breaker
+// opens or goes half-open, the idle connections to its backend are closed
+// before anything else happens, so the single half-open probe dials a fresh
+// connection. A pooled connection to a backend process that died (kill -9,
+// crash) still looks idle; the probe would take it, fail on it
+// (fasthttp.ErrConnectionClosed: no retry, since the breaker decides) and
+// reopen the breaker for another open period, once per dead connection
+// left in the pool, although the restarted backend was ready long before.
+// Retrying on a fresh connection instead would fix GETs only: a POST that
+// failed that way may have reached the backend. It runs under the breaker's
+// lock, which closing idle connections never takes.
+func closeIdleUnlessClosed(closeIdle func(), next func(name string, from, to gobreaker.State)) func(name string, from, to gobreaker.State) {
+	return func(name string, from, to gobreaker.State) {
+		if to != gobreaker.StateClosed {
+			closeIdle()
+		}
+		if next != nil {
+			next(name, from, to)
+		}
+	}
 }
 
 // Breakers lists each backend's breaker name and current state (reading
