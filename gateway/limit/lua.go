@@ -71,3 +71,86 @@ return out
 
 // allowAll runs allowAllSource: EVALSHA, then EVAL on NOSCRIPT.
 var allowAll = redis.NewScript(allowAllSource)
+
+// allowBatchSource applies allowAllSource's GCRA to a whole batch of calls
+// in one script run: TIME is read once, each call's buckets are checked in
+// the order the calls came, and a bucket that two calls of the batch share
+// is charged in that order (the second call sees the first's charge). Each
+// call is all-or-nothing as in allowAllSource. Every bucket written is SET
+// once, at the end, with its last value; every bucket is read by one MGET.
+//
+// ARGV is, per call: the number of its keys n, then three values per key:
+// the emission interval and the burst offset in seconds (period / rate and
+// that times the burst, computed by the caller) and "1" for a shadow limit.
+// KEYS are every call's buckets in call order (a bucket may appear more
+// than once); with Redis Cluster one script's keys share a slot. The answer
+// is, per key in order, four integers: allowed (0/1), remaining, and
+// retry_after and reset_after in microseconds (retry_after -1 when allowed).
+// Integers rather than allowAllSource's strings: formatting floats is much
+// of a small script's cost.
+const allowBatchSource = `
+local t = redis.call("TIME")
+local now = (t[1] - 1483228800) + (t[2] / 1000000)
+local tats, dirty, out = {}, {}, {}
+local new_tats = {}
+local uniq = {}
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  if tats[key] == nil then
+    tats[key] = false
+    uniq[#uniq + 1] = key
+  end
+end
+local vals = redis.call("MGET", unpack(uniq))
+for i = 1, #uniq do
+  tats[uniq[i]] = tonumber(vals[i]) or false
+end
+local o, k, a = 0, 1, 1
+local nargv = #ARGV
+while a <= nargv do
+  local n = tonumber(ARGV[a])
+  a = a + 1
+  local all_ok = true
+  for j = 1, n do
+    local key = KEYS[k]
+    local emission = tonumber(ARGV[a])
+    local burst_offset = tonumber(ARGV[a + 1])
+    local shadow = ARGV[a + 2] == "1"
+    a = a + 3
+    local tat = tats[key]
+    if not tat or tat < now then tat = now end
+    local new_tat = tat + emission
+    local diff = now - (new_tat - burst_offset)
+    if diff < 0 then
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 0, math.floor(-diff * 1000000), math.floor((tat - now) * 1000000)
+      new_tats[j] = false
+      if not shadow then all_ok = false end
+    else
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, math.floor(diff / emission + 0.000001), -1, math.floor((new_tat - now) * 1000000)
+      new_tats[j] = new_tat
+    end
+    o = o + 4
+    k = k + 1
+  end
+  if all_ok then
+    for j = 1, n do
+      local v = new_tats[j]
+      if v then
+        local key = KEYS[k - n - 1 + j]
+        tats[key] = v
+        dirty[key] = true
+      end
+    end
+  end
+end
+for key in pairs(dirty) do
+  local reset_after = tats[key] - now
+  if reset_after > 0 then
+    redis.call("SET", key, tats[key], "EX", math.ceil(reset_after))
+  end
+end
+return out
+`
+
+// allowBatch runs allowBatchSource: EVALSHA, then EVAL on NOSCRIPT.
+var allowBatch = redis.NewScript(allowBatchSource)

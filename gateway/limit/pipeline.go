@@ -37,8 +37,12 @@ type batcher struct {
 	done    chan struct{}
 	once    sync.Once
 	calls   sync.Pool
-	// batches counts pipelines sent, for tests.
+	// cluster groups a batch by hash slot: one script's keys share a slot.
+	cluster bool
+	// batches counts pipelines sent, scripts the script calls in them,
+	// for tests.
 	batches atomic.Uint64
+	scripts atomic.Uint64
 }
 
 // call is one caller's script call and the channel its reply arrives on.
@@ -47,7 +51,7 @@ type batcher struct {
 // write to it.
 type call struct {
 	keys     [MaxChecks]string
-	args     [4 * MaxChecks]any
+	args     [3 * MaxChecks]any
 	n        int
 	deadline time.Time
 	reply    chan reply // capacity 1: the batch never blocks on a caller
@@ -61,7 +65,8 @@ type reply struct {
 }
 
 func newBatcher(client redis.UniversalClient, timeout time.Duration, max, senders int) *batcher {
-	b := &batcher{client: client, timeout: timeout, max: max,
+	_, cluster := client.(*redis.ClusterClient)
+	b := &batcher{client: client, timeout: timeout, max: max, cluster: cluster,
 		queue: make(chan *call, 4*max), stop: make(chan struct{}), done: make(chan struct{})}
 	b.calls.New = func() any {
 		t := time.NewTimer(time.Hour)
@@ -109,7 +114,8 @@ func (b *batcher) do(cs *Checks) ([]any, error) {
 		if ch.Rate.Shadow {
 			shadow = "1"
 		}
-		c.args[4*i], c.args[4*i+1], c.args[4*i+2], c.args[4*i+3] = ch.Rate.burst(), ch.Rate.Limit, ch.Rate.Period.Seconds(), shadow
+		emission := ch.Rate.Period.Seconds() / float64(ch.Rate.Limit)
+		c.args[3*i], c.args[3*i+1], c.args[3*i+2] = emission, emission*float64(ch.Rate.burst()), shadow
 	}
 	c.deadline = time.Now().Add(b.timeout)
 	c.timer.Reset(b.timeout)
@@ -187,9 +193,10 @@ func (b *batcher) drain() {
 	}
 }
 
-// send makes one pipelined round trip for the callers of batch still
-// waiting, and a second only for NOSCRIPT (a Redis that lost its scripts:
-// EVAL loads it again).
+// send makes one round trip for the callers of batch still waiting: ONE
+// script call for the whole batch (with Redis Cluster, one per hash slot,
+// pipelined), and a second round trip only for NOSCRIPT (a Redis that lost
+// its scripts: EVAL loads it again).
 func (b *batcher) send(batch []*call) {
 	now := time.Now()
 	live := batch[:0]
@@ -210,29 +217,80 @@ func (b *batcher) send(batch []*call) {
 	b.batches.Add(1)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	cmds := make([]*redis.Cmd, len(live))
-	pipe := b.client.Pipeline()
-	for i, c := range live {
-		cmds[i] = pipe.EvalSha(ctx, allowAll.Hash(), c.keys[:c.n], c.args[:4*c.n]...)
+	groups := b.group(live)
+	keys := make([][]string, len(groups))
+	args := make([][]any, len(groups))
+	for i, g := range groups {
+		keys[i], args[i] = batchArgs(g)
 	}
-	_, _ = pipe.Exec(ctx) // each command carries its own error
-	var again []int
+	cmds := make([]*redis.Cmd, len(groups))
+	b.scripts.Add(uint64(len(groups)))
+	if len(groups) == 1 {
+		cmds[0] = allowBatch.EvalSha(ctx, b.client, keys[0], args[0]...)
+	} else {
+		pipe := b.client.Pipeline()
+		for i := range groups {
+			cmds[i] = allowBatch.EvalSha(ctx, pipe, keys[i], args[i]...)
+		}
+		_, _ = pipe.Exec(ctx) // each command carries its own error
+	}
 	for i, cmd := range cmds {
 		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			again = append(again, i)
+			cmds[i] = allowBatch.Eval(ctx, b.client, keys[i], args[i]...)
 		}
-	}
-	if len(again) > 0 {
-		pipe := b.client.Pipeline()
-		for _, i := range again {
-			c := live[i]
-			cmds[i] = pipe.Eval(ctx, allowAllSource, c.keys[:c.n], c.args[:4*c.n]...)
-		}
-		_, _ = pipe.Exec(ctx)
 	}
 	at := time.Now()
-	for i, c := range live {
+	for i, g := range groups {
 		v, err := cmds[i].Slice()
-		c.reply <- reply{v: v, err: err, at: at}
+		off := 0
+		for _, c := range g {
+			r := reply{err: err, at: at}
+			if n := 4 * c.n; err == nil {
+				if off+n > len(v) {
+					r.err = errors.New("limit script answered fewer values than its calls asked")
+				} else {
+					r.v = v[off : off+n : off+n]
+				}
+				off += n
+			}
+			c.reply <- r
+		}
 	}
+}
+
+// group splits live into the script calls of one batch: all of it, or with
+// Redis Cluster one group per hash slot (each call's buckets share one).
+func (b *batcher) group(live []*call) [][]*call {
+	if !b.cluster {
+		return [][]*call{live}
+	}
+	var groups [][]*call
+	index := make(map[uint16]int)
+	for _, c := range live {
+		s := slot(c.keys[0])
+		i, ok := index[s]
+		if !ok {
+			i = len(groups)
+			index[s] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], c)
+	}
+	return groups
+}
+
+// batchArgs is one group's KEYS and ARGV for allowBatchSource.
+func batchArgs(g []*call) ([]string, []any) {
+	nk := 0
+	for _, c := range g {
+		nk += c.n
+	}
+	keys := make([]string, 0, nk)
+	args := make([]any, 0, len(g)+3*nk)
+	for _, c := range g {
+		keys = append(keys, c.keys[:c.n]...)
+		args = append(args, c.n)
+		args = append(args, c.args[:3*c.n]...)
+	}
+	return keys, args
 }

@@ -182,7 +182,7 @@ func (r *Redis) call(cs *Checks) (Decision, error) {
 	if r.batch != nil {
 		var v []any
 		if v, err = r.batch.do(cs); err == nil {
-			d, err = decisionOf(cs, v)
+			d, err = batchDecisionOf(cs, v)
 		}
 	} else {
 		d, err = r.callAlone(cs)
@@ -273,6 +273,29 @@ func decisionOf(cs *Checks, v []any) (Decision, error) {
 		d.Results[i] = Result{Known: true, Allowed: allowed == 1, Remaining: int(rem), ResetAfter: reset}
 		if allowed != 1 {
 			d.Results[i].RetryAfter = retry
+		}
+	}
+	return d, nil
+}
+
+// batchDecisionOf reads cs's part of the batch script's answer: four
+// integers per key, times in microseconds.
+func batchDecisionOf(cs *Checks, v []any) (Decision, error) {
+	if len(v) != 4*cs.N {
+		return Decision{}, fmt.Errorf("limit script answered %d values for %d keys", len(v), cs.N)
+	}
+	var d Decision
+	for i := 0; i < cs.N; i++ {
+		allowed, ok1 := v[4*i].(int64)
+		rem, ok2 := v[4*i+1].(int64)
+		retry, ok3 := v[4*i+2].(int64)
+		reset, ok4 := v[4*i+3].(int64)
+		if !ok1 || !ok2 || !ok3 || !ok4 {
+			return Decision{}, fmt.Errorf("limit script answered %T %T %T %T, want integers", v[4*i], v[4*i+1], v[4*i+2], v[4*i+3])
+		}
+		d.Results[i] = Result{Known: true, Allowed: allowed == 1, Remaining: int(rem), ResetAfter: time.Duration(reset) * time.Microsecond}
+		if allowed != 1 {
+			d.Results[i].RetryAfter = time.Duration(retry) * time.Microsecond
 		}
 	}
 	return d, nil
