@@ -21,6 +21,10 @@ const (
 	floodUnknown = "unknown keys, one address"
 )
 
+// redisCallsMetric counts the limiter's calls to Redis (the count of its
+// duration histogram).
+const redisCallsMetric = "vendorgate_gateway_redis_call_duration_seconds_count"
+
 // floodFigure is one flood run against one gateway row.
 type floodFigure struct {
 	row, kind string
@@ -31,6 +35,10 @@ type floodFigure struct {
 	statuses map[string]float64
 	// lookups is the backend's key lookups over the run (-1: unread).
 	lookups float64
+	// limiterCalls is the limiter's calls to Redis over the run as the
+	// gateway counts them (its Redis call histogram; -1: unread): Redis'
+	// own script count also holds the usage flushes, a few per minute.
+	limiterCalls float64
 	err     error
 }
 
@@ -64,7 +72,7 @@ func (b *bench) floods(ctx context.Context, res *results) error {
 }
 
 func (b *bench) flood1(r *row, kind string) floodFigure {
-	f := floodFigure{row: r.id, kind: kind, redis: r.redis != nil, lookups: -1}
+	f := floodFigure{row: r.id, kind: kind, redis: r.redis != nil, lookups: -1, limiterCalls: -1}
 	keys := b.unknown
 	if kind == floodOver {
 		keys = b.flood
@@ -84,9 +92,13 @@ func (b *bench) flood1(r *row, kind string) floodFigure {
 	}
 	before := gatewayOutcomes(r)
 	lookupsBefore, lErr := metricValue(b.backendAddr, lookupMetric)
+	callsBefore, cErr := metricValue(r.admin, redisCallsMetric)
 	f.m, f.err = b.runLoad(r, keys, b.opts.floodConns, nil)
 	if f.err != nil {
 		return f
+	}
+	if callsAfter, err := metricValue(r.admin, redisCallsMetric); err == nil && cErr == nil && f.redis {
+		f.limiterCalls = callsAfter - callsBefore
 	}
 	if lookupsAfter, err := metricValue(b.backendAddr, lookupMetric); err == nil && lErr == nil {
 		f.lookups = lookupsAfter - lookupsBefore

@@ -3,12 +3,16 @@
 // every row), a bare fasthttp proxy, the vendorgate gateway with its
 // in-process limiter and with Redis limiting, nginx and HAProxy. It then
 // drives each with wrk (or vegeta as a library when wrk is missing) at
-// several connection counts, interleaving the rows within each repetition,
-// and prints one table of the medians: requests/s, p50, p99 and p99.9, and
-// each row's ratio to the bare proxy and to nginx. It also reads Redis'
-// INFO commandstats for Redis calls per request, measures the gateway's
-// added p99 at half its peak rate (vegeta, constant rate), and the gateway's
-// RSS with 10,000 distinct keys cached. `make bench-load` runs it (from bench/:
+// several connection counts with two loads (10,000 keys round robin, each
+// its own vendor, the headline; and one key), interleaving the rows within
+// each repetition, and prints one table of the medians: requests/s, p50,
+// p99 and p99.9, each row's ratio to the bare proxy and to nginx, and the
+// CPU per request of each row's processes and of its Redis. It also reads
+// Redis' INFO commandstats for Redis calls per request, floods each
+// gateway with one vendor far over its limit and with unknown keys from one
+// address, measures the gateway's added p99 at half its peak rate (vegeta,
+// constant rate), and the gateway's RSS with 10,000 more keys cached. It
+// installs nothing unless -install is given: a missing tool skips its row. `make bench-load` runs it (from bench/:
 // go run ./loadbench) and writes docs/bench.md of the checkout.
 package main
 

@@ -251,9 +251,14 @@ func (res *results) targets() string {
 			"≤ 0.2 script calls per request: %.3f (%s)", rowLabel(rowGatewayRedis), c.load, c.conns, us, verdict(us <= 3.5), perReq, verdict(perReq <= 0.2)))
 	}
 	for _, f := range res.floods {
-		if f.row == rowGatewayRedis && f.kind == floodOver && f.err == nil && f.answers() > 0 {
-			lines = append(lines, fmt.Sprintf("- %s, %s: 0 Redis script calls while the denial is remembered: %d calls in %d requests (%s)",
-				rowLabel(f.row), f.kind, f.m.Scripts, f.answers(), verdict(f.m.Scripts == 0)))
+		if f.redis && f.kind == floodOver && f.err == nil && f.answers() > 0 {
+			calls := "not read"
+			if f.limiterCalls >= 0 {
+				calls = fmt.Sprintf("%.0f (%s)", f.limiterCalls, verdict(f.limiterCalls == 0))
+			}
+			lines = append(lines, fmt.Sprintf("- %s, %s: 0 limiter calls to Redis while the denial is remembered, in %d requests: %s, "+
+				"as the gateway's %s counts them; Redis saw %d script calls, its usage flushes included",
+				rowLabel(f.row), f.kind, f.answers(), calls, redisCallsMetric, f.m.Scripts))
 		}
 	}
 	if res.addedP99OK {
