@@ -39,7 +39,7 @@ type floodFigure struct {
 	// gateway counts them (its Redis call histogram; -1: unread): Redis'
 	// own script count also holds the usage flushes, a few per minute.
 	limiterCalls float64
-	err     error
+	err          error
 }
 
 // floods runs both floods against every gateway row, once each.
