@@ -340,13 +340,24 @@ func primeKeys(url string, keys []string, conc int) error {
 				if first != nil {
 					continue
 				}
-				req.Reset()
-				req.SetRequestURI(url)
-				req.Header.Set("X-API-Key", k)
-				if err := c.DoTimeout(req, resp, 10*time.Second); err != nil {
-					first = err
-				} else if resp.StatusCode() != fasthttp.StatusOK {
-					first = errors.New("status " + strconv.Itoa(resp.StatusCode()) + ": " + string(resp.Body()))
+				// A 503 (the Redis limiter past its timeout on a busy
+				// machine) is tried again a few times: it says nothing of
+				// the key.
+				for try := 0; try < 5; try++ {
+					req.Reset()
+					req.SetRequestURI(url)
+					req.Header.Set("X-API-Key", k)
+					if err := c.DoTimeout(req, resp, 10*time.Second); err != nil {
+						first = err
+					} else if resp.StatusCode() != fasthttp.StatusOK {
+						first = errors.New("status " + strconv.Itoa(resp.StatusCode()) + ": " + string(resp.Body()))
+					} else {
+						first = nil
+					}
+					if resp.StatusCode() != fasthttp.StatusServiceUnavailable {
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
 				}
 			}
 			errs <- first
