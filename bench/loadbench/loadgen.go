@@ -18,7 +18,9 @@ type measurement struct {
 	Elapsed  time.Duration
 	// RPS counts 2xx answers only: a row failing fast (a 503 from an open
 	// breaker) must not look faster for it.
-	RPS  float64
+	RPS float64
+	// OK counts the 2xx answers.
+	OK   int64
 	P50  time.Duration
 	P99  time.Duration
 	P999 time.Duration
@@ -27,13 +29,31 @@ type measurement struct {
 	// says which.
 	Failed       int64
 	FailedDetail string
+	// ProxyCPU and RedisCPU are the CPU time the row's processes and its
+	// Redis spent over the run, Scripts the script calls Redis ran; CPUOK
+	// says whether the CPU times were read.
+	ProxyCPU, RedisCPU time.Duration
+	Scripts            int64
+	// RedisCommands counts every command Redis ran, a script's own too.
+	RedisCommands int64
+	CPUOK         bool
 }
+
+// keySet is the API keys of one load: one key, or many sent round robin.
+type keySet struct {
+	name string
+	keys []string
+	file string // the keys, one a line (wrk reads it)
+}
+
+// header is the header line of a one-key set.
+func (k *keySet) header() string { return "X-API-Key: " + k.keys[0] }
 
 // loadGenerator drives closed-loop load: conns connections, each sending
 // the next request as soon as the previous answer arrived, for d.
 type loadGenerator interface {
 	name() string
-	run(url, apiKey string, conns int, d time.Duration) (measurement, error)
+	run(url string, keys *keySet, conns int, d time.Duration) (measurement, error)
 }
 
 // wrkGen is wrk with one thread by default: on a 2-core machine one core
@@ -45,9 +65,14 @@ type wrkGen struct {
 
 func (w *wrkGen) name() string { return fmt.Sprintf("wrk -t%d", w.threads) }
 
-func (w *wrkGen) run(url, apiKey string, conns int, d time.Duration) (measurement, error) {
-	s, err := w.runner.Run(context.Background(), wrk.Load{URL: url, Header: "X-API-Key: " + apiKey,
-		Threads: w.threads, Conns: conns, Duration: d})
+func (w *wrkGen) run(url string, keys *keySet, conns int, d time.Duration) (measurement, error) {
+	l := wrk.Load{URL: url, Threads: w.threads, Conns: conns, Duration: d}
+	if len(keys.keys) == 1 {
+		l.Header = keys.header()
+	} else {
+		l.Rotate = &wrk.Rotation{Header: "X-API-Key", File: keys.file}
+	}
+	s, err := w.runner.Run(context.Background(), l)
 	if err != nil {
 		return measurement{}, err
 	}
@@ -61,6 +86,7 @@ func fromWrk(s wrk.Summary) measurement {
 		Requests:     s.Requests,
 		Elapsed:      s.Elapsed,
 		RPS:          s.RPS(),
+		OK:           s.Requests - s.Status,
 		P50:          s.P50,
 		P99:          s.P99,
 		P999:         s.P999,
@@ -76,20 +102,29 @@ type vegetaGen struct{}
 
 func (vegetaGen) name() string { return "vegeta (library)" }
 
-func (vegetaGen) run(url, apiKey string, conns int, d time.Duration) (measurement, error) {
-	return vegetaAttack(url, apiKey, conns, 0, d)
+func (vegetaGen) run(url string, keys *keySet, conns int, d time.Duration) (measurement, error) {
+	l := attack.Load{URL: url, Conns: conns, Duration: d}
+	if len(keys.keys) == 1 {
+		l.Header = http.Header{"X-API-Key": keys.keys[:1]}
+	} else {
+		l.Rotate = make([]http.Header, len(keys.keys))
+		for i, k := range keys.keys {
+			l.Rotate[i] = http.Header{"X-API-Key": []string{k}}
+		}
+	}
+	res, err := attack.Run(context.Background(), l)
+	if err != nil {
+		return measurement{}, err
+	}
+	return fromAttack(res), nil
 }
 
 // attackRate sends rate requests per second whatever the latency, which is
 // how latency at a given load must be measured (a closed loop slows down
 // with the server and hides its queueing).
 func attackRate(url, apiKey string, rate int, d time.Duration) (measurement, error) {
-	return vegetaAttack(url, apiKey, 256, rate, d)
-}
-
-func vegetaAttack(url, apiKey string, conns, rate int, d time.Duration) (measurement, error) {
 	res, err := attack.Run(context.Background(), attack.Load{URL: url, Header: http.Header{"X-API-Key": []string{apiKey}},
-		Conns: conns, Rate: rate, Duration: d})
+		Conns: 256, Rate: rate, Duration: d})
 	if err != nil {
 		return measurement{}, err
 	}
@@ -104,6 +139,7 @@ func fromAttack(res attack.Result) measurement {
 		Requests: res.Requests,
 		Elapsed:  res.Elapsed,
 		RPS:      float64(res.Requests-failed) / res.Elapsed.Seconds(),
+		OK:       res.Requests - failed,
 		P50:      res.P50,
 		P99:      res.P99,
 		P999:     res.P999,

@@ -3,12 +3,16 @@
 // every row), a bare fasthttp proxy, the vendorgate gateway with its
 // in-process limiter and with Redis limiting, nginx and HAProxy. It then
 // drives each with wrk (or vegeta as a library when wrk is missing) at
-// several connection counts, interleaving the rows within each repetition,
-// and prints one table of the medians: requests/s, p50, p99 and p99.9, and
-// each row's ratio to the bare proxy and to nginx. It also reads Redis'
-// INFO commandstats for Redis calls per request, measures the gateway's
-// added p99 at half its peak rate (vegeta, constant rate), and the gateway's
-// RSS with 10,000 distinct keys cached. `make bench-load` runs it (from bench/:
+// several connection counts with two loads (10,000 keys round robin, each
+// its own vendor, the headline; and one key), interleaving the rows within
+// each repetition, and prints one table of the medians: requests/s, p50,
+// p99 and p99.9, each row's ratio to the bare proxy and to nginx, and the
+// CPU per request of each row's processes and of its Redis. It also reads
+// Redis' INFO commandstats for Redis calls per request, floods each
+// gateway with one vendor far over its limit and with unknown keys from one
+// address, measures the gateway's added p99 at half its peak rate (vegeta,
+// constant rate), and the gateway's RSS with 10,000 more keys cached. It
+// installs nothing unless -install is given: a missing tool skips its row. `make bench-load` runs it (from bench/:
 // go run ./loadbench) and writes docs/bench.md of the checkout.
 package main
 
@@ -62,6 +66,9 @@ type options struct {
 	warmup          time.Duration
 	reps            int
 	conns           []int
+	manyConns       []int
+	manyKeys        int
+	floodConns      int
 	rows            []string
 	loadgen         string
 	threads         int
@@ -81,7 +88,10 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.duration, "duration", 4*time.Second, "length of one measured run (one row at one connection count)")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load on each row before the first repetition")
 	fs.IntVar(&o.reps, "reps", 3, "repetitions; the table shows the median of each row")
-	conns := fs.String("conns", "16,64,256", "connection counts, comma-separated")
+	conns := fs.String("conns", "16,64,256", "connection counts of the one-key load, comma-separated (\"\": none)")
+	manyConns := fs.String("many-conns", "64", "connection counts of the many-vendor load, comma-separated (\"\": none)")
+	fs.IntVar(&o.manyKeys, "many-keys", 10000, "keys of the many-vendor load, each its own vendor, sent round robin")
+	fs.IntVar(&o.floodConns, "flood-conns", 64, "connections of the flood runs on the gateway rows (0: skip them)")
 	rows := fs.String("rows", strings.Join(allRows(), ","), "rows to measure, comma-separated, of "+strings.Join(allRows(), ","))
 	fs.StringVar(&o.loadgen, "loadgen", "auto", "load generator: wrk, vegeta, or auto (wrk when installed or installable, else vegeta)")
 	fs.IntVar(&o.threads, "threads", 1, "wrk threads (-t): 1 leaves the other core(s) to the proxy under test")
@@ -89,17 +99,23 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.gateway, "gateway", "", "gateway binary (default: built from the checkout's ./cmd/gateway into a temporary directory)")
 	fs.IntVar(&o.keys, "keys", 10000, "distinct keys sent through each gateway after the runs for the memory figure (0: skip)")
 	fs.DurationVar(&o.latencyDuration, "latency-duration", 4*time.Second, "length of the constant-rate runs at half of row 4's peak (0: skip)")
-	fs.BoolVar(&o.install, "install", true, "apt-get install nginx, haproxy, wrk when missing")
-	fs.DurationVar(&o.maxTime, "max-time", 9*time.Minute, "stop starting new runs past this time and report what was measured")
+	fs.BoolVar(&o.install, "install", false, "apt-get install nginx, haproxy, wrk when missing (off: a missing tool skips its row)")
+	fs.DurationVar(&o.maxTime, "max-time", 12*time.Minute, "stop starting new runs past this time and report what was measured")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	for _, s := range strings.Split(*conns, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			return o, fmt.Errorf("-conns: %q is not a positive number", s)
-		}
-		o.conns = append(o.conns, n)
+	var err error
+	if o.conns, err = parseCounts("-conns", *conns); err != nil {
+		return o, err
+	}
+	if o.manyConns, err = parseCounts("-many-conns", *manyConns); err != nil {
+		return o, err
+	}
+	if len(o.conns)+len(o.manyConns) == 0 {
+		return o, errors.New("-conns and -many-conns are both empty: nothing to measure")
+	}
+	if len(o.manyConns) > 0 && o.manyKeys < 2 {
+		return o, errors.New("-many-keys must be at least 2 (or -many-conns '')")
 	}
 	known := map[string]bool{}
 	for _, r := range allRows() {
@@ -123,6 +139,22 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
+// parseCounts reads a comma-separated list of positive numbers.
+func parseCounts(flagName, list string) ([]int, error) {
+	var out []int
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	for _, s := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s: %q is not a positive number", flagName, s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 // bench is one run of the benchmark and everything it started.
 type bench struct {
 	opts       options
@@ -133,12 +165,20 @@ type bench struct {
 	progress   io.Writer
 	started    time.Time
 
-	token       string
-	signing     string   // the gateways' key-signing secret, random per run
-	keys        []string // keys[0] is the one wrk sends; the rest prime the cache
-	meBody      []byte
-	backendAddr string
-	responder   *childproc.Proc
+	token   string
+	signing string // the gateways' key-signing secret, random per run
+	// one is the key of the one-key load, many the keys of the
+	// many-vendor load (each its own vendor), memKeys the keys sent after
+	// the runs for the memory figure, flood the key of a vendor with a
+	// limit of one request an hour, unknown well-formed keys whose MAC no
+	// gateway accepts.
+	one, many, unknown *keySet
+	memKeys            []string
+	flood              *keySet
+	floodVendor        string
+	meBody             []byte
+	backendAddr        string
+	responder          *childproc.Proc
 
 	gatewayBin  string
 	gatewaySkip string
@@ -179,6 +219,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	res, err := b.measure(ctx)
 	if err != nil {
+		return err
+	}
+	if err := b.floods(ctx, res); err != nil {
 		return err
 	}
 	if err := b.extras(ctx, res); err != nil {
@@ -283,27 +326,87 @@ func (b *bench) stopAll() {
 }
 
 // makeKeys generates the keys, signed as the backend signs them, and the
-// responder's file of their hashes.
+// responder's file of their hashes: every key is its own vendor (index i,
+// vendorID(i)), so the many-vendor load also spreads over as many limiter
+// buckets. Signing in process makes 10,000 keys take milliseconds, where
+// the backend's admin API would take minutes.
 func (b *bench) makeKeys() error {
 	signer, err := apikey.NewSigner([]string{b.signing})
 	if err != nil {
 		return err
 	}
-	n := 1 + max(b.opts.keys, 0)
-	b.keys = make([]string, n)
 	var sb strings.Builder
-	for i := range b.keys {
-		k, err := signer.Generate(apikey.DefaultPrefixes(), apikey.Sandbox)
-		if err != nil {
+	next := 0
+	gen := func(n int) ([]string, error) {
+		out := make([]string, n)
+		for i := range out {
+			k, err := signer.Generate(apikey.DefaultPrefixes(), apikey.Sandbox)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = k
+			sb.WriteString(apikey.Hash(k))
+			sb.WriteByte(' ')
+			sb.WriteString(strconv.Itoa(next))
+			sb.WriteByte('\n')
+			next++
+		}
+		return out, nil
+	}
+	one, err := gen(1)
+	if err != nil {
+		return err
+	}
+	flood, err := gen(1)
+	if err != nil {
+		return err
+	}
+	b.floodVendor = vendorID(1)
+	many, err := gen(max(b.opts.manyKeys, 2))
+	if err != nil {
+		return err
+	}
+	if b.memKeys, err = gen(max(b.opts.keys, 0)); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(b.dir, "keys.txt"), []byte(sb.String()), 0o600); err != nil {
+		return err
+	}
+	// Unknown keys: well formed, signed with another secret.
+	other := make([]byte, 32)
+	if _, err := rand.Read(other); err != nil {
+		return err
+	}
+	foreign, err := apikey.NewSigner([]string{hex.EncodeToString(other)})
+	if err != nil {
+		return err
+	}
+	unknown := make([]string, max(b.opts.manyKeys, 2))
+	for i := range unknown {
+		if unknown[i], err = foreign.Generate(apikey.DefaultPrefixes(), apikey.Sandbox); err != nil {
 			return err
 		}
-		b.keys[i] = k
-		sb.WriteString(apikey.Hash(k))
-		sb.WriteByte(' ')
-		sb.WriteString(strconv.Itoa(i))
-		sb.WriteByte('\n')
 	}
-	return os.WriteFile(filepath.Join(b.dir, "keys.txt"), []byte(sb.String()), 0o600)
+	if b.one, err = b.keySet("one vendor", one); err != nil {
+		return err
+	}
+	if b.flood, err = b.keySet("flood", flood); err != nil {
+		return err
+	}
+	if b.many, err = b.keySet("many vendors", many); err != nil {
+		return err
+	}
+	b.unknown, err = b.keySet("unknown keys", unknown)
+	return err
+}
+
+// keySet writes keys to a file of their own for wrk.
+func (b *bench) keySet(name string, keys []string) (*keySet, error) {
+	file := filepath.Join(b.dir, "keys-"+strconv.Itoa(len(keys))+"-"+strings.ReplaceAll(name, " ", "-")+".txt")
+	if err := os.WriteFile(file, []byte(strings.Join(keys, "\n")+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	return &keySet{name: name, keys: keys, file: file}, nil
 }
 
 func (b *bench) pickLoadgen() error {

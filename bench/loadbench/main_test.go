@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -29,11 +30,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// tableRPS returns the req/s column of the table line of label at conns,
-// or -1 when the table has no such line.
-func tableRPS(t *testing.T, table, label string, conns int) float64 {
+// tableRPS returns the req/s column of the table line of label at load
+// and conns, or -1 when the table has no such line.
+func tableRPS(t *testing.T, table, label, load string, conns int) float64 {
 	t.Helper()
-	prefix := fmt.Sprintf("| %s | %d | ", label, conns)
+	prefix := fmt.Sprintf("| %s | %s | %d | ", label, load, conns)
 	for _, line := range strings.Split(table, "\n") {
 		if rest, ok := strings.CutPrefix(line, prefix); ok {
 			f, _, _ := strings.Cut(rest, " |")
@@ -59,9 +60,10 @@ func runSmoke(t *testing.T, args ...string) (stdout, stderr string) {
 	return out.String(), errOut.String()
 }
 
-// TestSmoke runs the tool for 2 seconds per row on the rows that need no
-// external package (wrk is used when installed, vegeta otherwise) and wants
-// each in the table with traffic, and the document written.
+// TestSmoke runs the tool for 2 seconds per row and load on the rows that
+// need no external package (wrk is used when installed, vegeta otherwise)
+// and wants each in the table with traffic on both loads, the floods
+// measured on the gateway rows, and the document written.
 func TestSmoke(t *testing.T) {
 	doc := filepath.Join(t.TempDir(), "bench.md")
 	ids := "backend,bare,gateway"
@@ -70,8 +72,8 @@ func TestSmoke(t *testing.T) {
 	if withRedis {
 		ids += ",gateway-redis"
 	}
-	table, progress := runSmoke(t, "-duration", "2s", "-reps", "1", "-conns", "16", "-warmup", "0",
-		"-rows", ids, "-keys", "200", "-latency-duration", "0", "-install=false", "-out", doc)
+	table, progress := runSmoke(t, "-duration", "1s", "-reps", "1", "-conns", "16", "-many-conns", "16", "-many-keys", "200",
+		"-flood-conns", "8", "-warmup", "0", "-rows", ids, "-keys", "100", "-latency-duration", "0", "-out", doc)
 	rows := []string{rowLabel(rowBackend), rowLabel(rowBare)}
 	gatewayBuilt := !strings.Contains(table, "skipped: the gateway does not build")
 	if !gatewayBuilt {
@@ -86,15 +88,40 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 	for _, label := range rows {
-		if v := tableRPS(t, table, label, 16); v <= 0 {
-			t.Errorf("row %q: req/s %v, want > 0\ntable:\n%s\nprogress:\n%s", label, v, table, progress)
+		for _, load := range []string{loadMany, loadOne} {
+			if v := tableRPS(t, table, label, load, 16); v <= 0 {
+				t.Errorf("row %q, %s: req/s %v, want > 0\ntable:\n%s\nprogress:\n%s", label, load, v, table, progress)
+			}
 		}
 	}
 	if !strings.Contains(table, "| 1.00 |") {
 		t.Errorf("the bare proxy's ratio to itself is missing:\n%s", table)
 	}
-	if gatewayBuilt && !strings.Contains(table, "with 200 keys cached") {
-		t.Errorf("no memory figure for the gateway:\n%s", table)
+	if !strings.Contains(table, " µs |") {
+		t.Errorf("no CPU per request in the table:\n%s", table)
+	}
+	if gatewayBuilt {
+		if !strings.Contains(table, "with 100 keys cached") {
+			t.Errorf("no memory figure for the gateway:\n%s", table)
+		}
+		gateways := []string{rowGateway}
+		if withRedis {
+			gateways = append(gateways, rowGatewayRedis)
+		}
+		for _, id := range gateways {
+			over := floodLine(t, table, rowLabel(id), floodOver)
+			// answers/s and 429/s are both positive: every answer a 429.
+			if len(over) < 10 || over[2] == "0" || over[3] == "0" || over[3] == "–" || !strings.HasPrefix(over[4], "429: ") {
+				t.Errorf("%s, %s: %q, want 429s only\n%s", id, floodOver, over, table)
+			}
+			unknown := floodLine(t, table, rowLabel(id), floodUnknown)
+			if len(unknown) < 10 || unknown[2] == "0" || unknown[7] != "0.00" {
+				t.Errorf("%s, %s: %q, want answers and no backend lookup\n%s", id, floodUnknown, unknown, table)
+			}
+			if id == rowGatewayRedis && !strings.Contains(table, "requests: 0 (met), as the gateway's "+redisCallsMetric) {
+				t.Errorf("%s, %s: want 0 limiter calls to Redis while the denial is remembered\n%s", id, floodOver, table)
+			}
+		}
 	}
 	b, err := os.ReadFile(doc)
 	if err != nil {
@@ -105,13 +132,47 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
+// floodLine is the cells of the flood table's line of label and kind.
+func floodLine(t *testing.T, table, label, kind string) []string {
+	t.Helper()
+	prefix := fmt.Sprintf("| %s | %s | ", label, kind)
+	for _, line := range strings.Split(table, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			cells := strings.Split(strings.Trim(line, "|"), "|")
+			for i := range cells {
+				cells[i] = strings.TrimSpace(cells[i])
+			}
+			return cells
+		}
+	}
+	t.Errorf("no flood line %q in\n%s", prefix, table)
+	return nil
+}
+
+// The tools are never installed unless asked: by default a missing tool
+// is a skipped row with a line saying how to install it.
+func TestMissingToolSkips(t *testing.T) {
+	o, err := parseOptions(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.install {
+		t.Fatal("-install defaults to on")
+	}
+	b := &bench{opts: o, progress: io.Discard}
+	bin, note := b.tool("loadbench-no-such-tool", "no-such-package")
+	if bin != "" || !strings.Contains(note, "not installed (apt-get install -y no-such-package") {
+		t.Errorf("tool() = %q, %q", bin, note)
+	}
+}
+
 // TestSmokeVegeta drives the load with vegeta as a library, the path taken
 // where wrk cannot be installed.
 func TestSmokeVegeta(t *testing.T) {
 	table, _ := runSmoke(t, "-loadgen", "vegeta", "-duration", "1s", "-reps", "1", "-conns", "8", "-warmup", "0",
-		"-rows", "backend,bare", "-keys", "0", "-latency-duration", "0", "-install=false", "-out", "")
+		"-many-conns", "8", "-many-keys", "50", "-rows", "backend,bare", "-keys", "0", "-latency-duration", "0", "-out", "")
 	for _, label := range []string{rowLabel(rowBackend), rowLabel(rowBare)} {
-		if v := tableRPS(t, table, label, 8); v <= 0 {
+		if v := tableRPS(t, table, label, loadMany, 8); v <= 0 {
 			t.Errorf("row %q: req/s %v, want > 0\n%s", label, v, table)
 		}
 	}

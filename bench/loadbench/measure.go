@@ -16,12 +16,36 @@ type series struct {
 	byRep []*measurement
 }
 
+// Load names.
+const (
+	loadOne  = "one vendor"
+	loadMany = "many vendors"
+)
+
+// cell is one load at one connection count.
+type cell struct {
+	load  string
+	conns int
+}
+
+// cells are the loads measured, the many-vendor load, the headline, first.
+func (o options) cells() []cell {
+	var out []cell
+	for _, c := range o.manyConns {
+		out = append(out, cell{loadMany, c})
+	}
+	for _, c := range o.conns {
+		out = append(out, cell{loadOne, c})
+	}
+	return out
+}
+
 // results is what the report is made of.
 type results struct {
 	opts  options
 	gen   string
 	rows  []*row
-	cells map[string]map[int]*series
+	cells map[string]map[cell]*series
 	// repsDone counts complete repetitions; cut says why the runs stopped
 	// early, if they did.
 	repsDone int
@@ -31,7 +55,8 @@ type results struct {
 	redisCalls    commandStats
 	redisRequests int64
 	redisReads    int64
-	cpu           map[string]*cpuUse
+
+	floods []floodFigure
 
 	latencyRate int
 	latency     map[string]measurement // medians over the repetitions
@@ -44,13 +69,6 @@ type results struct {
 	env    envInfo
 	// bodyLen is the size of the responder's answer.
 	bodyLen int
-}
-
-// cpuUse is the CPU time each process of a row spent over its measured
-// runs, for CPU per request: where a row's cost goes.
-type cpuUse struct {
-	proxy, redis, responder time.Duration
-	requests                int64
 }
 
 type memoryFigure struct {
@@ -78,15 +96,15 @@ func (b *bench) active() []*row {
 // within each repetition so that drift of the machine hits all alike.
 func (b *bench) measure(ctx context.Context) (*results, error) {
 	o := b.opts
-	res := &results{opts: o, gen: b.gen.name(), rows: b.rows, cells: map[string]map[int]*series{},
-		redisCalls: commandStats{}, bodyLen: len(b.meBody), cpu: map[string]*cpuUse{}}
+	res := &results{opts: o, gen: b.gen.name(), rows: b.rows, cells: map[string]map[cell]*series{},
+		redisCalls: commandStats{}, bodyLen: len(b.meBody)}
 	for _, r := range b.rows {
-		res.cells[r.id] = map[int]*series{}
-		for _, c := range o.conns {
+		res.cells[r.id] = map[cell]*series{}
+		for _, c := range o.cells() {
 			res.cells[r.id][c] = &series{byRep: make([]*measurement, o.reps)}
 		}
 	}
-	runs := len(b.active()) * len(o.conns) * o.reps
+	runs := len(b.active()) * len(o.cells()) * o.reps
 	b.logf("load average before the runs: %s (other work on the machine skews the figures)", loadAverage())
 	total := time.Duration(runs)*(o.duration+300*time.Millisecond) + time.Duration(len(b.active()))*o.warmup
 	if o.latencyDuration > 0 {
@@ -95,12 +113,26 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 	b.logf("%d measured runs of %s with %s, then the constant-rate runs (about %s in all)", runs, o.duration, b.gen.name(),
 		total.Round(time.Second))
 	maxConns := 0
-	for _, c := range o.conns {
-		maxConns = max(maxConns, c)
+	for _, c := range o.cells() {
+		maxConns = max(maxConns, c.conns)
+	}
+	if len(o.manyConns) > 0 {
+		// Each gateway resolves and caches every key of the many-vendor
+		// load before it is measured: the load is of known vendors.
+		for _, r := range b.active() {
+			if r.admin == "" {
+				continue
+			}
+			b.logf("%s: sending each of the %d keys of the many-vendor load once", r.label(), len(b.many.keys))
+			if err := primeKeys(r.url, b.many.keys, 32); err != nil {
+				r.skip = "priming the many-vendor keys failed: " + err.Error()
+				b.logf("%s: %s", r.label(), r.skip)
+			}
+		}
 	}
 	if o.warmup > 0 {
 		for _, r := range b.active() {
-			if _, err := b.gen.run(r.url, b.keys[0], maxConns, max(o.warmup, time.Second)); err != nil {
+			if _, err := b.gen.run(r.url, b.one, maxConns, max(o.warmup, time.Second)); err != nil {
 				r.skip = "warm-up failed: " + err.Error()
 				b.logf("%s: %s", r.label(), r.skip)
 			}
@@ -108,7 +140,7 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 	}
 	deadline := b.started.Add(o.maxTime)
 	for rep := 0; rep < o.reps; rep++ {
-		for _, c := range o.conns {
+		for _, c := range o.cells() {
 			for _, r := range b.active() {
 				if err := ctx.Err(); err != nil {
 					return nil, fmt.Errorf("interrupted: %w", err)
@@ -120,16 +152,16 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 				}
 				m, err := b.runOne(r, c, res)
 				if err != nil {
-					res.notes = append(res.notes, fmt.Sprintf("%s, %d conns, repetition %d: %v", r.label(), c, rep+1, err))
+					res.notes = append(res.notes, fmt.Sprintf("%s, %s, %d conns, repetition %d: %v", r.label(), c.load, c.conns, rep+1, err))
 					b.logf("%s", res.notes[len(res.notes)-1])
 					continue
 				}
 				res.cells[r.id][c].byRep[rep] = &m
 				if m.Failed > 0 {
-					res.notes = append(res.notes, fmt.Sprintf("%s, %d conns, repetition %d: %d of %d requests failed (%s)",
-						r.label(), c, rep+1, m.Failed, m.Requests, m.FailedDetail))
+					res.notes = append(res.notes, fmt.Sprintf("%s, %s, %d conns, repetition %d: %d of %d requests failed (%s)",
+						r.label(), c.load, c.conns, rep+1, m.Failed, m.Requests, m.FailedDetail))
 				}
-				b.logf("rep %d/%d  %-34s c=%-4d %9.0f req/s  p50 %s  p99 %s  p99.9 %s%s", rep+1, o.reps, r.label(), c,
+				b.logf("rep %d/%d  %-34s %-12s c=%-4d %9.0f req/s  p50 %s  p99 %s  p99.9 %s%s", rep+1, o.reps, r.label(), c.load, c.conns,
 					m.RPS, ms(m.P50), ms(m.P99), ms(m.P999), failedNote(m))
 			}
 		}
@@ -138,9 +170,19 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 	return res, nil
 }
 
-// runOne measures r once at c connections, and for a Redis row the Redis
-// calls the run caused.
-func (b *bench) runOne(r *row, c int, res *results) (measurement, error) {
+// runOne measures r once at cell c, its processes' CPU time, and for a
+// Redis row the Redis calls the run caused.
+func (b *bench) runOne(r *row, c cell, res *results) (measurement, error) {
+	keys := b.one
+	if c.load == loadMany {
+		keys = b.many
+	}
+	return b.runLoad(r, keys, c.conns, res)
+}
+
+// runLoad runs keys against r at conns connections; res, when not nil,
+// sums the Redis calls.
+func (b *bench) runLoad(r *row, keys *keySet, conns int, res *results) (measurement, error) {
 	var before commandStats
 	var readsBefore int64
 	if r.redis != nil {
@@ -151,23 +193,15 @@ func (b *bench) runOne(r *row, c int, res *results) (measurement, error) {
 	}
 	statusBefore := gatewayOutcomes(r)
 	cpuBefore := b.cpuOf(r)
-	m, err := b.gen.run(r.url, b.keys[0], c, b.opts.duration)
+	m, err := b.gen.run(r.url, keys, conns, b.opts.duration)
 	if err != nil {
 		return m, err
 	}
-	if m.Failed > 0 && r.admin != "" {
+	if m.Failed > 0 && r.admin != "" && keys != b.flood && keys != b.unknown {
 		m.FailedDetail += explainFailures(r, statusBefore)
 	}
 	if cpuAfter := b.cpuOf(r); cpuBefore != nil && cpuAfter != nil {
-		u := res.cpu[r.id]
-		if u == nil {
-			u = &cpuUse{}
-			res.cpu[r.id] = u
-		}
-		u.proxy += cpuAfter[0] - cpuBefore[0]
-		u.redis += cpuAfter[1] - cpuBefore[1]
-		u.responder += cpuAfter[2] - cpuBefore[2]
-		u.requests += m.Requests
+		m.ProxyCPU, m.RedisCPU, m.CPUOK = cpuAfter[0]-cpuBefore[0], cpuAfter[1]-cpuBefore[1], true
 	}
 	if r.main != nil && r.main.Exited() {
 		r.skip = "exited during the run: " + r.main.Tail()
@@ -178,11 +212,15 @@ func (b *bench) runOne(r *row, c int, res *results) (measurement, error) {
 		if err != nil {
 			return m, err
 		}
-		res.redisReads += readsAfter - readsBefore - 1 // less the INFO call that read it
-		for k, v := range after.diff(before) {
-			res.redisCalls[k] += v
+		d := after.diff(before)
+		m.Scripts, m.RedisCommands = d.scriptCalls(), d.total()
+		if res != nil {
+			res.redisReads += readsAfter - readsBefore - 1 // less the INFO call that read it
+			for k, v := range d {
+				res.redisCalls[k] += v
+			}
+			res.redisRequests += m.Requests
 		}
-		res.redisRequests += m.Requests
 	}
 	return m, nil
 }
@@ -292,12 +330,12 @@ func (b *bench) extras(ctx context.Context, res *results) error {
 			if r.main == nil || ctx.Err() != nil {
 				continue
 			}
-			f := memoryFigure{row: r.id, keys: len(b.keys) - 1, misses: -1}
+			f := memoryFigure{row: r.id, keys: len(b.memKeys), misses: -1}
 			missesBefore, mErr := metricValue(r.admin, missesMetric)
 			f.before, f.err = rssKiB(r.main.Pid())
 			if f.err == nil {
 				b.logf("%s: sending %d distinct keys", r.label(), f.keys)
-				f.err = primeKeys(r.url, b.keys[1:], 32)
+				f.err = primeKeys(r.url, b.memKeys, 32)
 			}
 			if f.err == nil {
 				f.after, f.err = rssKiB(r.main.Pid())
@@ -320,8 +358,8 @@ const missesMetric = "vendorgate_gateway_key_cache_misses_total"
 // packaged, and a closed loop cannot hold a rate.
 func (b *bench) halfPeakLatency(ctx context.Context, res *results) error {
 	peak := 0.0
-	for _, c := range b.opts.conns {
-		if s := res.cells[rowGatewayRedis][c]; s != nil {
+	for _, c := range b.opts.cells() {
+		if s := res.cells[rowGatewayRedis][c]; s != nil && c.load == loadOne {
 			if m, ok := s.median(); ok {
 				peak = max(peak, m.RPS)
 			}
@@ -342,7 +380,7 @@ func (b *bench) halfPeakLatency(ctx context.Context, res *results) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			m, err := attackRate(r.url, b.keys[0], res.latencyRate, b.opts.latencyDuration)
+			m, err := attackRate(r.url, b.one.keys[0], res.latencyRate, b.opts.latencyDuration)
 			if err != nil {
 				res.notes = append(res.notes, fmt.Sprintf("constant-rate run on %s: %v", r.label(), err))
 				continue
@@ -371,7 +409,8 @@ func (b *bench) halfPeakLatency(ctx context.Context, res *results) error {
 }
 
 // median is the median of every figure taken separately over the
-// repetitions that ran; ok is false when none did.
+// repetitions that ran, and the sums of the counts and CPU times (per
+// request figures are sums over sums); ok is false when none did.
 func (s *series) median() (measurement, bool) {
 	var ms []measurement
 	for _, m := range s.byRep {
@@ -398,6 +437,15 @@ func (s *series) median() (measurement, bool) {
 	for _, m := range ms {
 		out.Requests += m.Requests
 		out.Failed += m.Failed
+		out.OK += m.OK
+		out.Scripts += m.Scripts
+		out.RedisCommands += m.RedisCommands
+		out.ProxyCPU += m.ProxyCPU
+		out.RedisCPU += m.RedisCPU
+	}
+	out.CPUOK = true
+	for _, m := range ms {
+		out.CPUOK = out.CPUOK && m.CPUOK
 	}
 	return out, true
 }

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -91,7 +92,17 @@ type responder struct {
 	keys    map[string]int // key hash -> index
 	created time.Time
 	expires time.Time
+	// lookups counts the key lookups answered, served on /metrics under
+	// the backend's own metric name and route label.
+	lookups atomic.Int64
 }
+
+// lookupMetric is the sample of the backend's request counter for the key
+// lookup route, as the real backend exports it on /metrics.
+const lookupMetric = "vendorgate_backend_requests_total"
+
+// lookupRoute is the route label of the key lookups.
+const lookupRoute = "/internal/v1/keys/{hash}"
 
 func newResponder(keysFile, token string) (*responder, error) {
 	me, err := json.Marshal(wire.Vendor{
@@ -137,7 +148,11 @@ func (r *responder) serve(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set("Cache-Control", "no-store")
 		ctx.Response.SetBodyRaw(r.me)
 	case bytes.HasPrefix(path, []byte(wire.KeyLookupPath)):
+		r.lookups.Add(1)
 		r.lookup(ctx, string(path[len(wire.KeyLookupPath):]))
+	case string(path) == "/metrics":
+		ctx.Response.Header.SetContentType("text/plain; version=0.0.4")
+		fmt.Fprintf(ctx, "%s{route=%q,method=\"GET\"} %d\n", lookupMetric, lookupRoute, r.lookups.Load())
 	default:
 		ctx.Response.Header.SetContentType("application/json")
 		ctx.SetStatusCode(fasthttp.StatusNotFound)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
@@ -18,6 +19,9 @@ import (
 type Load struct {
 	URL    string
 	Header http.Header
+	// Rotate, when not empty, replaces Header: request i carries
+	// Rotate[i % len(Rotate)] (many API keys, each its own vendor).
+	Rotate []http.Header
 	Conns  int
 	// Rate is requests per second whatever the latency; 0 runs a closed
 	// loop, one worker per connection sending the next request as soon as
@@ -73,6 +77,9 @@ func Run(ctx context.Context, l Load) (Result, error) {
 	}
 	atk := vegeta.NewAttacker(opts...)
 	tgt := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: l.URL, Header: l.Header})
+	if len(l.Rotate) > 0 {
+		tgt = rotating(l.URL, l.Rotate)
+	}
 	var m vegeta.Metrics
 	out := Result{Statuses: map[int]int64{}}
 	for res := range atk.Attack(tgt, rate, l.Duration, "bench") {
@@ -101,4 +108,18 @@ func Run(ctx context.Context, l Load) (Result, error) {
 		out.FirstError = m.Errors[0]
 	}
 	return out, nil
+}
+
+// rotating is a targeter sending hs round robin; vegeta's workers call it
+// concurrently.
+func rotating(url string, hs []http.Header) vegeta.Targeter {
+	var n atomic.Uint64
+	return func(t *vegeta.Target) error {
+		if t == nil {
+			return vegeta.ErrNilTarget
+		}
+		i := n.Add(1) - 1
+		*t = vegeta.Target{Method: http.MethodGet, URL: url, Header: hs[i%uint64(len(hs))]}
+		return nil
+	}
 }

@@ -2,8 +2,10 @@ package attack
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,5 +50,30 @@ func TestRunCountsErrors(t *testing.T) {
 	}
 	if res.Errors == 0 || res.Errors != res.Requests || len(res.Statuses) != 0 || res.FirstError == "" {
 		t.Errorf("%+v", res)
+	}
+}
+
+// Rotate sends each header value in turn: every key of the list arrives.
+func TestRunRotates(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("X-API-Key")]++
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	var hs []http.Header
+	for i := 0; i < 20; i++ {
+		hs = append(hs, http.Header{"X-Api-Key": {fmt.Sprintf("k%d", i)}})
+	}
+	res, err := Run(context.Background(), Load{URL: srv.URL, Rotate: hs, Conns: 2, Duration: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if res.Requests < int64(len(hs)) || len(seen) != len(hs) {
+		t.Errorf("%d requests, %d distinct keys seen, want all %d: %v", res.Requests, len(seen), len(hs), seen)
 	}
 }

@@ -21,7 +21,32 @@ import (
 const marker = "WRKSUMMARY"
 
 // script prints the summary line: whole numbers, latencies in microseconds.
-const script = `done = function(summary, latency, requests)
+const script = summaryScript
+
+// rotateScript is script plus a request function sending, round robin, one
+// request per line of a file, each with that line as the value of one
+// header (wrk -- NAME FILE). The requests are formatted once, at init, so a
+// request costs wrk a table lookup. It is a file of its own: wrk decides
+// before init whether a script's requests are dynamic, and a static one
+// (the one-key load) keeps wrk's cheaper path.
+const rotateScript = `local reqs = {}
+local n, i = 0, 0
+init = function(args)
+  for line in io.lines(args[2]) do
+    if line ~= "" then
+      n = n + 1
+      reqs[n] = wrk.format(nil, nil, {[args[1]] = line})
+    end
+  end
+  if n == 0 then error("no line in " .. args[2]) end
+end
+request = function()
+  i = i % n + 1
+  return reqs[i]
+end
+` + summaryScript
+
+const summaryScript = `done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format("` + marker + ` requests=%d duration_us=%d p50_us=%d p99_us=%d p999_us=%d connect=%d read=%d write=%d status=%d timeout=%d\n",
     summary.requests, summary.duration,
@@ -34,6 +59,7 @@ end
 type Runner struct {
 	bin    string
 	script string
+	rotate string
 }
 
 // New finds wrk on PATH and writes the script into dir.
@@ -46,7 +72,11 @@ func New(dir string) (*Runner, error) {
 	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
 		return nil, err
 	}
-	return &Runner{bin: bin, script: path}, nil
+	rotate := filepath.Join(dir, "rotate.lua")
+	if err := os.WriteFile(rotate, []byte(rotateScript), 0o644); err != nil {
+		return nil, err
+	}
+	return &Runner{bin: bin, script: path, rotate: rotate}, nil
 }
 
 // Load is one closed-loop run: Conns connections over Threads threads,
@@ -55,11 +85,21 @@ type Load struct {
 	URL string
 	// Header is one "Name: value" header sent with every request ("":
 	// none), the API key.
-	Header  string
+	Header string
+	// Rotate, when set, replaces Header: each request carries the next
+	// value of the file, round robin (many API keys, each its own vendor).
+	Rotate  *Rotation
 	Threads int // default 1; at most Conns
 	Conns   int
 	// Duration is rounded to whole seconds, at least one: wrk's unit.
 	Duration time.Duration
+}
+
+// Rotation is one header whose value changes with every request: the lines
+// of File, in order, round robin.
+type Rotation struct {
+	Header string // the header's name
+	File   string // one value a line
 }
 
 // Run runs wrk once. wrk gets its own process group and is killed should
@@ -68,11 +108,15 @@ func (r *Runner) Run(ctx context.Context, l Load) (Summary, error) {
 	secs := max(int(math.Round(l.Duration.Seconds())), 1)
 	threads := min(max(l.Threads, 1), max(l.Conns, 1))
 	args := []string{"-t", strconv.Itoa(threads), "-c", strconv.Itoa(l.Conns), "-d", strconv.Itoa(secs) + "s",
-		"--timeout", "5s", "--latency", "-s", r.script}
-	if l.Header != "" {
-		args = append(args, "-H", l.Header)
+		"--timeout", "5s", "--latency"}
+	switch {
+	case l.Rotate != nil:
+		args = append(args, "-s", r.rotate, l.URL, "--", l.Rotate.Header, l.Rotate.File)
+	case l.Header != "":
+		args = append(args, "-s", r.script, "-H", l.Header, l.URL)
+	default:
+		args = append(args, "-s", r.script, l.URL)
 	}
-	args = append(args, l.URL)
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.bin, args...)

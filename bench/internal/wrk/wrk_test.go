@@ -2,9 +2,14 @@ package wrk
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,5 +66,52 @@ func TestRun(t *testing.T) {
 	}
 	if !sawKey.Load() {
 		t.Error("the header did not reach the server")
+	}
+}
+
+// TestRunRotate sends every value of the file, in turn, as the header:
+// each key of a many-vendor load is used, none is left out.
+func TestRunRotate(t *testing.T) {
+	if _, err := exec.LookPath("wrk"); err != nil {
+		t.Skip("wrk not installed (apt-get install -y wrk)")
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("X-API-Key")]++
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	var keys []string
+	for i := 0; i < 50; i++ {
+		keys = append(keys, fmt.Sprintf("key-%02d", i))
+	}
+	file := filepath.Join(dir, "keys.txt")
+	if err := os.WriteFile(file, []byte(strings.Join(keys, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.Run(context.Background(), Load{URL: srv.URL, Rotate: &Rotation{Header: "X-API-Key", File: file},
+		Conns: 2, Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if s.Requests < int64(len(keys)) || s.Status != 0 {
+		t.Fatalf("summary %+v: want at least %d answers, all 2xx", s, len(keys))
+	}
+	for _, k := range keys {
+		if seen[k] == 0 {
+			t.Errorf("key %q never sent (seen %v)", k, seen)
+		}
+	}
+	if len(seen) != len(keys) {
+		t.Errorf("%d distinct header values, want %d: %v", len(seen), len(keys), seen)
 	}
 }
