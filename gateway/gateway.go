@@ -378,7 +378,7 @@ func (g *Gateway) connectRedis(o Options, onState func(string, gobreaker.State, 
 		return nil, err
 	}
 	g.limiter = g.redisLim
-	g.throttle = throttle.NewRedis(throttle.RedisOptions{Client: g.limiterClient, Timeout: o.Redis.Timeout})
+	g.throttle = throttle.NewRedis(throttle.RedisOptions{Client: g.limiterClient, Timeout: o.Redis.Timeout, Now: o.Now})
 	g.log.Info("rate limiter: Redis", "addrs", strings.Join(uo.Addrs, ","), "sentinel_master", uo.MasterName, "timeout", o.Redis.Timeout.String())
 	return usage.NewRedis(usage.RedisOptions{Client: g.usageClient})
 }

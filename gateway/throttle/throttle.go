@@ -48,14 +48,43 @@ type count struct {
 }
 
 // Throttle counts failures.
-type Throttle struct{ c counter }
+type Throttle struct {
+	c   counter
+	now func() time.Time
+	// over remembers, per address bucket, until when it is over its
+	// threshold: a flood from an address already answered 429 costs no
+	// count (no Redis call) until its window ends, as the limiter remembers
+	// a denial. The answer would be 429 whatever the counts said.
+	overMu sync.Mutex
+	over   map[string]time.Time
+}
+
+// maxRemembered bounds the addresses remembered over their threshold;
+// past it the ended ones are dropped, and if none has ended, all of them
+// (they are counted again, in Redis or in process, as before).
+const maxRemembered = 65536
+
+func newThrottle(c counter, now func() time.Time) *Throttle {
+	if now == nil {
+		now = time.Now
+	}
+	return &Throttle{c: c, now: now, over: make(map[string]time.Time)}
+}
 
 // Fail counts one failed key from addr, presented as the key whose SHA-256
 // is keySum (nil when no key was sent), and reports whether either count is
 // now over its threshold.
 func (t *Throttle) Fail(addr netip.Addr, keySum *[32]byte, th Thresholds) (Verdict, error) {
+	bucket := addressBucket(addr)
+	now := t.now()
+	t.overMu.Lock()
+	until, ok := t.over[bucket]
+	t.overMu.Unlock()
+	if ok && now.Before(until) {
+		return Verdict{Over: true, RetryAfter: until.Sub(now)}, nil
+	}
 	keys := make([]string, 1, 2)
-	keys[0] = addressPrefix + addressBucket(addr)
+	keys[0] = addressPrefix + bucket
 	if keySum != nil {
 		keys = append(keys, keyPrefix+hex.EncodeToString(keySum[:16]))
 	}
@@ -73,10 +102,29 @@ func (t *Throttle) Fail(addr netip.Addr, keySum *[32]byte, th Thresholds) (Verdi
 		}
 	}
 	over(counts[0], th.PerAddress)
+	if counts[0].n > int64(th.PerAddress) && counts[0].left > 0 {
+		t.remember(bucket, now.Add(counts[0].left), now)
+	}
 	if len(counts) > 1 {
 		over(counts[1], th.PerKey)
 	}
 	return v, nil
+}
+
+func (t *Throttle) remember(bucket string, until, now time.Time) {
+	t.overMu.Lock()
+	defer t.overMu.Unlock()
+	if len(t.over) >= maxRemembered {
+		for b, u := range t.over {
+			if !now.Before(u) {
+				delete(t.over, b)
+			}
+		}
+		if len(t.over) >= maxRemembered {
+			clear(t.over)
+		}
+	}
+	t.over[bucket] = until
 }
 
 // addressBucket is the address itself for IPv4 and its /64 for IPv6, where
@@ -114,7 +162,7 @@ func NewLocal(o LocalOptions) *Throttle {
 	if o.MaxTracked <= 0 {
 		o.MaxTracked = 100_000
 	}
-	return &Throttle{c: &localCounter{now: o.Now, addrs: newWindows(o.MaxTracked), keys: newWindows(o.MaxTracked)}}
+	return newThrottle(&localCounter{now: o.Now, addrs: newWindows(o.MaxTracked), keys: newWindows(o.MaxTracked)}, o.Now)
 }
 
 type localCounter struct {
@@ -195,6 +243,8 @@ type RedisOptions struct {
 	// Timeout bounds one call. Default 50ms, as the limiter's: a zero
 	// timeout would fail every call at once.
 	Timeout time.Duration
+	// Now is the clock of the over-threshold memory; time.Now when nil.
+	Now func() time.Time
 }
 
 // NewRedis returns a throttle whose counts live in Redis, shared by every
@@ -203,7 +253,7 @@ func NewRedis(o RedisOptions) *Throttle {
 	if o.Timeout <= 0 {
 		o.Timeout = 50 * time.Millisecond
 	}
-	return &Throttle{c: &redisCounter{client: o.Client, timeout: o.Timeout}}
+	return newThrottle(&redisCounter{client: o.Client, timeout: o.Timeout}, o.Now)
 }
 
 type redisCounter struct {

@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -157,5 +158,42 @@ func TestLocalMaxTrackedAndEndedWindows(t *testing.T) {
 	}
 	if a, _ := tracked(tr); a != 1 {
 		t.Fatalf("%d addresses tracked after their windows ended, want 1", a)
+	}
+}
+
+// TestOverAddressCostsNoRedisCall: once an address is over its threshold,
+// its further failures are answered from memory until its window ends: a
+// flood from it sends Redis nothing (Redis stopped, the answer is still
+// 429), and the window's end brings counting back.
+func TestOverAddressCostsNoRedisCall(t *testing.T) {
+	rs := testredis.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer c.Close()
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	tr := NewRedis(RedisOptions{Client: c, Timeout: time.Second, Now: clock})
+	th := Thresholds{PerAddress: 3, PerKey: 100, Window: time.Minute}
+	addr := netip.MustParseAddr("198.51.100.77")
+	for i := 0; i < 4; i++ {
+		if _, err := tr.Fail(addr, &[32]byte{byte(i)}, th); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs.Stop()
+	for i := 0; i < 1000; i++ {
+		v, err := tr.Fail(addr, &[32]byte{byte(i)}, th)
+		if err != nil || !v.Over || v.RetryAfter <= 0 {
+			t.Fatalf("failure %d from an address over its threshold, Redis stopped: %+v %v", i, v, err)
+		}
+	}
+	if _, err := tr.Fail(netip.MustParseAddr("198.51.100.78"), nil, th); err == nil {
+		t.Fatal("another address was not counted (Redis is stopped: it must fail)")
+	}
+	mu.Lock()
+	now = now.Add(time.Minute + time.Second)
+	mu.Unlock()
+	if _, err := tr.Fail(addr, nil, th); err == nil {
+		t.Fatal("after the window the address is still answered from memory")
 	}
 }
