@@ -13,6 +13,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/gateway/breaker"
 	"vendorgate/shared/wire"
 )
 
@@ -88,17 +89,8 @@ func New(o Options) (*Client, error) {
 			MaxResponseBodySize:       1 << 20,
 		})
 	}
-	failures := uint32(o.BreakerFailures)
-	c.cb = gobreaker.NewCircuitBreaker[*wire.KeyResolution](gobreaker.Settings{
-		Name:          BreakerName,
-		MaxRequests:   1,
-		Timeout:       o.BreakerOpenFor,
-		ReadyToTrip:   func(cn gobreaker.Counts) bool { return cn.ConsecutiveFailures >= failures },
-		OnStateChange: o.OnStateChange,
-		// A full pool is this gateway's overload, not the backend's failure:
-		// it answers 503 but does not open the breaker for everyone.
-		IsExcluded: func(err error) bool { return errors.Is(err, fasthttp.ErrNoFreeConns) },
-	})
+	c.cb = breaker.New[*wire.KeyResolution](breaker.Settings{Name: BreakerName, Failures: o.BreakerFailures,
+		OpenFor: o.BreakerOpenFor, OnStateChange: o.OnStateChange})
 	return c, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/gateway/breaker"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/wire"
 )
@@ -103,7 +104,6 @@ func New(o Options) (*Proxy, error) {
 		o.ObserveUpstream = func(int, time.Duration) {}
 	}
 	p := &Proxy{token: o.InternalToken, timeout: o.Timeout, observe: o.ObserveUpstream}
-	failures := uint32(o.BreakerFailures)
 	for _, b := range o.Backends {
 		u, err := url.Parse(b)
 		if err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https" {
@@ -130,16 +130,8 @@ func New(o Options) (*Proxy, error) {
 				WriteTimeout:        o.Timeout,
 				MaxIdleConnDuration: 30 * time.Second,
 			},
-			cb: gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
-				Name:          "backend:" + u.Host,
-				MaxRequests:   1,
-				Timeout:       o.BreakerOpenFor,
-				ReadyToTrip:   func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
-				OnStateChange: o.OnStateChange,
-				// A full pool is this gateway's overload, not the backend
-				// failing: it answers 503 but opens the breaker for no one.
-				IsExcluded: func(err error) bool { return errors.Is(err, fasthttp.ErrNoFreeConns) },
-			}),
+			cb: breaker.New[struct{}](breaker.Settings{Name: "backend:" + u.Host, Failures: o.BreakerFailures,
+				OpenFor: o.BreakerOpenFor, OnStateChange: o.OnStateChange}),
 		})
 	}
 	return p, nil
