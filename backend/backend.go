@@ -27,6 +27,7 @@ import (
 	"vendorgate/backend/vendorapi"
 	"vendorgate/backend/vendors"
 	"vendorgate/shared/apikey"
+	"vendorgate/shared/idleconn"
 	"vendorgate/shared/serverlog"
 	"vendorgate/shared/wire"
 )
@@ -77,6 +78,11 @@ type Options struct {
 	// Now is the clock of the domain, the simulator and the sweeper.
 	// Default time.Now.
 	Now func() time.Time
+	// StreamIdleTimeout bounds a report download by progress: the reader
+	// may pause this long, the whole download takes as long as bytes keep
+	// moving (the listener's 60s write timeout bounds other answers whole).
+	// Default 30s.
+	StreamIdleTimeout time.Duration
 }
 
 // Backend is the whole backend service.
@@ -110,6 +116,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 1 << 20
+	}
+	if o.StreamIdleTimeout <= 0 {
+		o.StreamIdleTimeout = 30 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -179,7 +188,7 @@ func (b *Backend) build(ctx context.Context) error {
 		Metrics: b.metrics.Handler(), Logger: b.log})
 	r := respond.NewRouter(b.log)
 	r.GET("/internal/v1/keys/{hash}", internal.Guard(internal.LookupKey)) // guarded here too, whatever the path looked like
-	r.GET(wire.ReadyPath, internal.Guard(adminAPI.Readyz)) // the gateways' readiness probe
+	r.GET(wire.ReadyPath, internal.Guard(adminAPI.Readyz))                // the gateways' readiness probe
 	vendorapi.New(vendorapi.Options{Vendors: vs, Orders: orders, MaxBodyBytes: o.MaxBodyBytes, Logger: b.log}).
 		Register(r, internal.Guard)
 	b.server = newServer(b.metrics.Instrument(logRequests(b.log, guardPrefixes(internal, r.Handler))), o.MaxBodyBytes, b.log)
@@ -266,6 +275,8 @@ func (b *Backend) Start() error {
 		return fmt.Errorf("admin listen %s: %w", b.o.AdminListen, err)
 	}
 	b.ln, b.adminLn = ln, aln
+	// Reports stream from the vendor listener: bounded by progress there.
+	ln = idleconn.NewListener(ln, idleconn.Options{Idle: b.o.StreamIdleTimeout})
 	for _, s := range []struct {
 		srv *fasthttp.Server
 		ln  net.Listener

@@ -60,6 +60,9 @@ type Backend struct {
 	SeedSandboxVendor bool `yaml:"seed_sandbox_vendor" env:"BACKEND_SEED_SANDBOX_VENDOR"`
 	// MaxBodyBytes bounds a request body. Default 1 MiB.
 	MaxBodyBytes int `yaml:"max_body_bytes" env:"BACKEND_MAX_BODY_BYTES"`
+	// StreamIdleTimeout bounds a report download by progress, not as a
+	// whole: past it with no byte taken by the reader, it is cut. Default 30s.
+	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout" env:"BACKEND_STREAM_IDLE_TIMEOUT"`
 	// ShutdownGrace bounds the drain on SIGTERM. Default 15s.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace" env:"BACKEND_SHUTDOWN_GRACE"`
 	// LogLevel is debug, info, warn or error. Default info.
@@ -82,6 +85,8 @@ func DefaultBackend() *Backend {
 		MaxBodyBytes:  1 << 20,
 		ShutdownGrace: 15 * time.Second,
 		LogLevel:      "info",
+
+		StreamIdleTimeout: 30 * time.Second,
 	}
 }
 
@@ -148,6 +153,9 @@ func (c *Backend) Validate() error {
 	}
 	if c.ReportsDir == "" || c.MaxBodyBytes <= 0 || c.ShutdownGrace < 0 {
 		add("reports_dir, max_body_bytes and shutdown_grace must be set")
+	}
+	if c.StreamIdleTimeout < time.Second {
+		add("stream_idle_timeout: %s is too short: a slow reader pauses; use at least 1s (default 30s)", c.StreamIdleTimeout)
 	}
 	if err := checkLevel(c.LogLevel); err != nil {
 		add("log_level: %v", err)

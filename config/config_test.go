@@ -52,16 +52,17 @@ func TestUnknownKeyNamesKeyAndFile(t *testing.T) {
 
 func TestEnvironmentOverrides(t *testing.T) {
 	env := envMap(map[string]string{
-		"GATEWAY_LISTEN":             "127.0.0.1:1234",
-		"GATEWAY_ADMIN_LISTEN":       "127.0.0.1:1235",
-		"GATEWAY_BACKEND_URL":        "http://127.0.0.1:1,http://127.0.0.1:2",
-		"GATEWAY_REDIS_URL":          "redis://127.0.0.1:7000/0",
-		"GATEWAY_INTERNAL_TOKEN":     "0123456789abcdef",
-		"GATEWAY_REDIS_TIMEOUT":      "20ms",
-		"GATEWAY_KEY_PREFIX_SANDBOX": "acmesbx1",
-		"GATEWAY_PUBLIC_BASE_URL":    "https://api.example.com",
-		"GATEWAY_DOCS_RATE":          "7",
-		"GATEWAY_DOCS_WINDOW":        "30s",
+		"GATEWAY_LISTEN":                    "127.0.0.1:1234",
+		"GATEWAY_ADMIN_LISTEN":              "127.0.0.1:1235",
+		"GATEWAY_BACKEND_URL":               "http://127.0.0.1:1,http://127.0.0.1:2",
+		"GATEWAY_REDIS_URL":                 "redis://127.0.0.1:7000/0",
+		"GATEWAY_INTERNAL_TOKEN":            "0123456789abcdef",
+		"GATEWAY_REDIS_TIMEOUT":             "20ms",
+		"GATEWAY_KEY_PREFIX_SANDBOX":        "acmesbx1",
+		"GATEWAY_PUBLIC_BASE_URL":           "https://api.example.com",
+		"GATEWAY_DOCS_RATE":                 "7",
+		"GATEWAY_DOCS_WINDOW":               "30s",
+		"GATEWAY_PROXY_STREAM_IDLE_TIMEOUT": "45s",
 	})
 	g, err := LoadGateway("examples/gateway.yaml", env)
 	if err != nil {
@@ -70,7 +71,8 @@ func TestEnvironmentOverrides(t *testing.T) {
 	if g.Listen != "127.0.0.1:1234" || g.AdminListen != "127.0.0.1:1235" || len(g.BackendURL) != 2 ||
 		g.Redis.URL[0] != "redis://127.0.0.1:7000/0" || g.InternalToken != "0123456789abcdef" ||
 		g.Redis.Timeout != 20*time.Millisecond || g.KeyPrefixes.Sandbox != "acmesbx1" ||
-		g.PublicBaseURL != "https://api.example.com" || g.Docs.Rate != 7 || g.Docs.Window != 30*time.Second {
+		g.PublicBaseURL != "https://api.example.com" || g.Docs.Rate != 7 || g.Docs.Window != 30*time.Second ||
+		g.Proxy.StreamIdleTimeout != 45*time.Second {
 		t.Fatalf("env not applied: %+v", g)
 	}
 
@@ -80,13 +82,15 @@ func TestEnvironmentOverrides(t *testing.T) {
 		"BACKEND_LISTEN": "127.0.0.1:1", "BACKEND_ADMIN_LISTEN": "127.0.0.1:2", "BACKEND_PUBLIC_BASE_URL": "http://gw:8080",
 		"BACKEND_REDIS_URL": "redis://127.0.0.1:1", "BACKEND_KEY_LIFETIME": "90d",
 		"BACKEND_KEY_SIGNING_SECRETS": "new-" + testSigning + ", " + testSigning,
+		"BACKEND_STREAM_IDLE_TIMEOUT": "2m",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.OrderDeadline != 2*time.Second || b.SandboxDelay != 100*time.Millisecond || !b.IsPostgres() ||
 		b.KeyLifetime != 90*24*time.Hour || b.PublicBaseURL != "http://gw:8080" || len(b.RedisURL) != 1 ||
-		len(b.KeySigningSecrets) != 2 || b.KeySigningSecrets[0] != "new-"+testSigning || b.KeySigningSecrets[1] != testSigning {
+		len(b.KeySigningSecrets) != 2 || b.KeySigningSecrets[0] != "new-"+testSigning || b.KeySigningSecrets[1] != testSigning ||
+		b.StreamIdleTimeout != 2*time.Minute {
 		t.Fatalf("env not applied: %+v", b)
 	}
 }
@@ -98,7 +102,8 @@ func TestDefaults(t *testing.T) {
 	}
 	if g.Listen != ":8080" || g.AdminListen != "127.0.0.1:9090" || g.BackendURL[0] != "http://127.0.0.1:8081" ||
 		len(g.Redis.URL) != 0 || g.FailedKeys.PerAddress != 100 || g.FailedKeys.PerKey != 10 || g.FailedKeys.Window != 10*time.Minute ||
-		g.PublicBaseURL != "http://localhost:8080" || g.Docs.Rate != 60 || g.Docs.Window != time.Minute {
+		g.PublicBaseURL != "http://localhost:8080" || g.Docs.Rate != 60 || g.Docs.Window != time.Minute ||
+		g.Proxy.StreamIdleTimeout != 30*time.Second {
 		t.Fatalf("defaults: %+v", g)
 	}
 }
@@ -124,6 +129,7 @@ func TestValidationMessages(t *testing.T) {
 		{"bad public base url", "", "GATEWAY_PUBLIC_BASE_URL", map[string]string{"GATEWAY_PUBLIC_BASE_URL": "api.example.com"}},
 		{"public base url with a path", "public_base_url: https://api.example.com/v1", "must not have a path", nil},
 		{"zero docs rate", "docs: {rate: 0}", "docs.rate", nil},
+		{"stream idle too short", "proxy: {stream_idle_timeout: 100ms}", "proxy.stream_idle_timeout", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -155,6 +155,12 @@ type Proxy struct {
 	BreakerOpenFor time.Duration `yaml:"breaker_open_for" env:"GATEWAY_PROXY_BREAKER_OPEN_FOR"`
 	// BreakerFailures is how many consecutive failures open it. Default 5.
 	BreakerFailures int `yaml:"breaker_failures" env:"GATEWAY_PROXY_BREAKER_FAILURES"`
+	// StreamIdleTimeout bounds a streamed report by progress, not as a
+	// whole: past it with no byte read from the backend or taken by the
+	// client, the download is cut (the client sees a body short of its
+	// Content-Length). Timeout still bounds the wait for the report to
+	// begin. Default 30s.
+	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout" env:"GATEWAY_PROXY_STREAM_IDLE_TIMEOUT"`
 }
 
 // DefaultGateway returns the documented defaults.
@@ -173,7 +179,7 @@ func DefaultGateway() *Gateway {
 		}},
 		FailedKeys:    FailedKeys{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute, MaxTracked: 100_000},
 		KeyCache:      KeyCache{Size: 100000, TTL: 30 * time.Second, NegativeTTL: 5 * time.Second},
-		Proxy:         Proxy{Timeout: 10 * time.Second, MaxConns: 512, BreakerOpenFor: 5 * time.Second, BreakerFailures: 5},
+		Proxy:         Proxy{Timeout: 10 * time.Second, MaxConns: 512, BreakerOpenFor: 5 * time.Second, BreakerFailures: 5, StreamIdleTimeout: 30 * time.Second},
 		MaxBodyBytes:  1 << 20,
 		ShutdownGrace: 15 * time.Second,
 		LogLevel:      "info",
@@ -276,6 +282,9 @@ func (c *Gateway) Validate() error {
 	}
 	if c.Proxy.Timeout <= 0 || c.Proxy.MaxConns <= 0 || c.Proxy.BreakerOpenFor <= 0 || c.Proxy.BreakerFailures <= 0 {
 		add("proxy: timeout, max_conns, breaker_open_for and breaker_failures must be positive")
+	}
+	if c.Proxy.StreamIdleTimeout < time.Second {
+		add("proxy.stream_idle_timeout: %s is too short: a slow client pauses; use at least 1s (default 30s)", c.Proxy.StreamIdleTimeout)
 	}
 	if _, err := ParseCIDRs(c.TrustedProxies); err != nil {
 		add("trusted_proxies: %v", err)

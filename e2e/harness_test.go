@@ -147,6 +147,7 @@ type stack struct {
 	t          *testing.T
 	redis      *testredis.Server
 	backend    *proc
+	backendEnv map[string]string // the backend's environment, to restart it alike
 	backendURL string
 	adminURL   string
 	gateways   []*proc
@@ -204,6 +205,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	for k, v := range o.backendEnv {
 		benv[k] = v
 	}
+	s.backendEnv = benv
 	s.backend = startProc(t, "backend", benv)
 	waitHTTP(t, s.adminURL+"/healthz", s.backend)
 

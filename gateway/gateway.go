@@ -92,6 +92,9 @@ type Gateway struct {
 	served   []net.Listener
 	shut     bool
 	admin    *fasthttp.Server
+	// streamIdle bounds each write to a client by progress where the
+	// server's whole-answer WriteTimeout is lifted (streamed reports).
+	streamIdle time.Duration
 
 	limiterClient redis.UniversalClient
 	subClient     redis.UniversalClient
@@ -130,7 +133,7 @@ func New(o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway settings: %w", err)
 	}
-	g := &Gateway{log: o.Logger, accessLog: !o.DisableAccessLog, stopPoll: make(chan struct{}), pollDone: make(chan struct{})}
+	g := &Gateway{log: o.Logger, accessLog: !o.DisableAccessLog, streamIdle: c.Proxy.StreamIdleTimeout, stopPoll: make(chan struct{}), pollDone: make(chan struct{})}
 	g.snap.Store(sn)
 	g.docsRate = docsRate(c.Docs)
 	g.publicBaseURL, g.openAPI, g.prefixes, g.maxBodyBytes = c.PublicBaseURL, o.OpenAPI, c.KeyPrefixes.APIKey(), c.MaxBodyBytes
@@ -178,7 +181,7 @@ func New(o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.proxy, err = proxy.New(proxy.Options{Backends: c.BackendURL, InternalToken: c.InternalToken, Timeout: c.Proxy.Timeout,
-		MaxConns: c.Proxy.MaxConns, BreakerOpenFor: c.Proxy.BreakerOpenFor, BreakerFailures: c.Proxy.BreakerFailures,
+		StreamIdleTimeout: c.Proxy.StreamIdleTimeout, MaxConns: c.Proxy.MaxConns, BreakerOpenFor: c.Proxy.BreakerOpenFor, BreakerFailures: c.Proxy.BreakerFailures,
 		OnStateChange: g.onBreakerState, ObserveUpstream: observe})
 	if err != nil {
 		return nil, err
@@ -186,6 +189,8 @@ func New(o Options) (*Gateway, error) {
 
 	g.respond = respond.NewWriter(cannedErrors()...)
 	g.router = g.newRouter()
+	// WriteTimeout bounds a whole answer; a streamed report lifts it and is
+	// bounded by progress instead (Serve's idleconn listener, proxy.Forward).
 	g.server = &fasthttp.Server{
 		Handler:                       g.serve,
 		ErrorHandler:                  g.serverError,

@@ -56,6 +56,8 @@ type testBackend struct {
 	addr    string
 	srv     *fasthttp.Server
 	delay   atomic.Int64 // ns, for /slow
+	// report, when set, answers the report routes instead (under mu).
+	report fasthttp.RequestHandler
 }
 
 func newTestBackend(t testing.TB) *testBackend {
@@ -124,6 +126,18 @@ func (b *testBackend) addKey(vendorID, status string, expires time.Time) (key st
 	return key, res
 }
 
+func (b *testBackend) setReport(h fasthttp.RequestHandler) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.report = h
+}
+
+func (b *testBackend) reportHandler() fasthttp.RequestHandler {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.report
+}
+
 func (b *testBackend) update(key string, fn func(*wire.KeyResolution)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -178,6 +192,9 @@ func (b *testBackend) handle(ctx *fasthttp.RequestCtx) {
 		return
 	case strings.HasSuffix(path, "/slow"):
 		time.Sleep(time.Duration(b.delay.Load()))
+	case strings.Contains(path, "/reports/") && b.reportHandler() != nil:
+		b.reportHandler()(ctx)
+		return
 	case strings.HasSuffix(path, "/reports/mvr"):
 		ctx.SetContentType("application/pdf")
 		ctx.Response.Header.Set("Keep-Alive", "timeout=5")
@@ -230,7 +247,8 @@ func testConfig(b *testBackend) *config.Gateway {
 		Orders: config.Limit{Rate: 2, Period: time.Minute},
 	}}
 	c.KeyCache = config.KeyCache{Size: 1000, TTL: 30 * time.Second, NegativeTTL: 5 * time.Second}
-	c.Proxy = config.Proxy{Timeout: 2 * time.Second, MaxConns: 64, BreakerOpenFor: 300 * time.Millisecond, BreakerFailures: 3}
+	c.Proxy.Timeout, c.Proxy.MaxConns = 2*time.Second, 64
+	c.Proxy.BreakerOpenFor, c.Proxy.BreakerFailures = 300*time.Millisecond, 3
 	// 250ms, not the 50ms default: -race on a loaded 2-core machine
 	// sometimes needs more, and a slow answer here is not what is tested.
 	c.Redis.Timeout, c.Redis.PoolSize = 250*time.Millisecond, 16

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/config"
+	"vendorgate/shared/idleconn"
 )
 
 // Serve serves the public API on pub and the admin endpoints on adm until
@@ -23,6 +24,7 @@ func (g *Gateway) Serve(pub, adm net.Listener) error {
 	}
 	g.served = []net.Listener{pub, adm}
 	g.servedMu.Unlock()
+	pub = idleconn.NewListener(pub, idleconn.Options{Idle: g.streamIdle})
 	go func() {
 		if err := g.admin.Serve(adm); err != nil {
 			g.log.Error("admin listener stopped", "err", err)

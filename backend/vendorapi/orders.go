@@ -13,6 +13,7 @@ import (
 	"vendorgate/backend/respond"
 	"vendorgate/backend/store"
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/idleconn"
 	"vendorgate/shared/wire"
 )
 
@@ -141,4 +142,7 @@ func (a *API) getReport(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("application/pdf")
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetBodyStream(f, int(size))
+	// A slow reader of a large file outlasts the listener's whole-answer
+	// write timeout: bound this answer by progress instead.
+	idleconn.Stream(ctx)
 }

@@ -69,6 +69,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		KeyPrefixes: cfg.KeyPrefixes.APIKey(), KeySigningSecrets: cfg.KeySigningSecrets, KeyLifetime: cfg.KeyLifetime,
 		MVRUnavailableStates: cfg.MVRUnavailableStates, ReportsDir: cfg.ReportsDir,
 		SeedSandboxVendor: cfg.SeedSandboxVendor, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log,
+		StreamIdleTimeout: cfg.StreamIdleTimeout,
 	})
 	if err != nil {
 		log.Error("backend did not start", "error", err)

@@ -89,8 +89,14 @@ func New(o Options) (*Client, error) {
 			MaxResponseBodySize:       1 << 20,
 		})
 	}
+	// Opening or going half-open drops the idle connections first, so the
+	// half-open probe dials afresh (breaker.Settings.CloseIdle).
 	c.cb = breaker.New[*wire.KeyResolution](breaker.Settings{Name: BreakerName, Failures: o.BreakerFailures,
-		OpenFor: o.BreakerOpenFor, OnStateChange: o.OnStateChange})
+		OpenFor: o.BreakerOpenFor, OnStateChange: o.OnStateChange, CloseIdle: func() {
+			for _, hc := range c.hosts {
+				hc.CloseIdleConnections()
+			}
+		}})
 	return c, nil
 }
 

@@ -25,6 +25,18 @@ type Settings struct {
 	// none. It runs under the breaker's lock: it must not call back into
 	// the breaker.
 	OnStateChange func(name string, from, to gobreaker.State)
+	// CloseIdle, when set, closes the idle pooled connections to what the
+	// breaker guards; it runs first on every move to open or half-open, so
+	// that the single half-open probe dials a fresh connection. A pooled
+	// connection to a process that died (kill -9, crash) still looks idle:
+	// the probe would take it, fail on it (no retry: the breaker decides)
+	// and reopen the breaker for another open period, once per dead
+	// connection left in the pool, although the restarted process was ready
+	// long before. Retrying on a fresh connection instead would fix GETs
+	// only: a POST that failed that way may have reached the backend. It
+	// runs under the breaker's lock, which closing idle connections never
+	// takes.
+	CloseIdle func()
 }
 
 // New returns a breaker that opens after s.Failures consecutive failures
@@ -40,7 +52,23 @@ func New[T any](s Settings) *gobreaker.CircuitBreaker[T] {
 		MaxRequests:   1,
 		Timeout:       s.OpenFor,
 		ReadyToTrip:   func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
-		OnStateChange: s.OnStateChange,
+		OnStateChange: onStateChange(s),
 		IsExcluded:    func(err error) bool { return errors.Is(err, fasthttp.ErrNoFreeConns) },
 	})
+}
+
+// onStateChange is s.OnStateChange after s.CloseIdle on a move away from
+// closed.
+func onStateChange(s Settings) func(name string, from, to gobreaker.State) {
+	if s.CloseIdle == nil {
+		return s.OnStateChange
+	}
+	return func(name string, from, to gobreaker.State) {
+		if to != gobreaker.StateClosed {
+			s.CloseIdle()
+		}
+		if s.OnStateChange != nil {
+			s.OnStateChange(name, from, to)
+		}
+	}
 }

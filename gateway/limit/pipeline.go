@@ -122,20 +122,23 @@ func (b *batcher) do(cs *Checks) ([]any, error) {
 		c.timer.Stop()
 		return nil, errClosed
 	}
-	deadline := c.deadline // c may be reused once it is back in the pool
+	// c goes back to the pool only after its last read: another caller may
+	// take it at once.
 	select {
 	case r := <-c.reply:
 		c.timer.Stop()
+		late := r.at.After(c.deadline)
 		b.calls.Put(c)
-		if r.at.After(deadline) {
+		if late {
 			return nil, context.DeadlineExceeded // the timer ran late; the deadline did not
 		}
 		return r.v, r.err
 	case <-c.timer.C:
 		select {
 		case r := <-c.reply:
+			late := r.at.After(c.deadline)
 			b.calls.Put(c)
-			if r.at.After(deadline) {
+			if late {
 				return nil, context.DeadlineExceeded // answered too late: fail closed
 			}
 			return r.v, r.err // answered in time; this goroutine only ran late

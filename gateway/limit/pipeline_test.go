@@ -85,6 +85,25 @@ func TestPipelineExact(t *testing.T) {
 	}
 }
 
+// TestPipelineReusesCallsSafely: callers that call again and again reuse
+// pooled calls; a caller must be done with its call before another takes
+// it (go test -race fails otherwise: the gateway built with -race exited on
+// this under a steady load).
+func TestPipelineReusesCallsSafely(t *testing.T) {
+	rs := testredis.Start(t)
+	r := newRedisOpts(t, rs, nil, true)
+	r.batch.timeout = 2 * time.Second // -race on a busy machine
+	rate := Rate{Name: "reads", Limit: 1 << 30, Period: time.Minute}
+	concurrently(16, func(i int) {
+		for range 100 {
+			if _, err := r.Allow(one(fmt.Sprintf("vg:{v:reuse%d}:reads", i), rate)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+}
+
 // TestPipelineBatches: calls that arrive while every sender is busy go
 // together in the next pipeline (one sender here, to count exactly).
 func TestPipelineBatches(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"vendorgate/gateway/breaker"
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/idleconn"
 	"vendorgate/shared/wire"
 )
 
@@ -38,8 +40,13 @@ type Options struct {
 	Backends []string
 	// InternalToken is sent as X-Internal-Token on every call.
 	InternalToken string
-	// Timeout bounds one call, headers and body. Default 10s.
+	// Timeout bounds one call, headers and body; for a streamed call, the
+	// wait for its answer to begin. Default 10s.
 	Timeout time.Duration
+	// StreamIdleTimeout bounds a streamed body by progress: each pause in
+	// the backend's sending may last this long, the whole body as long as
+	// bytes keep moving. Default 30s.
+	StreamIdleTimeout time.Duration
 	// MaxConns bounds the connections to each backend; past it a request
 	// waits up to MaxConnWait. Default 512.
 	MaxConns int
@@ -88,6 +95,9 @@ func New(o Options) (*Proxy, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
 	}
+	if o.StreamIdleTimeout <= 0 {
+		o.StreamIdleTimeout = 30 * time.Second
+	}
 	if o.MaxConns <= 0 {
 		o.MaxConns = 512
 	}
@@ -104,12 +114,28 @@ func New(o Options) (*Proxy, error) {
 		o.ObserveUpstream = func(int, time.Duration) {}
 	}
 	p := &Proxy{token: o.InternalToken, timeout: o.Timeout, observe: o.ObserveUpstream}
+	// Every backend connection is an idleconn.Conn: a buffered call's
+	// DoTimeout deadline stands over headers and body, while a streamed
+	// call, made without one, waits up to Timeout for its answer to begin
+	// and then up to StreamIdleTimeout for each further byte.
+	progress := idleconn.Options{Idle: o.StreamIdleTimeout, FirstByte: o.Timeout}
+	dial := func(addr string, timeout time.Duration) (net.Conn, error) {
+		if timeout <= 0 {
+			timeout = o.Timeout // a streamed call has no request timeout
+		}
+		c, err := fasthttp.DialTimeout(addr, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return idleconn.New(c, progress), nil
+	}
 	for _, b := range o.Backends {
 		u, err := url.Parse(b)
 		if err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https" {
 			return nil, fmt.Errorf("proxy: backend %q is not an http URL", b)
 		}
-		p.backends = append(p.backends, &backend{
+		var be *backend
+		be = &backend{
 			name: u.Host,
 			hc: &fasthttp.HostClient{
 				Addr:                          u.Host,
@@ -125,14 +151,17 @@ func New(o Options) (*Proxy, error) {
 				// connection until the client has the body, which a small JSON
 				// answer does not need. Buffered answers are bounded by the API
 				// (an order list is at most 200 orders), so no size limit here.
-				StreamResponseBody:  false,
-				ReadTimeout:         o.Timeout,
+				StreamResponseBody: false,
+				// No ReadTimeout: it would bound a streamed body as a whole.
+				// A buffered call's DoTimeout sets the same bound per call.
+				DialTimeout:         dial,
 				WriteTimeout:        o.Timeout,
 				MaxIdleConnDuration: 30 * time.Second,
 			},
 			cb: breaker.New[struct{}](breaker.Settings{Name: "backend:" + u.Host, Failures: o.BreakerFailures,
-				OpenFor: o.BreakerOpenFor, OnStateChange: o.OnStateChange}),
-		})
+				OpenFor: o.BreakerOpenFor, OnStateChange: o.OnStateChange, CloseIdle: func() { be.hc.CloseIdleConnections() }}),
+		}
+		p.backends = append(p.backends, be)
 	}
 	return p, nil
 }
@@ -194,6 +223,9 @@ func (p *Proxy) Forward(ctx *fasthttp.RequestCtx, id *Identity, stream bool) err
 	}
 	start := time.Now()
 	_, err := b.cb.Execute(func() (struct{}, error) {
+		if stream { // bounded by progress on the connection (see New)
+			return struct{}{}, b.hc.Do(req, &ctx.Response)
+		}
 		return struct{}{}, b.hc.DoTimeout(req, &ctx.Response, p.timeout)
 	})
 	p.observe(i, time.Since(start))
@@ -212,6 +244,14 @@ func (p *Proxy) Forward(ctx *fasthttp.RequestCtx, id *Identity, stream bool) err
 	stripResponse(&ctx.Response.Header)
 	if ctx.Response.StatusCode() >= 400 {
 		return checkEnvelope(&ctx.Response)
+	}
+	if stream {
+		// The server's write deadline bounds the whole answer; a client on
+		// a slow link may take longer for a large file. Each write is bounded
+		// by progress instead, when the gateway's listener wraps connections
+		// in idleconn; a failed body makes the server close the connection
+		// short of Content-Length (or of the last chunk), never end cleanly.
+		idleconn.Stream(ctx)
 	}
 	return nil
 }

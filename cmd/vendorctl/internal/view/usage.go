@@ -3,21 +3,15 @@ package view
 import (
 	"strconv"
 	"strings"
-	"time"
+
+	"vendorgate/gateway/usage"
 )
 
-// UsageRow is one (vendor, limit) of `usage top`, with the company name
-// vendorctl joined from the backend.
+// UsageRow is one (vendor, limit) of `usage top`: the gateway's row and
+// the company name vendorctl joined from the backend.
 type UsageRow struct {
-	VendorID      string `json:"vendor_id"`
-	CompanyName   string `json:"company_name"`
-	Limit         string `json:"limit"`
-	Quota         int    `json:"quota"`
-	PeriodSeconds int64  `json:"period_seconds"`
-	Allowed       uint64 `json:"allowed"`
-	Limited       uint64 `json:"limited"`
-	ShadowLimited uint64 `json:"shadow_limited"`
-	PeakPerMinute uint64 `json:"peak_per_minute"`
+	usage.TopRow
+	CompanyName string `json:"company_name"`
 }
 
 // UsageTop is `usage top`'s answer.
@@ -26,31 +20,15 @@ type UsageTop struct {
 	Vendors []UsageRow `json:"vendors"`
 }
 
-// VendorUsage is `usage show`'s answer: one vendor's buckets per limit.
+// VendorUsage is `usage show`'s answer: the gateway's per-vendor form and
+// the company name.
 type VendorUsage struct {
-	VendorID    string        `json:"vendor_id"`
-	CompanyName string        `json:"company_name"`
-	Window      string        `json:"window"`
-	Policies    []PolicyUsage `json:"policies"`
-}
-
-// PolicyUsage is one limit's buckets, oldest first: minutes, and before
-// the last hour whole hours (Seconds 3600).
-type PolicyUsage struct {
-	Limit         string        `json:"limit"`
-	Quota         int           `json:"quota"`
-	PeriodSeconds int64         `json:"period_seconds"`
-	Minutes       []UsageBucket `json:"minutes"`
+	usage.VendorUsage
+	CompanyName string `json:"company_name"`
 }
 
 // UsageBucket is one minute's (or hour's) counts.
-type UsageBucket struct {
-	At            time.Time `json:"at"`
-	Seconds       int       `json:"seconds"`
-	Allowed       uint64    `json:"allowed"`
-	Limited       uint64    `json:"limited"`
-	ShadowLimited uint64    `json:"shadow_limited"`
-}
+type UsageBucket = usage.Bucket
 
 // WriteUsageTop writes the top list, most refused first.
 func WriteUsageTop(t *Table, u UsageTop) {
