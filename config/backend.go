@@ -94,7 +94,7 @@ func DefaultBackend() *Backend {
 // (none when empty), the environment, then Validate.
 func LoadBackend(path string, env Env) (*Backend, error) {
 	cfg := DefaultBackend()
-	if err := load(cfg, path, prefixed(env, "BACKEND_")); err != nil {
+	if _, err := load(cfg, path, prefixed(env, "BACKEND_")); err != nil {
 		return nil, err
 	}
 	if err := cfg.Validate(); err != nil {
@@ -180,7 +180,7 @@ type Vendorctl struct {
 // LoadVendorctl reads vendorctl's settings from env.
 func LoadVendorctl(env Env) (*Vendorctl, error) {
 	cfg := &Vendorctl{AdminURL: "http://127.0.0.1:8082", GatewayAdminURL: "http://127.0.0.1:9090"}
-	if err := load(cfg, "", env); err != nil {
+	if _, err := load(cfg, "", env); err != nil {
 		return nil, err
 	}
 	if err := checkHTTPURL(cfg.AdminURL); err != nil {

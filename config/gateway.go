@@ -59,6 +59,11 @@ type Gateway struct {
 	// bearer token; at least 16 characters. Empty turns the view off.
 	AdminToken string `yaml:"admin_token" env:"GATEWAY_ADMIN_TOKEN" secret:"true"`
 	Usage      Usage  `yaml:"usage"`
+
+	// Version names this configuration (vendorgate_gateway_config_info):
+	// the first 12 hex digits of the file's SHA-256, or "defaults" without
+	// a file. LoadGateway sets it; it is not a setting.
+	Version string `yaml:"-"`
 }
 
 // Usage is the per-vendor usage counting behind the usage view.
@@ -100,60 +105,6 @@ type Redis struct {
 	// Pipeline sends the limiter calls of concurrent requests to Redis in
 	// one pipelined write (one round trip for many). Default true.
 	Pipeline bool `yaml:"pipeline" env:"GATEWAY_REDIS_PIPELINE"`
-}
-
-// Limit is one rate limit: Rate requests per Period with a burst of Burst
-// (default Rate). Shadow counts and logs denials but never refuses.
-// ShadowTwin, when set, is a second limit evaluated beside this one on its
-// own bucket and never enforced: its would-be refusals are counted (the
-// usage view, metrics) and logged, so that a tighter limit can be tried on
-// live traffic before it is enforced.
-type Limit struct {
-	Rate       int           `yaml:"rate"`
-	Period     time.Duration `yaml:"period"`
-	Burst      int           `yaml:"burst"`
-	Shadow     bool          `yaml:"shadow"`
-	ShadowTwin *Limit        `yaml:"shadow_twin"`
-}
-
-// Enabled reports whether l is set.
-func (l Limit) Enabled() bool { return l.Rate > 0 }
-
-func (l Limit) validate(name string) error {
-	if !l.Enabled() {
-		return nil
-	}
-	if l.Period <= 0 {
-		return fmt.Errorf("%s.period must be positive (for example 1m)", name)
-	}
-	if l.Burst < 0 {
-		return fmt.Errorf("%s.burst must not be negative", name)
-	}
-	if t := l.ShadowTwin; t != nil {
-		switch {
-		case !t.Enabled():
-			return fmt.Errorf("%s.shadow_twin.rate must be positive (or leave shadow_twin out)", name)
-		case t.ShadowTwin != nil || t.Shadow:
-			return fmt.Errorf("%s.shadow_twin is always shadow and has no twin of its own: remove its shadow and shadow_twin", name)
-		}
-		return t.validate(name + ".shadow_twin")
-	}
-	return nil
-}
-
-// LimitPair is the reads and orders limits of one scope.
-type LimitPair struct {
-	Reads  Limit `yaml:"reads"`
-	Orders Limit `yaml:"orders"`
-}
-
-// Limits are the request limits. Vendor limits are shared by all of a
-// vendor's keys and all gateway replicas; per-key limits apply in addition
-// when set; Overrides replace a vendor's limits by vendor id.
-type Limits struct {
-	Vendor    LimitPair            `yaml:"vendor"`
-	PerKey    LimitPair            `yaml:"per_key"`
-	Overrides map[string]LimitPair `yaml:"overrides"`
 }
 
 // FailedKeys is the failed-key throttle: past PerAddress failures from one
@@ -233,6 +184,7 @@ func DefaultGateway() *Gateway {
 		ShutdownGrace: 15 * time.Second,
 		LogLevel:      "info",
 		Usage:         Usage{FlushInterval: 5 * time.Second},
+		Version:       DefaultsVersion,
 	}
 }
 
@@ -240,9 +192,11 @@ func DefaultGateway() *Gateway {
 // (none when empty), the environment, then Validate.
 func LoadGateway(path string, env Env) (*Gateway, error) {
 	cfg := DefaultGateway()
-	if err := load(cfg, path, prefixed(env, "GATEWAY_")); err != nil {
+	version, err := load(cfg, path, prefixed(env, "GATEWAY_"))
+	if err != nil {
 		return nil, err
 	}
+	cfg.Version = version
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -1,11 +1,14 @@
 // Package config loads the settings of the three binaries: built-in
 // defaults, then a YAML file read strictly (an unknown key is an error that
 // names the key and the file), then environment overrides, then Validate.
-// It is read once, by cmd/*, and handed down as plain values.
+// It is the one place of each setting, its default and its validation:
+// cmd/* loads it, and the packages that need a setting take its types.
 package config
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -23,22 +26,30 @@ import (
 // Env looks up an environment variable; os.LookupEnv in main, a map in tests.
 type Env func(name string) (string, bool)
 
+// DefaultsVersion is the version of a configuration read from no file.
+const DefaultsVersion = "defaults"
+
 // load fills cfg (already holding defaults) from the file at path (none when
-// empty) and then from env, walking `env:"NAME"` tags.
-func load(cfg any, path string, env Env) error {
+// empty) and then from env, walking `env:"NAME"` tags. It returns the
+// version of what it read: the first 12 hex digits of the file's SHA-256,
+// or DefaultsVersion without a file.
+func load(cfg any, path string, env Env) (version string, err error) {
+	version = DefaultsVersion
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return fmt.Errorf("read config: %w", err)
+			return "", fmt.Errorf("read config: %w", err)
 		}
 		if err := decodeStrict(data, cfg); err != nil {
-			return fmt.Errorf("config %s: %w", path, err)
+			return "", fmt.Errorf("config %s: %w", path, err)
 		}
+		sum := sha256.Sum256(data)
+		version = hex.EncodeToString(sum[:6])
 	}
 	if env == nil {
 		env = os.LookupEnv
 	}
-	return applyEnv(reflect.ValueOf(cfg).Elem(), env)
+	return version, applyEnv(reflect.ValueOf(cfg).Elem(), env)
 }
 
 var unknownField = regexp.MustCompile(`line (\d+): field (\S+) not found in type`)

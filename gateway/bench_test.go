@@ -9,6 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/config"
 	"vendorgate/shared/testredis"
 	"vendorgate/shared/wire"
 )
@@ -19,7 +20,7 @@ import (
 func benchHandler(b *testing.B, mod func(*Options)) {
 	be := newTestBackend(b)
 	gw := startGateway(b, be, func(o *Options) {
-		o.Settings.Vendor.Reads = Limit{Rate: 1 << 30, Period: time.Second}
+		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 1 << 30, Period: time.Second}
 		if mod != nil {
 			mod(o)
 		}
@@ -68,6 +69,6 @@ func BenchmarkHandlerRedis(b *testing.B) {
 	rs := testredis.Start(b)
 	benchHandler(b, func(o *Options) {
 		o.DisableAccessLog = true
-		o.Redis.URLs = []string{rs.URL()}
+		o.Config.Redis.URL = config.List{rs.URL()}
 	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"vendorgate/config"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/sandboxvalues"
 	"vendorgate/shared/wire"
@@ -144,11 +145,11 @@ func TestDocsRoutes(t *testing.T) {
 func TestDocsShowLimitsInForce(t *testing.T) {
 	gw := startGateway(t, newTestBackend(t), nil)
 	before := do(t, "GET", gw.url+"/docs", "")
-	s := defaultSettings()
-	s.Vendor.Reads = Limit{Rate: 77, Period: 30 * time.Second}
-	s.PerKey.Orders = Limit{Rate: 3, Period: time.Minute}
-	s.FailedKeys.PerAddress = 42
-	if err := gw.g.Reload(s); err != nil {
+	c := *gw.cfg
+	c.Limits.Vendor.Reads = config.Limit{Rate: 77, Period: 30 * time.Second}
+	c.Limits.PerKey.Orders = config.Limit{Rate: 3, Period: time.Minute}
+	c.FailedKeys.PerAddress = 42
+	if err := gw.g.Reload(&c); err != nil {
 		t.Fatal(err)
 	}
 	after := do(t, "GET", gw.url+"/docs", "", "If-None-Match", before.header.Get("ETag"))
@@ -171,7 +172,7 @@ func TestDocsShowLimitsInForce(t *testing.T) {
 // and vendor calls are not charged for it.
 func TestDocsLimitedPerAddress(t *testing.T) {
 	b := newTestBackend(t)
-	gw := startGateway(t, b, func(o *Options) { o.Docs.Rate, o.Docs.Window = 3, time.Minute })
+	gw := startGateway(t, b, func(o *Options) { o.Config.Docs.Rate, o.Config.Docs.Window = 3, time.Minute })
 	for i, p := range []string{"/docs", "/openapi.yaml", "/openapi.json"} {
 		if a := do(t, "GET", gw.url+p, ""); a.status != 200 {
 			t.Fatalf("request %d (%s) = %d", i+1, p, a.status)

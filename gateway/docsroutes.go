@@ -8,24 +8,17 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/config"
 	"vendorgate/gateway/docs"
 	"vendorgate/gateway/limit"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/wire"
 )
 
-// DocsOptions configure the documentation routes of the public listener:
-// /docs, /openapi.yaml and /openapi.json, answered before authentication.
-type DocsOptions struct {
-	// PublicBaseURL is the gateway's public address, for the curl lines and
-	// the document's servers entry; never taken from a request's Host.
-	// Default "http://localhost:8080".
-	PublicBaseURL string
-	// Rate requests per Window are allowed from one client address, in
-	// process. Defaults 60 and 1m.
-	Rate   int
-	Window time.Duration
-}
+// The documentation routes of the public listener (/docs, /openapi.yaml
+// and /openapi.json) are answered before authentication, limited per client
+// address in process (config.Docs), and show the public address
+// (config.Gateway.PublicBaseURL), never a request's Host.
 
 // docRoute is one documentation route; index is its metric label index.
 type docRoute struct {
@@ -47,18 +40,9 @@ var errDocsRateLimited = &apierr.Error{Code: apierr.RateLimited, Message: "too m
 // only on a reload; vendor answers stay no-store.
 const docsCacheControl = "public, max-age=300"
 
-// docsLabels are the documentation routes' label values, after "unmatched".
-func docsLabels() []string {
-	out := make([]string, len(docRoutes))
-	for i, d := range docRoutes {
-		out[i] = d.path
-	}
-	return out
-}
-
-// docsPolicy is the documentation routes' limit as a limiter rate.
-func (o DocsOptions) rate() limit.Rate {
-	return limit.Rate{Name: "docs", Limit: o.Rate, Period: o.Window}
+// docsRate is the documentation routes' limit as a limiter rate.
+func docsRate(d config.Docs) limit.Rate {
+	return limit.Rate{Name: "docs", Limit: d.Rate, Period: d.Window}
 }
 
 // renderDocs renders the documentation for the settings in sn; it runs at
@@ -67,11 +51,11 @@ func (g *Gateway) renderDocs(sn *snapshot) error {
 	if len(g.openAPI) == 0 {
 		return nil
 	}
-	s := sn.settings
+	s := sn.configured
 	var pols []docs.Policy
-	add := func(name, applies, scope string, l Limit) {
+	add := func(name, applies, scope string, l config.Limit) {
 		r := rateOf(name, l)
-		if l.Rate <= 0 || l.Shadow {
+		if !l.Enabled() || l.Shadow {
 			return // shadow limits never refuse: clients are not told of them
 		}
 		pols = append(pols, docs.Policy{Name: name, Applies: applies, Scope: scope, Quota: r.Quota(), Rate: l.Rate, Window: l.Period})
@@ -82,10 +66,10 @@ func (g *Gateway) renderDocs(sn *snapshot) error {
 	add("orders", orders, "per vendor, across all its keys", s.Vendor.Orders)
 	add("key-reads", reads, "per key", s.PerKey.Reads)
 	add("key-orders", orders, "per key", s.PerKey.Orders)
-	dr := g.docsOpts.rate()
+	dr := g.docsRate
 	set, err := docs.Render(docs.Options{
-		Document: g.openAPI, PublicBaseURL: g.docsOpts.PublicBaseURL, Prefixes: g.prefixes, Limits: pols,
-		FailedKeysPerAddress: s.FailedKeys.PerAddress, FailedKeysPerKey: s.FailedKeys.PerKey, FailedKeysWindow: s.FailedKeys.Window,
+		Document: g.openAPI, PublicBaseURL: g.publicBaseURL, Prefixes: g.prefixes, Limits: pols,
+		FailedKeysPerAddress: sn.failedKeys.PerAddress, FailedKeysPerKey: sn.failedKeys.PerKey, FailedKeysWindow: sn.failedKeys.Window,
 		Docs: docs.Policy{Name: dr.Name, Applies: "/docs, /openapi.yaml, /openapi.json", Scope: "per client address",
 			Quota: dr.Quota(), Rate: dr.Limit, Window: dr.Period},
 		MaxBodyBytes: g.maxBodyBytes,
@@ -117,7 +101,7 @@ func (g *Gateway) serveDocs(ctx *fasthttp.RequestCtx, d *docRoute) {
 	ex.client = g.snap.Load().clientIP.Client(ctx)
 	ctx.Response.Header.SetBytesV(wire.HeaderRequestID, ex.requestID())
 	var cs limit.Checks
-	cs.Add(limit.Check{Key: "docs:" + ex.client.String(), Rate: g.docsOpts.rate()})
+	cs.Add(limit.Check{Key: "docs:" + ex.client.String(), Rate: g.docsRate})
 	dec, _ := g.docsLimiter.Allow(cs) // the in-process limiter never fails
 	if !dec.Allowed {
 		g.respond.Write(ctx, errDocsRateLimited, dec.RetryAfter)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"vendorgate/config"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/testredis"
 	"vendorgate/shared/wire"
@@ -18,8 +19,8 @@ func TestTwoGatewaysShareOneRedis(t *testing.T) {
 	var gws []*testGateway
 	for i := 0; i < 2; i++ {
 		gws = append(gws, startGateway(t, b, func(o *Options) {
-			o.Redis.URLs = []string{rs.URL()}
-			o.Settings.Vendor.Reads = Limit{Rate: 20, Period: time.Minute}
+			o.Config.Redis.URL = config.List{rs.URL()}
+			o.Config.Limits.Vendor.Reads = config.Limit{Rate: 20, Period: time.Minute}
 		}))
 	}
 	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
@@ -57,8 +58,8 @@ func TestRedisFailsClosed(t *testing.T) {
 	rs := testredis.Start(t)
 	b := newTestBackend(t)
 	gw := startGateway(t, b, func(o *Options) {
-		o.Redis.URLs = []string{rs.URL()}
-		o.Settings.Vendor.Reads = Limit{Rate: 1000, Period: time.Minute}
+		o.Config.Redis.URL = config.List{rs.URL()}
+		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 1000, Period: time.Minute}
 	})
 	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
 	me := gw.url + "/api/vendor/v1/me"
@@ -118,7 +119,7 @@ func (a answer) String() string { return string(a.body) }
 // opens and answers in microseconds; it closes after the backend returns.
 func TestBackendBreaker(t *testing.T) {
 	b := newTestBackend(t)
-	gw := startGateway(t, b, func(o *Options) { o.Settings.Vendor.Reads = Limit{Rate: 1000, Period: time.Minute} })
+	gw := startGateway(t, b, func(o *Options) { o.Config.Limits.Vendor.Reads = config.Limit{Rate: 1000, Period: time.Minute} })
 	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
 	me := gw.url + "/api/vendor/v1/me"
 	if a := do(t, "GET", me, key); a.status != 200 { // the key is now cached
@@ -155,7 +156,7 @@ func TestBackendBreaker(t *testing.T) {
 
 func TestBackendTimeout(t *testing.T) {
 	b := newTestBackend(t)
-	gw := startGateway(t, b, func(o *Options) { o.Proxy.Timeout = 200 * time.Millisecond })
+	gw := startGateway(t, b, func(o *Options) { o.Config.Proxy.Timeout = 200 * time.Millisecond })
 	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
 	b.delay.Store(int64(time.Second))
 	do(t, "GET", gw.url+"/api/vendor/v1/orders/slow", key).wantError(t, 504, apierr.RequestFailed)
@@ -166,8 +167,8 @@ func TestBackendTimeout(t *testing.T) {
 func TestOpenBackendSkipped(t *testing.T) {
 	b1, b2 := newTestBackend(t), newTestBackend(t)
 	gw := startGateway(t, b1, func(o *Options) {
-		o.Backends = []string{b1.URL(), b2.URL()}
-		o.Settings.Vendor.Reads = Limit{Rate: 1000, Period: time.Minute}
+		o.Config.BackendURL = config.List{b1.URL(), b2.URL()}
+		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 1000, Period: time.Minute}
 	})
 	key, res := b1.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
 	b2.update(key, func(r *wire.KeyResolution) { *r = res })

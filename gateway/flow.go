@@ -174,7 +174,7 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 	if g.redisLim != nil && g.redisLim.State() == gobreaker.StateOpen {
 		return nil, refusal // Redis is down: cannot count, the 401 stands
 	}
-	v, terr := g.throttle.Fail(ex.client, keySum, sn.settings.FailedKeys)
+	v, terr := g.throttle.Fail(ex.client, keySum, sn.failedKeys)
 	if terr != nil {
 		g.log.Warn("failed-key throttle unavailable", "err", terr)
 		return nil, refusal

@@ -174,8 +174,8 @@ func TestAuthenticationRules(t *testing.T) {
 func TestFailedKeyThrottle(t *testing.T) {
 	b := newTestBackend(t)
 	gw := startGateway(t, b, func(o *Options) {
-		o.Settings.FailedKeys.PerAddress = 20
-		o.Settings.FailedKeys.PerKey = 3
+		o.Config.FailedKeys.PerAddress = 20
+		o.Config.FailedKeys.PerKey = 3
 	})
 	me := gw.url + "/api/vendor/v1/me"
 	good, _ := b.addKey("vendor-ok", wire.VendorApproved, time.Now().Add(time.Hour))

@@ -16,9 +16,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"vendorgate/gateway/auth"
+	"vendorgate/config"
 	"vendorgate/gateway/openapi"
-	"vendorgate/gateway/throttle"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/wire"
@@ -227,39 +226,44 @@ func (b *testBackend) handle(ctx *fasthttp.RequestCtx) {
 // testGateway is one gateway on loopback listeners.
 type testGateway struct {
 	g     *Gateway
+	cfg   *config.Gateway // the configuration it started with
 	url   string
 	admin string
-}
-
-// defaultSettings are small limits so that tests reach them quickly.
-func defaultSettings() Settings {
-	return Settings{
-		Vendor:     LimitPair{Reads: Limit{Rate: 5, Period: time.Minute}, Orders: Limit{Rate: 2, Period: time.Minute}},
-		FailedKeys: throttle.Thresholds{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute},
-		Version:    "test",
-	}
 }
 
 // testPublicBaseURL is the gateway's configured public address in tests.
 const testPublicBaseURL = "https://api.vendorgate.test"
 
+// testConfig is the defaults with small limits, so that tests reach them
+// quickly, and short breaker and Redis timeouts.
+func testConfig(b *testBackend) *config.Gateway {
+	c := config.DefaultGateway()
+	c.BackendURL = config.List{b.URL()}
+	c.InternalToken = testToken
+	c.KeySigningSecrets = config.List{testSigning}
+	c.PublicBaseURL = testPublicBaseURL
+	c.Limits = config.Limits{Vendor: config.LimitPair{
+		Reads:  config.Limit{Rate: 5, Period: time.Minute},
+		Orders: config.Limit{Rate: 2, Period: time.Minute},
+	}}
+	c.KeyCache = config.KeyCache{Size: 1000, TTL: 30 * time.Second, NegativeTTL: 5 * time.Second}
+	c.Proxy.Timeout, c.Proxy.MaxConns = 2*time.Second, 64
+	c.Proxy.BreakerOpenFor, c.Proxy.BreakerFailures = 300*time.Millisecond, 3
+	// 250ms, not the 50ms default: -race on a loaded 2-core machine
+	// sometimes needs more, and a slow answer here is not what is tested.
+	c.Redis.Timeout, c.Redis.PoolSize = 250*time.Millisecond, 16
+	c.Redis.BreakerOpenFor, c.Redis.BreakerFailures = 300*time.Millisecond, 3
+	c.MaxBodyBytes = 1 << 16
+	c.Version = "test"
+	return c
+}
+
 func startGateway(t testing.TB, b *testBackend, mod func(*Options)) *testGateway {
 	o := Options{
-		Backends:      []string{b.URL()},
-		InternalToken: testToken,
-		Prefixes:      apikey.DefaultPrefixes(),
-		KeyCache:      auth.CacheOptions{Size: 1000, TTL: 30 * time.Second, NegativeTTL: 5 * time.Second},
-		Proxy:         ProxyOptions{Timeout: 2 * time.Second, MaxConns: 64, BreakerOpenFor: 300 * time.Millisecond, BreakerFailures: 3},
-		// 250ms, not the 50ms default: -race on a loaded 2-core machine
-		// sometimes needs more, and a slow answer here is not what is tested.
-		Redis:        RedisOptions{Timeout: 250 * time.Millisecond, PoolSize: 16, BreakerOpenFor: 300 * time.Millisecond, BreakerFailures: 3},
-		MaxBodyBytes: 1 << 16,
-		Settings:     defaultSettings(),
-		Logger:       slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		OpenAPI:      openapi.Document,
-		Docs:         DocsOptions{PublicBaseURL: testPublicBaseURL},
+		Config:  testConfig(b),
+		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		OpenAPI: openapi.Document,
 	}
-	o.KeySigningSecrets = []string{testSigning}
 	if mod != nil {
 		mod(&o)
 	}
@@ -281,7 +285,7 @@ func startGateway(t testing.TB, b *testBackend, mod func(*Options)) *testGateway
 		_ = g.Shutdown(0, 5*time.Second)
 		<-done
 	})
-	return &testGateway{g: g, url: "http://" + pub.Addr().String(), admin: "http://" + adm.Addr().String()}
+	return &testGateway{g: g, cfg: o.Config, url: "http://" + pub.Addr().String(), admin: "http://" + adm.Addr().String()}
 }
 
 var httpClient = &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

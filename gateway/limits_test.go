@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"vendorgate/config"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/testredis"
 	"vendorgate/shared/wire"
@@ -17,7 +18,7 @@ func limiterModes(t *testing.T, fn func(t *testing.T, withRedis func(*Options)))
 	t.Run("local", func(t *testing.T) { fn(t, func(*Options) {}) })
 	t.Run("redis", func(t *testing.T) {
 		rs := testredis.Start(t)
-		fn(t, func(o *Options) { o.Redis.URLs = []string{rs.URL()} })
+		fn(t, func(o *Options) { o.Config.Redis.URL = config.List{rs.URL()} })
 	})
 }
 
@@ -35,7 +36,7 @@ func TestLimits(t *testing.T) {
 		b := newTestBackend(t)
 		gw := startGateway(t, b, func(o *Options) {
 			withRedis(o)
-			o.Settings.Overrides = map[string]LimitPair{"vendor-big": {Reads: Limit{Rate: 8, Period: time.Minute}}}
+			o.Config.Limits.Overrides = map[string]config.LimitPair{"vendor-big": {Reads: config.Limit{Rate: 8, Period: time.Minute}}}
 		})
 		a1, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
 		a2, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
@@ -100,8 +101,8 @@ func TestPerKeyLimitAndShadow(t *testing.T) {
 		b := newTestBackend(t)
 		gw := startGateway(t, b, func(o *Options) {
 			withRedis(o)
-			o.Settings.PerKey.Reads = Limit{Rate: 2, Period: time.Minute}
-			o.Settings.Overrides = map[string]LimitPair{"vendor-shadow": {Reads: Limit{Rate: 1, Period: time.Minute, Shadow: true}}}
+			o.Config.Limits.PerKey.Reads = config.Limit{Rate: 2, Period: time.Minute}
+			o.Config.Limits.Overrides = map[string]config.LimitPair{"vendor-shadow": {Reads: config.Limit{Rate: 1, Period: time.Minute, Shadow: true}}}
 		})
 		k1, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
 		k2, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))

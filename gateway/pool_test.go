@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"vendorgate/config"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/wire"
 )
@@ -16,10 +17,10 @@ import (
 func TestFullPoolLeavesBreakerClosed(t *testing.T) {
 	b := newTestBackend(t)
 	gw := startGateway(t, b, func(o *Options) {
-		o.Proxy.MaxConns = 1
-		o.Proxy.BreakerFailures = 3
-		o.Proxy.BreakerOpenFor = 10 * time.Second // an opened breaker would still be open at the end
-		o.Settings.Vendor.Reads = Limit{Rate: 1000, Period: time.Minute}
+		o.Config.Proxy.MaxConns = 1
+		o.Config.Proxy.BreakerFailures = 3
+		o.Config.Proxy.BreakerOpenFor = 10 * time.Second // an opened breaker would still be open at the end
+		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 1000, Period: time.Minute}
 	})
 	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
 	if a := do(t, "GET", gw.url+"/api/vendor/v1/me", key); a.status != 200 { // caches the key

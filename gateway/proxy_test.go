@@ -6,13 +6,13 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/config"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/testredis"
 	"vendorgate/shared/wire"
@@ -57,7 +57,7 @@ func TestSpoofedIdentityHeadersNeverReachBackend(t *testing.T) {
 func TestTrustedProxyForwardedFor(t *testing.T) {
 	b := newTestBackend(t)
 	gw := startGateway(t, b, func(o *Options) {
-		o.Settings.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		o.Config.TrustedProxies = config.List{"127.0.0.0/8"}
 	})
 	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
 	a := do(t, "GET", gw.url+"/api/vendor/v1/me", key, "X-Forwarded-For", "6.6.6.6, 203.0.113.7, 127.0.0.2")
@@ -156,8 +156,8 @@ func TestInvalidationEvictsAtOnce(t *testing.T) {
 	rs := testredis.Start(t)
 	b := newTestBackend(t)
 	gw := startGateway(t, b, func(o *Options) {
-		o.Redis.URLs = []string{rs.URL()}
-		o.Settings.Vendor.Reads = Limit{Rate: 1000, Period: time.Minute}
+		o.Config.Redis.URL = config.List{rs.URL()}
+		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 1000, Period: time.Minute}
 	})
 	key, res := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
 	me := gw.url + "/api/vendor/v1/me"

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"vendorgate/config"
 	"vendorgate/shared/testredis"
 )
 
@@ -77,7 +78,7 @@ func contains(list []string, s string) bool {
 func TestReadyzProbesRedisWhileIdle(t *testing.T) {
 	rs := testredis.Start(t)
 	b := newTestBackend(t)
-	gw := startGateway(t, b, func(o *Options) { o.Redis.URLs = []string{rs.URL()} })
+	gw := startGateway(t, b, func(o *Options) { o.Config.Redis.URL = config.List{rs.URL()} })
 	waitReadyz(t, gw, 200, "")
 
 	rs.Stop()
@@ -128,7 +129,7 @@ func TestReadyzProbesBackendWhileIdle(t *testing.T) {
 // answers.
 func TestReadyzOneBackendOfTwo(t *testing.T) {
 	b1, b2 := newTestBackend(t), newTestBackend(t)
-	gw := startGateway(t, b1, func(o *Options) { o.Backends = []string{b1.URL(), b2.URL()} })
+	gw := startGateway(t, b1, func(o *Options) { o.Config.BackendURL = config.List{b1.URL(), b2.URL()} })
 	waitReadyz(t, gw, 200, "")
 	b1.stop()
 	// Long enough for several probe rounds.
@@ -165,7 +166,7 @@ func checkReason(b readyzBody, name string) string {
 func TestReadyzVerboseAndExclude(t *testing.T) {
 	rs := testredis.Start(t)
 	b := newTestBackend(t)
-	gw := startGateway(t, b, func(o *Options) { o.Redis.URLs = []string{rs.URL()} })
+	gw := startGateway(t, b, func(o *Options) { o.Config.Redis.URL = config.List{rs.URL()} })
 	waitReadyz(t, gw, 200, "")
 
 	code, body := getReadyz(t, gw, "?verbose")

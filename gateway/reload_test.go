@@ -7,6 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/config"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/wire"
 )
@@ -19,18 +20,18 @@ func TestReload(t *testing.T) {
 	if a := do(t, "GET", me, key); a.header.Get("RateLimit-Policy") != `"reads";q=5;w=60` {
 		t.Fatalf("policy %q", a.header.Get("RateLimit-Policy"))
 	}
-	s := defaultSettings()
-	s.Vendor.Reads = Limit{Rate: 50, Period: time.Minute}
+	s := *gw.cfg
+	s.Limits.Vendor.Reads = config.Limit{Rate: 50, Period: time.Minute}
 	s.Version = "v2"
-	if err := gw.g.Reload(s); err != nil {
+	if err := gw.g.Reload(&s); err != nil {
 		t.Fatal(err)
 	}
 	if a := do(t, "GET", me, key); a.status != 200 || a.header.Get("RateLimit-Policy") != `"reads";q=50;w=60` {
 		t.Fatalf("after reload: %d %q", a.status, a.header.Get("RateLimit-Policy"))
 	}
 	bad := s
-	bad.Vendor.Reads = Limit{Rate: -1, Period: time.Minute}
-	if err := gw.g.Reload(bad); err == nil {
+	bad.Limits.Vendor.Reads = config.Limit{Rate: -1, Period: time.Minute}
+	if err := gw.g.Reload(&bad); err == nil {
 		t.Fatal("a bad configuration was accepted")
 	}
 	if a := do(t, "GET", me, key); a.header.Get("RateLimit-Policy") != `"reads";q=50;w=60` {

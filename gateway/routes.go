@@ -29,8 +29,9 @@ type route struct {
 }
 
 // routes are the vendor API's routes; the router matches them exactly (no
-// redirects, no case folding). Indexes are metric label indexes.
-var routes = []route{
+// redirects, no case folding). Each index is its position, the route's
+// metric label index.
+var routes = [...]route{
 	{index: 0, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/me", class: classReads},
 	{index: 1, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders", class: classReads},
 	{index: 2, method: fasthttp.MethodPost, pattern: "/api/vendor/v1/orders", class: classOrders, placesOrder: true},
@@ -38,16 +39,23 @@ var routes = []route{
 	{index: 4, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders/{order_id}/reports/{service}", class: classReads, streams: true},
 }
 
-// Route label indexes beyond the table.
-const (
-	routeUnmatched = 5
-)
+// routeUnmatched is the route label index after the table's: 404 and 405
+// answers and answers before routing. The documentation routes follow it
+// (docsroutes.go).
+const routeUnmatched = len(routes)
 
-// routeLabels are the route label values by index: the pattern, or
-// "unmatched" for 404 and 405 answers and answers before routing, then the
-// documentation routes (docsroutes.go).
+// routeLabels are the route label values by index: each route's pattern,
+// "unmatched", then the documentation routes' paths.
 func routeLabels() []string {
-	return append([]string{routes[0].pattern, routes[1].pattern, routes[2].pattern, routes[3].pattern, routes[4].pattern, "unmatched"}, docsLabels()...)
+	labels := make([]string, routeUnmatched+1, routeUnmatched+1+len(docRoutes))
+	for _, r := range routes {
+		labels[r.index] = r.pattern
+	}
+	labels[routeUnmatched] = "unmatched"
+	for _, d := range docRoutes {
+		labels = append(labels, d.path)
+	}
+	return labels
 }
 
 // newRouter builds the router: exact matching, and 404/405 answered with the

@@ -1,12 +1,11 @@
 package gateway
 
 import (
-	"errors"
 	"fmt"
-	"net/netip"
 	"strconv"
 	"time"
 
+	"vendorgate/config"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/clientip"
 	"vendorgate/gateway/limit"
@@ -14,75 +13,15 @@ import (
 	"vendorgate/gateway/usage"
 )
 
-// Limit is one rate limit: Rate requests per Period, bursts up to Burst
-// (Rate when zero). Rate 0 means not set. Shadow counts and logs denials
-// but never refuses.
-type Limit struct {
-	Rate   int
-	Period time.Duration
-	Burst  int
-	Shadow bool
-	// Twin is a shadow limit evaluated beside this one; nil when none.
-	Twin *Limit
-}
-
-// LimitPair is the reads and orders limits of one scope.
-type LimitPair struct {
-	Reads, Orders Limit
-}
-
-// Settings is what a reload may change without a restart.
-type Settings struct {
-	// Vendor limits are shared by all of a vendor's keys and all replicas.
-	Vendor LimitPair
-	// PerKey limits apply in addition when set.
-	PerKey LimitPair
-	// Overrides replace a vendor's limits by vendor id (a limit not set in
-	// the override keeps the default).
-	Overrides map[string]LimitPair
-	// FailedKeys are the failed-key throttle's thresholds.
-	FailedKeys throttle.Thresholds
-	// TrustedProxies are the only peers whose X-Forwarded-For is believed.
-	TrustedProxies []netip.Prefix
-	// Version names this configuration in vendorgate_gateway_config_info.
-	Version string
-}
-
-// validate refuses settings that would make the gateway refuse everyone or
-// nobody.
-func (s Settings) validate() error {
-	var errs []error
-	check := func(name string, l Limit, required bool) {
-		if l.Rate == 0 && !required {
-			return
-		}
-		if l.Rate <= 0 || l.Period <= 0 || l.Burst < 0 {
-			errs = append(errs, fmt.Errorf("%s: rate and period must be positive", name))
-		}
-		if t := l.Twin; t != nil && (t.Rate <= 0 || t.Period <= 0 || t.Burst < 0) {
-			errs = append(errs, fmt.Errorf("%s.shadow_twin: rate and period must be positive", name))
-		}
-	}
-	check("vendor.reads", s.Vendor.Reads, true)
-	check("vendor.orders", s.Vendor.Orders, true)
-	check("per_key.reads", s.PerKey.Reads, false)
-	check("per_key.orders", s.PerKey.Orders, false)
-	for v, o := range s.Overrides {
-		check("overrides."+v+".reads", o.Reads, false)
-		check("overrides."+v+".orders", o.Orders, false)
-	}
-	if s.FailedKeys.PerAddress <= 0 || s.FailedKeys.PerKey <= 0 || s.FailedKeys.Window <= 0 {
-		errs = append(errs, errors.New("failed_keys: per_address, per_key and window must be positive"))
-	}
-	return errors.Join(errs...)
-}
-
-// snapshot is Settings compiled for the hot path; swapped atomically.
+// snapshot is the reloadable part of the configuration compiled for the
+// hot path; swapped atomically by Reload.
 type snapshot struct {
-	settings  Settings
-	clientIP  *clientip.Resolver
-	def       *limitSet
-	overrides map[string]*limitSet
+	configured config.Limits // as written; def and overrides are compiled from it
+	failedKeys throttle.Thresholds
+	version    string
+	clientIP   *clientip.Resolver
+	def        *limitSet
+	overrides  map[string]*limitSet
 }
 
 // limitSet is the limits of one vendor (the defaults or an override), with
@@ -97,26 +36,40 @@ type classLimits struct {
 	policy              []byte     // RateLimit-Policy value; nil when no enforced limit
 }
 
-func compile(s Settings) (*snapshot, error) {
-	if err := s.validate(); err != nil {
+// compileValid validates c, a complete configuration, and compiles its
+// reloadable part.
+func compileValid(c *config.Gateway) (*snapshot, error) {
+	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	sn := &snapshot{settings: s, clientIP: clientip.New(s.TrustedProxies), overrides: make(map[string]*limitSet, len(s.Overrides))}
-	sn.def = newLimitSet(s.Vendor, s.PerKey)
-	for v, o := range s.Overrides {
-		pair := s.Vendor
-		if o.Reads.Rate > 0 {
+	return compile(c)
+}
+
+// compile compiles the reloadable part of c, already validated.
+func compile(c *config.Gateway) (*snapshot, error) {
+	trusted, err := config.ParseCIDRs(c.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("trusted_proxies: %w", err)
+	}
+	l := c.Limits
+	sn := &snapshot{configured: l, version: c.Version, clientIP: clientip.New(trusted),
+		failedKeys: throttle.Thresholds{PerAddress: c.FailedKeys.PerAddress, PerKey: c.FailedKeys.PerKey, Window: c.FailedKeys.Window},
+		overrides:  make(map[string]*limitSet, len(l.Overrides))}
+	sn.def = newLimitSet(l.Vendor, l.PerKey)
+	for v, o := range l.Overrides {
+		pair := l.Vendor
+		if o.Reads.Enabled() {
 			pair.Reads = o.Reads
 		}
-		if o.Orders.Rate > 0 {
+		if o.Orders.Enabled() {
 			pair.Orders = o.Orders
 		}
-		sn.overrides[v] = newLimitSet(pair, s.PerKey)
+		sn.overrides[v] = newLimitSet(pair, l.PerKey)
 	}
 	return sn, nil
 }
 
-func newLimitSet(vendor, perKey LimitPair) *limitSet {
+func newLimitSet(vendor, perKey config.LimitPair) *limitSet {
 	ls := &limitSet{}
 	ls.class[classReads] = newClassLimits(rateOf("reads", vendor.Reads), rateOf("key-reads", perKey.Reads))
 	ls.class[classOrders] = newClassLimits(rateOf("orders", vendor.Orders), rateOf("key-orders", perKey.Orders))
@@ -125,17 +78,17 @@ func newLimitSet(vendor, perKey LimitPair) *limitSet {
 	return ls
 }
 
-func rateOf(name string, l Limit) limit.Rate {
+func rateOf(name string, l config.Limit) limit.Rate {
 	return limit.Rate{Name: name, Limit: l.Rate, Burst: l.Burst, Period: l.Period, Shadow: l.Shadow}
 }
 
 // twinOf is l's shadow twin as a shadow rate of the same policy name; zero
 // (never checked) when l has none or is not set itself.
-func twinOf(name string, l Limit) limit.Rate {
-	if l.Twin == nil || l.Rate <= 0 {
+func twinOf(name string, l config.Limit) limit.Rate {
+	if l.ShadowTwin == nil || !l.Enabled() {
 		return limit.Rate{}
 	}
-	t := rateOf(name, *l.Twin)
+	t := rateOf(name, *l.ShadowTwin)
 	t.Shadow = true
 	return t
 }

@@ -122,8 +122,8 @@ func TestReportReachesSlowClient(t *testing.T) {
 		ctx.SetBody(body)
 	})
 	gw := startGateway(t, b, func(o *Options) {
-		o.Proxy.Timeout = time.Second
-		o.Proxy.StreamIdleTimeout = 5 * time.Second
+		o.Config.Proxy.Timeout = time.Second
+		o.Config.Proxy.StreamIdleTimeout = 5 * time.Second
 	})
 	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
 	d := fetch(t, gw.url+"/api/vendor/v1/orders/o1/reports/mvr", key, client{bytesPerSec: 4 << 20, smallBuffer: true, limit: time.Minute})
@@ -146,8 +146,8 @@ func TestStalledClientIsCut(t *testing.T) {
 		ctx.SetBody(body)
 	})
 	gw := startGateway(t, b, func(o *Options) {
-		o.Proxy.Timeout = 30 * time.Second
-		o.Proxy.StreamIdleTimeout = time.Second
+		o.Config.Proxy.Timeout = 30 * time.Second
+		o.Config.Proxy.StreamIdleTimeout = time.Second
 	})
 	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
 	d := fetch(t, gw.url+"/api/vendor/v1/orders/o1/reports/mvr", key, client{stall: 4 * time.Second, smallBuffer: true, limit: 20 * time.Second})
@@ -191,8 +191,8 @@ func TestBackendStallAbortsClient(t *testing.T) {
 				ctx.SetBodyStream(io.MultiReader(bytes.NewReader(half), stallReader(release)), 4*sent)
 			})
 			gw := startGateway(t, b, func(o *Options) {
-				o.Proxy.Timeout = 30 * time.Second
-				o.Proxy.StreamIdleTimeout = time.Second
+				o.Config.Proxy.Timeout = 30 * time.Second
+				o.Config.Proxy.StreamIdleTimeout = time.Second
 			})
 			key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
 			d := fetch(t, gw.url+"/api/vendor/v1/orders/o1/reports/mvr", key, client{limit: 20 * time.Second})
@@ -216,8 +216,8 @@ func TestReportHeadBoundedByProxyTimeout(t *testing.T) {
 		ctx.SetBodyString("%PDF-late")
 	})
 	gw := startGateway(t, b, func(o *Options) {
-		o.Proxy.Timeout = 500 * time.Millisecond
-		o.Proxy.StreamIdleTimeout = 10 * time.Second
+		o.Config.Proxy.Timeout = 500 * time.Millisecond
+		o.Config.Proxy.StreamIdleTimeout = 10 * time.Second
 	})
 	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
 	do(t, "GET", gw.url+"/api/vendor/v1/orders/o1/reports/mvr", key).wantError(t, 504, apierr.RequestFailed)

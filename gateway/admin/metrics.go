@@ -81,7 +81,7 @@ func NewMetrics(routes []string) *Metrics {
 		RedisErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_redis_errors_total",
 			Help: "Limiter calls to Redis that failed or timed out."}),
 		BreakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vendorgate_gateway_breaker_state",
-			Help: "Circuit breaker state: 0 closed, 1 half_open, 2 open."}, []string{"breaker"}),
+			Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open (gobreaker's state names)."}, []string{"breaker"}),
 		BreakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_breaker_transitions_total",
 			Help: "Circuit breaker transitions."}, []string{"breaker", "from", "to"}),
 		Ready: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vendorgate_gateway_ready",

@@ -13,6 +13,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/gateway/breaker"
 	"vendorgate/shared/wire"
 )
 
@@ -88,31 +89,14 @@ func New(o Options) (*Client, error) {
 			MaxResponseBodySize:       1 << 20,
 		})
 	}
-	failures := uint32(o.BreakerFailures)
 	// Opening or going half-open drops the idle connections first, so the
-	// half-open probe dials afresh: a pooled connection to a backend process
-	// that died would fail the probe and hold the breaker open for another
-	// period although the backend is back (see proxy's closeIdleUnlessClosed).
-	onState := func(name string, from, to gobreaker.State) {
-		if to != gobreaker.StateClosed {
+	// half-open probe dials afresh (breaker.Settings.CloseIdle).
+	c.cb = breaker.New[*wire.KeyResolution](breaker.Settings{Name: BreakerName, Failures: o.BreakerFailures,
+		OpenFor: o.BreakerOpenFor, OnStateChange: o.OnStateChange, CloseIdle: func() {
 			for _, hc := range c.hosts {
 				hc.CloseIdleConnections()
 			}
-		}
-		if o.OnStateChange != nil {
-			o.OnStateChange(name, from, to)
-		}
-	}
-	c.cb = gobreaker.NewCircuitBreaker[*wire.KeyResolution](gobreaker.Settings{
-		Name:          BreakerName,
-		MaxRequests:   1,
-		Timeout:       o.BreakerOpenFor,
-		ReadyToTrip:   func(cn gobreaker.Counts) bool { return cn.ConsecutiveFailures >= failures },
-		OnStateChange: onState,
-		// A full pool is this gateway's overload, not the backend's failure:
-		// it answers 503 but does not open the breaker for everyone.
-		IsExcluded: func(err error) bool { return errors.Is(err, fasthttp.ErrNoFreeConns) },
-	})
+		}})
 	return c, nil
 }
 

@@ -13,6 +13,8 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
+
+	"vendorgate/gateway/breaker"
 )
 
 // keyPrefix is redis_rate's key prefix; the multi-key script uses it too so
@@ -96,7 +98,6 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 	if o.ObserveCall == nil {
 		o.ObserveCall = func(time.Duration, error) {}
 	}
-	failures := uint32(o.BreakerFailures)
 	r := &Redis{
 		rl:      redis_rate.NewLimiter(o.Client),
 		client:  o.Client,
@@ -105,13 +106,8 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 		now:     o.Now,
 		seed:    maphash.MakeSeed(),
 	}
-	r.cb = gobreaker.NewCircuitBreaker[Decision](gobreaker.Settings{
-		Name:          BreakerName,
-		MaxRequests:   1,
-		Timeout:       o.BreakerOpenFor,
-		ReadyToTrip:   func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
-		OnStateChange: o.OnStateChange,
-	})
+	r.cb = breaker.New[Decision](breaker.Settings{Name: BreakerName, Failures: o.BreakerFailures,
+		OpenFor: o.BreakerOpenFor, OnStateChange: o.OnStateChange})
 	for i := range r.denied {
 		r.denied[i].m = make(map[string]denial)
 	}

@@ -1,0 +1,201 @@
+package docs
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"vendorgate/shared/apierr"
+	"vendorgate/shared/apikey"
+	"vendorgate/shared/sandboxvalues"
+)
+
+// codeMeanings says what each error code means to a vendor and what to do.
+// TestEveryCodeHasAMeaning keeps it complete.
+var codeMeanings = map[apierr.Code]string{
+	apierr.ValidationError:      "The request is not valid: error.fields names each field and what is wrong with it. Fix the request; do not retry it unchanged.",
+	apierr.InvalidAPIKey:        "X-API-Key is missing, malformed, of another server, unknown or revoked. Check the key; ask for a new one if it was revoked.",
+	apierr.APIKeyExpired:        "The key is past its expiry (90 days after it was issued). Ask for a new key.",
+	apierr.AccountNotApproved:   "The account is not approved yet. Nothing works until it is.",
+	apierr.AccountSuspended:     "The account is suspended: reading works, placing orders is refused.",
+	apierr.ServiceNotEnabled:    "The order asks for a service the account does not have; GET /api/vendor/v1/me lists the enabled ones.",
+	apierr.PermissionDenied:     "The key may not do this.",
+	apierr.NotFound:             "No such path, no such order of yours, or the report cannot be downloaded (yet).",
+	apierr.MethodNotAllowed:     "The path exists but not with this method; Allow lists the methods it takes.",
+	apierr.IdempotencyConflict:  "This Idempotency-Key was used with another body; error.order_id is the order it placed.",
+	apierr.InProgress:           "The first placement with this Idempotency-Key is still running; retry after Retry-After seconds.",
+	apierr.PayloadTooLarge:      "The request body is over the size limit.",
+	apierr.UnsupportedMediaType: "The body must be application/json.",
+	apierr.MVRStateUnavailable:  "MVR checks for the driver's license state are unavailable; order without mvr or try later.",
+	apierr.RateLimited:          "Over a rate limit (or too many failed keys from your address): wait Retry-After seconds.",
+	apierr.InternalError:        "Our fault. Retry later; quote X-Request-Id if you contact us.",
+	apierr.RateLimitUnavailable: "The rate limiter cannot decide right now, so the request is refused rather than let through; retry after Retry-After seconds.",
+	apierr.PriceUnavailable:     "The order cannot be priced right now; retry after Retry-After seconds.",
+	apierr.RequestFailed:        "The service behind the gateway failed: 502 a bad answer, 503 unavailable (with Retry-After), 504 too slow; 431 also uses it for request headers that are too large. Retry later; polling is safe.",
+}
+
+// page is the template's data.
+type page struct {
+	Title, Version, Summary string
+	Intro                   []string
+	BaseURL                 string
+	Contact                 *openapi3.Contact
+	Groups                  []group
+	Schemas                 []schemaView
+	Codes                   []codeView
+	Envelope                string
+	Limits                  []limitView
+	FailedKeys              string
+	Docs                    limitView
+	Environments            []envView
+	KeyExample              string
+	SecretLen               int
+	Sandbox                 []sandboxvalues.Value
+	MaxBody                 string
+}
+
+type group struct {
+	Tag, Description string
+	Ops              []opView
+}
+
+type opView struct {
+	ID, Method, Path, Summary string
+	Description               []string
+	NeedsKey                  bool
+	Params                    []paramView
+	Body                      *bodyView
+	Responses                 []respView
+	Curl                      string
+}
+
+type paramView struct {
+	Name, In, Type, Description string
+	Required                    bool
+}
+
+type bodyView struct {
+	ContentType, Schema, Example string
+	// Link: Schema names a component (an anchor on the page).
+	Link bool
+}
+
+type respView struct {
+	Status, Description, ContentType, Schema string
+	Link                                     bool
+	Headers                                  []string
+}
+
+type schemaView struct {
+	Name   string
+	Fields []fieldView
+}
+
+type fieldView struct {
+	Name, Type, Description string
+	Required                bool
+}
+
+type codeView struct {
+	Code, Status, Meaning string
+}
+
+type limitView struct {
+	Policy, Applies, Scope, Header string
+	Quota                          int
+	Window, Sustained              string
+}
+
+type envView struct {
+	Name, Prefix, What string
+}
+
+func build(doc *openapi3.T, order []string, o Options, base string) (*page, error) {
+	p := &page{Title: doc.Info.Title, Version: doc.Info.Version, Summary: doc.Info.Summary, BaseURL: base,
+		Contact: doc.Info.Contact, Sandbox: sandboxvalues.Table(), SecretLen: 43, MaxBody: byteSize(o.MaxBodyBytes)}
+	p.Intro = paragraphs(doc.Info.Description)
+	tagDesc := map[string]string{}
+	for _, t := range doc.Tags {
+		tagDesc[t.Name] = t.Description
+		p.Groups = append(p.Groups, group{Tag: t.Name, Description: t.Description})
+	}
+	byTag := map[string]int{}
+	for i, g := range p.Groups {
+		byTag[g.Tag] = i
+	}
+	for _, path := range order {
+		item := doc.Paths.Value(path)
+		if item == nil {
+			continue
+		}
+		for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+			op := item.GetOperation(m)
+			if op == nil {
+				continue
+			}
+			v := opOf(doc, path, m, op, base)
+			tag := "Other"
+			if len(op.Tags) > 0 {
+				tag = op.Tags[0]
+			}
+			i, ok := byTag[tag]
+			if !ok {
+				i = len(p.Groups)
+				byTag[tag] = i
+				p.Groups = append(p.Groups, group{Tag: tag})
+			}
+			p.Groups[i].Ops = append(p.Groups[i].Ops, v)
+		}
+	}
+	names := make([]string, 0, len(doc.Components.Schemas))
+	for n := range doc.Components.Schemas {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		var fs []fieldView
+		fields(doc.Components.Schemas[n].Value, "", &fs, 0)
+		p.Schemas = append(p.Schemas, schemaView{Name: n, Fields: fs})
+	}
+	for _, c := range apierr.Codes() {
+		m, ok := codeMeanings[c]
+		if !ok {
+			return nil, fmt.Errorf("docs: error code %s has no meaning written for it", c)
+		}
+		status := strconv.Itoa(c.Status())
+		if c == apierr.RequestFailed {
+			status = "502, 503, 504"
+		}
+		p.Codes = append(p.Codes, codeView{Code: string(c), Status: status, Meaning: m})
+	}
+	p.Envelope = `{
+  "error": {
+    "code": "validation_error",
+    "message": "the request is not valid",
+    "fields": {"driver.date_of_birth": "must be a date (YYYY-MM-DD)"}
+  }
+}`
+	for _, l := range o.Limits {
+		p.Limits = append(p.Limits, limitOf(l))
+	}
+	p.Docs = limitOf(o.Docs)
+	p.FailedKeys = fmt.Sprintf("more than %d failed keys from one client address, or more than %d failed attempts with one key, within %s",
+		o.FailedKeysPerAddress, o.FailedKeysPerKey, duration(o.FailedKeysWindow))
+	p.Environments = []envView{
+		{Name: apikey.Sandbox, Prefix: o.Prefixes.Sandbox, What: "Orders are worked by a simulated provider within seconds; the test values below choose the outcome. Nothing is billed."},
+		{Name: apikey.Live, Prefix: o.Prefixes.Live, What: "Real checks, worked by our staff and providers; results can take up to the 48-hour deadline."},
+	}
+	p.KeyExample = o.Prefixes.Sandbox + "_" + strings.Repeat("x", 43)
+	return p, nil
+}
+
+func limitOf(l Policy) limitView {
+	w := int64((l.Window + time.Second - 1) / time.Second)
+	return limitView{Policy: l.Name, Applies: l.Applies, Scope: l.Scope, Quota: l.Quota, Window: duration(l.Window),
+		Sustained: fmt.Sprintf("%d per %s", l.Rate, duration(l.Window)),
+		Header:    fmt.Sprintf(`"%s";q=%d;w=%d`, l.Name, l.Quota, w)}
+}

@@ -1,0 +1,122 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/config"
+	"vendorgate/shared/idleconn"
+)
+
+// Serve serves the public API on pub and the admin endpoints on adm until
+// Shutdown. It returns the first serving error.
+func (g *Gateway) Serve(pub, adm net.Listener) error {
+	g.servedMu.Lock()
+	if g.shut {
+		g.servedMu.Unlock()
+		_ = pub.Close()
+		_ = adm.Close()
+		return nil
+	}
+	g.served = []net.Listener{pub, adm}
+	g.servedMu.Unlock()
+	pub = idleconn.NewListener(pub, idleconn.Options{Idle: g.streamIdle})
+	go func() {
+		if err := g.admin.Serve(adm); err != nil {
+			g.log.Error("admin listener stopped", "err", err)
+		}
+	}()
+	return g.server.Serve(pub)
+}
+
+// Shutdown turns /readyz unready, stops accepting, waits for in-flight
+// requests until grace has passed, then closes Redis clients, the
+// subscriber and the backend pools.
+func (g *Gateway) Shutdown(delay, grace time.Duration) error {
+	g.draining.Store(true)
+	// Stay in rotation for delay while /readyz says unready, so that a load
+	// balancer stops sending before the listener closes; answers in that time
+	// ask clients to close their keep-alive connections (see finish).
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.server.Shutdown() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(grace):
+		err = errors.New("shutdown grace passed with requests in flight")
+	}
+	_ = g.admin.Shutdown()
+	g.servedMu.Lock()
+	g.shut = true
+	for _, ln := range g.served {
+		_ = ln.Close() // already closed by fasthttp unless Serve had not begun
+	}
+	g.servedMu.Unlock()
+	g.Close()
+	return err
+}
+
+// Close releases what New started; Shutdown calls it.
+func (g *Gateway) Close() {
+	g.closeOnce.Do(func() {
+		close(g.stopPoll)
+		<-g.pollDone
+		g.probe.Close()
+		g.usage.Close() // the last flush, before the clients close
+		if g.usageClient != nil {
+			_ = g.usageClient.Close()
+		}
+		if g.subscriber != nil {
+			_ = g.subscriber.Close()
+		}
+		if g.subClient != nil {
+			_ = g.subClient.Close()
+		}
+		if g.redisLim != nil {
+			g.redisLim.Close()
+		}
+		if g.limiterClient != nil {
+			_ = g.limiterClient.Close()
+		}
+		g.proxy.Close()
+	})
+}
+
+// Reload validates c, a complete new configuration, and swaps in its
+// reloadable part: the limits (shadow twins included) and overrides, the
+// failed-key thresholds, the trusted proxies, and the documentation
+// rendered from them; c.Version names it. Any other setting takes effect
+// only on a restart. Requests in flight finish under the settings they
+// started with; a refused c leaves the old settings.
+func (g *Gateway) Reload(c *config.Gateway) error {
+	sn, err := compileValid(c)
+	if err != nil {
+		g.metrics.ConfigReloads.WithLabelValues("error").Inc()
+		return fmt.Errorf("reload: %w", err)
+	}
+	old := g.snap.Swap(sn)
+	g.metrics.ConfigReloads.WithLabelValues("ok").Inc()
+	if err := g.renderDocs(sn); err != nil {
+		g.log.Error("documentation not re-rendered; the previous page stays", "err", err)
+	}
+	if old.version != sn.version {
+		g.metrics.ConfigInfo.DeleteLabelValues(old.version)
+	}
+	g.metrics.ConfigInfo.WithLabelValues(sn.version).Set(1)
+	return nil
+}
+
+// ReloadFailed counts a reload refused before it reached Reload (the file
+// did not load).
+func (g *Gateway) ReloadFailed() { g.metrics.ConfigReloads.WithLabelValues("error").Inc() }
+
+// Handler is the public handler, for benchmarks and tests that drive it
+// without a listener.
+func (g *Gateway) Handler() fasthttp.RequestHandler { return g.serve }

@@ -1,0 +1,65 @@
+package gateway
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sony/gobreaker/v2"
+
+	"vendorgate/gateway/auth"
+)
+
+// The adapters below turn the parts' notifications into metrics and log
+// lines; the parts themselves know nothing of Prometheus.
+
+// onBreakerState is every breaker's OnStateChange: it runs under the
+// breaker's lock, so it only counts and logs.
+func (g *Gateway) onBreakerState(name string, from, to gobreaker.State) {
+	g.metrics.BreakerTransitions.WithLabelValues(name, from.String(), to.String()).Inc()
+	g.metrics.BreakerState.WithLabelValues(name).Set(float64(to))
+	g.log.Warn("breaker state change", "breaker", name, "from", from.String(), "to", to.String())
+}
+
+// onUsageFlush is the usage recorder's OnFlush.
+func (g *Gateway) onUsageFlush(err error, pending, dropped int) {
+	g.metrics.UsagePending.Set(float64(pending))
+	g.metrics.UsageDropped.Add(float64(dropped))
+	if err != nil {
+		g.metrics.UsageFlushes.WithLabelValues("error").Inc()
+		g.log.Warn("usage flush failed; kept for the next flush", "pending", pending, "err", err)
+		return
+	}
+	g.metrics.UsageFlushes.WithLabelValues("ok").Inc()
+}
+
+// observeRedisCall is the Redis limiter's ObserveCall.
+func (g *Gateway) observeRedisCall(d time.Duration, err error) {
+	g.metrics.RedisCallDuration.Observe(d.Seconds())
+	if err != nil {
+		g.metrics.RedisErrors.Inc()
+	}
+}
+
+// registerKeyCache exports the key cache's counters.
+func (g *Gateway) registerKeyCache(cache *auth.Cache) {
+	g.metrics.RegisterKeyCache(func() (uint64, uint64, uint64, uint64) {
+		s := cache.Stats()
+		return s.Hits, s.Misses, s.Evictions, s.Invalidations
+	})
+}
+
+// upstreamObserver is the proxy's ObserveUpstream: each backend's call
+// durations, labelled by its host.
+func (g *Gateway) upstreamObserver(backends []string) (func(int, time.Duration), error) {
+	observers := make([]prometheus.Observer, len(backends))
+	for i, b := range backends {
+		u, err := url.Parse(b)
+		if err != nil {
+			return nil, fmt.Errorf("backend url %q: %w", b, err)
+		}
+		observers[i] = g.metrics.UpstreamDuration.WithLabelValues(u.Host)
+	}
+	return func(i int, d time.Duration) { observers[i].Observe(d.Seconds()) }, nil
+}

@@ -1,0 +1,84 @@
+package gateway
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"vendorgate/config"
+	"vendorgate/gateway/limit"
+	"vendorgate/gateway/throttle"
+	"vendorgate/gateway/usage"
+)
+
+// connectRedis builds the limiter's client (fail fast: no retries, small
+// timeouts), the subscriber's and the usage store's (ordinary timeouts),
+// the Redis limiter and the shared throttle; without Redis URLs, the
+// in-process limiter, throttle and usage store.
+func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.Store, error) {
+	if len(c.Redis.URL) == 0 {
+		g.limiter = limit.NewLocal(limit.LocalOptions{Now: now})
+		g.throttle = throttle.NewLocal(throttle.LocalOptions{Now: now, MaxTracked: c.FailedKeys.MaxTracked})
+		g.log.Info("rate limiter: in-process GCRA (no Redis configured): limits hold for this single gateway instance only")
+		return usage.NewLocal(nil), nil
+	}
+	uo, err := universalOptions(c.Redis)
+	if err != nil {
+		return nil, err
+	}
+	sub := *uo
+	uo.MaxRetries = -1 // a retried EVALSHA can charge a bucket twice
+	uo.DialerRetries = 1
+	uo.ContextTimeoutEnabled = true
+	uo.DialTimeout = max(c.Redis.Timeout, 100*time.Millisecond)
+	uo.ReadTimeout = max(c.Redis.Timeout, 10*time.Millisecond)
+	uo.WriteTimeout = uo.ReadTimeout
+	uo.PoolSize = max(c.Redis.PoolSize, 1)
+	uo.MinIdleConns = min(uo.PoolSize, 8)
+	uo.PoolTimeout = max(c.Redis.Timeout, 10*time.Millisecond)
+	g.limiterClient = redis.NewUniversalClient(uo)
+	sub.PoolSize = 4
+	g.subClient = redis.NewUniversalClient(&sub)
+	uc := sub
+	uc.PoolSize = 2
+	uc.MaxRetries = -1 // a flush is retried by the recorder, once-only by its guard
+	g.usageClient = redis.NewUniversalClient(&uc)
+	g.redisLim, err = limit.NewRedis(limit.RedisOptions{Client: g.limiterClient, Timeout: c.Redis.Timeout,
+		BreakerOpenFor: c.Redis.BreakerOpenFor, BreakerFailures: c.Redis.BreakerFailures, OnStateChange: g.onBreakerState,
+		Now: now, Pipeline: c.Redis.Pipeline, ObserveCall: g.observeRedisCall})
+	if err != nil {
+		return nil, err
+	}
+	g.limiter = g.redisLim
+	g.throttle = throttle.NewRedis(throttle.RedisOptions{Client: g.limiterClient, Timeout: c.Redis.Timeout, Now: now})
+	g.log.Info("rate limiter: Redis", "addrs", strings.Join(uo.Addrs, ","), "sentinel_master", uo.MasterName, "timeout", c.Redis.Timeout.String())
+	return usage.NewRedis(usage.RedisOptions{Client: g.usageClient})
+}
+
+// universalOptions turns redis:// URLs into go-redis options: one URL a
+// server, several a Cluster, MasterName a Sentinel set.
+func universalOptions(o config.Redis) (*redis.UniversalOptions, error) {
+	uo := &redis.UniversalOptions{MasterName: o.MasterName}
+	for i, s := range o.URL {
+		opt, err := redis.ParseURL(s)
+		if err != nil {
+			u, _ := url.Parse(s)
+			host := ""
+			if u != nil {
+				host = u.Host
+			}
+			return nil, fmt.Errorf("redis url %d (%s): %w", i+1, host, err)
+		}
+		uo.Addrs = append(uo.Addrs, opt.Addr)
+		if i == 0 {
+			uo.Username, uo.Password, uo.DB, uo.TLSConfig = opt.Username, opt.Password, opt.DB, opt.TLSConfig
+		}
+	}
+	if o.MasterName == "" && len(uo.Addrs) > 1 {
+		uo.IsClusterMode = true
+	}
+	return uo, nil
+}
