@@ -24,7 +24,9 @@ func startServer(t *testing.T, logs *bytes.Buffer) string {
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	r := NewRouter(log)
 	r.GET("/thing", func(ctx *fasthttp.RequestCtx) { JSON(ctx, fasthttp.StatusOK, map[string]string{"id": "t1"}) })
-	r.POST("/thing", func(ctx *fasthttp.RequestCtx) { JSON(ctx, fasthttp.StatusCreated, map[string]int{"n": len(ctx.PostBody())}) })
+	r.POST("/thing", func(ctx *fasthttp.RequestCtx) {
+		JSON(ctx, fasthttp.StatusCreated, map[string]int{"n": len(ctx.PostBody())})
+	})
 	r.GET("/refused", func(ctx *fasthttp.RequestCtx) {
 		Error(ctx, log, apierr.New(apierr.IdempotencyConflict, "already done"))
 	})
