@@ -268,6 +268,16 @@ func (h *harness) step(vendorID, orderID string) wire.Order {
 	}
 }
 
+// runSandbox runs one step of the simulated provider now, at the test
+// clock's time, and returns once every due order has been worked: what the
+// background runner would do on its next tick, without waiting for one. A
+// test that something did not move on runs it and looks, instead of
+// sleeping through ticks that might not have come.
+func (h *harness) runSandbox() {
+	h.t.Helper()
+	h.b.bg.runner.Run()
+}
+
 // eventually polls the order until cond holds.
 func (h *harness) eventually(vendorID, orderID string, cond func(wire.Order) bool) wire.Order {
 	h.t.Helper()

@@ -175,8 +175,10 @@ func TestDeadlineClosesOrders(t *testing.T) {
 	done := h.step(v, h.mustPlace(v, "D1234567", "mvr").OrderID)
 
 	// 0007: steps come and go, nothing finishes.
-	h.clock.Advance(10 * testDelay)
-	time.Sleep(50 * time.Millisecond)
+	for range 10 {
+		h.clock.Advance(testDelay)
+		h.runSandbox()
+	}
 	if o := h.get(v, stalled.OrderID); o.Status != "processing" || o.Poll.AfterSeconds != 60 {
 		t.Fatalf("0007 order = %+v", o)
 	}
@@ -251,7 +253,7 @@ func TestLiveOrdersWaitForStaff(t *testing.T) {
 	lv := h.newVendor("live", allServices...)
 	o := h.mustPlace(lv, "D1234567")
 	h.clock.Advance(10 * testDelay)
-	time.Sleep(30 * time.Millisecond)
+	h.runSandbox()
 	if o := h.get(lv, o.OrderID); o.Status != "processing" || o.Poll.AfterSeconds != 60 {
 		t.Fatalf("live order moved on its own: %+v", o)
 	}

@@ -316,7 +316,7 @@ func TestGetOrder202WhileRunning200OnceFinal(t *testing.T) {
 	}
 	// Nothing happens before one sandbox step has passed.
 	h.clock.Advance(testDelay - time.Millisecond)
-	time.Sleep(150 * time.Millisecond) // more than a simulator tick
+	h.runSandbox()
 	if got := h.get(v, o.OrderID); got.Status != "processing" || service(got, "mvr").Status != "processing" {
 		t.Fatalf("worked before its delay: %+v", got)
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,95 +78,143 @@ func TestRouting(t *testing.T) {
 	}
 }
 
-// TestAuthenticationRules has one case per rule of the specification's
-// Authentication section that the gateway decides.
-func TestAuthenticationRules(t *testing.T) {
-	b := newTestBackend(t)
-	now := time.Now()
-	clock := func() time.Time { return now }
-	gw := startGateway(t, b, func(o *Options) { o.Now = clock })
-	good, _ := b.addKey("vendor-ok", wire.VendorApproved, now.Add(90*24*time.Hour))
-	revoked, _ := b.addKey("vendor-ok", wire.VendorApproved, now.Add(time.Hour))
-	b.update(revoked, func(r *wire.KeyResolution) { ts := now; r.RevokedAt = &ts })
-	expired, _ := b.addKey("vendor-ok", wire.VendorApproved, now.Add(-time.Second))
-	pending, _ := b.addKey("vendor-pending", wire.VendorPending, now.Add(time.Hour))
-	suspended, _ := b.addKey("vendor-susp", wire.VendorSuspended, now.Add(time.Hour))
-	unknown := signedKey(t) // signed, never issued
-	unsigned := "vgsandbx_" + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
-	foreign := "othersrv_" + good[9:]
-	me := gw.url + "/api/vendor/v1/me"
+// authCase is one TestAuthenticationRules case's own gateway, backend and
+// clock: no case sees the keys, cache entries or failed-key counts another
+// left behind.
+type authCase struct {
+	b   *testBackend
+	url string
+	me  string
 
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newAuthCase(t *testing.T) *authCase {
+	t.Helper()
+	c := &authCase{b: newTestBackend(t), now: time.Now()}
+	gw := startGateway(t, c.b, func(o *Options) { o.Now = c.clock })
+	c.url, c.me = gw.url, gw.url+"/api/vendor/v1/me"
+	return c
+}
+
+func (c *authCase) clock() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *authCase) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// key issues a key to vendorID in status that expires in expiresIn.
+func (c *authCase) key(vendorID, status string, expiresIn time.Duration) string {
+	k, _ := c.b.addKey(vendorID, status, c.clock().Add(expiresIn))
+	return k
+}
+
+// TestAuthenticationRules has one case per rule of the specification's
+// Authentication section that the gateway decides. Each case sets up its
+// own gateway and keys, so each passes or fails alone
+// (-run 'TestAuthenticationRules/<case>').
+func TestAuthenticationRules(t *testing.T) {
 	t.Run("1 missing key", func(t *testing.T) {
-		a := do(t, "GET", me, "")
+		c := newAuthCase(t)
+		a := do(t, "GET", c.me, "")
 		a.wantError(t, 401, apierr.InvalidAPIKey)
 		if a.header.Get("WWW-Authenticate") == "" {
 			t.Fatal("no WWW-Authenticate")
 		}
 	})
 	t.Run("2 malformed key", func(t *testing.T) {
-		before := b.lookups.Load()
+		c := newAuthCase(t)
+		good := c.key("vendor-ok", wire.VendorApproved, 90*24*time.Hour)
 		for _, k := range []string{"short", "vgsandbx-" + good[9:], "vgsandbx_" + "has space in the secret ................", "VGSANDBX_" + good[9:]} {
-			do(t, "GET", me, k).wantError(t, 401, apierr.InvalidAPIKey)
+			do(t, "GET", c.me, k).wantError(t, 401, apierr.InvalidAPIKey)
 		}
-		if b.lookups.Load() != before {
-			t.Fatal("a malformed key was looked up")
+		if n := c.b.lookups.Load(); n != 0 {
+			t.Fatalf("a malformed key was looked up (%d lookups)", n)
 		}
 	})
 	t.Run("4 key from another server", func(t *testing.T) {
-		before := b.lookups.Load()
-		do(t, "GET", me, foreign).wantError(t, 401, apierr.InvalidAPIKey)
-		if b.lookups.Load() != before {
-			t.Fatal("a foreign key was looked up")
+		c := newAuthCase(t)
+		good := c.key("vendor-ok", wire.VendorApproved, 90*24*time.Hour)
+		do(t, "GET", c.me, "othersrv_"+good[9:]).wantError(t, 401, apierr.InvalidAPIKey)
+		if n := c.b.lookups.Load(); n != 0 {
+			t.Fatalf("a foreign key was looked up (%d lookups)", n)
 		}
 	})
 	t.Run("2 key whose MAC does not verify", func(t *testing.T) {
-		before := b.lookups.Load()
+		c := newAuthCase(t)
+		good := c.key("vendor-ok", wire.VendorApproved, 90*24*time.Hour)
+		unsigned := "vgsandbx_" + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 		tampered := good[:9] + string("AB"[b2i(good[9] == 'A')]) + good[10:]
 		for _, k := range []string{unsigned, tampered} {
-			do(t, "GET", me, k).wantError(t, 401, apierr.InvalidAPIKey)
-			do(t, "GET", me, k).wantError(t, 401, apierr.InvalidAPIKey)
+			do(t, "GET", c.me, k).wantError(t, 401, apierr.InvalidAPIKey)
+			do(t, "GET", c.me, k).wantError(t, 401, apierr.InvalidAPIKey)
 		}
-		if b.lookups.Load() != before {
-			t.Fatal("a key whose MAC does not verify was looked up")
+		if n := c.b.lookups.Load(); n != 0 {
+			t.Fatalf("a key whose MAC does not verify was looked up (%d lookups)", n)
 		}
 	})
 	t.Run("5 expired key", func(t *testing.T) {
-		do(t, "GET", me, expired).wantError(t, 401, apierr.APIKeyExpired)
+		c := newAuthCase(t)
+		do(t, "GET", c.me, c.key("vendor-ok", wire.VendorApproved, -time.Second)).wantError(t, 401, apierr.APIKeyExpired)
 	})
 	t.Run("5 expiry checked on a cached key", func(t *testing.T) {
-		k, _ := b.addKey("vendor-ok", wire.VendorApproved, now.Add(time.Second))
-		if a := do(t, "GET", me, k); a.status != 200 {
+		c := newAuthCase(t)
+		k := c.key("vendor-ok", wire.VendorApproved, time.Second)
+		if a := do(t, "GET", c.me, k); a.status != 200 {
 			t.Fatalf("%d %s", a.status, a.body)
 		}
-		now = now.Add(2 * time.Second) // still cached (TTL 30s), now past expires_at
-		do(t, "GET", me, k).wantError(t, 401, apierr.APIKeyExpired)
+		c.advance(2 * time.Second) // still cached (TTL 30s), now past expires_at
+		do(t, "GET", c.me, k).wantError(t, 401, apierr.APIKeyExpired)
+		if n := c.b.lookups.Load(); n != 1 {
+			t.Fatalf("%d lookups; want 1 (the second answer came from the cache)", n)
+		}
 	})
 	t.Run("6 unknown key, cached negatively", func(t *testing.T) {
-		do(t, "GET", me, unknown).wantError(t, 401, apierr.InvalidAPIKey)
-		before := b.lookups.Load()
-		do(t, "GET", me, unknown).wantError(t, 401, apierr.InvalidAPIKey)
-		if b.lookups.Load() != before {
+		c := newAuthCase(t)
+		unknown := signedKey(t) // signed, never issued
+		do(t, "GET", c.me, unknown).wantError(t, 401, apierr.InvalidAPIKey)
+		if n := c.b.lookups.Load(); n != 1 {
+			t.Fatalf("%d lookups for the first call; want 1", n)
+		}
+		do(t, "GET", c.me, unknown).wantError(t, 401, apierr.InvalidAPIKey)
+		if n := c.b.lookups.Load(); n != 1 {
 			t.Fatal("a negative entry was not cached")
 		}
 	})
 	t.Run("6 revoked key", func(t *testing.T) {
-		do(t, "GET", me, revoked).wantError(t, 401, apierr.InvalidAPIKey)
+		c := newAuthCase(t)
+		revoked := c.key("vendor-ok", wire.VendorApproved, time.Hour)
+		ts := c.clock()
+		c.b.update(revoked, func(r *wire.KeyResolution) { r.RevokedAt = &ts })
+		do(t, "GET", c.me, revoked).wantError(t, 401, apierr.InvalidAPIKey)
 	})
 	t.Run("8 account not approved", func(t *testing.T) {
-		do(t, "GET", me, pending).wantError(t, 403, apierr.AccountNotApproved)
-		do(t, "GET", gw.url+"/api/vendor/v1/orders", pending).wantError(t, 403, apierr.AccountNotApproved)
+		c := newAuthCase(t)
+		pending := c.key("vendor-pending", wire.VendorPending, time.Hour)
+		do(t, "GET", c.me, pending).wantError(t, 403, apierr.AccountNotApproved)
+		do(t, "GET", c.url+"/api/vendor/v1/orders", pending).wantError(t, 403, apierr.AccountNotApproved)
 	})
 	t.Run("9 suspended reads, refused orders", func(t *testing.T) {
-		if a := do(t, "GET", me, suspended); a.status != 200 {
+		c := newAuthCase(t)
+		suspended := c.key("vendor-susp", wire.VendorSuspended, time.Hour)
+		if a := do(t, "GET", c.me, suspended); a.status != 200 {
 			t.Fatalf("GET /me suspended: %d", a.status)
 		}
-		if a := do(t, "GET", gw.url+"/api/vendor/v1/orders/0b9a7f0e-1111-4222-8333-444455556666", suspended); a.status != 200 {
+		if a := do(t, "GET", c.url+"/api/vendor/v1/orders/0b9a7f0e-1111-4222-8333-444455556666", suspended); a.status != 200 {
 			t.Fatalf("GET order suspended: %d", a.status)
 		}
-		do(t, "POST", gw.url+"/api/vendor/v1/orders", suspended).wantError(t, 403, apierr.AccountSuspended)
+		do(t, "POST", c.url+"/api/vendor/v1/orders", suspended).wantError(t, 403, apierr.AccountSuspended)
 	})
 	t.Run("valid key", func(t *testing.T) {
-		if a := do(t, "GET", me, good); a.status != 200 {
+		c := newAuthCase(t)
+		if a := do(t, "GET", c.me, c.key("vendor-ok", wire.VendorApproved, 90*24*time.Hour)); a.status != 200 {
 			t.Fatalf("%d %s", a.status, a.body)
 		}
 	})

@@ -56,14 +56,24 @@ func (r *Runner) Start() {
 			case <-r.stop:
 				return
 			case <-t.C:
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				if _, err := r.o.Orders.StepSandbox(ctx); err != nil {
-					r.o.Logger.Error("sandbox step", "error", err)
-				}
-				cancel()
+				r.Run()
 			}
 		}
 	}()
+}
+
+// Run steps every due order once, now, and returns how many it worked: the
+// tick's work, callable on its own (a test moves its clock, then runs one
+// step and looks, instead of sleeping through ticks). A failure is logged;
+// the next tick tries again.
+func (r *Runner) Run() int {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := r.o.Orders.StepSandbox(ctx)
+	if err != nil {
+		r.o.Logger.Error("sandbox step", "error", err)
+	}
+	return n
 }
 
 // Close stops the runner and waits for a step in progress.

@@ -316,7 +316,9 @@ func delEvery(h *fasthttp.RequestHeader, name string) {
 // present (usually none) and deletes only those: a Del per listed name
 // costs a key normalization and a scan each, on every request.
 func prepareRequest(h *fasthttp.RequestHeader, id *Identity, token string) {
-	if c := h.Peek(fasthttp.HeaderConnection); len(c) > 0 {
+	// Every Connection line counts (RFC 9110 5.3: lines of one name are one
+	// list); Peek would give the first only.
+	for _, c := range h.PeekAll(fasthttp.HeaderConnection) {
 		for _, name := range bytes.Split(c, []byte{','}) {
 			if name = bytes.TrimSpace(name); len(name) > 0 {
 				h.DelBytes(name)
@@ -359,7 +361,7 @@ var internalResponseHeaders = []string{wire.HeaderInternalToken, wire.HeaderVend
 // manages for the client side) and internal headers from a backend answer,
 // deleting only the names one walk over the headers found present.
 func stripResponse(h *fasthttp.ResponseHeader) {
-	if c := h.Peek(fasthttp.HeaderConnection); len(c) > 0 {
+	for _, c := range h.PeekAll(fasthttp.HeaderConnection) { // every line, as in prepareRequest
 		for _, name := range bytes.Split(c, []byte{','}) {
 			if name = bytes.TrimSpace(name); len(name) > 0 && !bytes.EqualFold(name, []byte("close")) && !bytes.EqualFold(name, []byte("keep-alive")) {
 				h.DelBytes(name)
