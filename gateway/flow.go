@@ -199,15 +199,15 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 	cs, cl := sn.limits(id, rt.class)
 	d, err := g.limiter.Allow(cs)
 	if err != nil {
-		for i := 0; i < cs.N; i++ {
-			g.metrics.Decision(cs.C[i].Rate.Name, admin.Unavailable)
+		for i := 0; i < cs.Count; i++ {
+			g.metrics.Decision(cs.List[i].Rate.Name, admin.Unavailable)
 		}
 		return err
 	}
 	ex.limits, ex.checks, ex.decision, ex.hasLimit = cl, cs, d, true
-	for i := 0; i < cs.N; i++ {
+	for i := 0; i < cs.Count; i++ {
 		r := d.Results[i]
-		rt := &cs.C[i].Rate
+		rt := &cs.List[i].Rate
 		p, _ := usage.PolicyOf(rt.Name)
 		outcome := admin.Allowed
 		switch {
@@ -310,8 +310,8 @@ func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
 	ctx.Response.Header.SetBytesV("RateLimit-Policy", ex.limits.policy)
 	var buf [128]byte
 	b := buf[:0]
-	for i := 0; i < ex.checks.N; i++ {
-		rt := ex.checks.C[i].Rate
+	for i := 0; i < ex.checks.Count; i++ {
+		rt := ex.checks.List[i].Rate
 		res := ex.decision.Results[i]
 		if rt.Shadow || !res.Known {
 			continue

@@ -90,7 +90,7 @@ func BenchmarkLimiterDesigns(b *testing.B) {
 		run(b, func(cs Checks) error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			c := cs.C[0]
+			c := cs.List[0]
 			_, err := allowAll.EvalSha(ctx, ap, []string{keyPrefix + c.Key}, c.Rate.burst(), c.Rate.Limit, c.Rate.Period.Seconds(), "0").Slice()
 			return err
 		})

@@ -55,23 +55,23 @@ type Check struct {
 // Checks are the limits of one request, passed by value so that a call
 // through an interface does not allocate.
 type Checks struct {
-	N int
-	C [MaxChecks]Check
+	Count int              // how many of List are set
+	List  [MaxChecks]Check // the first Count are the checks
 }
 
 // Add appends c; it ignores checks past MaxChecks and rates that are not set.
 func (cs *Checks) Add(c Check) {
-	if cs.N < MaxChecks && c.Rate.valid() {
-		cs.C[cs.N] = c
-		cs.N++
+	if cs.Count < MaxChecks && c.Rate.valid() {
+		cs.List[cs.Count] = c
+		cs.Count++
 	}
 }
 
 // Enforces reports whether an enforced (not shadow) check of policy name
 // is among cs.
 func (cs *Checks) Enforces(name string) bool {
-	for i := 0; i < cs.N; i++ {
-		if !cs.C[i].Rate.Shadow && cs.C[i].Rate.Name == name {
+	for i := 0; i < cs.Count; i++ {
+		if !cs.List[i].Rate.Shadow && cs.List[i].Rate.Name == name {
 			return true
 		}
 	}
@@ -99,20 +99,21 @@ type Decision struct {
 	Allowed      bool
 	RetryAfter   time.Duration
 	ShadowDenied bool
-	N            int
-	Results      [MaxChecks]Result
+	// Count is how many Results there are: one per check, in their order.
+	Count   int
+	Results [MaxChecks]Result
 }
 
 // decide fills Allowed, RetryAfter and ShadowDenied from Results.
 func (d *Decision) decide(cs *Checks) {
-	d.N = cs.N
+	d.Count = cs.Count
 	d.Allowed = true
-	for i := 0; i < cs.N; i++ {
+	for i := 0; i < cs.Count; i++ {
 		r := d.Results[i]
 		if !r.Known || r.Allowed {
 			continue
 		}
-		if cs.C[i].Rate.Shadow {
+		if cs.List[i].Rate.Shadow {
 			d.ShadowDenied = true
 			continue
 		}

@@ -120,10 +120,10 @@ func testRedisMatchesLocal(t *testing.T, pipeline bool) {
 				t.Fatal(err)
 			}
 			dl, _ := l.Allow(cs)
-			if dr.Allowed != dl.Allowed || dr.N != dl.N {
+			if dr.Allowed != dl.Allowed || dr.Count != dl.Count {
 				t.Fatalf("%s %d: redis %+v local %+v", prefix, i, dr, dl)
 			}
-			for j := 0; j < dl.N; j++ {
+			for j := 0; j < dl.Count; j++ {
 				if !dr.Results[j].Known { // a remembered denial answered without asking Redis
 					continue
 				}

@@ -48,20 +48,20 @@ func (l *Local) Allow(cs Checks) (Decision, error) {
 	var d Decision
 	now := l.now().UnixNano()
 	var idx [MaxChecks]int
-	for i := 0; i < cs.N; i++ {
-		idx[i] = int(maphash.String(l.seed, cs.C[i].Key) % localShards)
+	for i := 0; i < cs.Count; i++ {
+		idx[i] = int(maphash.String(l.seed, cs.List[i].Key) % localShards)
 	}
-	l.lock(&idx, cs.N)
+	l.lock(&idx, cs.Count)
 	var tats [MaxChecks]int64
-	for i := 0; i < cs.N; i++ {
-		d.Results[i], tats[i] = gcra(now, l.shards[idx[i]].tat[cs.C[i].Key], cs.C[i].Rate)
+	for i := 0; i < cs.Count; i++ {
+		d.Results[i], tats[i] = gcra(now, l.shards[idx[i]].tat[cs.List[i].Key], cs.List[i].Rate)
 	}
 	d.decide(&cs)
 	if d.Allowed {
-		for i := 0; i < cs.N; i++ {
+		for i := 0; i < cs.Count; i++ {
 			if d.Results[i].Allowed {
 				sh := &l.shards[idx[i]]
-				sh.tat[cs.C[i].Key] = tats[i]
+				sh.tat[cs.List[i].Key] = tats[i]
 				sh.writes++
 				if sh.writes&1023 == 0 {
 					sh.sweep(now)
@@ -69,7 +69,7 @@ func (l *Local) Allow(cs Checks) (Decision, error) {
 			}
 		}
 	}
-	l.unlock(&idx, cs.N)
+	l.unlock(&idx, cs.Count)
 	return d, nil
 }
 

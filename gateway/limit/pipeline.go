@@ -106,9 +106,9 @@ func (b *batcher) do(cs *Checks) ([]any, error) {
 	default: // a call racing close waits out its timeout at worst
 	}
 	c := b.calls.Get().(*call)
-	c.n = cs.N
-	for i := 0; i < cs.N; i++ {
-		ch := cs.C[i]
+	c.n = cs.Count
+	for i := 0; i < cs.Count; i++ {
+		ch := cs.List[i]
 		c.keys[i] = keyPrefix + ch.Key
 		shadow := "0"
 		if ch.Rate.Shadow {

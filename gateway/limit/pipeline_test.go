@@ -45,9 +45,9 @@ func TestPipelineOwnResults(t *testing.T) {
 		switch {
 		case err != nil:
 			errs <- err
-		case !d.Allowed || d.N != cs.N || d.Results[0].Remaining != i+1:
+		case !d.Allowed || d.Count != cs.Count || d.Results[0].Remaining != i+1:
 			errs <- fmt.Errorf("caller %d: %+v", i, d)
-		case cs.N == 2 && d.Results[1].Remaining != 0:
+		case cs.Count == 2 && d.Results[1].Remaining != 0:
 			errs <- fmt.Errorf("caller %d key limit: %+v", i, d.Results[1])
 		}
 	})

@@ -138,15 +138,15 @@ func (r *Redis) State() gobreaker.State { return r.cb.State() }
 // Allow checks cs in Redis. Redis down, slow past Timeout, or the breaker
 // open: ErrUnavailable, never an allowed Decision.
 func (r *Redis) Allow(cs Checks) (Decision, error) {
-	if cs.N == 0 {
+	if cs.Count == 0 {
 		return Decision{Allowed: true}, nil
 	}
 	now := r.now().UnixNano()
-	for i := 0; i < cs.N; i++ {
-		if cs.C[i].Rate.Shadow {
+	for i := 0; i < cs.Count; i++ {
+		if cs.List[i].Rate.Shadow {
 			continue
 		}
-		if dn, ok := r.deniedUntil(cs.C[i].Key, now); ok {
+		if dn, ok := r.deniedUntil(cs.List[i].Key, now); ok {
 			var d Decision
 			d.Results[i] = Result{Known: true, RetryAfter: time.Duration(dn.until - now), ResetAfter: time.Duration(dn.reset - now)}
 			d.decide(&cs)
@@ -161,9 +161,9 @@ func (r *Redis) Allow(cs Checks) (Decision, error) {
 		return Decision{}, err
 	}
 	if !d.Allowed {
-		for i := 0; i < cs.N; i++ {
-			if res := d.Results[i]; !res.Allowed && !cs.C[i].Rate.Shadow && res.RetryAfter > 0 {
-				r.remember(cs.C[i].Key, denial{until: now + int64(res.RetryAfter), reset: now + int64(res.ResetAfter)})
+		for i := 0; i < cs.Count; i++ {
+			if res := d.Results[i]; !res.Allowed && !cs.List[i].Rate.Shadow && res.RetryAfter > 0 {
+				r.remember(cs.List[i].Key, denial{until: now + int64(res.RetryAfter), reset: now + int64(res.ResetAfter)})
 			}
 		}
 	}
@@ -196,7 +196,7 @@ func (r *Redis) call(cs *Checks) (Decision, error) {
 func (r *Redis) callAlone(cs *Checks) (Decision, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	defer cancel()
-	if cs.N == 1 {
+	if cs.Count == 1 {
 		return r.allowOne(ctx, cs)
 	}
 	return r.allowAll(ctx, cs)
@@ -204,7 +204,7 @@ func (r *Redis) callAlone(cs *Checks) (Decision, error) {
 
 // allowOne is redis_rate's AllowN for a request under one limit.
 func (r *Redis) allowOne(ctx context.Context, cs *Checks) (Decision, error) {
-	c := cs.C[0]
+	c := cs.List[0]
 	res, err := r.rl.AllowN(ctx, c.Key, redis_rate.Limit{Rate: c.Rate.Limit, Burst: c.Rate.burst(), Period: c.Rate.Period}, 1)
 	if err != nil {
 		return Decision{}, err
@@ -234,10 +234,10 @@ func remaining(rt Rate, resetAfter time.Duration) int {
 
 // allowAll runs the multi-limit script.
 func (r *Redis) allowAll(ctx context.Context, cs *Checks) (Decision, error) {
-	keys := make([]string, cs.N)
-	args := make([]any, 0, 4*cs.N)
-	for i := 0; i < cs.N; i++ {
-		c := cs.C[i]
+	keys := make([]string, cs.Count)
+	args := make([]any, 0, 4*cs.Count)
+	for i := 0; i < cs.Count; i++ {
+		c := cs.List[i]
 		keys[i] = keyPrefix + c.Key
 		shadow := "0"
 		if c.Rate.Shadow {
@@ -254,11 +254,11 @@ func (r *Redis) allowAll(ctx context.Context, cs *Checks) (Decision, error) {
 
 // decisionOf reads the multi-limit script's answer for cs.
 func decisionOf(cs *Checks, v []any) (Decision, error) {
-	if len(v) != 4*cs.N {
-		return Decision{}, fmt.Errorf("limit script answered %d values for %d keys", len(v), cs.N)
+	if len(v) != 4*cs.Count {
+		return Decision{}, fmt.Errorf("limit script answered %d values for %d keys", len(v), cs.Count)
 	}
 	var d Decision
-	for i := 0; i < cs.N; i++ {
+	for i := 0; i < cs.Count; i++ {
 		allowed, _ := v[4*i].(int64)
 		rem, _ := v[4*i+1].(int64)
 		retry, err1 := seconds(v[4*i+2])
@@ -277,11 +277,11 @@ func decisionOf(cs *Checks, v []any) (Decision, error) {
 // batchDecisionOf reads cs's part of the batch script's answer: four
 // integers per key, times in microseconds.
 func batchDecisionOf(cs *Checks, v []any) (Decision, error) {
-	if len(v) != 4*cs.N {
-		return Decision{}, fmt.Errorf("limit script answered %d values for %d keys", len(v), cs.N)
+	if len(v) != 4*cs.Count {
+		return Decision{}, fmt.Errorf("limit script answered %d values for %d keys", len(v), cs.Count)
 	}
 	var d Decision
-	for i := 0; i < cs.N; i++ {
+	for i := 0; i < cs.Count; i++ {
 		allowed, ok1 := v[4*i].(int64)
 		rem, ok2 := v[4*i+1].(int64)
 		retry, ok3 := v[4*i+2].(int64)
