@@ -12,8 +12,9 @@ import (
 	"vendorgate/shared/wire"
 )
 
-// CallTimeout is what bounds each call to a store when no other bound is
-// set: a call whose context has a later deadline, or none, gives up then.
+// CallTimeout bounds each call to a store, SQLite and PostgreSQL alike: a
+// call gives up that long after it began, or at its context's deadline when
+// that comes first.
 const CallTimeout = 10 * time.Second
 
 // ErrNotFound is returned when no record has the given id.
