@@ -132,7 +132,7 @@ type querier interface {
 	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
 }
 
-func scanOrder(r scanner) (*store.Order, error) {
+func scanOrder(r store.Scanner) (*store.Order, error) {
 	var o store.Order
 	var ext sql.NullString
 	var driver string
@@ -218,17 +218,10 @@ func (s *Store) ListOrders(ctx context.Context, vendorID string, after *store.Cu
 		if err != nil {
 			return fmt.Errorf("list orders of %s: %w", vendorID, err)
 		}
-		for rows.Next() {
-			o, err := scanOrder(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			out = append(out, o)
-		}
+		out, err = store.Collect(rows, scanOrder)
 		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
+		if err != nil {
+			return fmt.Errorf("list orders of %s: %w", vendorID, err)
 		}
 		for _, o := range out {
 			if err := loadServices(ctx, tx, o); err != nil {
@@ -278,15 +271,7 @@ func (s *Store) ids(ctx context.Context, q string, args ...any) ([]string, error
 		return nil, err
 	}
 	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return store.Collect(rows, store.ScanString)
 }
 
 // DueSandboxOrders lists orders whose next sandbox step is due.

@@ -12,9 +12,7 @@ import (
 
 const vendorCols = "id, company_name, environment, status, enabled_services, created_at"
 
-type scanner interface{ Scan(dest ...any) error }
-
-func scanVendor(r scanner) (*store.Vendor, error) {
+func scanVendor(r store.Scanner) (*store.Vendor, error) {
 	var v store.Vendor
 	var services string
 	var created int64
@@ -71,15 +69,11 @@ func (s *Store) ListVendors(ctx context.Context) ([]*store.Vendor, error) {
 		return nil, fmt.Errorf("list vendors: %w", err)
 	}
 	defer rows.Close()
-	out := []*store.Vendor{}
-	for rows.Next() {
-		v, err := scanVendor(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list vendors: %w", err)
-		}
-		out = append(out, v)
+	out, err := store.Collect(rows, scanVendor)
+	if err != nil {
+		return nil, fmt.Errorf("list vendors: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // UpdateVendor loads, changes and saves a vendor in one transaction.
@@ -108,7 +102,7 @@ func (s *Store) UpdateVendor(ctx context.Context, id string, fn func(*store.Vend
 
 const keyCols = "id, vendor_id, hash, prefix, environment, created_at, expires_at, revoked_at"
 
-func scanKey(r scanner) (*store.Key, error) {
+func scanKey(r store.Scanner) (*store.Key, error) {
 	var k store.Key
 	var created, expires int64
 	var revoked sql.NullInt64
@@ -162,15 +156,8 @@ func (s *Store) ListKeys(ctx context.Context, vendorID string) ([]*store.Key, er
 		return nil, fmt.Errorf("list keys of %s: %w", vendorID, err)
 	}
 	defer rows.Close()
-	out := []*store.Key{}
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list keys of %s: %w", vendorID, err)
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := store.Collect(rows, scanKey)
+	if err != nil {
 		return nil, fmt.Errorf("list keys of %s: %w", vendorID, err)
 	}
 	return out, nil
