@@ -251,6 +251,20 @@ func decode(ctx *fasthttp.RequestCtx, v any) *apierr.Error {
 	return request.Decode(ctx.PostBody(), v)
 }
 
+// listAnswer answers a list as {name: [...]}, each record as conv shows it,
+// or err.
+func listAnswer[R, J any](a *API, ctx *fasthttp.RequestCtx, name string, records []R, err error, conv func(R) J) {
+	if err != nil {
+		a.error(ctx, err)
+		return
+	}
+	out := make([]J, 0, len(records))
+	for _, r := range records {
+		out = append(out, conv(r))
+	}
+	respond.JSON(ctx, fasthttp.StatusOK, map[string]any{name: out})
+}
+
 func (a *API) vendorAnswer(ctx *fasthttp.RequestCtx, status int, v *store.Vendor, err error) {
 	if err != nil {
 		a.error(ctx, err)
@@ -279,15 +293,7 @@ func (a *API) listVendors(ctx *fasthttp.RequestCtx) {
 	c, cancel := request.Context()
 	defer cancel()
 	vs, err := a.o.Vendors.List(c)
-	if err != nil {
-		a.error(ctx, err)
-		return
-	}
-	out := make([]Vendor, 0, len(vs))
-	for _, v := range vs {
-		out = append(out, vendorJSON(v))
-	}
-	respond.JSON(ctx, fasthttp.StatusOK, map[string]any{"vendors": out})
+	listAnswer(a, ctx, "vendors", vs, err, vendorJSON)
 }
 
 func (a *API) getVendor(ctx *fasthttp.RequestCtx) {
@@ -348,15 +354,7 @@ func (a *API) listKeys(ctx *fasthttp.RequestCtx) {
 	c, cancel := request.Context()
 	defer cancel()
 	ks, err := a.o.Vendors.ListKeys(c, param(ctx, "vendor_id"))
-	if err != nil {
-		a.error(ctx, err)
-		return
-	}
-	out := make([]Key, 0, len(ks))
-	for _, k := range ks {
-		out = append(out, keyJSON(k))
-	}
-	respond.JSON(ctx, fasthttp.StatusOK, map[string]any{"keys": out})
+	listAnswer(a, ctx, "keys", ks, err, keyJSON)
 }
 
 func (a *API) revokeKey(ctx *fasthttp.RequestCtx) {
