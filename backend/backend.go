@@ -41,8 +41,9 @@ type Options struct {
 	AdminListen string
 	// Database is the SQLite file (its directory is created when missing).
 	Database string
-	// Store, when not nil, is used instead of opening Database (a
-	// PostgreSQL store, say); the Backend closes it at Shutdown.
+	// Store, when not nil, is used instead of opening Database (the
+	// PostgreSQL store for a postgres:// database); the Backend closes it at
+	// Shutdown.
 	Store store.Store
 	// PublicBaseURL is the gateway's address, used in poll.url, Location and
 	// file_url.

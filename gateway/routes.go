@@ -1,10 +1,10 @@
 package gateway
 
 import (
-	"bytes"
-
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
+
+	"vendorgate/shared/httpapi"
 )
 
 // limitClass says which limit a route counts against.
@@ -61,23 +61,12 @@ func routeLabels() []string {
 // newRouter builds the router: exact matching, and 404/405 answered with the
 // envelope by the gateway.
 func (g *Gateway) newRouter() *router.Router {
-	r := router.New()
-	r.RedirectTrailingSlash = false
-	r.RedirectFixedPath = false
-	r.HandleOPTIONS = false
-	r.HandleMethodNotAllowed = true
+	r := httpapi.NewRouter(func(ctx *fasthttp.RequestCtx) { g.serveRefusal(ctx, errNotFound) },
+		func(ctx *fasthttp.RequestCtx) { g.serveRefusal(ctx, errMethodNotAllowed) })
 	for i := range routes {
 		rt := &routes[i]
 		r.Handle(rt.method, rt.pattern, func(ctx *fasthttp.RequestCtx) { g.serveVendor(ctx, rt) })
 	}
 	g.registerDocs(r)
-	r.NotFound = func(ctx *fasthttp.RequestCtx) { g.serveRefusal(ctx, errNotFound) }
-	r.MethodNotAllowed = func(ctx *fasthttp.RequestCtx) {
-		// The router lists OPTIONS, which the gateway does not serve.
-		allow := ctx.Response.Header.Peek(fasthttp.HeaderAllow)
-		allow = bytes.ReplaceAll(bytes.ReplaceAll(allow, []byte(", OPTIONS"), nil), []byte("OPTIONS, "), nil)
-		ctx.Response.Header.SetBytesV(fasthttp.HeaderAllow, allow)
-		g.serveRefusal(ctx, errMethodNotAllowed)
-	}
 	return r
 }

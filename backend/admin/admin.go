@@ -14,6 +14,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/backend/request"
 	"vendorgate/backend/respond"
 	"vendorgate/backend/store"
 	"vendorgate/shared/apierr"
@@ -113,7 +114,20 @@ func (a *API) authorized(h *fasthttp.RequestHeader) bool {
 
 func (a *API) refuse(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="vendorgate-admin"`)
-	respond.Error(ctx, a.o.Logger, apierr.New(apierr.InvalidAPIKey, "admin token required"))
+	a.error(ctx, apierr.New(apierr.InvalidAPIKey, "admin token required"))
+}
+
+// error answers err. The domain packages refuse a transition that is not
+// allowed with request_failed and no status of their own: on this API that
+// is a 409 (docs/CONTRACTS.md).
+func (a *API) error(ctx *fasthttp.RequestCtx, err error) {
+	var ae *apierr.Error
+	if errors.As(err, &ae) && ae.Code == apierr.RequestFailed && ae.HTTPStatus == 0 {
+		conflict := *ae
+		conflict.HTTPStatus = fasthttp.StatusConflict
+		err = &conflict
+	}
+	respond.Error(ctx, a.o.Logger, err)
 }
 
 // UnauthenticatedBodyBytes bounds the body of a request to the admin
@@ -234,12 +248,26 @@ func decode(ctx *fasthttp.RequestCtx, v any) *apierr.Error {
 	if len(ctx.PostBody()) == 0 {
 		return nil
 	}
-	return respond.Decode(ctx.PostBody(), v)
+	return request.Decode(ctx.PostBody(), v)
+}
+
+// listAnswer answers a list as {name: [...]}, each record as conv shows it,
+// or err.
+func listAnswer[R, J any](a *API, ctx *fasthttp.RequestCtx, name string, records []R, err error, conv func(R) J) {
+	if err != nil {
+		a.error(ctx, err)
+		return
+	}
+	out := make([]J, 0, len(records))
+	for _, r := range records {
+		out = append(out, conv(r))
+	}
+	respond.JSON(ctx, fasthttp.StatusOK, map[string]any{name: out})
 }
 
 func (a *API) vendorAnswer(ctx *fasthttp.RequestCtx, status int, v *store.Vendor, err error) {
 	if err != nil {
-		respond.Error(ctx, a.o.Logger, err)
+		a.error(ctx, err)
 		return
 	}
 	respond.JSON(ctx, status, vendorJSON(v))
@@ -251,33 +279,25 @@ func (a *API) createVendor(ctx *fasthttp.RequestCtx) {
 		Environment     string   `json:"environment"`
 		EnabledServices []string `json:"enabled_services"`
 	}
-	if err := respond.Decode(ctx.PostBody(), &req); err != nil {
-		respond.Error(ctx, a.o.Logger, err)
+	if err := request.Decode(ctx.PostBody(), &req); err != nil {
+		a.error(ctx, err)
 		return
 	}
-	c, cancel := respond.RequestContext()
+	c, cancel := request.Context()
 	defer cancel()
 	v, err := a.o.Vendors.Create(c, req.CompanyName, req.Environment, req.EnabledServices)
 	a.vendorAnswer(ctx, fasthttp.StatusCreated, v, err)
 }
 
 func (a *API) listVendors(ctx *fasthttp.RequestCtx) {
-	c, cancel := respond.RequestContext()
+	c, cancel := request.Context()
 	defer cancel()
 	vs, err := a.o.Vendors.List(c)
-	if err != nil {
-		respond.Error(ctx, a.o.Logger, err)
-		return
-	}
-	out := make([]Vendor, 0, len(vs))
-	for _, v := range vs {
-		out = append(out, vendorJSON(v))
-	}
-	respond.JSON(ctx, fasthttp.StatusOK, map[string]any{"vendors": out})
+	listAnswer(a, ctx, "vendors", vs, err, vendorJSON)
 }
 
 func (a *API) getVendor(ctx *fasthttp.RequestCtx) {
-	c, cancel := respond.RequestContext()
+	c, cancel := request.Context()
 	defer cancel()
 	v, err := a.o.Vendors.Get(c, param(ctx, "vendor_id"))
 	a.vendorAnswer(ctx, fasthttp.StatusOK, v, err)
@@ -285,7 +305,7 @@ func (a *API) getVendor(ctx *fasthttp.RequestCtx) {
 
 func (a *API) setStatus(action string) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
-		c, cancel := respond.RequestContext()
+		c, cancel := request.Context()
 		defer cancel()
 		v, err := a.o.Vendors.SetStatus(c, param(ctx, "vendor_id"), action)
 		a.vendorAnswer(ctx, fasthttp.StatusOK, v, err)
@@ -296,11 +316,11 @@ func (a *API) setServices(ctx *fasthttp.RequestCtx) {
 	var req struct {
 		EnabledServices []string `json:"enabled_services"`
 	}
-	if err := respond.Decode(ctx.PostBody(), &req); err != nil {
-		respond.Error(ctx, a.o.Logger, err)
+	if err := request.Decode(ctx.PostBody(), &req); err != nil {
+		a.error(ctx, err)
 		return
 	}
-	c, cancel := respond.RequestContext()
+	c, cancel := request.Context()
 	defer cancel()
 	v, err := a.o.Vendors.SetServices(c, param(ctx, "vendor_id"), req.EnabledServices)
 	a.vendorAnswer(ctx, fasthttp.StatusOK, v, err)
@@ -311,46 +331,38 @@ func (a *API) issueKey(ctx *fasthttp.RequestCtx) {
 		LifetimeSeconds int64 `json:"lifetime_seconds"`
 	}
 	if err := decode(ctx, &req); err != nil {
-		respond.Error(ctx, a.o.Logger, err)
+		a.error(ctx, err)
 		return
 	}
 	if req.LifetimeSeconds < 0 {
 		e := apierr.New(apierr.ValidationError, "the request is not valid")
 		e.Fields = map[string]string{"lifetime_seconds": "must be positive"}
-		respond.Error(ctx, a.o.Logger, e)
+		a.error(ctx, e)
 		return
 	}
-	c, cancel := respond.RequestContext()
+	c, cancel := request.Context()
 	defer cancel()
 	raw, k, err := a.o.Vendors.IssueKey(c, param(ctx, "vendor_id"), time.Duration(req.LifetimeSeconds)*time.Second)
 	if err != nil {
-		respond.Error(ctx, a.o.Logger, err)
+		a.error(ctx, err)
 		return
 	}
 	respond.JSON(ctx, fasthttp.StatusCreated, IssuedKey{Key: raw, KeyID: k.ID, VendorID: k.VendorID, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt})
 }
 
 func (a *API) listKeys(ctx *fasthttp.RequestCtx) {
-	c, cancel := respond.RequestContext()
+	c, cancel := request.Context()
 	defer cancel()
 	ks, err := a.o.Vendors.ListKeys(c, param(ctx, "vendor_id"))
-	if err != nil {
-		respond.Error(ctx, a.o.Logger, err)
-		return
-	}
-	out := make([]Key, 0, len(ks))
-	for _, k := range ks {
-		out = append(out, keyJSON(k))
-	}
-	respond.JSON(ctx, fasthttp.StatusOK, map[string]any{"keys": out})
+	listAnswer(a, ctx, "keys", ks, err, keyJSON)
 }
 
 func (a *API) revokeKey(ctx *fasthttp.RequestCtx) {
-	c, cancel := respond.RequestContext()
+	c, cancel := request.Context()
 	defer cancel()
 	k, err := a.o.Vendors.RevokeKey(c, param(ctx, "key_id"))
 	if err != nil {
-		respond.Error(ctx, a.o.Logger, err)
+		a.error(ctx, err)
 		return
 	}
 	respond.JSON(ctx, fasthttp.StatusOK, keyJSON(k))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/backend/request"
 	"vendorgate/backend/respond"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/wire"
@@ -27,14 +28,14 @@ type OrderAnswer struct {
 
 func (a *API) orderAnswer(ctx *fasthttp.RequestCtx, vendorID string, o *wire.Order, err error) {
 	if err != nil {
-		respond.Error(ctx, a.o.Logger, err)
+		a.error(ctx, err)
 		return
 	}
 	respond.JSON(ctx, fasthttp.StatusOK, OrderAnswer{VendorID: vendorID, Order: o})
 }
 
 func (a *API) getOrder(ctx *fasthttp.RequestCtx) {
-	c, cancel := respond.RequestContext()
+	c, cancel := request.Context()
 	defer cancel()
 	v, o, err := a.o.Orders.AdminGet(c, param(ctx, "order_id"))
 	a.orderAnswer(ctx, v, o, err)
@@ -43,10 +44,10 @@ func (a *API) getOrder(ctx *fasthttp.RequestCtx) {
 func (a *API) release(ctx *fasthttp.RequestCtx) {
 	var req orderAction
 	if err := decode(ctx, &req); err != nil {
-		respond.Error(ctx, a.o.Logger, err)
+		a.error(ctx, err)
 		return
 	}
-	c, cancel := respond.RequestContext()
+	c, cancel := request.Context()
 	defer cancel()
 	v, o, err := a.o.Orders.Release(c, param(ctx, "order_id"), req.Service)
 	a.orderAnswer(ctx, v, o, err)
@@ -55,10 +56,10 @@ func (a *API) release(ctx *fasthttp.RequestCtx) {
 func (a *API) complete(ctx *fasthttp.RequestCtx) {
 	var req orderAction
 	if err := decode(ctx, &req); err != nil {
-		respond.Error(ctx, a.o.Logger, err)
+		a.error(ctx, err)
 		return
 	}
-	c, cancel := respond.RequestContext()
+	c, cancel := request.Context()
 	defer cancel()
 	var pdf []byte
 	if req.ReportPDFBase64 != "" {
@@ -66,7 +67,7 @@ func (a *API) complete(ctx *fasthttp.RequestCtx) {
 		if err != nil || !bytes.HasPrefix(b, []byte("%PDF-")) {
 			e := apierr.New(apierr.ValidationError, "the request is not valid")
 			e.Fields = map[string]string{"report_pdf_base64": "must be a PDF file in standard base64"}
-			respond.Error(ctx, a.o.Logger, e)
+			a.error(ctx, e)
 			return
 		}
 		pdf = b
@@ -78,17 +79,17 @@ func (a *API) complete(ctx *fasthttp.RequestCtx) {
 func (a *API) fail(ctx *fasthttp.RequestCtx) {
 	var req orderAction
 	if err := decode(ctx, &req); err != nil {
-		respond.Error(ctx, a.o.Logger, err)
+		a.error(ctx, err)
 		return
 	}
-	c, cancel := respond.RequestContext()
+	c, cancel := request.Context()
 	defer cancel()
 	v, o, err := a.o.Orders.Fail(c, param(ctx, "order_id"), req.Service, req.Reason)
 	a.orderAnswer(ctx, v, o, err)
 }
 
 func (a *API) deleteOrder(ctx *fasthttp.RequestCtx) {
-	c, cancel := respond.RequestContext()
+	c, cancel := request.Context()
 	defer cancel()
 	v, o, err := a.o.Orders.Delete(c, param(ctx, "order_id"))
 	a.orderAnswer(ctx, v, o, err)

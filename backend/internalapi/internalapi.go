@@ -11,6 +11,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/backend/request"
 	"vendorgate/backend/respond"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/wire"
@@ -80,7 +81,7 @@ func repeatedIdentity(h *fasthttp.RequestHeader) string {
 // revoked and expired keys included; 404 not_found when no key has the hash.
 func (a *API) LookupKey(ctx *fasthttp.RequestCtx) {
 	hash, _ := ctx.UserValue("hash").(string)
-	c, cancel := respond.RequestContext()
+	c, cancel := request.Context()
 	defer cancel()
 	res, err := a.keys.Resolve(c, hash)
 	if err != nil {

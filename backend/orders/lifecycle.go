@@ -176,11 +176,10 @@ func (s *Service) complete(o *store.Order, sv *store.Service, pdf []byte, result
 	return nil
 }
 
-// conflict is the admin answer to a transition that is not allowed.
+// conflict is the answer to a staff transition that is not allowed:
+// request_failed, which the admin API sends as a 409.
 func conflict(format string, args ...any) *apierr.Error {
-	e := apierr.New(apierr.RequestFailed, format, args...)
-	e.HTTPStatus = 409
-	return e
+	return apierr.New(apierr.RequestFailed, format, args...)
 }
 
 func fieldError(field, msg string) *apierr.Error {

@@ -1,7 +1,7 @@
 // Package store holds the records the backend owns (vendors, keys, orders,
 // idempotency records) and the Store interface the domain packages ask for.
-// It is engine-neutral: backend/store/sqlite implements it today and a
-// PostgreSQL store can follow without the domain changing.
+// It is engine-neutral: backend/store/sqlite and backend/store/postgres
+// implement it, and backend/store/storetest holds the suite both pass.
 package store
 
 import (
@@ -11,6 +11,11 @@ import (
 
 	"vendorgate/shared/wire"
 )
+
+// CallTimeout bounds each call to a store, SQLite and PostgreSQL alike: a
+// call gives up that long after it began, or at its context's deadline when
+// that comes first.
+const CallTimeout = 10 * time.Second
 
 // ErrNotFound is returned when no record has the given id.
 var ErrNotFound = errors.New("not found")

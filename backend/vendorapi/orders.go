@@ -10,6 +10,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/backend/request"
 	"vendorgate/backend/respond"
 	"vendorgate/backend/store"
 	"vendorgate/shared/apierr"
@@ -58,7 +59,7 @@ func isJSON(ct string) bool {
 }
 
 func (a *API) placeOrder(ctx *fasthttp.RequestCtx) {
-	c, cancel := respond.RequestContext()
+	c, cancel := request.Context()
 	defer cancel()
 	v, err := a.caller(c, ctx)
 	if err != nil {
@@ -86,7 +87,7 @@ func (a *API) placeOrder(ctx *fasthttp.RequestCtx) {
 }
 
 func (a *API) getOrder(ctx *fasthttp.RequestCtx) {
-	c, cancel := respond.RequestContext()
+	c, cancel := request.Context()
 	defer cancel()
 	v, err := a.caller(c, ctx)
 	if err != nil {
@@ -106,7 +107,7 @@ func (a *API) getOrder(ctx *fasthttp.RequestCtx) {
 }
 
 func (a *API) listOrders(ctx *fasthttp.RequestCtx) {
-	c, cancel := respond.RequestContext()
+	c, cancel := request.Context()
 	defer cancel()
 	v, err := a.caller(c, ctx)
 	if err != nil {
@@ -124,7 +125,7 @@ func (a *API) listOrders(ctx *fasthttp.RequestCtx) {
 
 // getReport streams a report PDF; the file is closed by fasthttp once sent.
 func (a *API) getReport(ctx *fasthttp.RequestCtx) {
-	c, cancel := respond.RequestContext()
+	c, cancel := request.Context()
 	defer cancel()
 	v, err := a.caller(c, ctx)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/backend/request"
 	"vendorgate/backend/respond"
 	"vendorgate/backend/store"
 	"vendorgate/shared/apierr"
@@ -81,7 +82,7 @@ func (a *API) caller(c context.Context, ctx *fasthttp.RequestCtx) (*store.Vendor
 }
 
 func (a *API) me(ctx *fasthttp.RequestCtx) {
-	c, cancel := respond.RequestContext()
+	c, cancel := request.Context()
 	defer cancel()
 	v, err := a.caller(c, ctx)
 	if err != nil {

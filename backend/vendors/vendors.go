@@ -83,12 +83,10 @@ func notFound(err error, what string) error {
 	return err
 }
 
-// conflict is the answer to a transition that is not allowed: 409
-// request_failed, as the admin contract says.
+// conflict is the answer to a transition that is not allowed:
+// request_failed, which the admin API sends as a 409.
 func conflict(format string, args ...any) *apierr.Error {
-	e := apierr.New(apierr.RequestFailed, format, args...)
-	e.HTTPStatus = 409
-	return e
+	return apierr.New(apierr.RequestFailed, format, args...)
 }
 
 // normaliseServices checks a list of service names: known, no duplicates.

@@ -19,7 +19,6 @@ import (
 	"github.com/sony/gobreaker/v2"
 	"github.com/valyala/fasthttp"
 
-	"vendorgate/gateway/breaker"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/idleconn"
 	"vendorgate/shared/wire"
@@ -114,6 +113,7 @@ func New(o Options) (*Proxy, error) {
 		o.ObserveUpstream = func(int, time.Duration) {}
 	}
 	p := &Proxy{token: o.InternalToken, timeout: o.Timeout, observe: o.ObserveUpstream}
+	failures := uint32(o.BreakerFailures)
 	// Every backend connection is an idleconn.Conn: a buffered call's
 	// DoTimeout deadline stands over headers and body, while a streamed
 	// call, made without one, waits up to Timeout for its answer to begin
@@ -158,12 +158,42 @@ func New(o Options) (*Proxy, error) {
 				WriteTimeout:        o.Timeout,
 				MaxIdleConnDuration: 30 * time.Second,
 			},
-			cb: breaker.New[struct{}](breaker.Settings{Name: "backend:" + u.Host, Failures: o.BreakerFailures,
-				OpenFor: o.BreakerOpenFor, OnStateChange: o.OnStateChange, CloseIdle: func() { be.hc.CloseIdleConnections() }}),
+			cb: gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+				Name:          "backend:" + u.Host,
+				MaxRequests:   1,
+				Timeout:       o.BreakerOpenFor,
+				ReadyToTrip:   func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
+				OnStateChange: closeIdleUnlessClosed(func() { be.hc.CloseIdleConnections() }, o.OnStateChange),
+				// A full pool is this gateway's overload, not the backend
+				// failing: it answers 503 but opens the breaker for no one.
+				IsExcluded: func(err error) bool { return errors.Is(err, fasthttp.ErrNoFreeConns) },
+			}),
 		}
 		p.backends = append(p.backends, be)
 	}
 	return p, nil
+}
+
+// closeIdleUnlessClosed wraps a breaker's OnStateChange: when the breaker
+// opens or goes half-open, the idle connections to its backend are closed
+// before anything else happens, so the single half-open probe dials a fresh
+// connection. A pooled connection to a backend process that died (kill -9,
+// crash) still looks idle; the probe would take it, fail on it
+// (fasthttp.ErrConnectionClosed: no retry, since the breaker decides) and
+// reopen the breaker for another open period, once per dead connection
+// left in the pool, although the restarted backend was ready long before.
+// Retrying on a fresh connection instead would fix GETs only: a POST that
+// failed that way may have reached the backend. It runs under the breaker's
+// lock, which closing idle connections never takes.
+func closeIdleUnlessClosed(closeIdle func(), next func(name string, from, to gobreaker.State)) func(name string, from, to gobreaker.State) {
+	return func(name string, from, to gobreaker.State) {
+		if to != gobreaker.StateClosed {
+			closeIdle()
+		}
+		if next != nil {
+			next(name, from, to)
+		}
+	}
 }
 
 // Breakers lists each backend's breaker name and current state (reading
@@ -262,9 +292,71 @@ var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
 // hopIndex is the index in hopHeaders of name (any case), or -1.
-func hopIndex(name []byte) int {
-	for i, h := range hopHeaders {
-		if len(name) == len(h) && bytes.EqualFold(name, []byte(h)) {
+func hopIndex(name []byte) int { return indexFold(hopHeaders, name) }
+
+// header is what removeHopHeaders needs of a request or response header:
+// *fasthttp.RequestHeader or *fasthttp.ResponseHeader.
+type header interface {
+	PeekAll(key string) [][]byte
+	Del(key string)
+	DelBytes(key []byte)
+	ResetConnectionClose()
+}
+
+// removeHopHeaders removes from h the headers named in Connection (but the
+// connection options close and keep-alive) and the hopHeaders present,
+// applied to the request and the response alike. On a response, framing
+// keeps Transfer-Encoding and Connection, which fasthttp manages itself for
+// the client side. The same walk over the header names, which finds the
+// hop-by-hop ones present (usually none) so that only those cost a Del,
+// reports which of also are present: bit i for also[i].
+func removeHopHeaders(h header, framing bool, also []string) (present uint16) {
+	// Every Connection line counts (RFC 9110 5.3: lines of one name are one
+	// list); Peek would give the first only.
+	for _, c := range h.PeekAll(fasthttp.HeaderConnection) {
+		for _, name := range bytes.Split(c, []byte{','}) {
+			if name = bytes.TrimSpace(name); len(name) > 0 && !bytes.EqualFold(name, []byte("close")) && !bytes.EqualFold(name, []byte("keep-alive")) {
+				h.DelBytes(name)
+			}
+		}
+	}
+	var hop uint16
+	note := func(name []byte) {
+		if i := hopIndex(name); i >= 0 {
+			hop |= 1 << i
+		} else if i := indexFold(also, name); i >= 0 {
+			present |= 1 << i
+		}
+	}
+	// The walk takes the concrete type: All through an interface would
+	// allocate its iterator on every request.
+	switch h := h.(type) {
+	case *fasthttp.RequestHeader:
+		for name := range h.All() {
+			note(name)
+		}
+	case *fasthttp.ResponseHeader:
+		for name := range h.All() {
+			note(name)
+		}
+	}
+	for i, name := range hopHeaders {
+		if hop&(1<<i) == 0 && name != fasthttp.HeaderTrailer { // fasthttp may keep Trailer apart from the list walked
+			continue
+		}
+		if framing && (name == fasthttp.HeaderTransferEncoding || name == fasthttp.HeaderConnection) {
+			continue
+		}
+		h.Del(name)
+	}
+	h.ResetConnectionClose()
+	return present
+}
+
+// indexFold is the index in names of name (any case), or -1.
+func indexFold(names []string, name []byte) int {
+	for i, n := range names {
+		if len(name) == len(n) && bytes.EqualFold(name, []byte(n)) {
 			return i
 		}
 	}
@@ -275,16 +367,6 @@ func hopIndex(name []byte) int {
 // API key, which never goes further): every copy a client sent is removed.
 var gatewayHeaders = []string{wire.HeaderInternalToken, wire.HeaderVendorID, wire.HeaderKeyID, wire.HeaderEnvironment,
 	wire.HeaderRequestID, wire.HeaderForwardedFor, wire.HeaderAPIKey}
-
-// gatewayIndex is the index in gatewayHeaders of name (any case), or -1.
-func gatewayIndex(name []byte) int {
-	for i, h := range gatewayHeaders {
-		if len(name) == len(h) && bytes.EqualFold(name, []byte(h)) {
-			return i
-		}
-	}
-	return -1
-}
 
 // delEvery deletes every copy of name in any spelling. Del removes every
 // copy of the normalised name, which is all of them while the server
@@ -311,34 +393,10 @@ func delEvery(h *fasthttp.RequestHeader, name string) {
 // prepareRequest strips hop-by-hop headers (and those named in Connection),
 // removes every header only the gateway may set, the API key itself (the
 // backend trusts the identity headers instead), and sets the identity.
-//
-// One pass over the request's header names finds the hop-by-hop ones
-// present (usually none) and deletes only those: a Del per listed name
-// costs a key normalization and a scan each, on every request.
+// A Del per listed name would cost a key normalization and a scan each, on
+// every request: only the names found present are deleted.
 func prepareRequest(h *fasthttp.RequestHeader, id *Identity, token string) {
-	// Every Connection line counts (RFC 9110 5.3: lines of one name are one
-	// list); Peek would give the first only.
-	for _, c := range h.PeekAll(fasthttp.HeaderConnection) {
-		for _, name := range bytes.Split(c, []byte{','}) {
-			if name = bytes.TrimSpace(name); len(name) > 0 {
-				h.DelBytes(name)
-			}
-		}
-	}
-	var present, forged uint16
-	for name := range h.All() {
-		if i := hopIndex(name); i >= 0 {
-			present |= 1 << i
-		} else if i := gatewayIndex(name); i >= 0 {
-			forged |= 1 << i
-		}
-	}
-	for i, name := range hopHeaders {
-		if present&(1<<i) != 0 || name == fasthttp.HeaderTrailer { // fasthttp may keep Trailer apart from the list walked
-			h.Del(name)
-		}
-	}
-	h.ResetConnectionClose()
+	forged := removeHopHeaders(h, false, gatewayHeaders)
 	// Set replaces only the first copy of a name: a client's second
 	// X-Vendor-Id would reach the backend after ours. Delete every copy.
 	for i, name := range gatewayHeaders {
@@ -359,34 +417,9 @@ var internalResponseHeaders = []string{wire.HeaderInternalToken, wire.HeaderVend
 
 // stripResponse removes hop-by-hop headers (but the framing ones fasthttp
 // manages for the client side) and internal headers from a backend answer,
-// deleting only the names one walk over the headers found present.
+// deleting only the names found present.
 func stripResponse(h *fasthttp.ResponseHeader) {
-	for _, c := range h.PeekAll(fasthttp.HeaderConnection) { // every line, as in prepareRequest
-		for _, name := range bytes.Split(c, []byte{','}) {
-			if name = bytes.TrimSpace(name); len(name) > 0 && !bytes.EqualFold(name, []byte("close")) && !bytes.EqualFold(name, []byte("keep-alive")) {
-				h.DelBytes(name)
-			}
-		}
-	}
-	var hop, internal uint16
-	for name := range h.All() {
-		if i := hopIndex(name); i >= 0 {
-			hop |= 1 << i
-			continue
-		}
-		for i, n := range internalResponseHeaders {
-			if len(name) == len(n) && bytes.EqualFold(name, []byte(n)) {
-				internal |= 1 << i
-			}
-		}
-	}
-	for i, name := range hopHeaders {
-		if hop&(1<<i) == 0 && name != fasthttp.HeaderTrailer || name == "Transfer-Encoding" || name == "Connection" {
-			continue // absent, or framing fasthttp manages itself for the client side
-		}
-		h.Del(name)
-	}
-	h.ResetConnectionClose()
+	internal := removeHopHeaders(h, true, internalResponseHeaders)
 	for i, name := range internalResponseHeaders {
 		if internal&(1<<i) != 0 {
 			h.Del(name)

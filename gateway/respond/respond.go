@@ -15,6 +15,7 @@ import (
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/proxy"
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/httpapi"
 	"vendorgate/shared/wire"
 )
 
@@ -38,7 +39,7 @@ type Writer struct {
 // errors (never modified afterwards), and its own.
 func NewWriter(canned ...*apierr.Error) *Writer {
 	w := &Writer{bodies: make(map[*apierr.Error][]byte)}
-	for _, e := range append(canned, errLimiterDown, errBackendDown, errBackendTimout, errInternal) {
+	for _, e := range append(canned, errLimiterDown, errBackendDown, errBackendTimeout, errInternal) {
 		w.bodies[e] = e.Body()
 	}
 	return w
@@ -46,10 +47,10 @@ func NewWriter(canned ...*apierr.Error) *Writer {
 
 // Errors the mapping produces.
 var (
-	errLimiterDown   = &apierr.Error{Code: apierr.RateLimitUnavailable, Message: "the rate limiter is unavailable; try again shortly"}
-	errBackendDown   = &apierr.Error{Code: apierr.RequestFailed, Message: "the service is unavailable; try again shortly", HTTPStatus: fasthttp.StatusServiceUnavailable}
-	errBackendTimout = &apierr.Error{Code: apierr.RequestFailed, Message: "the service did not answer in time", HTTPStatus: fasthttp.StatusGatewayTimeout}
-	errInternal      = &apierr.Error{Code: apierr.InternalError, Message: "internal error"}
+	errLimiterDown    = &apierr.Error{Code: apierr.RateLimitUnavailable, Message: "the rate limiter is unavailable; try again shortly"}
+	errBackendDown    = &apierr.Error{Code: apierr.RequestFailed, Message: "the service is unavailable; try again shortly", HTTPStatus: fasthttp.StatusServiceUnavailable}
+	errBackendTimeout = &apierr.Error{Code: apierr.RequestFailed, Message: "the service did not answer in time", HTTPStatus: fasthttp.StatusGatewayTimeout}
+	errInternal       = &apierr.Error{Code: apierr.InternalError, Message: "internal error"}
 )
 
 // Internal is the 500 envelope (a recovered panic, an unknown error).
@@ -71,7 +72,7 @@ func (w *Writer) Error(ctx *fasthttp.RequestCtx, err error) (unexpected bool) {
 	case errors.Is(err, limit.ErrUnavailable):
 		w.Write(ctx, errLimiterDown, time.Second)
 	case errors.Is(err, proxy.ErrTimeout):
-		w.Write(ctx, errBackendTimout, 0)
+		w.Write(ctx, errBackendTimeout, 0)
 	case errors.Is(err, proxy.ErrUnavailable), errors.Is(err, backendapi.ErrUnavailable):
 		w.Write(ctx, errBackendDown, time.Second)
 	default:
@@ -85,10 +86,7 @@ func (w *Writer) Error(ctx *fasthttp.RequestCtx, err error) (unexpected bool) {
 // retryAfter is positive, and always on 429 and 503 (at least 1 second).
 func (w *Writer) Write(ctx *fasthttp.RequestCtx, e *apierr.Error, retryAfter time.Duration) {
 	status := e.Status()
-	ctx.Response.ResetBody()
-	ctx.SetStatusCode(status)
-	ctx.SetContentType("application/json")
-	ctx.Response.SetBody(w.body(e))
+	httpapi.WriteJSON(ctx, status, w.body(e))
 	if retryAfter > 0 || status == fasthttp.StatusTooManyRequests || status == fasthttp.StatusServiceUnavailable {
 		SetRetryAfter(ctx, retryAfter)
 	}

@@ -139,7 +139,7 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-func scanOrder(r pgx.Row) (*store.Order, error) {
+func scanOrder(r store.Scanner) (*store.Order, error) {
 	var o store.Order
 	var driver []byte
 	if err := r.Scan(&o.ID, &o.VendorID, &o.Environment, &o.MCNumber, &o.ExternalReference, &driver,
@@ -242,16 +242,9 @@ func (s *Store) ListOrders(ctx context.Context, vendorID string, after *store.Cu
 		if err != nil {
 			return fmt.Errorf("list orders of %s: %w", vendorID, err)
 		}
-		for rows.Next() {
-			o, err := scanOrder(rows)
-			if err != nil {
-				rows.Close()
-				return fmt.Errorf("list orders of %s: %w", vendorID, err)
-			}
-			out = append(out, o)
-		}
+		out, err = store.Collect(rows, scanOrder)
 		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err != nil {
 			return fmt.Errorf("list orders of %s: %w", vendorID, err)
 		}
 		for _, o := range out {
@@ -316,15 +309,7 @@ func (s *Store) ids(ctx context.Context, q string, args ...any) ([]string, error
 		return nil, err
 	}
 	defer rows.Close()
-	out := []string{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return store.Collect(rows, store.ScanString)
 }
 
 // DueSandboxOrders lists orders whose next sandbox step is due. Two

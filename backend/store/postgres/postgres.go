@@ -42,7 +42,8 @@ type Options struct {
 	URL string
 	// MaxConns bounds the pool. Default 10.
 	MaxConns int32
-	// Timeout bounds every call to the database. Default 10s.
+	// Timeout bounds every call to the database. Zero means
+	// store.CallTimeout.
 	Timeout time.Duration
 }
 
@@ -61,7 +62,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		o.MaxConns = 10
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = 10 * time.Second
+		o.Timeout = store.CallTimeout
 	}
 	cfg, err := pgxpool.ParseConfig(o.URL)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 
 const vendorCols = "id, company_name, environment, status, enabled_services, created_at"
 
-func scanVendor(r pgx.Row) (*store.Vendor, error) {
+func scanVendor(r store.Scanner) (*store.Vendor, error) {
 	var v store.Vendor
 	var services []byte
 	if err := r.Scan(&v.ID, &v.CompanyName, &v.Environment, &v.Status, &services, &v.CreatedAt); err != nil {
@@ -70,15 +70,8 @@ func (s *Store) ListVendors(ctx context.Context) ([]*store.Vendor, error) {
 		return nil, fmt.Errorf("list vendors: %w", err)
 	}
 	defer rows.Close()
-	out := []*store.Vendor{}
-	for rows.Next() {
-		v, err := scanVendor(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list vendors: %w", err)
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := store.Collect(rows, scanVendor)
+	if err != nil {
 		return nil, fmt.Errorf("list vendors: %w", err)
 	}
 	return out, nil
@@ -111,7 +104,7 @@ func (s *Store) UpdateVendor(ctx context.Context, id string, fn func(*store.Vend
 
 const keyCols = "id, vendor_id, hash, prefix, environment, created_at, expires_at, revoked_at"
 
-func scanKey(r pgx.Row) (*store.Key, error) {
+func scanKey(r store.Scanner) (*store.Key, error) {
 	var k store.Key
 	if err := r.Scan(&k.ID, &k.VendorID, &k.Hash, &k.Prefix, &k.Environment, &k.CreatedAt, &k.ExpiresAt, &k.RevokedAt); err != nil {
 		return nil, err
@@ -163,15 +156,8 @@ func (s *Store) ListKeys(ctx context.Context, vendorID string) ([]*store.Key, er
 		return nil, fmt.Errorf("list keys of %s: %w", vendorID, err)
 	}
 	defer rows.Close()
-	out := []*store.Key{}
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list keys of %s: %w", vendorID, err)
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := store.Collect(rows, scanKey)
+	if err != nil {
 		return nil, fmt.Errorf("list keys of %s: %w", vendorID, err)
 	}
 	return out, nil

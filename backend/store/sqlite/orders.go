@@ -14,6 +14,8 @@ import (
 
 // ReserveIdempotency inserts rec unless the vendor already used its key.
 func (s *Store) ReserveIdempotency(ctx context.Context, rec store.Idempotency) (*store.Idempotency, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var existing *store.Idempotency
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO idempotency (vendor_id, key, request_hash, order_id, created_at)
@@ -42,6 +44,8 @@ func (s *Store) ReserveIdempotency(ctx context.Context, rec store.Idempotency) (
 
 // TakeOverIdempotency replaces abandoned by rec if it is unchanged.
 func (s *Store) TakeOverIdempotency(ctx context.Context, abandoned, rec store.Idempotency) (bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	res, err := s.db.ExecContext(ctx, `UPDATE idempotency SET request_hash = ?, created_at = ?
 		WHERE vendor_id = ? AND key = ? AND order_id IS NULL AND request_hash = ? AND created_at = ?`,
 		rec.RequestHash, toNS(rec.CreatedAt), abandoned.VendorID, abandoned.Key, abandoned.RequestHash, toNS(abandoned.CreatedAt))
@@ -57,6 +61,8 @@ func (s *Store) TakeOverIdempotency(ctx context.Context, abandoned, rec store.Id
 
 // DropIdempotency removes a record that has no order.
 func (s *Store) DropIdempotency(ctx context.Context, vendorID, key string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	_, err := s.db.ExecContext(ctx, "DELETE FROM idempotency WHERE vendor_id = ? AND key = ? AND order_id IS NULL", vendorID, key)
 	if err != nil {
 		return fmt.Errorf("drop idempotency key: %w", err)
@@ -67,6 +73,8 @@ func (s *Store) DropIdempotency(ctx context.Context, vendorID, key string) error
 // CreateOrder inserts the order, its services and its idempotency link in
 // one transaction, so a crash leaves either all of it or none.
 func (s *Store) CreateOrder(ctx context.Context, o *store.Order, idemKey string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		driver, err := json.Marshal(o.Driver)
 		if err != nil {
@@ -124,7 +132,7 @@ type querier interface {
 	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
 }
 
-func scanOrder(r scanner) (*store.Order, error) {
+func scanOrder(r store.Scanner) (*store.Order, error) {
 	var o store.Order
 	var ext sql.NullString
 	var driver string
@@ -180,6 +188,8 @@ func getOrder(ctx context.Context, q querier, id string) (*store.Order, error) {
 
 // GetOrder returns the order with id and its services.
 func (s *Store) GetOrder(ctx context.Context, id string) (*store.Order, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var o *store.Order
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -191,6 +201,8 @@ func (s *Store) GetOrder(ctx context.Context, id string) (*store.Order, error) {
 
 // ListOrders lists a vendor's orders, newest first.
 func (s *Store) ListOrders(ctx context.Context, vendorID string, after *store.Cursor, limit int) ([]*store.Order, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	q := "SELECT " + orderCols + " FROM orders WHERE vendor_id = ?"
 	args := []any{vendorID}
 	if after != nil {
@@ -206,17 +218,10 @@ func (s *Store) ListOrders(ctx context.Context, vendorID string, after *store.Cu
 		if err != nil {
 			return fmt.Errorf("list orders of %s: %w", vendorID, err)
 		}
-		for rows.Next() {
-			o, err := scanOrder(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			out = append(out, o)
-		}
+		out, err = store.Collect(rows, scanOrder)
 		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
+		if err != nil {
+			return fmt.Errorf("list orders of %s: %w", vendorID, err)
 		}
 		for _, o := range out {
 			if err := loadServices(ctx, tx, o); err != nil {
@@ -230,6 +235,8 @@ func (s *Store) ListOrders(ctx context.Context, vendorID string, after *store.Cu
 
 // UpdateOrder loads, changes and saves an order in one transaction.
 func (s *Store) UpdateOrder(ctx context.Context, id string, fn func(*store.Order) error) (*store.Order, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var out *store.Order
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		o, err := getOrder(ctx, tx, id)
@@ -257,20 +264,14 @@ func (s *Store) UpdateOrder(ctx context.Context, id string, fn func(*store.Order
 }
 
 func (s *Store) ids(ctx context.Context, q string, args ...any) ([]string, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return store.Collect(rows, store.ScanString)
 }
 
 // DueSandboxOrders lists orders whose next sandbox step is due.
@@ -293,6 +294,8 @@ func (s *Store) UnfinishedBefore(ctx context.Context, t time.Time, limit int) ([
 
 // CountOrdersByStatus counts every order by status.
 func (s *Store) CountOrdersByStatus(ctx context.Context) (map[string]int, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rows, err := s.db.QueryContext(ctx, "SELECT status, COUNT(*) FROM orders GROUP BY status")
 	if err != nil {
 		return nil, fmt.Errorf("count orders: %w", err)

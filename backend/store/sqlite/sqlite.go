@@ -28,13 +28,15 @@ var migrations embed.FS
 
 // Store is a store.Store on one SQLite file.
 type Store struct {
-	db *sql.DB
+	db      *sql.DB
+	timeout time.Duration
 }
 
 var _ store.Store = (*Store)(nil)
 
 // Open opens (creating it and its parent directory when missing) the SQLite
-// file at path and applies every migration not applied yet.
+// file at path and applies every migration not applied yet. Every call is
+// bounded by store.CallTimeout, as in the PostgreSQL store.
 //
 // Transactions begin IMMEDIATE so that two writers never both read and then
 // fail to upgrade their lock; busy_timeout makes the second one wait.
@@ -56,7 +58,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	db.SetMaxOpenConns(8)
 	db.SetConnMaxIdleTime(time.Minute)
-	s := &Store{db: db}
+	s := &Store{db: db, timeout: store.CallTimeout}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -69,8 +71,15 @@ func (s *Store) Close() error { return s.db.Close() }
 
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var one int
 	return s.db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+}
+
+// bound gives a call its deadline.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.timeout)
 }
 
 func (s *Store) migrate(ctx context.Context) error {

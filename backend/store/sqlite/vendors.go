@@ -12,9 +12,7 @@ import (
 
 const vendorCols = "id, company_name, environment, status, enabled_services, created_at"
 
-type scanner interface{ Scan(dest ...any) error }
-
-func scanVendor(r scanner) (*store.Vendor, error) {
+func scanVendor(r store.Scanner) (*store.Vendor, error) {
 	var v store.Vendor
 	var services string
 	var created int64
@@ -41,6 +39,8 @@ func servicesJSON(s []string) string {
 
 // CreateVendor inserts v.
 func (s *Store) CreateVendor(ctx context.Context, v *store.Vendor) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	_, err := s.db.ExecContext(ctx, "INSERT INTO vendors ("+vendorCols+") VALUES (?, ?, ?, ?, ?, ?)",
 		v.ID, v.CompanyName, v.Environment, v.Status, servicesJSON(v.EnabledServices), toNS(v.CreatedAt))
 	if err != nil {
@@ -51,6 +51,8 @@ func (s *Store) CreateVendor(ctx context.Context, v *store.Vendor) error {
 
 // GetVendor returns the vendor with id.
 func (s *Store) GetVendor(ctx context.Context, id string) (*store.Vendor, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	v, err := scanVendor(s.db.QueryRowContext(ctx, "SELECT "+vendorCols+" FROM vendors WHERE id = ?", id))
 	if err != nil {
 		return nil, notFound(err, "vendor", id)
@@ -60,24 +62,24 @@ func (s *Store) GetVendor(ctx context.Context, id string) (*store.Vendor, error)
 
 // ListVendors lists every vendor, oldest first.
 func (s *Store) ListVendors(ctx context.Context) ([]*store.Vendor, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rows, err := s.db.QueryContext(ctx, "SELECT "+vendorCols+" FROM vendors ORDER BY created_at, id")
 	if err != nil {
 		return nil, fmt.Errorf("list vendors: %w", err)
 	}
 	defer rows.Close()
-	out := []*store.Vendor{}
-	for rows.Next() {
-		v, err := scanVendor(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list vendors: %w", err)
-		}
-		out = append(out, v)
+	out, err := store.Collect(rows, scanVendor)
+	if err != nil {
+		return nil, fmt.Errorf("list vendors: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // UpdateVendor loads, changes and saves a vendor in one transaction.
 func (s *Store) UpdateVendor(ctx context.Context, id string, fn func(*store.Vendor) error) (*store.Vendor, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var out *store.Vendor
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		v, err := scanVendor(tx.QueryRowContext(ctx, "SELECT "+vendorCols+" FROM vendors WHERE id = ?", id))
@@ -100,7 +102,7 @@ func (s *Store) UpdateVendor(ctx context.Context, id string, fn func(*store.Vend
 
 const keyCols = "id, vendor_id, hash, prefix, environment, created_at, expires_at, revoked_at"
 
-func scanKey(r scanner) (*store.Key, error) {
+func scanKey(r store.Scanner) (*store.Key, error) {
 	var k store.Key
 	var created, expires int64
 	var revoked sql.NullInt64
@@ -113,6 +115,8 @@ func scanKey(r scanner) (*store.Key, error) {
 
 // CreateKey inserts k.
 func (s *Store) CreateKey(ctx context.Context, k *store.Key) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	_, err := s.db.ExecContext(ctx, "INSERT INTO api_keys ("+keyCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
 		k.ID, k.VendorID, k.Hash, k.Prefix, k.Environment, toNS(k.CreatedAt), toNS(k.ExpiresAt), toNullNS(k.RevokedAt))
 	if err != nil {
@@ -123,6 +127,8 @@ func (s *Store) CreateKey(ctx context.Context, k *store.Key) error {
 
 // GetKey returns the key with id.
 func (s *Store) GetKey(ctx context.Context, id string) (*store.Key, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	k, err := scanKey(s.db.QueryRowContext(ctx, "SELECT "+keyCols+" FROM api_keys WHERE id = ?", id))
 	if err != nil {
 		return nil, notFound(err, "key", id)
@@ -132,6 +138,8 @@ func (s *Store) GetKey(ctx context.Context, id string) (*store.Key, error) {
 
 // GetKeyByHash returns the key whose hash is hash.
 func (s *Store) GetKeyByHash(ctx context.Context, hash string) (*store.Key, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	k, err := scanKey(s.db.QueryRowContext(ctx, "SELECT "+keyCols+" FROM api_keys WHERE hash = ?", hash))
 	if err != nil {
 		return nil, notFound(err, "key with hash", "")
@@ -141,35 +149,28 @@ func (s *Store) GetKeyByHash(ctx context.Context, hash string) (*store.Key, erro
 
 // ListKeys lists a vendor's keys, oldest first.
 func (s *Store) ListKeys(ctx context.Context, vendorID string) ([]*store.Key, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rows, err := s.db.QueryContext(ctx, "SELECT "+keyCols+" FROM api_keys WHERE vendor_id = ? ORDER BY created_at, id", vendorID)
 	if err != nil {
 		return nil, fmt.Errorf("list keys of %s: %w", vendorID, err)
 	}
 	defer rows.Close()
-	out := []*store.Key{}
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, k)
+	out, err := store.Collect(rows, scanKey)
+	if err != nil {
+		return nil, fmt.Errorf("list keys of %s: %w", vendorID, err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
-// RevokeKey sets revoked_at once; revoking twice keeps the first time.
+// RevokeKey sets revoked_at once, in one statement: revoking twice keeps
+// the first time.
 func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (*store.Key, error) {
-	var out *store.Key
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", toNS(at), id); err != nil {
-			return fmt.Errorf("revoke key %s: %w", id, err)
-		}
-		k, err := scanKey(tx.QueryRowContext(ctx, "SELECT "+keyCols+" FROM api_keys WHERE id = ?", id))
-		if err != nil {
-			return notFound(err, "key", id)
-		}
-		out = k
-		return nil
-	})
-	return out, err
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	k, err := scanKey(s.db.QueryRowContext(ctx, "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? RETURNING "+keyCols, toNS(at), id))
+	if err != nil {
+		return nil, notFound(err, "key", id)
+	}
+	return k, nil
 }
