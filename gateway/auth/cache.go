@@ -100,7 +100,9 @@ func (t *cacheTable) init(size int) {
 func (t *cacheTable) shard(sum *[32]byte) *cacheShard { return &t.shards[sum[0]%cacheShards] }
 
 // Get returns the entry for sum. found is false on a miss or an expired
-// entry; id is nil for an unknown key.
+// entry; id is nil for an unknown key. It counts hits; the caller counts a
+// miss with Missed once the key is worth a lookup (a key that fails its MAC
+// is no miss of this cache).
 func (c *Cache) Get(sum *[32]byte) (id *Identity, found bool) {
 	now := c.now().UnixNano()
 	sh := c.pos.shard(sum)
@@ -114,12 +116,14 @@ func (c *Cache) Get(sum *[32]byte) (id *Identity, found bool) {
 		nsh.mu.RUnlock()
 	}
 	if !ok || e.expires <= now {
-		sh.misses.Add(1)
 		return nil, false
 	}
 	sh.hits.Add(1)
 	return e.id, true
 }
+
+// Missed counts a miss of sum.
+func (c *Cache) Missed(sum *[32]byte) { c.pos.shard(sum).misses.Add(1) }
 
 // Generation is read before a lookup and handed to Put.
 func (c *Cache) Generation() uint64 { return c.gen.Load() }
