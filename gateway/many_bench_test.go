@@ -1,0 +1,60 @@
+package gateway
+
+import (
+	"net"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/config"
+	"vendorgate/shared/wire"
+)
+
+// BenchmarkHandlerLocalManyVendors is BenchmarkHandlerLocal with 10,000
+// keys sent round robin, each its own vendor: what a gateway in front of
+// many vendors does per request (each key cached before the timer starts).
+func BenchmarkHandlerLocalManyVendors(b *testing.B) {
+	be := newTestBackend(b)
+	gw := startGateway(b, be, func(o *Options) {
+		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 1 << 30, Period: time.Second}
+		o.Config.KeyCache.Size = 100000 // the default; the test harness keeps 1,000
+		o.DisableAccessLog = true
+	})
+	keys := make([]string, 10000)
+	for i := range keys {
+		keys[i], _ = be.addKey("vendor-"+strconv.Itoa(i), wire.VendorApproved, time.Now().Add(time.Hour))
+	}
+	h := gw.g.Handler()
+	peer := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
+	send := func(req *fasthttp.Request, ctx *fasthttp.RequestCtx, key string) {
+		req.Reset()
+		req.Header.SetMethod("GET")
+		req.SetRequestURI("/api/vendor/v1/orders/fast")
+		req.Header.Set(wire.HeaderAPIKey, key)
+		ctx.Init(req, peer, nil)
+		h(ctx)
+		if ctx.Response.StatusCode() != 200 {
+			b.Fatalf("status %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+		}
+		_ = ctx.Response.Body()
+		ctx.Response.Reset()
+	}
+	var req fasthttp.Request
+	var ctx fasthttp.RequestCtx
+	for _, k := range keys {
+		send(&req, &ctx, k)
+	}
+	var next atomic.Uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var req fasthttp.Request
+		var ctx fasthttp.RequestCtx
+		for pb.Next() {
+			send(&req, &ctx, keys[next.Add(1)%uint64(len(keys))])
+		}
+	})
+}
