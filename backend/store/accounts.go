@@ -145,24 +145,12 @@ func (a *Accounts) CreateVendor(ctx context.Context, v *Vendor) error {
 
 // GetVendor returns the vendor with id.
 func (a *Accounts) GetVendor(ctx context.Context, id string) (*Vendor, error) {
-	ctx, cancel := a.bound(ctx)
-	defer cancel()
-	v, err := a.d.ScanVendor(a.db.QueryRow(ctx, a.q.getVendor, id))
-	if err != nil {
-		return nil, a.notFound(err, "vendor", id)
-	}
-	return v, nil
+	return one(ctx, a, a.d.ScanVendor, "vendor", id, a.q.getVendor, id)
 }
 
 // ListVendors lists every vendor, oldest first.
 func (a *Accounts) ListVendors(ctx context.Context) ([]*Vendor, error) {
-	ctx, cancel := a.bound(ctx)
-	defer cancel()
-	var out []*Vendor
-	err := a.db.Query(ctx, func(rows Rows) (err error) {
-		out, err = Collect(rows, a.d.ScanVendor)
-		return err
-	}, a.q.listVendors)
+	out, err := list(ctx, a, a.d.ScanVendor, a.q.listVendors)
 	if err != nil {
 		return nil, fmt.Errorf("list vendors: %w", err)
 	}
@@ -208,49 +196,50 @@ func (a *Accounts) CreateKey(ctx context.Context, k *Key) error {
 
 // GetKey returns the key with id.
 func (a *Accounts) GetKey(ctx context.Context, id string) (*Key, error) {
-	ctx, cancel := a.bound(ctx)
-	defer cancel()
-	k, err := a.d.ScanKey(a.db.QueryRow(ctx, a.q.getKey, id))
-	if err != nil {
-		return nil, a.notFound(err, "key", id)
-	}
-	return k, nil
+	return one(ctx, a, a.d.ScanKey, "key", id, a.q.getKey, id)
 }
 
 // GetKeyByHash returns the key whose hash is hash.
 func (a *Accounts) GetKeyByHash(ctx context.Context, hash string) (*Key, error) {
-	ctx, cancel := a.bound(ctx)
-	defer cancel()
-	k, err := a.d.ScanKey(a.db.QueryRow(ctx, a.q.getKeyByHash, hash))
-	if err != nil {
-		return nil, a.notFound(err, "key with hash", "")
-	}
-	return k, nil
+	return one(ctx, a, a.d.ScanKey, "key with hash", "", a.q.getKeyByHash, hash)
 }
 
 // ListKeys lists a vendor's keys, oldest first.
 func (a *Accounts) ListKeys(ctx context.Context, vendorID string) ([]*Key, error) {
-	ctx, cancel := a.bound(ctx)
-	defer cancel()
-	var out []*Key
-	err := a.db.Query(ctx, func(rows Rows) (err error) {
-		out, err = Collect(rows, a.d.ScanKey)
-		return err
-	}, a.q.listKeys, vendorID)
+	out, err := list(ctx, a, a.d.ScanKey, a.q.listKeys, vendorID)
 	if err != nil {
 		return nil, fmt.Errorf("list keys of %s: %w", vendorID, err)
 	}
 	return out, nil
 }
 
+// list reads every row query gives, in order, within the call's bound.
+func list[T any](ctx context.Context, a *Accounts, scan func(Scanner) (T, error), query string, args ...any) ([]T, error) {
+	ctx, cancel := a.bound(ctx)
+	defer cancel()
+	var out []T
+	err := a.db.Query(ctx, func(rows Rows) (err error) {
+		out, err = Collect(rows, scan)
+		return err
+	}, query, args...)
+	return out, err
+}
+
 // RevokeKey sets revoked_at once, in one statement: revoking twice, on any
 // replica, keeps the first time.
 func (a *Accounts) RevokeKey(ctx context.Context, id string, at time.Time) (*Key, error) {
+	return one(ctx, a, a.d.ScanKey, "key", id, a.q.revokeKey, a.d.Time(at), id)
+}
+
+// one reads the row query gives within the call's bound; no row is
+// ErrNotFound, named by what and id.
+func one[T any](ctx context.Context, a *Accounts, scan func(Scanner) (T, error), what, id, query string, args ...any) (T, error) {
 	ctx, cancel := a.bound(ctx)
 	defer cancel()
-	k, err := a.d.ScanKey(a.db.QueryRow(ctx, a.q.revokeKey, a.d.Time(at), id))
+	v, err := scan(a.db.QueryRow(ctx, query, args...))
 	if err != nil {
-		return nil, a.notFound(err, "key", id)
+		var zero T
+		return zero, a.notFound(err, what, id)
 	}
-	return k, nil
+	return v, nil
 }
