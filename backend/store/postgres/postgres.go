@@ -49,7 +49,7 @@ type Options struct {
 
 // Store is a store.Store on one PostgreSQL database.
 type Store struct {
-	*store.Accounts
+	*store.Common
 	pool    *pgxpool.Pool
 	timeout time.Duration
 }
@@ -79,7 +79,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
 	s := &Store{pool: pool, timeout: o.Timeout}
-	s.Accounts = store.NewAccounts(pgDB{pool}, s.accountsTx, s.timeout, dialect)
+	s.Common = store.NewCommon(pgDB{pool}, s.commonTx, s.timeout, dialect)
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err

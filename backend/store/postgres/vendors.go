@@ -12,7 +12,7 @@ import (
 	"vendorgate/backend/store"
 )
 
-// dialect is PostgreSQL's for the vendor and key methods store.Accounts
+// dialect is PostgreSQL's for the vendor and key methods store.Common
 // shares: numbered placeholders, timestamptz, and UpdateVendor locks the
 // vendor's row so that concurrent updates on any replica take turns.
 var dialect = store.Dialect{
@@ -77,7 +77,7 @@ func (d pgDB) Query(ctx context.Context, read func(store.Rows) error, q string, 
 	return read(rows)
 }
 
-// accountsTx is tx for store.Accounts.
-func (s *Store) accountsTx(ctx context.Context, fn func(store.DB) error) error {
+// commonTx is tx for store.Common.
+func (s *Store) commonTx(ctx context.Context, fn func(store.DB) error) error {
 	return s.tx(ctx, func(tx pgx.Tx) error { return fn(pgDB{tx}) })
 }

@@ -28,7 +28,7 @@ var migrations embed.FS
 
 // Store is a store.Store on one SQLite file.
 type Store struct {
-	*store.Accounts
+	*store.Common
 	db      *sql.DB
 	timeout time.Duration
 }
@@ -60,7 +60,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	db.SetMaxOpenConns(8)
 	db.SetConnMaxIdleTime(time.Minute)
 	s := &Store{db: db, timeout: store.CallTimeout}
-	s.Accounts = store.NewAccounts(sqlDB{db}, s.accountsTx, s.timeout, dialect)
+	s.Common = store.NewCommon(sqlDB{db}, s.commonTx, s.timeout, dialect)
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err

@@ -10,7 +10,7 @@ import (
 	"vendorgate/backend/store"
 )
 
-// dialect is SQLite's for the vendor and key methods store.Accounts
+// dialect is SQLite's for the vendor and key methods store.Common
 // shares: times as Unix nanoseconds, the IMMEDIATE transaction as the
 // vendor's lock.
 var dialect = store.Dialect{
@@ -77,7 +77,7 @@ func (d sqlDB) Query(ctx context.Context, read func(store.Rows) error, q string,
 	return read(rows)
 }
 
-// accountsTx is tx for store.Accounts.
-func (s *Store) accountsTx(ctx context.Context, fn func(store.DB) error) error {
+// commonTx is tx for store.Common.
+func (s *Store) commonTx(ctx context.Context, fn func(store.DB) error) error {
 	return s.tx(ctx, func(tx *sql.Tx) error { return fn(sqlDB{tx}) })
 }

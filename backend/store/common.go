@@ -30,8 +30,7 @@ const (
 	Dollar
 )
 
-// Dialect is what differs between the stores for the vendor and key
-// records: the placeholders, how a row lock is asked for, how times are
+// Dialect is what differs between the stores for the shared methods: the placeholders, how a row lock is asked for, how times are
 // stored and rows read, and the driver's no-rows error.
 type Dialect struct {
 	Placeholder Placeholder
@@ -55,27 +54,28 @@ const (
 	KeyCols    = "id, vendor_id, hash, prefix, environment, created_at, expires_at, revoked_at"
 )
 
-// Accounts implements the vendor and key methods of Store the same way on
-// both engines; a store embeds it.
-type Accounts struct {
+// Common implements the methods of Store that are the same on both engines
+// (the vendor and key records, the order counts) and the helpers the
+// stores' own methods share; a store embeds it.
+type Common struct {
 	db      DB
 	tx      func(ctx context.Context, fn func(DB) error) error
 	timeout time.Duration
 	d       Dialect
-	q       accountQueries
+	q       commonQueries
 }
 
-type accountQueries struct {
+type commonQueries struct {
 	createVendor, getVendor, listVendors, lockVendor, updateVendor string
 	createKey, getKey, getKeyByHash, listKeys, revokeKey           string
 }
 
-// NewAccounts gives the vendor and key methods over db: tx runs fn in one
+// NewCommon gives the shared methods over db: tx runs fn in one
 // transaction, committing when it returns nil; every call is bounded by
 // timeout.
-func NewAccounts(db DB, tx func(ctx context.Context, fn func(DB) error) error, timeout time.Duration, d Dialect) *Accounts {
+func NewCommon(db DB, tx func(ctx context.Context, fn func(DB) error) error, timeout time.Duration, d Dialect) *Common {
 	bind := func(q string) string { return Bind(d.Placeholder, q) }
-	return &Accounts{db: db, tx: tx, timeout: timeout, d: d, q: accountQueries{
+	return &Common{db: db, tx: tx, timeout: timeout, d: d, q: commonQueries{
 		createVendor: bind("INSERT INTO vendors (" + VendorCols + ") VALUES (?, ?, ?, ?, ?, ?)"),
 		getVendor:    bind("SELECT " + VendorCols + " FROM vendors WHERE id = ?"),
 		listVendors:  "SELECT " + VendorCols + " FROM vendors ORDER BY created_at, id",
@@ -119,12 +119,12 @@ func ServicesJSON(s []string) string {
 }
 
 // bound gives a call its deadline.
-func (a *Accounts) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+func (a *Common) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, a.timeout)
 }
 
 // notFound wraps err, as ErrNotFound when it is the driver's no-rows error.
-func (a *Accounts) notFound(err error, what, id string) error {
+func (a *Common) notFound(err error, what, id string) error {
 	if errors.Is(err, a.d.NoRows) {
 		return fmt.Errorf("%s %s: %w", what, id, ErrNotFound)
 	}
@@ -132,7 +132,7 @@ func (a *Accounts) notFound(err error, what, id string) error {
 }
 
 // CreateVendor inserts v.
-func (a *Accounts) CreateVendor(ctx context.Context, v *Vendor) error {
+func (a *Common) CreateVendor(ctx context.Context, v *Vendor) error {
 	ctx, cancel := a.bound(ctx)
 	defer cancel()
 	err := a.db.Exec(ctx, a.q.createVendor,
@@ -144,12 +144,12 @@ func (a *Accounts) CreateVendor(ctx context.Context, v *Vendor) error {
 }
 
 // GetVendor returns the vendor with id.
-func (a *Accounts) GetVendor(ctx context.Context, id string) (*Vendor, error) {
+func (a *Common) GetVendor(ctx context.Context, id string) (*Vendor, error) {
 	return one(ctx, a, a.d.ScanVendor, "vendor", id, a.q.getVendor, id)
 }
 
 // ListVendors lists every vendor, oldest first.
-func (a *Accounts) ListVendors(ctx context.Context) ([]*Vendor, error) {
+func (a *Common) ListVendors(ctx context.Context) ([]*Vendor, error) {
 	out, err := list(ctx, a, a.d.ScanVendor, a.q.listVendors)
 	if err != nil {
 		return nil, fmt.Errorf("list vendors: %w", err)
@@ -160,7 +160,7 @@ func (a *Accounts) ListVendors(ctx context.Context) ([]*Vendor, error) {
 // UpdateVendor loads the vendor (locking its row where the dialect asks
 // for it), lets fn change it and saves it, in one transaction: concurrent
 // updates, on any replica, take turns.
-func (a *Accounts) UpdateVendor(ctx context.Context, id string, fn func(*Vendor) error) (*Vendor, error) {
+func (a *Common) UpdateVendor(ctx context.Context, id string, fn func(*Vendor) error) (*Vendor, error) {
 	ctx, cancel := a.bound(ctx)
 	defer cancel()
 	var out *Vendor
@@ -183,7 +183,7 @@ func (a *Accounts) UpdateVendor(ctx context.Context, id string, fn func(*Vendor)
 }
 
 // CreateKey inserts k.
-func (a *Accounts) CreateKey(ctx context.Context, k *Key) error {
+func (a *Common) CreateKey(ctx context.Context, k *Key) error {
 	ctx, cancel := a.bound(ctx)
 	defer cancel()
 	err := a.db.Exec(ctx, a.q.createKey, k.ID, k.VendorID, k.Hash, k.Prefix, k.Environment,
@@ -195,17 +195,17 @@ func (a *Accounts) CreateKey(ctx context.Context, k *Key) error {
 }
 
 // GetKey returns the key with id.
-func (a *Accounts) GetKey(ctx context.Context, id string) (*Key, error) {
+func (a *Common) GetKey(ctx context.Context, id string) (*Key, error) {
 	return one(ctx, a, a.d.ScanKey, "key", id, a.q.getKey, id)
 }
 
 // GetKeyByHash returns the key whose hash is hash.
-func (a *Accounts) GetKeyByHash(ctx context.Context, hash string) (*Key, error) {
+func (a *Common) GetKeyByHash(ctx context.Context, hash string) (*Key, error) {
 	return one(ctx, a, a.d.ScanKey, "key with hash", "", a.q.getKeyByHash, hash)
 }
 
 // ListKeys lists a vendor's keys, oldest first.
-func (a *Accounts) ListKeys(ctx context.Context, vendorID string) ([]*Key, error) {
+func (a *Common) ListKeys(ctx context.Context, vendorID string) ([]*Key, error) {
 	out, err := list(ctx, a, a.d.ScanKey, a.q.listKeys, vendorID)
 	if err != nil {
 		return nil, fmt.Errorf("list keys of %s: %w", vendorID, err)
@@ -214,7 +214,7 @@ func (a *Accounts) ListKeys(ctx context.Context, vendorID string) ([]*Key, error
 }
 
 // list reads every row query gives, in order, within the call's bound.
-func list[T any](ctx context.Context, a *Accounts, scan func(Scanner) (T, error), query string, args ...any) ([]T, error) {
+func list[T any](ctx context.Context, a *Common, scan func(Scanner) (T, error), query string, args ...any) ([]T, error) {
 	ctx, cancel := a.bound(ctx)
 	defer cancel()
 	var out []T
@@ -227,13 +227,13 @@ func list[T any](ctx context.Context, a *Accounts, scan func(Scanner) (T, error)
 
 // RevokeKey sets revoked_at once, in one statement: revoking twice, on any
 // replica, keeps the first time.
-func (a *Accounts) RevokeKey(ctx context.Context, id string, at time.Time) (*Key, error) {
+func (a *Common) RevokeKey(ctx context.Context, id string, at time.Time) (*Key, error) {
 	return one(ctx, a, a.d.ScanKey, "key", id, a.q.revokeKey, a.d.Time(at), id)
 }
 
 // one reads the row query gives within the call's bound; no row is
 // ErrNotFound, named by what and id.
-func one[T any](ctx context.Context, a *Accounts, scan func(Scanner) (T, error), what, id, query string, args ...any) (T, error) {
+func one[T any](ctx context.Context, a *Common, scan func(Scanner) (T, error), what, id, query string, args ...any) (T, error) {
 	ctx, cancel := a.bound(ctx)
 	defer cancel()
 	v, err := scan(a.db.QueryRow(ctx, query, args...))
@@ -242,4 +242,32 @@ func one[T any](ctx context.Context, a *Accounts, scan func(Scanner) (T, error),
 		return zero, a.notFound(err, what, id)
 	}
 	return v, nil
+}
+
+// IDs runs query, which selects one text column, within the call's bound
+// and returns its values in order.
+func (a *Common) IDs(ctx context.Context, query string, args ...any) ([]string, error) {
+	return list(ctx, a, ScanString, query, args...)
+}
+
+// CountOrdersByStatus counts every order by status.
+func (a *Common) CountOrdersByStatus(ctx context.Context) (map[string]int, error) {
+	ctx, cancel := a.bound(ctx)
+	defer cancel()
+	out := map[string]int{}
+	err := a.db.Query(ctx, func(rows Rows) error {
+		for rows.Next() {
+			var st string
+			var n int
+			if err := rows.Scan(&st, &n); err != nil {
+				return err
+			}
+			out[st] = n
+		}
+		return rows.Err()
+	}, "SELECT status, COUNT(*) FROM orders GROUP BY status")
+	if err != nil {
+		return nil, fmt.Errorf("count orders: %w", err)
+	}
+	return out, nil
 }
