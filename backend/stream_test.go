@@ -7,15 +7,14 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
+	"vendorgate/shared/testslow"
 	"vendorgate/shared/wire"
 )
 
@@ -62,7 +61,7 @@ type slowRead struct {
 // limit.
 func readSlowly(h *harness, vendorID, path string, stall time.Duration, bytesPerSec int, limit time.Duration) slowRead {
 	h.t.Helper()
-	c, err := (&net.Dialer{Control: smallReceiveBuffer}).Dial("tcp", h.b.Addr())
+	c, err := (&net.Dialer{Control: testslow.SmallReceiveBuffer}).Dial("tcp", h.b.Addr())
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -77,27 +76,7 @@ func readSlowly(h *harness, vendorID, path string, stall time.Duration, bytesPer
 	}
 	defer resp.Body.Close()
 	r := slowRead{status: resp.StatusCode, contentLength: resp.ContentLength}
-	time.Sleep(stall)
-	hash := sha256.New()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		hash.Write(buf[:n])
-		r.n += int64(n)
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				r.err = err
-			}
-			break
-		}
-		if bytesPerSec > 0 {
-			due := stall + time.Duration(float64(r.n)/float64(bytesPerSec)*float64(time.Second))
-			if wait := due - time.Since(start); wait > 0 {
-				time.Sleep(wait)
-			}
-		}
-	}
-	hash.Sum(r.sum[:0])
+	r.n, r.sum, r.err = testslow.ReadBody(resp.Body, start, stall, bytesPerSec)
 	r.took = time.Since(start)
 	return r
 }
@@ -128,18 +107,4 @@ func TestStalledReportReaderIsCut(t *testing.T) {
 	if r.status != 200 || r.err == nil || errors.As(r.err, &ne) && ne.Timeout() || r.n >= size {
 		t.Fatalf("status %d, %d of %d bytes, read error %v; want 200 and the connection closed short", r.status, r.n, size, r.err)
 	}
-}
-
-// smallReceiveBuffer gives a socket a 16 KiB receive buffer before it
-// connects, as on a slow link: set after the handshake, the window already
-// offered would outgrow the buffer and the kernel would drop segments.
-func smallReceiveBuffer(_, _ string, rc syscall.RawConn) error {
-	var serr error
-	err := rc.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10)
-	})
-	if err != nil {
-		return err
-	}
-	return serr
 }

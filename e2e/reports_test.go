@@ -4,17 +4,16 @@ import (
 	"bufio"
 	"crypto/rand"
 	"crypto/sha256"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
+
+	"vendorgate/shared/testslow"
 )
 
 // largePDF writes a report file of size bytes that vendorctl accepts (it
@@ -80,7 +79,7 @@ func slowGet(t *testing.T, rawURL, key string, bytesPerSec int, limit time.Durat
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := (&net.Dialer{Control: smallReceiveBuffer}).Dial("tcp", u.Host)
+	c, err := (&net.Dialer{Control: testslow.SmallReceiveBuffer}).Dial("tcp", u.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,23 +93,7 @@ func slowGet(t *testing.T, rawURL, key string, bytesPerSec int, limit time.Durat
 	}
 	defer resp.Body.Close()
 	r := slowRead{status: resp.StatusCode, contentLength: resp.ContentLength}
-	h := sha256.New()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		h.Write(buf[:n])
-		r.n += int64(n)
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				r.err = err
-			}
-			break
-		}
-		if due := time.Duration(float64(r.n) / float64(bytesPerSec) * float64(time.Second)); due > time.Since(start) {
-			time.Sleep(due - time.Since(start))
-		}
-	}
-	h.Sum(r.sum[:0])
+	r.n, r.sum, r.err = testslow.ReadBody(resp.Body, start, 0, bytesPerSec)
 	r.took = time.Since(start)
 	return r
 }
@@ -156,18 +139,4 @@ func TestLargestReportAtOneMBps(t *testing.T) {
 		t.Fatalf("status %d, Content-Length %d, body %d of %d bytes (read error %v), sha256 match %v",
 			r.status, r.contentLength, r.n, size, r.err, r.sum == sum)
 	}
-}
-
-// smallReceiveBuffer gives a socket a 16 KiB receive buffer before it
-// connects, as on a slow link: set after the handshake, the window already
-// offered would outgrow the buffer and the kernel would drop segments.
-func smallReceiveBuffer(_, _ string, rc syscall.RawConn) error {
-	var serr error
-	err := rc.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10)
-	})
-	if err != nil {
-		return err
-	}
-	return serr
 }

@@ -45,9 +45,7 @@ func rawDo(t testing.TB, gw *testGateway, raw string) answer {
 // spelling) must not reach the backend with it: the backend sees exactly
 // one copy of each, the gateway's.
 func TestDoubledGatewayHeadersReplaced(t *testing.T) {
-	b := newTestBackend(t)
-	gw := startGateway(t, b, nil)
-	key, res := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	_, gw, key, res := startWithKey(t)
 	forged := []string{
 		"X-Vendor-Id: vendor-evil", "x-vendor-id: vendor-evil-2", "X-VENDOR-ID: vendor-evil-3",
 		"X-Internal-Token: forged-token", "x-internal-token: forged-token-2",

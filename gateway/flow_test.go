@@ -18,9 +18,7 @@ import (
 )
 
 func TestHappyPathCarriesIdentity(t *testing.T) {
-	b := newTestBackend(t)
-	gw := startGateway(t, b, nil)
-	key, res := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	_, gw, key, res := startWithKey(t)
 	a := do(t, "GET", gw.url+"/api/vendor/v1/me", key)
 	if a.status != 200 {
 		t.Fatalf("status %d %s", a.status, a.body)
@@ -46,9 +44,7 @@ func TestHappyPathCarriesIdentity(t *testing.T) {
 }
 
 func TestRouting(t *testing.T) {
-	b := newTestBackend(t)
-	gw := startGateway(t, b, nil)
-	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	b, gw, key, _ := startWithKey(t)
 	for _, k := range []string{"", key} {
 		do(t, "GET", gw.url+"/api/vendor/v1/nope", k).wantError(t, 404, apierr.NotFound)
 		do(t, "GET", gw.url+"/api/vendor/v2/me", k).wantError(t, 404, apierr.NotFound)

@@ -258,6 +258,15 @@ func testConfig(b *testBackend) *config.Gateway {
 	return c
 }
 
+// startWithKey starts a backend and a gateway with the test options and adds
+// an approved key of vendor-a that expires in an hour.
+func startWithKey(t testing.TB) (*testBackend, *testGateway, string, wire.KeyResolution) {
+	b := newTestBackend(t)
+	gw := startGateway(t, b, nil)
+	key, res := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	return b, gw, key, res
+}
+
 func startGateway(t testing.TB, b *testBackend, mod func(*Options)) *testGateway {
 	o := Options{
 		Config:  testConfig(b),

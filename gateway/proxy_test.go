@@ -19,9 +19,7 @@ import (
 )
 
 func TestSpoofedIdentityHeadersNeverReachBackend(t *testing.T) {
-	b := newTestBackend(t)
-	gw := startGateway(t, b, nil)
-	key, res := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	_, gw, key, res := startWithKey(t)
 	a := do(t, "GET", gw.url+"/api/vendor/v1/me", key,
 		"X-Vendor-Id", "vendor-evil", "x-key-id", "evil", "X-Vendor-Environment", "live",
 		"X-Internal-Token", "guess", "X-Forwarded-For", "6.6.6.6", "X-Request-Id", "client-rid-1",
@@ -67,9 +65,7 @@ func TestTrustedProxyForwardedFor(t *testing.T) {
 }
 
 func TestErrorsAreEnvelopes(t *testing.T) {
-	b := newTestBackend(t)
-	gw := startGateway(t, b, nil)
-	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	_, gw, key, _ := startWithKey(t)
 	t.Run("backend error not in the envelope is wrapped", func(t *testing.T) {
 		a := do(t, "GET", gw.url+"/api/vendor/v1/orders/plain-error", key)
 		a.wantError(t, 502, apierr.RequestFailed)
@@ -139,9 +135,7 @@ func TestErrorsAreEnvelopes(t *testing.T) {
 }
 
 func TestReportStreamsWithoutHopHeaders(t *testing.T) {
-	b := newTestBackend(t)
-	gw := startGateway(t, b, nil)
-	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	_, gw, key, _ := startWithKey(t)
 	a := do(t, "GET", gw.url+"/api/vendor/v1/orders/o1/reports/mvr", key)
 	if a.status != 200 || len(a.body) != 3<<20 || a.header.Get("Content-Type") != "application/pdf" {
 		t.Fatalf("%d %d %q", a.status, len(a.body), a.header.Get("Content-Type"))

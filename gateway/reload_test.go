@@ -9,13 +9,10 @@ import (
 
 	"vendorgate/config"
 	"vendorgate/shared/apierr"
-	"vendorgate/shared/wire"
 )
 
 func TestReload(t *testing.T) {
-	b := newTestBackend(t)
-	gw := startGateway(t, b, nil)
-	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	_, gw, key, _ := startWithKey(t)
 	me := gw.url + "/api/vendor/v1/me"
 	if a := do(t, "GET", me, key); a.header.Get("RateLimit-Policy") != `"reads";q=5;w=60` {
 		t.Fatalf("policy %q", a.header.Get("RateLimit-Policy"))
@@ -50,9 +47,7 @@ func TestReload(t *testing.T) {
 }
 
 func TestMetricsAndReadiness(t *testing.T) {
-	b := newTestBackend(t)
-	gw := startGateway(t, b, nil)
-	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	b, gw, key, _ := startWithKey(t)
 	do(t, "GET", gw.url+"/api/vendor/v1/orders/abc", key)
 	do(t, "GET", gw.url+"/api/vendor/v1/orders/abc", key)
 	do(t, "GET", gw.url+"/nope", "")

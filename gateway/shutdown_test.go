@@ -8,17 +8,13 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"vendorgate/shared/wire"
 )
 
 // TestShutdownDelayDrainsBeforeClosing: during the delay /readyz says 503,
 // the public port still answers and asks clients to close their connection;
 // after it, the listener is closed.
 func TestShutdownDelayDrainsBeforeClosing(t *testing.T) {
-	b := newTestBackend(t)
-	gw := startGateway(t, b, nil)
-	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	_, gw, key, _ := startWithKey(t)
 
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -11,13 +11,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/testslow"
 	"vendorgate/shared/wire"
 )
 
@@ -53,7 +53,7 @@ func fetch(t *testing.T, rawURL, key string, cl client) download {
 	}
 	var dialer net.Dialer
 	if cl.smallBuffer {
-		dialer.Control = smallReceiveBuffer
+		dialer.Control = testslow.SmallReceiveBuffer
 	}
 	c, err := dialer.Dial("tcp", u.Host)
 	if err != nil {
@@ -69,27 +69,7 @@ func fetch(t *testing.T, rawURL, key string, cl client) download {
 	}
 	defer resp.Body.Close()
 	d := download{status: resp.StatusCode, contentLength: resp.ContentLength}
-	time.Sleep(cl.stall)
-	h := sha256.New()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		h.Write(buf[:n])
-		d.n += int64(n)
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				d.err = err
-			}
-			break
-		}
-		if cl.bytesPerSec > 0 {
-			due := cl.stall + time.Duration(float64(d.n)/float64(cl.bytesPerSec)*float64(time.Second))
-			if wait := due - time.Since(start); wait > 0 {
-				time.Sleep(wait)
-			}
-		}
-	}
-	h.Sum(d.sum[:0])
+	d.n, d.sum, d.err = testslow.ReadBody(resp.Body, start, cl.stall, cl.bytesPerSec)
 	d.took = time.Since(start)
 	return d
 }
@@ -229,18 +209,4 @@ type stallReader chan struct{}
 func (r stallReader) Read(p []byte) (int, error) {
 	<-r
 	return 0, io.ErrUnexpectedEOF
-}
-
-// smallReceiveBuffer gives a socket a 16 KiB receive buffer before it
-// connects, as on a slow link: set after the handshake, the window already
-// offered would outgrow the buffer and the kernel would drop segments.
-func smallReceiveBuffer(_, _ string, rc syscall.RawConn) error {
-	var serr error
-	err := rc.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10)
-	})
-	if err != nil {
-		return err
-	}
-	return serr
 }

@@ -1,18 +1,11 @@
 package gateway
 
-import (
-	"testing"
-	"time"
-
-	"vendorgate/shared/wire"
-)
+import "testing"
 
 // TestTraceContextReachesBackend: W3C traceparent and tracestate pass
 // through to the backend unchanged, so a trace spans both.
 func TestTraceContextReachesBackend(t *testing.T) {
-	b := newTestBackend(t)
-	gw := startGateway(t, b, nil)
-	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	_, gw, key, _ := startWithKey(t)
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	a := do(t, "GET", gw.url+"/api/vendor/v1/me", key, "traceparent", tp, "tracestate", "vg=1")
 	if a.status != 200 {

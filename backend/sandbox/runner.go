@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
+
+	"vendorgate/backend/periodic"
 )
 
 type stepper interface {
@@ -25,9 +26,7 @@ type RunnerOptions struct {
 // its own goroutine between Start and Close.
 type Runner struct {
 	o    RunnerOptions
-	stop chan struct{}
-	done sync.WaitGroup
-	once sync.Once
+	loop *periodic.Loop
 }
 
 // NewRunner builds a Runner; Start starts it.
@@ -41,43 +40,17 @@ func NewRunner(o RunnerOptions) (*Runner, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Runner{o: o, stop: make(chan struct{})}, nil
+	return &Runner{o: o, loop: periodic.New(o.Tick, o.Orders.StepSandbox, o.Logger, "sandbox step")}, nil
 }
 
 // Start steps due orders every tick until Close.
-func (r *Runner) Start() {
-	r.done.Add(1)
-	go func() {
-		defer r.done.Done()
-		t := time.NewTicker(r.o.Tick)
-		defer t.Stop()
-		for {
-			select {
-			case <-r.stop:
-				return
-			case <-t.C:
-				r.Run()
-			}
-		}
-	}()
-}
+func (r *Runner) Start() { r.loop.Start() }
 
 // Run steps every due order once, now, and returns how many it worked: the
 // tick's work, callable on its own (a test moves its clock, then runs one
 // step and looks, instead of sleeping through ticks). A failure is logged;
 // the next tick tries again.
-func (r *Runner) Run() int {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	n, err := r.o.Orders.StepSandbox(ctx)
-	if err != nil {
-		r.o.Logger.Error("sandbox step", "error", err)
-	}
-	return n
-}
+func (r *Runner) Run() int { return r.loop.Run() }
 
 // Close stops the runner and waits for a step in progress.
-func (r *Runner) Close() {
-	r.once.Do(func() { close(r.stop) })
-	r.done.Wait()
-}
+func (r *Runner) Close() { r.loop.Close() }

@@ -7,8 +7,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
+
+	"vendorgate/backend/periodic"
 )
 
 type closer interface {
@@ -33,9 +34,7 @@ type Options struct {
 // Sweeper runs in its own goroutine between Start and Close.
 type Sweeper struct {
 	o    Options
-	stop chan struct{}
-	done sync.WaitGroup
-	once sync.Once
+	loop *periodic.Loop
 }
 
 // New builds a Sweeper; Start starts it.
@@ -49,43 +48,25 @@ func New(o Options) (*Sweeper, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Sweeper{o: o, stop: make(chan struct{})}, nil
+	s := &Sweeper{o: o}
+	s.loop = periodic.New(o.Interval, s.closeExpired, o.Logger, "sweeper run")
+	return s, nil
 }
 
 // Start runs the sweeper every interval until Close.
-func (s *Sweeper) Start() {
-	s.done.Add(1)
-	go func() {
-		defer s.done.Done()
-		t := time.NewTicker(s.o.Interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.stop:
-				return
-			case <-t.C:
-				s.Run()
-			}
-		}
-	}()
-}
+func (s *Sweeper) Start() { s.loop.Start() }
 
 // Run closes every order past its deadline once, now.
-func (s *Sweeper) Run() int {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+func (s *Sweeper) Run() int { return s.loop.Run() }
+
+// closeExpired is the loop's job: it also tells the observer.
+func (s *Sweeper) closeExpired(ctx context.Context) (int, error) {
 	n, err := s.o.Orders.CloseExpired(ctx)
-	if err != nil {
-		s.o.Logger.Error("sweeper run", "error", err)
-	}
 	if s.o.Observer != nil {
 		s.o.Observer.SweeperRun(n)
 	}
-	return n
+	return n, err
 }
 
 // Close stops the sweeper and waits for a run in progress.
-func (s *Sweeper) Close() {
-	s.once.Do(func() { close(s.stop) })
-	s.done.Wait()
-}
+func (s *Sweeper) Close() { s.loop.Close() }

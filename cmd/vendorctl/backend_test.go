@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"vendorgate/cmd/vendorctl/internal/view"
+	"vendorgate/shared/testlog"
 	"vendorgate/shared/wire"
 )
 
@@ -36,7 +37,7 @@ type harness struct {
 	bin      string // vendorctl binary
 	adminURL string
 	apiURL   string
-	log      *syncBuffer
+	log      *testlog.Buffer
 }
 
 // built holds the binaries, built once per test run by buildBinaries.
@@ -131,7 +132,7 @@ func tryStartBackend(t *testing.T, bin string) (*harness, error) {
 		"BACKEND_SANDBOX_DELAY=50ms",
 		"BACKEND_SEED_SANDBOX_VENDOR=false",
 	)
-	h := &harness{t: t, bin: filepath.Join(bin, "vendorctl"), adminURL: "http://" + admin, apiURL: "http://" + listen, log: &syncBuffer{}}
+	h := &harness{t: t, bin: filepath.Join(bin, "vendorctl"), adminURL: "http://" + admin, apiURL: "http://" + listen, log: &testlog.Buffer{}}
 	cmd.Stdout, cmd.Stderr = h.log, h.log
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -168,25 +169,6 @@ func tryStartBackend(t *testing.T, bin string) (*harness, error) {
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-}
-
-// syncBuffer is the backend's log: written by exec's copying goroutine,
-// read by the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // result is one vendorctl run.

@@ -301,23 +301,12 @@ func (s *Store) UpdateOrder(ctx context.Context, id string, fn func(*store.Order
 	return out, nil
 }
 
-func (s *Store) ids(ctx context.Context, q string, args ...any) ([]string, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	return store.Collect(rows, store.ScanString)
-}
-
 // DueSandboxOrders lists orders whose next sandbox step is due. Two
 // replicas may list the same order: UpdateOrder's row lock makes them take
 // turns, and the caller's fn finds the step already taken (NextStepAt moved
 // on) the second time.
 func (s *Store) DueSandboxOrders(ctx context.Context, now time.Time, limit int) ([]string, error) {
-	ids, err := s.ids(ctx, "SELECT id FROM orders WHERE next_step_at IS NOT NULL AND next_step_at <= $1 ORDER BY next_step_at, id LIMIT $2", now, limit)
+	ids, err := s.IDs(ctx, "SELECT id FROM orders WHERE next_step_at IS NOT NULL AND next_step_at <= $1 ORDER BY next_step_at, id LIMIT $2", now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("due sandbox orders: %w", err)
 	}
@@ -328,33 +317,9 @@ func (s *Store) DueSandboxOrders(ctx context.Context, now time.Time, limit int) 
 // DueSandboxOrders, UpdateOrder's lock and the caller's re-check of Final
 // close each order once whichever replica gets there first.
 func (s *Store) UnfinishedBefore(ctx context.Context, t time.Time, limit int) ([]string, error) {
-	ids, err := s.ids(ctx, "SELECT id FROM orders WHERE NOT final AND created_at < $1 ORDER BY created_at, id LIMIT $2", t, limit)
+	ids, err := s.IDs(ctx, "SELECT id FROM orders WHERE NOT final AND created_at < $1 ORDER BY created_at, id LIMIT $2", t, limit)
 	if err != nil {
 		return nil, fmt.Errorf("unfinished orders: %w", err)
 	}
 	return ids, nil
-}
-
-// CountOrdersByStatus counts every order by status.
-func (s *Store) CountOrdersByStatus(ctx context.Context) (map[string]int, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	rows, err := s.pool.Query(ctx, "SELECT status, COUNT(*) FROM orders GROUP BY status")
-	if err != nil {
-		return nil, fmt.Errorf("count orders: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var st string
-		var n int
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, fmt.Errorf("count orders: %w", err)
-		}
-		out[st] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count orders: %w", err)
-	}
-	return out, nil
 }

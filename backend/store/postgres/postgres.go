@@ -49,6 +49,7 @@ type Options struct {
 
 // Store is a store.Store on one PostgreSQL database.
 type Store struct {
+	*store.Common
 	pool    *pgxpool.Pool
 	timeout time.Duration
 }
@@ -78,6 +79,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
 	s := &Store{pool: pool, timeout: o.Timeout}
+	s.Common = store.NewCommon(pgDB{pool}, s.commonTx, s.timeout, dialect)
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err

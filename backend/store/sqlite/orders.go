@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -263,20 +262,9 @@ func (s *Store) UpdateOrder(ctx context.Context, id string, fn func(*store.Order
 	return out, err
 }
 
-func (s *Store) ids(ctx context.Context, q string, args ...any) ([]string, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	return store.Collect(rows, store.ScanString)
-}
-
 // DueSandboxOrders lists orders whose next sandbox step is due.
 func (s *Store) DueSandboxOrders(ctx context.Context, now time.Time, limit int) ([]string, error) {
-	ids, err := s.ids(ctx, "SELECT id FROM orders WHERE next_step_at IS NOT NULL AND next_step_at <= ? ORDER BY next_step_at LIMIT ?", toNS(now), limit)
+	ids, err := s.IDs(ctx, "SELECT id FROM orders WHERE next_step_at IS NOT NULL AND next_step_at <= ? ORDER BY next_step_at LIMIT ?", toNS(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("due sandbox orders: %w", err)
 	}
@@ -285,33 +273,9 @@ func (s *Store) DueSandboxOrders(ctx context.Context, now time.Time, limit int) 
 
 // UnfinishedBefore lists orders not final and created before t.
 func (s *Store) UnfinishedBefore(ctx context.Context, t time.Time, limit int) ([]string, error) {
-	ids, err := s.ids(ctx, "SELECT id FROM orders WHERE final = 0 AND created_at < ? ORDER BY created_at LIMIT ?", toNS(t), limit)
+	ids, err := s.IDs(ctx, "SELECT id FROM orders WHERE final = 0 AND created_at < ? ORDER BY created_at LIMIT ?", toNS(t), limit)
 	if err != nil {
 		return nil, fmt.Errorf("unfinished orders: %w", err)
 	}
 	return ids, nil
-}
-
-// CountOrdersByStatus counts every order by status.
-func (s *Store) CountOrdersByStatus(ctx context.Context) (map[string]int, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	rows, err := s.db.QueryContext(ctx, "SELECT status, COUNT(*) FROM orders GROUP BY status")
-	if err != nil {
-		return nil, fmt.Errorf("count orders: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var st string
-		var n int
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, err
-		}
-		out[st] = n
-	}
-	if err := rows.Err(); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, err
-	}
-	return out, nil
 }

@@ -28,6 +28,7 @@ var migrations embed.FS
 
 // Store is a store.Store on one SQLite file.
 type Store struct {
+	*store.Common
 	db      *sql.DB
 	timeout time.Duration
 }
@@ -59,6 +60,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	db.SetMaxOpenConns(8)
 	db.SetConnMaxIdleTime(time.Minute)
 	s := &Store{db: db, timeout: store.CallTimeout}
+	s.Common = store.NewCommon(sqlDB{db}, s.commonTx, s.timeout, dialect)
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err

@@ -10,7 +10,17 @@ import (
 	"vendorgate/backend/store"
 )
 
-const vendorCols = "id, company_name, environment, status, enabled_services, created_at"
+// dialect is SQLite's for the vendor and key methods store.Common
+// shares: times as Unix nanoseconds, the IMMEDIATE transaction as the
+// vendor's lock.
+var dialect = store.Dialect{
+	Placeholder: store.Question,
+	Time:        func(t time.Time) any { return toNS(t) },
+	NullTime:    func(t *time.Time) any { return toNullNS(t) },
+	ScanVendor:  scanVendor,
+	ScanKey:     scanKey,
+	NoRows:      sql.ErrNoRows,
+}
 
 func scanVendor(r store.Scanner) (*store.Vendor, error) {
 	var v store.Vendor
@@ -29,79 +39,6 @@ func scanVendor(r store.Scanner) (*store.Vendor, error) {
 	return &v, nil
 }
 
-func servicesJSON(s []string) string {
-	if s == nil {
-		s = []string{}
-	}
-	b, _ := json.Marshal(s)
-	return string(b)
-}
-
-// CreateVendor inserts v.
-func (s *Store) CreateVendor(ctx context.Context, v *store.Vendor) error {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	_, err := s.db.ExecContext(ctx, "INSERT INTO vendors ("+vendorCols+") VALUES (?, ?, ?, ?, ?, ?)",
-		v.ID, v.CompanyName, v.Environment, v.Status, servicesJSON(v.EnabledServices), toNS(v.CreatedAt))
-	if err != nil {
-		return fmt.Errorf("create vendor %s: %w", v.ID, err)
-	}
-	return nil
-}
-
-// GetVendor returns the vendor with id.
-func (s *Store) GetVendor(ctx context.Context, id string) (*store.Vendor, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	v, err := scanVendor(s.db.QueryRowContext(ctx, "SELECT "+vendorCols+" FROM vendors WHERE id = ?", id))
-	if err != nil {
-		return nil, notFound(err, "vendor", id)
-	}
-	return v, nil
-}
-
-// ListVendors lists every vendor, oldest first.
-func (s *Store) ListVendors(ctx context.Context) ([]*store.Vendor, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	rows, err := s.db.QueryContext(ctx, "SELECT "+vendorCols+" FROM vendors ORDER BY created_at, id")
-	if err != nil {
-		return nil, fmt.Errorf("list vendors: %w", err)
-	}
-	defer rows.Close()
-	out, err := store.Collect(rows, scanVendor)
-	if err != nil {
-		return nil, fmt.Errorf("list vendors: %w", err)
-	}
-	return out, nil
-}
-
-// UpdateVendor loads, changes and saves a vendor in one transaction.
-func (s *Store) UpdateVendor(ctx context.Context, id string, fn func(*store.Vendor) error) (*store.Vendor, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	var out *store.Vendor
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		v, err := scanVendor(tx.QueryRowContext(ctx, "SELECT "+vendorCols+" FROM vendors WHERE id = ?", id))
-		if err != nil {
-			return notFound(err, "vendor", id)
-		}
-		if err := fn(v); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, "UPDATE vendors SET company_name = ?, status = ?, enabled_services = ? WHERE id = ?",
-			v.CompanyName, v.Status, servicesJSON(v.EnabledServices), id)
-		if err != nil {
-			return fmt.Errorf("update vendor %s: %w", id, err)
-		}
-		out = v
-		return nil
-	})
-	return out, err
-}
-
-const keyCols = "id, vendor_id, hash, prefix, environment, created_at, expires_at, revoked_at"
-
 func scanKey(r store.Scanner) (*store.Key, error) {
 	var k store.Key
 	var created, expires int64
@@ -113,64 +50,34 @@ func scanKey(r store.Scanner) (*store.Key, error) {
 	return &k, nil
 }
 
-// CreateKey inserts k.
-func (s *Store) CreateKey(ctx context.Context, k *store.Key) error {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	_, err := s.db.ExecContext(ctx, "INSERT INTO api_keys ("+keyCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-		k.ID, k.VendorID, k.Hash, k.Prefix, k.Environment, toNS(k.CreatedAt), toNS(k.ExpiresAt), toNullNS(k.RevokedAt))
-	if err != nil {
-		return fmt.Errorf("create key %s: %w", k.ID, err)
+// sqlDB adapts a *sql.DB or a *sql.Tx to store.DB.
+type sqlDB struct {
+	q interface {
+		ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+		QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+		QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
 	}
-	return nil
 }
 
-// GetKey returns the key with id.
-func (s *Store) GetKey(ctx context.Context, id string) (*store.Key, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	k, err := scanKey(s.db.QueryRowContext(ctx, "SELECT "+keyCols+" FROM api_keys WHERE id = ?", id))
-	if err != nil {
-		return nil, notFound(err, "key", id)
-	}
-	return k, nil
+func (d sqlDB) Exec(ctx context.Context, q string, args ...any) error {
+	_, err := d.q.ExecContext(ctx, q, args...)
+	return err
 }
 
-// GetKeyByHash returns the key whose hash is hash.
-func (s *Store) GetKeyByHash(ctx context.Context, hash string) (*store.Key, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	k, err := scanKey(s.db.QueryRowContext(ctx, "SELECT "+keyCols+" FROM api_keys WHERE hash = ?", hash))
-	if err != nil {
-		return nil, notFound(err, "key with hash", "")
-	}
-	return k, nil
+func (d sqlDB) QueryRow(ctx context.Context, q string, args ...any) store.Scanner {
+	return d.q.QueryRowContext(ctx, q, args...)
 }
 
-// ListKeys lists a vendor's keys, oldest first.
-func (s *Store) ListKeys(ctx context.Context, vendorID string) ([]*store.Key, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	rows, err := s.db.QueryContext(ctx, "SELECT "+keyCols+" FROM api_keys WHERE vendor_id = ? ORDER BY created_at, id", vendorID)
+func (d sqlDB) Query(ctx context.Context, read func(store.Rows) error, q string, args ...any) error {
+	rows, err := d.q.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list keys of %s: %w", vendorID, err)
+		return err
 	}
 	defer rows.Close()
-	out, err := store.Collect(rows, scanKey)
-	if err != nil {
-		return nil, fmt.Errorf("list keys of %s: %w", vendorID, err)
-	}
-	return out, nil
+	return read(rows)
 }
 
-// RevokeKey sets revoked_at once, in one statement: revoking twice keeps
-// the first time.
-func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) (*store.Key, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	k, err := scanKey(s.db.QueryRowContext(ctx, "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? RETURNING "+keyCols, toNS(at), id))
-	if err != nil {
-		return nil, notFound(err, "key", id)
-	}
-	return k, nil
+// commonTx is tx for store.Common.
+func (s *Store) commonTx(ctx context.Context, fn func(store.DB) error) error {
+	return s.tx(ctx, func(tx *sql.Tx) error { return fn(sqlDB{tx}) })
 }

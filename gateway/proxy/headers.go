@@ -1,0 +1,150 @@
+package proxy
+
+import (
+	"bytes"
+
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/shared/wire"
+)
+
+// hopHeaders are removed both ways (RFC 9110 7.6.1 and the de-facto list
+// net/http/httputil keeps).
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// hopIndex is the index in hopHeaders of name (any case), or -1.
+func hopIndex(name []byte) int { return indexFold(hopHeaders, name) }
+
+// header is what removeHopHeaders needs of a request or response header:
+// *fasthttp.RequestHeader or *fasthttp.ResponseHeader.
+type header interface {
+	PeekAll(key string) [][]byte
+	Del(key string)
+	DelBytes(key []byte)
+	ResetConnectionClose()
+}
+
+// removeHopHeaders removes from h the headers named in Connection (but the
+// connection options close and keep-alive) and the hopHeaders present,
+// applied to the request and the response alike. On a response, framing
+// keeps Transfer-Encoding and Connection, which fasthttp manages itself for
+// the client side. The same walk over the header names, which finds the
+// hop-by-hop ones present (usually none) so that only those cost a Del,
+// reports which of also are present: bit i for also[i].
+func removeHopHeaders(h header, framing bool, also []string) (present uint16) {
+	// Every Connection line counts (RFC 9110 5.3: lines of one name are one
+	// list); Peek would give the first only.
+	for _, c := range h.PeekAll(fasthttp.HeaderConnection) {
+		for _, name := range bytes.Split(c, []byte{','}) {
+			if name = bytes.TrimSpace(name); len(name) > 0 && !bytes.EqualFold(name, []byte("close")) && !bytes.EqualFold(name, []byte("keep-alive")) {
+				h.DelBytes(name)
+			}
+		}
+	}
+	var hop uint16
+	note := func(name []byte) {
+		if i := hopIndex(name); i >= 0 {
+			hop |= 1 << i
+		} else if i := indexFold(also, name); i >= 0 {
+			present |= 1 << i
+		}
+	}
+	// The walk takes the concrete type: All through an interface would
+	// allocate its iterator on every request.
+	switch h := h.(type) {
+	case *fasthttp.RequestHeader:
+		for name := range h.All() {
+			note(name)
+		}
+	case *fasthttp.ResponseHeader:
+		for name := range h.All() {
+			note(name)
+		}
+	}
+	for i, name := range hopHeaders {
+		if hop&(1<<i) == 0 && name != fasthttp.HeaderTrailer { // fasthttp may keep Trailer apart from the list walked
+			continue
+		}
+		if framing && (name == fasthttp.HeaderTransferEncoding || name == fasthttp.HeaderConnection) {
+			continue
+		}
+		h.Del(name)
+	}
+	h.ResetConnectionClose()
+	return present
+}
+
+// indexFold is the index in names of name (any case), or -1.
+func indexFold(names []string, name []byte) int {
+	for i, n := range names {
+		if len(name) == len(n) && bytes.EqualFold(name, []byte(n)) {
+			return i
+		}
+	}
+	return -1
+}
+
+// gatewayHeaders are the request headers only the gateway writes (and the
+// API key, which never goes further): every copy a client sent is removed.
+var gatewayHeaders = []string{wire.HeaderInternalToken, wire.HeaderVendorID, wire.HeaderKeyID, wire.HeaderEnvironment,
+	wire.HeaderRequestID, wire.HeaderForwardedFor, wire.HeaderAPIKey}
+
+// delEvery deletes every copy of name in any spelling. Del removes every
+// copy of the normalised name, which is all of them while the server
+// normalises names; without that, each other spelling is deleted as it
+// was sent.
+func delEvery(h *fasthttp.RequestHeader, name string) {
+	h.Del(name)
+	for range 64 { // a header holds far fewer names; bounds a Del that would not take
+		var buf [64]byte
+		var found []byte
+		for k := range h.All() {
+			if len(k) == len(name) && bytes.EqualFold(k, []byte(name)) {
+				found = append(buf[:0], k...)
+				break
+			}
+		}
+		if found == nil {
+			return
+		}
+		h.DelBytes(found)
+	}
+}
+
+// prepareRequest strips hop-by-hop headers (and those named in Connection),
+// removes every header only the gateway may set, the API key itself (the
+// backend trusts the identity headers instead), and sets the identity.
+// A Del per listed name would cost a key normalization and a scan each, on
+// every request: only the names found present are deleted.
+func prepareRequest(h *fasthttp.RequestHeader, id *Identity, token string) {
+	forged := removeHopHeaders(h, false, gatewayHeaders)
+	// Set replaces only the first copy of a name: a client's second
+	// X-Vendor-Id would reach the backend after ours. Delete every copy.
+	for i, name := range gatewayHeaders {
+		if forged&(1<<i) != 0 {
+			delEvery(h, name)
+		}
+	}
+	h.Set(wire.HeaderInternalToken, token)
+	h.Set(wire.HeaderVendorID, id.VendorID)
+	h.Set(wire.HeaderKeyID, id.KeyID)
+	h.Set(wire.HeaderEnvironment, id.Environment)
+	h.SetBytesV(wire.HeaderRequestID, id.RequestID)
+	h.SetBytesV(wire.HeaderForwardedFor, id.ClientIP)
+}
+
+// internalResponseHeaders never reach a client.
+var internalResponseHeaders = []string{wire.HeaderInternalToken, wire.HeaderVendorID, wire.HeaderKeyID, wire.HeaderEnvironment}
+
+// stripResponse removes hop-by-hop headers (but the framing ones fasthttp
+// manages for the client side) and internal headers from a backend answer,
+// deleting only the names found present.
+func stripResponse(h *fasthttp.ResponseHeader) {
+	internal := removeHopHeaders(h, true, internalResponseHeaders)
+	for i, name := range internalResponseHeaders {
+		if internal&(1<<i) != 0 {
+			h.Del(name)
+		}
+	}
+}
