@@ -168,7 +168,9 @@ func (a *API) ServerError(ctx *fasthttp.RequestCtx, err error) {
 // "unreachable"|"excluded"}, plus "checks" with ?verbose or on a 503.
 func (a *API) Readyz(ctx *fasthttp.RequestCtx) {
 	q := readyz.ParseQuery(ctx.QueryArgs())
-	r := readyz.Run(ctx, []readyz.Check{{Name: "database", Run: a.pingDB}}, q)
+	// Not ctx: fasthttp reuses a RequestCtx once the handler returns, and a
+	// context derived from it would read it from another goroutine.
+	r := readyz.Run(context.Background(), []readyz.Check{{Name: "database", Run: a.pingDB}}, q)
 	body := map[string]any{"status": "ok", "database": "ok"}
 	status := fasthttp.StatusOK
 	if r.Results[0].Status == readyz.StatusExcluded {
