@@ -115,7 +115,7 @@ type Gateway struct {
 // New builds a gateway: it starts the invalidation subscriber, the breaker
 // poller and the readiness prober (which Shutdown stops), and returns once
 // the prober has a first verdict on Redis and every backend.
-func New(o Options) (*Gateway, error) {
+func New(o Options) (_ *Gateway, err error) {
 	c := o.Config
 	if c == nil {
 		return nil, errors.New("gateway: no configuration")
@@ -134,6 +134,11 @@ func New(o Options) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway settings: %w", err)
 	}
 	g := &Gateway{log: o.Logger, accessLog: !o.DisableAccessLog, streamIdle: c.Proxy.StreamIdleTimeout, stopPoll: make(chan struct{}), pollDone: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			g.release() // the goroutines and clients started before the failure
+		}
+	}()
 	g.snap.Store(sn)
 	g.docsRate = docsRate(c.Docs)
 	g.publicBaseURL, g.openAPI, g.prefixes, g.maxBodyBytes = c.PublicBaseURL, o.OpenAPI, c.KeyPrefixes.APIKey(), c.MaxBodyBytes

@@ -68,25 +68,38 @@ func (g *Gateway) Close() {
 	g.closeOnce.Do(func() {
 		close(g.stopPoll)
 		<-g.pollDone
-		g.probe.Close()
-		g.usage.Close() // the last flush, before the clients close
-		if g.usageClient != nil {
-			_ = g.usageClient.Close()
-		}
-		if g.subscriber != nil {
-			_ = g.subscriber.Close()
-		}
-		if g.subClient != nil {
-			_ = g.subClient.Close()
-		}
-		if g.redisLim != nil {
-			g.redisLim.Close()
-		}
-		if g.limiterClient != nil {
-			_ = g.limiterClient.Close()
-		}
-		g.proxy.Close()
+		g.release()
 	})
+}
+
+// release stops and closes what New built, in order (the usage recorder's
+// last flush before the clients close); it skips what New did not get to,
+// so that a New failing halfway releases what it had started.
+func (g *Gateway) release() {
+	if g.probe != nil {
+		g.probe.Close()
+	}
+	if g.usage != nil {
+		g.usage.Close()
+	}
+	if g.usageClient != nil {
+		_ = g.usageClient.Close()
+	}
+	if g.subscriber != nil {
+		_ = g.subscriber.Close()
+	}
+	if g.subClient != nil {
+		_ = g.subClient.Close()
+	}
+	if g.redisLim != nil {
+		g.redisLim.Close()
+	}
+	if g.limiterClient != nil {
+		_ = g.limiterClient.Close()
+	}
+	if g.proxy != nil {
+		g.proxy.Close()
+	}
 }
 
 // Reload validates c, a complete new configuration, and swaps in its
