@@ -67,40 +67,21 @@ func hourKey(h int64) string   { return keyTag + "h:" + strconv.FormatInt(h, 10)
 // Apply sends every chunk of every delta in one pipeline. A delta whose
 // chunks all answered (applied now or before) is done; one that did not is
 // reported failed and will be retried whole: its applied chunks are
-// skipped then by their guards.
+// skipped then by their guards. A server without the script (first use,
+// or after SCRIPT FLUSH) gets it loaded and the pipeline once more, which
+// the guards make safe.
 func (s *Redis) Apply(ds []*Delta) []error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
 	defer cancel()
-	pipe := s.o.Client.Pipeline()
-	owner := make([]int, 0, len(ds))
-	cmds := make([]*redis.Cmd, 0, len(ds))
-	guard := strconv.FormatInt(int64(s.o.GuardTTL/time.Second), 10)
-	for i, d := range ds {
-		mExp := strconv.FormatInt((d.Minute+1)*60+minuteBuckets*60+60, 10)
-		hour := d.Minute / 60
-		hExp := strconv.FormatInt((hour+1+hourBuckets)*3600, 10)
-		keys := []string{"", minuteKey(d.Minute), hourKey(hour)}
-		for c, start := 0, 0; start < len(d.Rows); c, start = c+1, start+chunkRows {
-			rows := d.Rows[start:min(start+chunkRows, len(d.Rows))]
-			args := make([]any, 0, 3+2*len(rows))
-			args = append(args, guard, mExp, hExp)
-			for r := range rows {
-				args = append(args, field(rows[r].Vendor), encode(rows[r].Values[:]))
+	cmds, owner := s.send(ctx, ds)
+	for _, c := range cmds {
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			if err := applyScript.Load(ctx, s.o.Client).Err(); err != nil {
+				return fill(len(ds), fmt.Errorf("usage: load script: %w", err))
 			}
-			k := append([]string(nil), keys...)
-			k[0] = keyTag + "f:" + d.ID + ":" + strconv.Itoa(c)
-			cmds = append(cmds, applyScript.EvalSha(ctx, pipe, k, args...))
-			owner = append(owner, i)
+			cmds, owner = s.send(ctx, ds)
+			break
 		}
-	}
-	_, err := pipe.Exec(ctx)
-	if err != nil && isNoScript(err) {
-		// First use on this server (or after SCRIPT FLUSH): load it and
-		// send again; the guards make the second sending safe.
-		if lerr := applyScript.Load(ctx, s.o.Client).Err(); lerr != nil {
-			return fill(len(ds), fmt.Errorf("usage: load script: %w", lerr))
-		}
-		return s.Apply(ds)
 	}
 	var errs []error
 	for j, c := range cmds {
@@ -116,7 +97,30 @@ func (s *Redis) Apply(ds []*Delta) []error {
 	return errs
 }
 
-func isNoScript(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") }
+// send pipelines one script call per chunk of every delta; owner[j] is the
+// delta of cmds[j]. Each command carries its own error.
+func (s *Redis) send(ctx context.Context, ds []*Delta) (cmds []*redis.Cmd, owner []int) {
+	pipe := s.o.Client.Pipeline()
+	guard := strconv.FormatInt(int64(s.o.GuardTTL/time.Second), 10)
+	for i, d := range ds {
+		mExp := strconv.FormatInt((d.Minute+1)*60+minuteBuckets*60+60, 10)
+		hour := d.Minute / 60
+		hExp := strconv.FormatInt((hour+1+hourBuckets)*3600, 10)
+		for c, start := 0, 0; start < len(d.Rows); c, start = c+1, start+chunkRows {
+			rows := d.Rows[start:min(start+chunkRows, len(d.Rows))]
+			args := make([]any, 0, 3+2*len(rows))
+			args = append(args, guard, mExp, hExp)
+			for r := range rows {
+				args = append(args, field(rows[r].Vendor), encode(rows[r].Values[:]))
+			}
+			keys := []string{keyTag + "f:" + d.ID + ":" + strconv.Itoa(c), minuteKey(d.Minute), hourKey(hour)}
+			cmds = append(cmds, applyScript.EvalSha(ctx, pipe, keys, args...))
+			owner = append(owner, i)
+		}
+	}
+	_, _ = pipe.Exec(ctx)
+	return cmds, owner
+}
 
 func fill(n int, err error) []error {
 	errs := make([]error, n)
