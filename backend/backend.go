@@ -244,7 +244,7 @@ func logRequests(log *slog.Logger, h fasthttp.RequestHandler) fasthttp.RequestHa
 			return
 		}
 		log.Log(context.Background(), level, "request",
-			"request_id", string(ctx.Request.Header.Peek(wire.HeaderRequestID)),
+			"request_id", respond.RequestID(ctx),
 			"method", string(ctx.Method()), "route", ctx.UserValue(router.MatchedRoutePathParam), "status", ctx.Response.StatusCode(),
 			"duration", time.Since(start), "vendor_id", string(ctx.Request.Header.Peek(wire.HeaderVendorID)))
 	}

@@ -12,7 +12,9 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/apikey"
 	"vendorgate/shared/httpapi"
+	"vendorgate/shared/wire"
 )
 
 // JSON writes v with status. Every backend answer is no-store: order
@@ -35,10 +37,21 @@ func Error(ctx *fasthttp.RequestCtx, log *slog.Logger, err error) {
 			log = slog.Default()
 		}
 		log.Error("request failed", "method", string(ctx.Method()), "path", string(ctx.Path()),
-			"request_id", string(ctx.Request.Header.Peek("X-Request-Id")), "error", err)
+			"request_id", RequestID(ctx), "error", err)
 		ae = apierr.New(apierr.InternalError, "internal error")
 	}
 	httpapi.WriteJSON(ctx, ae.Status(), ae.Body())
+}
+
+// RequestID is the request's X-Request-Id for a log line: the gateway's
+// id, or nothing when the value has an API key's shape (a request that
+// reached the backend some other way, a key pasted in the wrong header).
+func RequestID(ctx *fasthttp.RequestCtx) string {
+	v := ctx.Request.Header.Peek(wire.HeaderRequestID)
+	if apikey.HasKeyShape(v) {
+		return ""
+	}
+	return string(v)
 }
 
 // NewRouter returns a router that matches paths exactly (no redirects),
