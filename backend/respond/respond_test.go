@@ -139,7 +139,7 @@ func TestMalformedRequestIsTheEnvelope(t *testing.T) {
 // A request id with an API key's shape never reaches a backend log line.
 func TestRequestIDShapedLikeKeyNotLogged(t *testing.T) {
 	for id, want := range map[string]string{
-		"gw-00000001": "gw-00000001",
+		"gw-00000001":                         "gw-00000001",
 		"vgsandbx_" + strings.Repeat("A", 43): "",
 		"abcd1234_" + strings.Repeat("-", 32): "",
 	} {
