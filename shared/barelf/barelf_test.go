@@ -103,3 +103,30 @@ func TestWellFormedHeadsServed(t *testing.T) {
 		}
 	}
 }
+
+// nopConn is a connection whose reads return the same request head.
+type nopConn struct {
+	net.Conn
+	head []byte
+}
+
+func (c nopConn) Read(p []byte) (int, error)  { return copy(p, c.head), nil }
+func (c nopConn) Write(p []byte) (int, error) { return len(p), nil }
+
+// BenchmarkReadHead is the cost a Conn adds to one request: its head read
+// and looked through, then the answer written.
+func BenchmarkReadHead(b *testing.B) {
+	head := []byte("GET /api/vendor/v1/orders/ord_0123456789abcdef HTTP/1.1\r\nHost: api.vendorgate.test\r\n" +
+		"User-Agent: vendor-client/1.0\r\nAccept: application/json\r\nX-API-Key: vgsandbx_" + strings.Repeat("k", 43) +
+		"\r\nX-Request-Id: 3f2504e0-4f89-11d3-9a0c-0305e82c3301\r\nAccept-Encoding: gzip\r\n\r\n")
+	c := New(nopConn{head: head})
+	buf := make([]byte, 4096)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(head)))
+	for b.Loop() {
+		if _, err := c.Read(buf); err != nil {
+			b.Fatal(err)
+		}
+		_, _ = c.Write(buf[:1])
+	}
+}
