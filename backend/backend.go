@@ -27,6 +27,7 @@ import (
 	"vendorgate/backend/vendorapi"
 	"vendorgate/backend/vendors"
 	"vendorgate/shared/apikey"
+	"vendorgate/shared/barelf"
 	"vendorgate/shared/idleconn"
 	"vendorgate/shared/serverlog"
 	"vendorgate/shared/wire"
@@ -244,7 +245,7 @@ func logRequests(log *slog.Logger, h fasthttp.RequestHandler) fasthttp.RequestHa
 			return
 		}
 		log.Log(context.Background(), level, "request",
-			"request_id", string(ctx.Request.Header.Peek(wire.HeaderRequestID)),
+			"request_id", respond.RequestID(ctx),
 			"method", string(ctx.Method()), "route", ctx.UserValue(router.MatchedRoutePathParam), "status", ctx.Response.StatusCode(),
 			"duration", time.Since(start), "vendor_id", string(ctx.Request.Header.Peek(wire.HeaderVendorID)))
 	}
@@ -255,6 +256,7 @@ func newServer(h fasthttp.RequestHandler, maxBody int, log *slog.Logger) *fastht
 		Handler:               h,
 		ErrorHandler:          respond.ServerErrorHandler,
 		MaxRequestBodySize:    maxBody,
+		ReadBufferSize:        wire.BackendReadBuffer, // what the gateway accepts, with its identity headers
 		ReadTimeout:           30 * time.Second,
 		WriteTimeout:          60 * time.Second,
 		IdleTimeout:           60 * time.Second,
@@ -277,7 +279,8 @@ func (b *Backend) Start() error {
 	}
 	b.ln, b.adminLn = ln, aln
 	// Reports stream from the vendor listener: bounded by progress there.
-	ln = idleconn.NewListener(ln, idleconn.Options{Idle: b.o.StreamIdleTimeout})
+	// A bare-LF head is refused at once (barelf), not at the read timeout.
+	ln = idleconn.NewListener(barelf.NewListener(ln), idleconn.Options{Idle: b.o.StreamIdleTimeout})
 	for _, s := range []struct {
 		srv *fasthttp.Server
 		ln  net.Listener

@@ -48,6 +48,13 @@ func controlCharOrders(t *testing.T, h *harness) {
 		{"tab in license_number", `"D1234567"`, `"D1234\t567"`, "driver.license_number"},
 		{"NUL in license_state", `"TX"`, `"T\u0000X"`, "driver.license_state"},
 		{"NUL in a service", `"mvr"`, `"mvr\u0000"`, "services"},
+		// Bidirectional overrides and isolates reorder what a terminal or
+		// a table shows (vendorctl prints these fields as they are).
+		{"raw RLO in last_name", `"Lee"`, "\"Lee\u202e\"", "driver.last_name"},
+		{"escaped LRE in first_name", `"Ann"`, `"\u202aAnn"`, "driver.first_name"},
+		{"raw PDF in external_reference", `"po-77"`, "\"po\u202c77\"", "external_reference"},
+		{"raw RLI in mc_number", `"MC-123456"`, "\"MC-\u2067123456\"", "mc_number"},
+		{"escaped PDI in last_name", `"Lee"`, `"Lee\u2069"`, "driver.last_name"},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

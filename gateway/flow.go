@@ -20,6 +20,7 @@ import (
 	"vendorgate/gateway/respond"
 	"vendorgate/gateway/usage"
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/apikey"
 	"vendorgate/shared/wire"
 )
 
@@ -336,7 +337,9 @@ func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
 }
 
 // setRequestID keeps the client's X-Request-Id when it is sane (1-64
-// characters of letters, digits and -_.:), else makes one.
+// characters of letters, digits and -_.:) and not shaped like an API key
+// (echoed and logged, a key pasted there would be written to the log),
+// else makes one.
 func (g *Gateway) setRequestID(ctx *fasthttp.RequestCtx, ex *exchange) {
 	if v := ctx.Request.Header.Peek(wire.HeaderRequestID); saneRequestID(v) {
 		ex.ridLen = copy(ex.rid[:], v)
@@ -356,5 +359,5 @@ func saneRequestID(v []byte) bool {
 			return false
 		}
 	}
-	return true
+	return !apikey.HasKeyShape(v)
 }

@@ -35,6 +35,7 @@ import (
 	"vendorgate/gateway/usage"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/serverlog"
+	"vendorgate/shared/wire"
 )
 
 // Options is everything New needs.
@@ -201,7 +202,7 @@ func New(o Options) (_ *Gateway, err error) {
 		ErrorHandler:                  g.serverError,
 		Name:                          "vendorgate",
 		MaxRequestBodySize:            c.MaxBodyBytes,
-		ReadBufferSize:                8192,
+		ReadBufferSize:                wire.MaxRequestHead, // the one bound on a request's head: 431 past it
 		ReadTimeout:                   30 * time.Second,
 		WriteTimeout:                  c.Proxy.Timeout + 30*time.Second,
 		IdleTimeout:                   60 * time.Second,

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/config"
+	"vendorgate/shared/barelf"
 	"vendorgate/shared/idleconn"
 )
 
@@ -24,7 +25,9 @@ func (g *Gateway) Serve(pub, adm net.Listener) error {
 	}
 	g.served = []net.Listener{pub, adm}
 	g.servedMu.Unlock()
-	pub = idleconn.NewListener(pub, idleconn.Options{Idle: g.streamIdle})
+	// A bare-LF head is refused at once (barelf); idleconn stays outermost,
+	// where proxy.Forward's idleconn.Stream finds it.
+	pub = idleconn.NewListener(barelf.NewListener(pub), idleconn.Options{Idle: g.streamIdle})
 	go func() {
 		if err := g.admin.Serve(adm); err != nil {
 			g.log.Error("admin listener stopped", "err", err)

@@ -11,8 +11,11 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/backend/store"
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/apikey"
 	"vendorgate/shared/httpapi"
+	"vendorgate/shared/wire"
 )
 
 // JSON writes v with status. Every backend answer is no-store: order
@@ -26,19 +29,47 @@ func JSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	httpapi.WriteJSON(ctx, status, body)
 }
 
-// Error answers err: an *apierr.Error as itself, anything else as a 500
-// internal_error whose cause is logged and never shown.
+// errUnavailable answers a request whose database is down.
+var errUnavailable = &apierr.Error{Code: apierr.RequestFailed, Message: "the service is unavailable; try again shortly",
+	HTTPStatus: fasthttp.StatusServiceUnavailable}
+
+// unavailableRetryAfter is the Retry-After of errUnavailable, the gateway's
+// for a backend that is down.
+const unavailableRetryAfter = "1"
+
+// Error answers err: an *apierr.Error as itself; a database that is down or
+// out of reach (store.Unavailable) as 503 request_failed with Retry-After,
+// as the gateway answers a backend that is down; anything else as a 500
+// internal_error. The cause of either is logged and never shown.
 func Error(ctx *fasthttp.RequestCtx, log *slog.Logger, err error) {
 	var ae *apierr.Error
 	if !errors.As(err, &ae) {
 		if log == nil {
 			log = slog.Default()
 		}
-		log.Error("request failed", "method", string(ctx.Method()), "path", string(ctx.Path()),
-			"request_id", string(ctx.Request.Header.Peek("X-Request-Id")), "error", err)
-		ae = apierr.New(apierr.InternalError, "internal error")
+		if store.Unavailable(err) {
+			log.Warn("database unavailable", "method", string(ctx.Method()), "path", string(ctx.Path()),
+				"request_id", RequestID(ctx), "error", err)
+			ctx.Response.Header.Set("Retry-After", unavailableRetryAfter)
+			ae = errUnavailable
+		} else {
+			log.Error("request failed", "method", string(ctx.Method()), "path", string(ctx.Path()),
+				"request_id", RequestID(ctx), "error", err)
+			ae = apierr.New(apierr.InternalError, "internal error")
+		}
 	}
 	httpapi.WriteJSON(ctx, ae.Status(), ae.Body())
+}
+
+// RequestID is the request's X-Request-Id for a log line: the gateway's
+// id, or nothing when the value has an API key's shape (a request that
+// reached the backend some other way, a key pasted in the wrong header).
+func RequestID(ctx *fasthttp.RequestCtx) string {
+	v := ctx.Request.Header.Peek(wire.HeaderRequestID)
+	if apikey.HasKeyShape(v) {
+		return ""
+	}
+	return string(v)
 }
 
 // NewRouter returns a router that matches paths exactly (no redirects),

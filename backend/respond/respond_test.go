@@ -135,3 +135,18 @@ func TestMalformedRequestIsTheEnvelope(t *testing.T) {
 		t.Fatalf("body %q; want the validation_error envelope", body)
 	}
 }
+
+// A request id with an API key's shape never reaches a backend log line.
+func TestRequestIDShapedLikeKeyNotLogged(t *testing.T) {
+	for id, want := range map[string]string{
+		"gw-00000001":                         "gw-00000001",
+		"vgsandbx_" + strings.Repeat("A", 43): "",
+		"abcd1234_" + strings.Repeat("-", 32): "",
+	} {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.Set("X-Request-Id", id)
+		if got := RequestID(&ctx); got != want {
+			t.Errorf("RequestID(%q) = %q, want %q", id, got, want)
+		}
+	}
+}

@@ -4,6 +4,13 @@
 // reason, and PostgreSQL refuses NUL in text and jsonb outright: the same
 // order would be stored on SQLite and fail with a 500 on PostgreSQL. So
 // the backend refuses them as a validation error before anything else.
+//
+// The bidirectional embeddings, overrides and isolates (U+202A-U+202E,
+// U+2066-U+2069) are refused alike: they are not Cc, but a name holding one
+// reorders what follows it wherever it is shown (vendorctl's tables, a
+// staff member's terminal, a PDF), so "Lee\u202Eexe.fdp" reads otherwise
+// than it is. The marks that only hint a direction (U+200E, U+200F) are
+// left alone.
 package textcheck
 
 import (
@@ -13,16 +20,23 @@ import (
 )
 
 // Message is what a field holding a control character is told.
-const Message = "must not contain control characters (U+0000-U+001F, U+007F-U+009F)"
+const Message = "must not contain control characters (U+0000-U+001F, U+007F-U+009F) or bidirectional overrides (U+202A-U+202E, U+2066-U+2069)"
 
-// HasControl reports whether s holds a character of category Cc.
+// HasControl reports whether s holds a character of category Cc or a
+// bidirectional override.
 func HasControl(s string) bool {
 	for _, r := range s {
-		if unicode.IsControl(r) {
+		if unicode.IsControl(r) || isBidiOverride(r) {
 			return true
 		}
 	}
 	return false
+}
+
+// isBidiOverride reports whether r is a bidirectional embedding, override
+// or isolate (LRE, RLE, PDF, LRO, RLO; LRI, RLI, FSI, PDI).
+func isBidiOverride(r rune) bool {
+	return r >= 0x202A && r <= 0x202E || r >= 0x2066 && r <= 0x2069
 }
 
 // ControlChars names every field of the JSON body whose string value (or
@@ -108,17 +122,28 @@ func ControlChars(body []byte) map[string]string {
 
 // mayHoldControl is a cheap look at the raw body: a control character in
 // a JSON string arrives as an escape (\u0000, \n, ...), as DEL itself, or
-// as the UTF-8 of a C1 character (0xC2 0x80-0x9F). A body without any of
-// them (a base64 PDF, most orders) skips the walk.
+// as the UTF-8 of a C1 character (0xC2 0x80-0x9F) or of a bidirectional
+// override (0xE2 0x80 0xAA-0xAE, 0xE2 0x81 0xA6-0xA9). A body without any
+// of them (a base64 PDF, most orders) skips the walk.
 func mayHoldControl(body []byte) bool {
 	if bytes.IndexByte(body, '\\') >= 0 || bytes.IndexByte(body, 0x7f) >= 0 {
 		return true
 	}
-	for i := bytes.IndexByte(body, 0xC2); i >= 0 && i+1 < len(body); {
-		if c := body[i+1]; c >= 0x80 && c <= 0x9F {
+	return hasSequence(body, 0xC2, func(rest []byte) bool { return rest[0] >= 0x80 && rest[0] <= 0x9F }) ||
+		hasSequence(body, 0xE2, func(rest []byte) bool {
+			return len(rest) >= 2 && (rest[0] == 0x80 && rest[1] >= 0xAA && rest[1] <= 0xAE ||
+				rest[0] == 0x81 && rest[1] >= 0xA6 && rest[1] <= 0xA9)
+		})
+}
+
+// hasSequence reports whether some lead byte in body is followed by bytes
+// (at least one) that match.
+func hasSequence(body []byte, lead byte, match func(rest []byte) bool) bool {
+	for i := bytes.IndexByte(body, lead); i >= 0 && i+1 < len(body); {
+		if match(body[i+1:]) {
 			return true
 		}
-		j := bytes.IndexByte(body[i+1:], 0xC2)
+		j := bytes.IndexByte(body[i+1:], lead)
 		if j < 0 {
 			return false
 		}

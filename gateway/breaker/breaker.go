@@ -40,11 +40,8 @@ type Settings struct {
 }
 
 // New returns a breaker that opens after s.Failures consecutive failures
-// and, once s.OpenFor has passed, lets one call through to probe.
-//
-// A full local connection pool (fasthttp.ErrNoFreeConns) is this gateway's
-// overload, not the remote side failing: the call fails (503) but neither
-// counts against the breaker nor opens it for everyone.
+// and, once s.OpenFor has passed, lets one call through to probe. Errors
+// that say nothing of the remote side are not counted (Excluded).
 func New[T any](s Settings) *gobreaker.CircuitBreaker[T] {
 	failures := uint32(max(s.Failures, 0))
 	return gobreaker.NewCircuitBreaker[T](gobreaker.Settings{
@@ -53,8 +50,20 @@ func New[T any](s Settings) *gobreaker.CircuitBreaker[T] {
 		Timeout:       s.OpenFor,
 		ReadyToTrip:   func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
 		OnStateChange: onStateChange(s),
-		IsExcluded:    func(err error) bool { return errors.Is(err, fasthttp.ErrNoFreeConns) },
+		IsExcluded:    Excluded,
 	})
+}
+
+// Excluded reports whether err is a call that failed before the remote side
+// was asked anything, so that it counts neither against a breaker nor for
+// it: the call still fails (503), but it opens the breaker for no one. A
+// full local connection pool (fasthttp.ErrNoFreeConns) is this gateway's
+// overload; a request the client library refused to send (an absolute-form
+// target of another scheme, fasthttp.ErrHostClientRedirectToDifferentScheme)
+// is the client's doing. Either, counted, would let one client open a
+// breaker for everyone.
+func Excluded(err error) bool {
+	return errors.Is(err, fasthttp.ErrNoFreeConns) || errors.Is(err, fasthttp.ErrHostClientRedirectToDifferentScheme)
 }
 
 // onStateChange is s.OnStateChange after s.CloseIdle on a move away from

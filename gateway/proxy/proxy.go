@@ -18,6 +18,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/gateway/breaker"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/idleconn"
 )
@@ -79,9 +80,10 @@ type Proxy struct {
 }
 
 type backend struct {
-	name string
-	hc   *fasthttp.HostClient
-	cb   *gobreaker.CircuitBreaker[struct{}]
+	name   string // host:port
+	scheme string // http or https
+	hc     *fasthttp.HostClient
+	cb     *gobreaker.CircuitBreaker[struct{}]
 }
 
 // New returns a Proxy.
@@ -134,7 +136,8 @@ func New(o Options) (*Proxy, error) {
 		}
 		var be *backend
 		be = &backend{
-			name: u.Host,
+			name:   u.Host,
+			scheme: u.Scheme,
 			hc: &fasthttp.HostClient{
 				Addr:                          u.Host,
 				IsTLS:                         u.Scheme == "https",
@@ -162,9 +165,11 @@ func New(o Options) (*Proxy, error) {
 				Timeout:       o.BreakerOpenFor,
 				ReadyToTrip:   func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
 				OnStateChange: closeIdleUnlessClosed(func() { be.hc.CloseIdleConnections() }, o.OnStateChange),
-				// A full pool is this gateway's overload, not the backend
-				// failing: it answers 503 but opens the breaker for no one.
-				IsExcluded: func(err error) bool { return errors.Is(err, fasthttp.ErrNoFreeConns) },
+				// Only what the backend did counts: a full pool (this
+				// gateway's overload) or a request the client library
+				// refused before sending answers 503 but opens the breaker
+				// for no one.
+				IsExcluded: breaker.Excluded,
 			}),
 		}
 		p.backends = append(p.backends, be)
@@ -191,6 +196,24 @@ func closeIdleUnlessClosed(closeIdle func(), next func(name string, from, to gob
 		if next != nil {
 			next(name, from, to)
 		}
+	}
+}
+
+// aim points uri at b whatever form the client's request target took:
+// only its path and query are the client's to choose. A target in absolute
+// form (RFC 9112 3.2.2: a server accepts it) names a scheme, host and user
+// info of the client's choosing; HostClient would refuse an https one before
+// sending anything (fasthttp.ErrHostClientRedirectToDifferentScheme),
+// counted against the backend's breaker, so that one vendor's five requests
+// opened it for every vendor; it would also write the named host as Host and
+// the user info as an Authorization header. An HTTP/1.0 request without
+// Host gets the backend's.
+func (b *backend) aim(uri *fasthttp.URI) {
+	uri.SetScheme(b.scheme)
+	uri.SetHost(b.name)
+	if len(uri.Username()) > 0 || len(uri.Password()) > 0 {
+		uri.SetUsername("")
+		uri.SetPassword("")
 	}
 }
 
@@ -246,9 +269,7 @@ func (p *Proxy) Forward(ctx *fasthttp.RequestCtx, id *Identity, stream bool) err
 	closeAfter := req.Header.ConnectionClose()
 	prepareRequest(&req.Header, id, p.token)
 	i, b := p.pick()
-	if len(req.Header.Host()) == 0 { // HTTP/1.0 without Host: HostClient needs one
-		req.URI().SetHost(b.name)
-	}
+	b.aim(req.URI())
 	start := time.Now()
 	_, err := b.cb.Execute(func() (struct{}, error) {
 		if stream { // bounded by progress on the connection (see New)

@@ -135,6 +135,29 @@ func HashTo(dst []byte, raw string) {
 	hex.Encode(dst, sum[:])
 }
 
+// HasKeyShape reports whether b has the shape of an API key of any prefix,
+// whether or not this server issued it: 8 characters of a-z and 0-9, "_",
+// and MinSecretLen to MaxSecretLen characters of the secret's alphabet. A
+// header that echoes or logs what a client sent (X-Request-Id) refuses
+// such a value: it is most likely a key pasted in the wrong place. It does
+// not allocate.
+func HasKeyShape(b []byte) bool {
+	if len(b) < PrefixLen+1+MinSecretLen || len(b) > PrefixLen+1+MaxSecretLen || b[PrefixLen] != '_' {
+		return false
+	}
+	for i, c := range b {
+		switch {
+		case i < PrefixLen:
+			if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+				return false
+			}
+		case i > PrefixLen && !secretChar(c):
+			return false
+		}
+	}
+	return true
+}
+
 func validPrefix(s string) bool {
 	if len(s) != PrefixLen {
 		return false

@@ -133,3 +133,38 @@ func BenchmarkParseAndHash(b *testing.B) {
 		HashTo(dst[:], k)
 	}
 }
+
+func TestHasKeyShape(t *testing.T) {
+	s, err := NewSigner([]string{"a-key-signing-secret-of-32-bytes-or-more"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := s.Generate(DefaultPrefixes(), Sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		v    string
+		want bool
+	}{
+		{key, true},
+		{"zzzz9999_" + key[9:], true}, // a prefix this server never issues
+		{"abcdefgh_" + strings.Repeat("-", MinSecretLen), true},
+		{"abcdefgh_" + strings.Repeat("a", MaxSecretLen), true},
+		{"abcdefgh_" + strings.Repeat("a", MinSecretLen-1), false},
+		{"abcdefgh_" + strings.Repeat("a", MaxSecretLen+1), false},
+		{"abcdefg_" + key[9:], false},
+		{"abcdEfgh_" + key[9:], false},
+		{"abcdefgh-" + key[9:], false},
+		{"abcdefgh_" + key[9:20] + "." + key[21:], false},
+		{"", false},
+	} {
+		if got := HasKeyShape([]byte(c.v)); got != c.want {
+			t.Errorf("HasKeyShape(%q) = %v, want %v", c.v, got, c.want)
+		}
+	}
+	b := []byte(key)
+	if n := testing.AllocsPerRun(100, func() { HasKeyShape(b) }); n != 0 {
+		t.Fatalf("%v allocations", n)
+	}
+}

@@ -16,6 +16,21 @@ const (
 	HeaderIdempotency   = "Idempotency-Key"
 )
 
+// MaxRequestHead is the one bound on a vendor request's line and headers,
+// enforced at the gateway (its read buffer: past it, 431 before the key is
+// looked at or a limit charged). The backend reads what the gateway
+// forwards with BackendReadBuffer.
+const MaxRequestHead = 8 << 10
+
+// BackendReadBuffer is the backend's read buffer (fasthttp's ReadBufferSize,
+// which bounds the request line and headers; fasthttp's default is 4 KiB).
+// It holds the largest head the gateway accepts plus the identity headers
+// the gateway adds (internal token, vendor, key, environment, request id,
+// forwarded-for: well under 1 KiB with the longest ids): with the 4 KiB
+// default, a vendor's 300 headers or 6 KB query passed the gateway, were
+// charged, and the backend answered 400.
+const BackendReadBuffer = MaxRequestHead + 4<<10
+
 // IdentityHeaders are the headers only the gateway may set.
 func IdentityHeaders() []string {
 	return []string{HeaderInternalToken, HeaderVendorID, HeaderKeyID, HeaderEnvironment}
