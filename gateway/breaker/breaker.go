@@ -15,9 +15,25 @@ import (
 type Settings struct {
 	// Name labels the breaker in metrics and logs.
 	Name string
-	// Failures is how many consecutive failures open the breaker. It must
-	// be positive (config validates it): at zero every failure opens it.
+	// Failures is how many consecutive failures open the breaker (with
+	// Window: how many failures within the window). It must be positive
+	// (config validates it): at zero every failure opens it.
 	Failures int
+	// Window, when positive, also judges failures over a rolling window:
+	// the breaker opens when, within the last Window, the last Failures
+	// calls failed in a row, or at least Failures calls failed and they are
+	// at least FailureRatio of the calls that finished. A few failures
+	// among many successes then open nothing, while a dead remote, where
+	// every call fails, opens it after Failures calls as before. gobreaker
+	// counts a call in the window by its start: Window must hold Failures
+	// of the slowest failing calls (a few times their timeout).
+	Window time.Duration
+	// FailureRatio is the share of failed calls within Window that opens
+	// the breaker (with Window only). Default 0.5.
+	FailureRatio float64
+	// OnTrip, when set, is told the counts that opened a closed breaker
+	// (the why of a trip, for logs). It runs under the breaker's lock.
+	OnTrip func(gobreaker.Counts)
 	// OpenFor is how long the breaker stays open before it lets one probe
 	// through; zero is gobreaker's default of 60s.
 	OpenFor time.Duration
@@ -46,15 +62,55 @@ type Settings struct {
 // overload, not the remote side failing: the call fails (503) but neither
 // counts against the breaker nor opens it for everyone.
 func New[T any](s Settings) *gobreaker.CircuitBreaker[T] {
+	return gobreaker.NewCircuitBreaker[T](settings(s))
+}
+
+// NewTwoStep is New for a caller that reports outcomes itself: one per
+// round trip from the code that made it (a batch sender), rather than one
+// per waiting caller. A call it never made is reported to nobody.
+func NewTwoStep[T any](s Settings) *gobreaker.TwoStepCircuitBreaker[T] {
+	return gobreaker.NewTwoStepCircuitBreaker[T](settings(s))
+}
+
+// settings turns s into gobreaker's settings, each default filled here.
+func settings(s Settings) gobreaker.Settings {
 	failures := uint32(max(s.Failures, 0))
-	return gobreaker.NewCircuitBreaker[T](gobreaker.Settings{
+	trip := func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures }
+	var interval, bucket time.Duration
+	if s.Window > 0 {
+		ratio := s.FailureRatio
+		if ratio <= 0 || ratio > 1 {
+			ratio = 0.5
+		}
+		// A rolling window of 10 buckets: counts age out a tenth at a time
+		// rather than all at once at each interval's end.
+		interval, bucket = s.Window, max(s.Window/10, time.Millisecond)
+		trip = func(c gobreaker.Counts) bool {
+			finished := c.TotalFailures + c.TotalSuccesses
+			return c.ConsecutiveFailures >= failures ||
+				c.TotalFailures >= failures && float64(c.TotalFailures) >= ratio*float64(finished)
+		}
+	}
+	if s.OnTrip != nil {
+		inner := trip
+		trip = func(c gobreaker.Counts) bool {
+			if inner(c) {
+				s.OnTrip(c)
+				return true
+			}
+			return false
+		}
+	}
+	return gobreaker.Settings{
 		Name:          s.Name,
 		MaxRequests:   1,
+		Interval:      interval,
+		BucketPeriod:  bucket,
 		Timeout:       s.OpenFor,
-		ReadyToTrip:   func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
+		ReadyToTrip:   trip,
 		OnStateChange: onStateChange(s),
 		IsExcluded:    func(err error) bool { return errors.Is(err, fasthttp.ErrNoFreeConns) },
-	})
+	}
 }
 
 // onStateChange is s.OnStateChange after s.CloseIdle on a move away from
