@@ -119,7 +119,8 @@ func TestBusyNodeIsNotADeadRedis(t *testing.T) {
 	for _, v := range counts {
 		total += v
 	}
-	t.Logf("answers under pressure: %v (of %d); %s", counts, total, strings.TrimSpace(opened))
+	t.Logf("answers under pressure: %v (of %d); %s\n%s", counts, total, strings.TrimSpace(opened),
+		grep(m, "vendorgate_gateway_redis_"))
 	if counts["200"] == 0 {
 		t.Fatalf("no 200 under pressure: %v", counts)
 	}

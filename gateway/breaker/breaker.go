@@ -20,13 +20,14 @@ type Settings struct {
 	// (config validates it): at zero every failure opens it.
 	Failures int
 	// Window, when positive, also judges failures over a rolling window:
-	// the breaker opens when, within the last Window, the last Failures
-	// calls failed in a row, or at least Failures calls failed and they are
-	// at least FailureRatio of the calls that finished. A few failures
-	// among many successes then open nothing, while a dead remote, where
-	// every call fails, opens it after Failures calls as before. gobreaker
-	// counts a call in the window by its start: Window must hold Failures
-	// of the slowest failing calls (a few times their timeout).
+	// the breaker opens when the last Failures calls failed in a row
+	// (whenever they ended), or when, within the last Window, at least
+	// Failures calls failed and they are at least FailureRatio of the calls
+	// that finished there. A few failures among many successes then open
+	// nothing, while a dead remote, where every call fails, opens it after
+	// Failures calls as before. (The run in a row is counted apart from
+	// gobreaker's window, which files a call under its start and would let
+	// slow failures, a hung remote's, age out before Failures of them met.)
 	Window time.Duration
 	// FailureRatio is the share of failed calls within Window that opens
 	// the breaker (with Window only). Default 0.5.
@@ -77,6 +78,8 @@ func settings(s Settings) gobreaker.Settings {
 	failures := uint32(max(s.Failures, 0))
 	trip := func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures }
 	var interval, bucket time.Duration
+	var successful func(error) bool
+	onState := onStateChange(s)
 	if s.Window > 0 {
 		ratio := s.FailureRatio
 		if ratio <= 0 || ratio > 1 {
@@ -85,10 +88,28 @@ func settings(s Settings) gobreaker.Settings {
 		// A rolling window of 10 buckets: counts age out a tenth at a time
 		// rather than all at once at each interval's end.
 		interval, bucket = s.Window, max(s.Window/10, time.Millisecond)
+		// run is the failures in a row, whenever they ended. IsSuccessful
+		// sees every counted outcome and OnStateChange every new
+		// generation, both under the breaker's lock, which guards run.
+		var run uint32
+		successful = func(err error) bool {
+			if err == nil {
+				run = 0
+				return true
+			}
+			run++
+			return false
+		}
 		trip = func(c gobreaker.Counts) bool {
 			finished := c.TotalFailures + c.TotalSuccesses
-			return c.ConsecutiveFailures >= failures ||
-				c.TotalFailures >= failures && float64(c.TotalFailures) >= ratio*float64(finished)
+			return run >= failures || c.TotalFailures >= failures && float64(c.TotalFailures) >= ratio*float64(finished)
+		}
+		next := onState
+		onState = func(name string, from, to gobreaker.State) {
+			run = 0
+			if next != nil {
+				next(name, from, to)
+			}
 		}
 	}
 	if s.OnTrip != nil {
@@ -108,7 +129,8 @@ func settings(s Settings) gobreaker.Settings {
 		BucketPeriod:  bucket,
 		Timeout:       s.OpenFor,
 		ReadyToTrip:   trip,
-		OnStateChange: onStateChange(s),
+		IsSuccessful:  successful,
+		OnStateChange: onState,
 		IsExcluded:    func(err error) bool { return errors.Is(err, fasthttp.ErrNoFreeConns) },
 	}
 }

@@ -42,7 +42,8 @@ var errSilent = fmt.Errorf("no answer from redis within the limiter timeout: %w"
 //   - The caller: it waits up to timeout for its reply, then judges the
 //     evidence. Redis is silent when a round trip has been in flight for
 //     timeout or longer with no answer from Redis to anyone since it was
-//     sent; seen twice, a moment apart (the second look lets a sender that
+//     sent, and no reply waiting unread in a limiter connection's socket
+//     buffer (conns: replies arriving on its connection); seen twice, a moment apart (the second look lets a sender that
 //     was just woken read what is already there), the caller fails closed
 //     (ErrUnavailable, 503): a few milliseconds past timeout, as before.
 //     Anything else is the node's doing, and the caller waits on, in steps
@@ -66,6 +67,7 @@ type batcher struct {
 	max     int
 	cb      *gobreaker.TwoStepCircuitBreaker[Decision]
 	hooks   *hooks
+	conns   *conns
 	queue   chan *call
 	stop    chan struct{}
 	done    chan struct{}
@@ -118,10 +120,11 @@ type reply struct {
 func newBatcher(client redis.UniversalClient, o *RedisOptions, cb *gobreaker.TwoStepCircuitBreaker[Decision], h *hooks) *batcher {
 	_, cluster := client.(*redis.ClusterClient)
 	b := &batcher{client: client, timeout: o.Timeout, wire: o.WireTimeout, busy: o.BusyTimeout, max: o.PipelineMax,
-		cb: cb, hooks: h, cluster: cluster, epoch: time.Now(),
+		cb: cb, hooks: h, conns: new(conns), cluster: cluster, epoch: time.Now(),
 		queue: make(chan *call, 4*o.PipelineMax), stop: make(chan struct{}), done: make(chan struct{}),
 		inflight: make([]atomic.Int64, o.PipelineSenders)}
 	b.lastAnswer.Store(math.MinInt64 / 2)
+	b.conns.watch(client)
 	b.calls.New = func() any {
 		t := time.NewTimer(time.Hour)
 		t.Stop()
@@ -230,14 +233,15 @@ func (b *batcher) judge(start, due, now time.Time, suspect *bool) (time.Time, er
 }
 
 // silent reports whether Redis is silent at now: a round trip in flight
-// for timeout or longer, with no answer from Redis since it was sent.
+// for timeout or longer, with no answer from Redis since it was sent, and
+// no reply waiting unread on a limiter connection.
 func (b *batcher) silent(now time.Time) bool {
 	t := int64(now.Sub(b.epoch))
 	last := b.lastAnswer.Load()
 	for i := range b.inflight {
 		sent := b.inflight[i].Load()
 		if sent != 0 && t-sent >= int64(b.timeout) && last < sent {
-			return true
+			return !b.conns.replyWaiting()
 		}
 	}
 	return false

@@ -50,9 +50,8 @@ type RedisOptions struct {
 	// also at least BreakerFailureRatio of the round trips that finished in
 	// it. Default 3.
 	BreakerFailures int
-	// BreakerWindow is the rolling window the breaker judges over. Default
-	// 3s: it must hold BreakerFailures round trips that fail at
-	// WireTimeout (a hung Redis), counted by when they were sent.
+	// BreakerWindow is the rolling window of the failure ratio. Default 3s.
+	// (Failures in a row open the breaker whenever they ended.)
 	BreakerWindow time.Duration
 	// BreakerFailureRatio is the share of failed round trips within the
 	// window that opens the breaker. Default 0.5: one late round trip among
