@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"net"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -129,5 +130,69 @@ func TestBusyNodeIsNotADeadRedis(t *testing.T) {
 	}
 	if opened != "" {
 		t.Errorf("the limiter's breaker opened with Redis healthy: %s", opened)
+	}
+}
+
+// TestRedisBlackHole: a Redis address that accepts connections and never
+// answers (a network black hole: a firewall dropping replies, a hung
+// proxy). Every request fails closed within a second, the failures are
+// counted as timeouts on the wire, and the limiter's breaker opens.
+func TestRedisBlackHole(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // read nothing, answer nothing
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	b := newTestBackend(t)
+	t0 := time.Now()
+	gw := startGateway(t, b, func(o *Options) {
+		o.Config.Redis.URL = config.List{"redis://" + ln.Addr().String() + "/0"}
+		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 1000, Period: time.Minute}
+	})
+	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	me := gw.url + "/api/vendor/v1/me"
+	opened := `vendorgate_gateway_breaker_transitions_total{breaker="redis",from="closed",to="open"}`
+	t.Logf("started in %s", time.Since(t0))
+	t0 = time.Now()
+	defer func() { t.Logf("breaker open after %s", time.Since(t0)) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		start := time.Now()
+		a := do(t, "GET", me, key)
+		a.wantError(t, 503, apierr.RateLimitUnavailable)
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("request %d took %s", i, d)
+		}
+		m := scrape(t, gw)
+		if strings.Contains(m, opened) {
+			if !strings.Contains(m, `vendorgate_gateway_redis_breaker_trips_total{cause="timeout"} 1`) ||
+				strings.Contains(m, `vendorgate_gateway_redis_errors_total{kind="timeout"} 0`) {
+				t.Fatalf("the black hole is not counted as wire timeouts:\n%s", grep(m, "vendorgate_gateway_redis_"))
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("breaker not open after %d requests:\n%s", i+1, grep(m, "vendorgate_gateway_redis_"))
+		}
 	}
 }
