@@ -359,9 +359,9 @@ func primeKeys(url string, keys []string, conc int) error {
 					continue
 				}
 				// A 503 (the Redis limiter past its timeout on a busy
-				// machine) is tried again a few times: it says nothing of
-				// the key.
-				for try := 0; try < 5; try++ {
+				// machine, its breaker open for a while) is tried again
+				// for a few seconds: it says nothing of the key.
+				for try := 0; try < 50; try++ {
 					req.Reset()
 					req.SetRequestURI(url)
 					req.Header.Set("X-API-Key", k)

@@ -2,30 +2,39 @@ package limit
 
 import (
 	"context"
+	"math"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// conns watches the limiter client's connections, so that a caller about
-// to call Redis silent can look whether a reply is already waiting in one
-// of their socket buffers: Redis answered, and only the gateway (a sender
-// not yet scheduled, the runtime not yet polling the network) is late. It
-// is a go-redis hook that keeps each dialled connection's raw handle; a
-// look peeks (never reads) and forgets the connections that were closed.
-// Connections that give no raw handle (TLS) are not watched: they leave the
-// verdict to the timing evidence alone.
+// conns watches the limiter client's connections at the socket, so that a
+// caller about to call Redis silent judges by what went over the wire, not
+// by when the gateway's goroutines got a core: a go-redis dial hook wraps
+// each connection and notes when a write to Redis completed and when a read
+// returned bytes. Redis is silent when a connection has waited for an
+// answer (written after its last read) for a caller's timeout, no
+// connection has read a byte since that write, and no reply is waiting
+// unread in its socket buffer (peeked, never read). A request written late
+// (a sender that got its core late) is not yet waited on; a reply that
+// arrived while the gateway was not scheduled is waiting, not missing.
 type conns struct {
-	mu  sync.Mutex
-	raw map[syscall.RawConn]struct{}
+	epoch    time.Time
+	lastRead atomic.Int64 // ns since epoch: the latest read that returned bytes, on any connection
+	mu       sync.Mutex
+	set      map[*watchedConn]syscall.RawConn // nil RawConn: cannot be peeked (TLS)
 }
 
 // watch adds c as a hook to the client, or to every node of a Cluster.
 // It must be called before the client dials.
 func (c *conns) watch(client redis.UniversalClient) {
-	c.raw = make(map[syscall.RawConn]struct{})
+	c.epoch = time.Now()
+	c.lastRead.Store(math.MinInt64 / 2)
+	c.set = make(map[*watchedConn]syscall.RawConn)
 	switch cl := client.(type) {
 	case *redis.ClusterClient:
 		cl.OnNewNode(func(n *redis.Client) { n.AddHook(c) })
@@ -34,21 +43,30 @@ func (c *conns) watch(client redis.UniversalClient) {
 	}
 }
 
-// DialHook records each new connection's raw handle.
+func (c *conns) now() int64 { return int64(time.Since(c.epoch)) }
+
+// DialHook wraps each new connection.
 func (c *conns) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := next(ctx, network, addr)
 		if err != nil {
 			return conn, err
 		}
+		w := &watchedConn{Conn: conn, w: c}
+		var raw syscall.RawConn
+		var out net.Conn = w
+		// Only a plain socket is peeked, and only it keeps offering go-redis
+		// its raw handle: go-redis deliberately does not look into TLS.
 		if sc, ok := conn.(syscall.Conn); ok {
-			if raw, err := sc.SyscallConn(); err == nil {
-				c.mu.Lock()
-				c.raw[raw] = struct{}{}
-				c.mu.Unlock()
+			if raw, err = sc.SyscallConn(); err != nil {
+				raw = nil
 			}
+			out = watchedSysConn{w, sc}
 		}
-		return conn, nil
+		c.mu.Lock()
+		c.set[w] = raw
+		c.mu.Unlock()
+		return out, nil
 	}
 }
 
@@ -60,20 +78,72 @@ func (c *conns) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 	return next
 }
 
-// replyWaiting reports whether any watched connection has bytes waiting to
-// be read.
-func (c *conns) replyWaiting() bool {
+// silent reports whether Redis has been silent for timeout at now (see
+// conns).
+func (c *conns) silent(timeout time.Duration) bool {
+	now := c.now()
+	last := c.lastRead.Load()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for raw := range c.raw {
-		waiting, open := peek(raw)
-		if !open {
-			delete(c.raw, raw)
-			continue
+	waited := false
+	for w, raw := range c.set {
+		wrote := w.wrote.Load()
+		if wrote == 0 || wrote <= w.read.Load() {
+			continue // nothing asked, or answered (at least in part)
 		}
-		if waiting {
-			return true
+		if raw != nil {
+			if waiting, _ := peek(raw); waiting {
+				return false // Redis answered; the gateway has not read it yet
+			}
+		}
+		if now-wrote >= int64(timeout) && last < wrote {
+			waited = true
 		}
 	}
-	return false
+	return waited
 }
+
+// watchedConn notes when writes completed and reads returned bytes.
+type watchedConn struct {
+	net.Conn
+	w           *conns
+	wrote, read atomic.Int64 // ns since the epoch; 0: never
+}
+
+func (c *watchedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.wrote.Store(max(c.w.now(), 1))
+	}
+	return n, err
+}
+
+func (c *watchedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		t := max(c.w.now(), 1)
+		c.read.Store(t)
+		for last := c.w.lastRead.Load(); last < t && !c.w.lastRead.CompareAndSwap(last, t); last = c.w.lastRead.Load() {
+		}
+	}
+	return n, err
+}
+
+func (c *watchedConn) Close() error {
+	c.w.mu.Lock()
+	delete(c.w.set, c)
+	c.w.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// NetConn is the wrapped connection, for code that unwraps.
+func (c *watchedConn) NetConn() net.Conn { return c.Conn }
+
+// watchedSysConn is a watched plain socket: go-redis' own health checks
+// keep its raw handle.
+type watchedSysConn struct {
+	*watchedConn
+	sc syscall.Conn
+}
+
+func (c watchedSysConn) SyscallConn() (syscall.RawConn, error) { return c.sc.SyscallConn() }

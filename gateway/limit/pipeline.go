@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,15 +39,15 @@ var errSilent = fmt.Errorf("no answer from redis within the limiter timeout: %w"
 //     late callers is one late round trip, not fifty failures, and a call
 //     never sent (its caller gave up first) is no outcome at all.
 //   - The caller: it waits up to timeout for its reply, then judges the
-//     evidence. Redis is silent when a round trip has been in flight for
-//     timeout or longer with no answer from Redis to anyone since it was
-//     sent, and no reply waiting unread in a limiter connection's socket
-//     buffer (conns: replies arriving on its connection); seen twice, a moment apart (the second look lets a sender that
+//     evidence, taken at the sockets (conns). Redis is silent when a
+//     request was written to it timeout ago or more, no byte has been read
+//     from Redis since, and no reply waits unread in a limiter connection's
+//     socket buffer (replies arriving on its connection); seen twice, a moment apart (the second look lets a sender that
 //     was just woken read what is already there), the caller fails closed
 //     (ErrUnavailable, 503): a few milliseconds past timeout, as before.
 //     Anything else is the node's doing, and the caller waits on, in steps
-//     of timeout/2, up to busy in all: no round trip in flight (the senders
-//     got no core yet), round trips answered meanwhile, or its own timer
+//     of timeout/2, up to busy in all: nothing written yet (the senders got
+//     no core yet), replies arriving, or its own timer
 //     fired late (the node stalled: its clock says nothing of Redis). A
 //     caller that reaches busy without a silent Redis gives up with ErrBusy
 //     (the node cannot keep up: shed as 503 request_failed), never with
@@ -75,13 +74,6 @@ type batcher struct {
 	calls   sync.Pool
 	// cluster groups a batch by hash slot: one script's keys share a slot.
 	cluster bool
-	// epoch is the origin of the times below, in nanoseconds since it
-	// (monotonic): lastAnswer, when Redis last answered a round trip (any
-	// answer, an error reply too); inflight, per sender, when its round
-	// trip in flight was sent (0: none).
-	epoch      time.Time
-	lastAnswer atomic.Int64
-	inflight   []atomic.Int64
 	// beforeSend, when set (tests only), runs in the sender before it sends
 	// a batch: a sender that got its core late.
 	beforeSend func()
@@ -120,10 +112,8 @@ type reply struct {
 func newBatcher(client redis.UniversalClient, o *RedisOptions, cb *gobreaker.TwoStepCircuitBreaker[Decision], h *hooks) *batcher {
 	_, cluster := client.(*redis.ClusterClient)
 	b := &batcher{client: client, timeout: o.Timeout, wire: o.WireTimeout, busy: o.BusyTimeout, max: o.PipelineMax,
-		cb: cb, hooks: h, conns: new(conns), cluster: cluster, epoch: time.Now(),
-		queue: make(chan *call, 4*o.PipelineMax), stop: make(chan struct{}), done: make(chan struct{}),
-		inflight: make([]atomic.Int64, o.PipelineSenders)}
-	b.lastAnswer.Store(math.MinInt64 / 2)
+		cb: cb, hooks: h, conns: new(conns), cluster: cluster,
+		queue: make(chan *call, 4*o.PipelineMax), stop: make(chan struct{}), done: make(chan struct{})}
 	b.conns.watch(client)
 	b.calls.New = func() any {
 		t := time.NewTimer(time.Hour)
@@ -135,7 +125,7 @@ func newBatcher(client redis.UniversalClient, o *RedisOptions, cb *gobreaker.Two
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.run(&b.inflight[i])
+			b.run()
 		}()
 	}
 	go func() {
@@ -212,13 +202,15 @@ func (b *batcher) do(cs *Checks) ([]any, error) {
 // Past busy since start, a caller facing no silent Redis is shed.
 func (b *batcher) judge(start, due, now time.Time, suspect *bool) (time.Time, error) {
 	stalled := now.Sub(due) > max(b.timeout/25, time.Millisecond)
-	silent := !stalled && b.silent(now)
-	atBusy := now.Sub(start) >= b.busy
-	switch {
-	case silent && (*suspect || atBusy):
-		return time.Time{}, errSilent
-	case atBusy:
+	if now.Sub(start) >= b.busy { // the last look, late or not
+		if b.silent() {
+			return time.Time{}, errSilent
+		}
 		return time.Time{}, ErrBusy
+	}
+	silent := !stalled && b.silent()
+	if silent && *suspect {
+		return time.Time{}, errSilent
 	}
 	*suspect = silent
 	step := b.timeout / 2
@@ -232,20 +224,10 @@ func (b *batcher) judge(start, due, now time.Time, suspect *bool) (time.Time, er
 	return next, nil
 }
 
-// silent reports whether Redis is silent at now: a round trip in flight
-// for timeout or longer, with no answer from Redis since it was sent, and
-// no reply waiting unread on a limiter connection.
-func (b *batcher) silent(now time.Time) bool {
-	t := int64(now.Sub(b.epoch))
-	last := b.lastAnswer.Load()
-	for i := range b.inflight {
-		sent := b.inflight[i].Load()
-		if sent != 0 && t-sent >= int64(b.timeout) && last < sent {
-			return !b.conns.replyWaiting()
-		}
-	}
-	return false
-}
+// silent reports whether Redis is silent: a request written to it timeout
+// ago or more, no byte read from it since, and no reply waiting unread (see
+// conns).
+func (b *batcher) silent() bool { return b.conns.silent(b.timeout) }
 
 // giveUp ends a caller's wait with err. A call still queued is withdrawn
 // (never sent, not charged, counted); one a sender already took is left to
@@ -273,7 +255,7 @@ func (b *batcher) giveUp(c *call, neverQueued bool, err error) error {
 // run is one sender: it takes the first queued call, whatever else is
 // queued by then, and sends them. With every sender busy the queue grows,
 // and the next free sender takes it whole: batches grow with the load.
-func (b *batcher) run(inflight *atomic.Int64) {
+func (b *batcher) run() {
 	batch := make([]*call, 0, b.max)
 	for {
 		select {
@@ -292,7 +274,7 @@ func (b *batcher) run(inflight *atomic.Int64) {
 				break fill
 			}
 		}
-		b.send(batch, inflight)
+		b.send(batch)
 		clear(batch) // drop references to calls handed back
 	}
 }
@@ -317,7 +299,7 @@ func (b *batcher) drain() {
 // its scripts: EVAL loads it again). The round trip is one outcome for the
 // breaker; with the breaker open (or its one half-open probe in flight) the
 // batch is not sent and its callers fail closed.
-func (b *batcher) send(batch []*call, inflight *atomic.Int64) {
+func (b *batcher) send(batch []*call) {
 	if b.beforeSend != nil {
 		b.beforeSend()
 	}
@@ -339,8 +321,6 @@ func (b *batcher) send(batch []*call, inflight *atomic.Int64) {
 		return
 	}
 	b.batches.Add(1)
-	inflight.Store(max(int64(time.Since(b.epoch)), 1))
-	defer inflight.Store(0)
 	ctx, cancel := context.WithTimeout(context.Background(), b.wire)
 	defer cancel()
 	groups := b.group(live)
@@ -366,22 +346,11 @@ func (b *batcher) send(batch []*call, inflight *atomic.Int64) {
 		}
 	}
 	var failed error
-	answered := false
 	for _, cmd := range cmds {
-		err := cmd.Err()
-		if err == nil || isReply(err) {
-			answered = true
-		}
-		if err != nil && failed == nil {
+		if err := cmd.Err(); err != nil && failed == nil {
 			failed = err
 		}
 	}
-	if answered {
-		at := int64(time.Since(b.epoch))
-		for last := b.lastAnswer.Load(); last < at && !b.lastAnswer.CompareAndSwap(last, at); last = b.lastAnswer.Load() {
-		}
-	}
-	inflight.Store(0) // before the replies: their callers may look at once
 	done(failed)
 	if failed != nil {
 		b.hooks.onFailure(failed)
