@@ -35,6 +35,9 @@ type Settings struct {
 	// OnTrip, when set, is told the counts that opened a closed breaker
 	// (the why of a trip, for logs). It runs under the breaker's lock.
 	OnTrip func(gobreaker.Counts)
+	// Excluded, when set, names more errors that are neither success nor
+	// failure (besides a full local pool): the caller's own doing.
+	Excluded func(error) bool
 	// OpenFor is how long the breaker stays open before it lets one probe
 	// through; zero is gobreaker's default of 60s.
 	OpenFor time.Duration
@@ -131,7 +134,9 @@ func settings(s Settings) gobreaker.Settings {
 		ReadyToTrip:   trip,
 		IsSuccessful:  successful,
 		OnStateChange: onState,
-		IsExcluded:    func(err error) bool { return errors.Is(err, fasthttp.ErrNoFreeConns) },
+		IsExcluded: func(err error) bool {
+			return errors.Is(err, fasthttp.ErrNoFreeConns) || s.Excluded != nil && s.Excluded(err)
+		},
 	}
 }
 

@@ -2,6 +2,7 @@ package limit
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net"
 	"sync"
@@ -27,6 +28,15 @@ type conns struct {
 	lastRead atomic.Int64 // ns since epoch: the latest read that returned bytes, on any connection
 	mu       sync.Mutex
 	set      map[*watchedConn]syscall.RawConn // nil RawConn: cannot be peeked (TLS)
+	// lateReads counts reads that timed out with Redis' reply already
+	// waiting in the socket buffer: the wire deadline passed while the
+	// gateway was not scheduled to read, not while Redis was silent.
+	// (go-redis drops such a connection as for any timeout; the count is
+	// how the round trip learns whose lateness it was.)
+	lateReads atomic.Int64
+	// beforeRead, when set (tests only, before the first dial), runs
+	// before each read: a reader that got its core late.
+	beforeRead func()
 }
 
 // watch adds c as a hook to the client, or to every node of a Cluster.
@@ -53,18 +63,17 @@ func (c *conns) DialHook(next redis.DialHook) redis.DialHook {
 			return conn, err
 		}
 		w := &watchedConn{Conn: conn, w: c}
-		var raw syscall.RawConn
 		var out net.Conn = w
 		// Only a plain socket is peeked, and only it keeps offering go-redis
 		// its raw handle: go-redis deliberately does not look into TLS.
 		if sc, ok := conn.(syscall.Conn); ok {
-			if raw, err = sc.SyscallConn(); err != nil {
-				raw = nil
+			if w.raw, err = sc.SyscallConn(); err != nil {
+				w.raw = nil
 			}
 			out = watchedSysConn{w, sc}
 		}
 		c.mu.Lock()
-		c.set[w] = raw
+		c.set[w] = w.raw
 		c.mu.Unlock()
 		return out, nil
 	}
@@ -107,7 +116,8 @@ func (c *conns) silent(timeout time.Duration) bool {
 type watchedConn struct {
 	net.Conn
 	w           *conns
-	wrote, read atomic.Int64 // ns since the epoch; 0: never
+	raw         syscall.RawConn // nil: cannot be peeked
+	wrote, read atomic.Int64    // ns since the epoch; 0: never
 }
 
 func (c *watchedConn) Write(p []byte) (int, error) {
@@ -119,7 +129,17 @@ func (c *watchedConn) Write(p []byte) (int, error) {
 }
 
 func (c *watchedConn) Read(p []byte) (int, error) {
+	if c.w.beforeRead != nil {
+		c.w.beforeRead()
+	}
 	n, err := c.Conn.Read(p)
+	var ne net.Error
+	if n == 0 && c.raw != nil && errors.As(err, &ne) && ne.Timeout() {
+		if waiting, _ := peek(c.raw); waiting {
+			c.w.lateReads.Add(1)
+			return 0, err
+		}
+	}
 	if n > 0 {
 		t := max(c.w.now(), 1)
 		c.read.Store(t)

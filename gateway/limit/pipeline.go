@@ -15,6 +15,13 @@ import (
 // errClosed answers calls made after Close.
 var errClosed = errors.New("limiter closed")
 
+// errReadLate marks a round trip whose wire deadline passed with Redis'
+// reply already waiting unread: the node read late.
+var errReadLate = errors.New("redis reply waiting unread past the wire deadline (the gateway read late)")
+
+// replyLate reports whether err is such a round trip's.
+func replyLate(err error) bool { return errors.Is(err, errReadLate) }
+
 // errSilent answers a caller whose wait ran out while Redis gave no answer
 // to anyone: Redis is down or hung, and the request fails closed.
 var errSilent = fmt.Errorf("no answer from redis within the limiter timeout: %w", context.DeadlineExceeded)
@@ -52,6 +59,10 @@ var errSilent = fmt.Errorf("no answer from redis within the limiter timeout: %w"
 //     caller that reaches busy without a silent Redis gives up with ErrBusy
 //     (the node cannot keep up: shed as 503 request_failed), never with
 //     ErrUnavailable.
+//   - A round trip whose wire deadline passed with Redis' reply already
+//     waiting unread (conns sees it at a read that timed out) was the
+//     node's lateness, not Redis': excluded from the breaker, and its
+//     callers fail with ErrBusy.
 //   - A caller that gives up before its call was sent takes it back: the
 //     senders skip it, so it is neither sent nor charged. Nothing is
 //     retried (the client has MaxRetries -1).
@@ -321,6 +332,7 @@ func (b *batcher) send(batch []*call) {
 		return
 	}
 	b.batches.Add(1)
+	lateBefore := b.conns.lateReads.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), b.wire)
 	defer cancel()
 	groups := b.group(live)
@@ -351,12 +363,24 @@ func (b *batcher) send(batch []*call) {
 			failed = err
 		}
 	}
+	// A timeout while a reply sat unread in a socket was the node's doing:
+	// excluded from the breaker, its callers shed.
+	late := failed != nil && KindOf(failed) == FailTimeout && b.conns.lateReads.Load() != lateBefore
+	if late {
+		failed = fmt.Errorf("%w: %w", errReadLate, failed)
+	}
 	done(failed)
-	if failed != nil {
+	if failed != nil && !late {
 		b.hooks.onFailure(failed)
 	}
 	for i, g := range groups {
 		v, err := cmds[i].Slice()
+		if late {
+			// Redis answered in time; this gateway read too late and lost
+			// the reply with the connection. Its callers fail, but as an
+			// overloaded node, never as a Redis outage.
+			err = fmt.Errorf("%w: %w", ErrBusy, failed)
+		}
 		off := 0
 		for _, c := range g {
 			r := reply{err: err}

@@ -162,6 +162,7 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 	r.cb = breaker.NewTwoStep[Decision](breaker.Settings{Name: BreakerName, Failures: o.BreakerFailures,
 		Window: o.BreakerWindow, FailureRatio: o.BreakerFailureRatio, OpenFor: o.BreakerOpenFor,
 		OnTrip:        func(c gobreaker.Counts) { h.counts = c },
+		Excluded:      replyLate, // the gateway read late: not Redis' failure
 		OnStateChange: h.onStateChange(o.OnStateChange, o.BreakerWindow.String())})
 	for i := range r.denied {
 		r.denied[i].m = make(map[string]denial)
