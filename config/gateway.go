@@ -91,17 +91,36 @@ type Redis struct {
 	URL List `yaml:"url" env:"GATEWAY_REDIS_URL"`
 	// MasterName selects Sentinel: the URLs are then the sentinels.
 	MasterName string `yaml:"master_name" env:"GATEWAY_REDIS_MASTER_NAME"`
-	// Timeout bounds one limiter call. Default 50ms: past it the request
-	// fails closed with 503 instead of queueing behind a sick Redis.
+	// Timeout is how long a request waits on a silent Redis. Default 50ms:
+	// past it, with no answer from Redis meanwhile, the request fails
+	// closed with 503 instead of queueing behind a sick Redis.
 	Timeout time.Duration `yaml:"timeout" env:"GATEWAY_REDIS_TIMEOUT"`
+	// WireTimeout bounds one round trip to Redis on the wire (the socket
+	// deadline of a pipelined batch); past it the round trip counts one
+	// failure against the breaker. Default 500ms; below Timeout it is
+	// Timeout. A node that gets its cores late must still read a reply
+	// Redis sent in time.
+	WireTimeout time.Duration `yaml:"wire_timeout" env:"GATEWAY_REDIS_WIRE_TIMEOUT"`
+	// BusyTimeout is how long in all a request may wait for its limiter
+	// call while Redis is visibly answering (the node is behind, not
+	// Redis). Default 1s; below Timeout it is Timeout. Past it the request
+	// is shed with 503 request_failed, never rate_limit_unavailable.
+	BusyTimeout time.Duration `yaml:"busy_timeout" env:"GATEWAY_REDIS_BUSY_TIMEOUT"`
 	// PoolSize is the connection pool size. Default 64.
 	PoolSize int `yaml:"pool_size" env:"GATEWAY_REDIS_POOL_SIZE"`
 	// BreakerOpenFor is how long the limiter's breaker stays open before it
 	// probes Redis again. Default 2s.
 	BreakerOpenFor time.Duration `yaml:"breaker_open_for" env:"GATEWAY_REDIS_BREAKER_OPEN_FOR"`
-	// BreakerFailures is how many consecutive failures open the breaker.
-	// Default 3.
+	// BreakerFailures is how many failed round trips to Redis (a pipelined
+	// batch is one) within BreakerWindow open the breaker: in a row, or
+	// making at least BreakerFailurePercent of the window's. Default 3.
 	BreakerFailures int `yaml:"breaker_failures" env:"GATEWAY_REDIS_BREAKER_FAILURES"`
+	// BreakerWindow is the rolling window of the failure share. Default 3s.
+	// (breaker_failures failures in a row open it whenever they ended.)
+	BreakerWindow time.Duration `yaml:"breaker_window" env:"GATEWAY_REDIS_BREAKER_WINDOW"`
+	// BreakerFailurePercent is the share of failed round trips within the
+	// window that opens the breaker. Default 50.
+	BreakerFailurePercent int `yaml:"breaker_failure_percent" env:"GATEWAY_REDIS_BREAKER_FAILURE_PERCENT"`
 	// Pipeline sends the limiter calls of concurrent requests to Redis in
 	// one pipelined write (one round trip for many). Default true.
 	Pipeline bool `yaml:"pipeline" env:"GATEWAY_REDIS_PIPELINE"`
@@ -172,7 +191,9 @@ func DefaultGateway() *Gateway {
 		KeyPrefixes:   Prefixes{Sandbox: apikey.DefaultSandboxPrefix, Live: apikey.DefaultLivePrefix},
 		PublicBaseURL: "http://localhost:8080",
 		Docs:          Docs{Rate: 60, Window: time.Minute},
-		Redis:         Redis{Timeout: 50 * time.Millisecond, PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3, Pipeline: true},
+		Redis: Redis{Timeout: 50 * time.Millisecond, WireTimeout: 500 * time.Millisecond, BusyTimeout: time.Second,
+			PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3, BreakerWindow: 3 * time.Second, BreakerFailurePercent: 50,
+			Pipeline: true},
 		Limits: Limits{Vendor: LimitPair{
 			Reads:  Limit{Rate: 120, Period: time.Minute},
 			Orders: Limit{Rate: 10, Period: time.Minute},
@@ -249,8 +270,17 @@ func (c *Gateway) Validate() error {
 	if c.Redis.PoolSize <= 0 {
 		add("redis.pool_size must be positive")
 	}
-	if c.Redis.BreakerOpenFor <= 0 || c.Redis.BreakerFailures <= 0 {
-		add("redis.breaker_open_for and redis.breaker_failures must be positive")
+	if c.Redis.WireTimeout <= 0 || c.Redis.WireTimeout > 10*time.Second {
+		add("redis.wire_timeout: %s must be between 1ms and 10s (below redis.timeout it is redis.timeout)", c.Redis.WireTimeout)
+	}
+	if c.Redis.BusyTimeout <= 0 || c.Redis.BusyTimeout > 30*time.Second {
+		add("redis.busy_timeout: %s must be between 1ms and 30s (below redis.timeout it is redis.timeout)", c.Redis.BusyTimeout)
+	}
+	if c.Redis.BreakerOpenFor <= 0 || c.Redis.BreakerFailures <= 0 || c.Redis.BreakerWindow <= 0 {
+		add("redis.breaker_open_for, redis.breaker_failures and redis.breaker_window must be positive")
+	}
+	if c.Redis.BreakerFailurePercent < 1 || c.Redis.BreakerFailurePercent > 100 {
+		add("redis.breaker_failure_percent: %d must be between 1 and 100", c.Redis.BreakerFailurePercent)
 	}
 	for name, l := range map[string]Limit{"limits.vendor.reads": c.Limits.Vendor.Reads, "limits.vendor.orders": c.Limits.Vendor.Orders,
 		"limits.per_key.reads": c.Limits.PerKey.Reads, "limits.per_key.orders": c.Limits.PerKey.Orders} {

@@ -200,7 +200,7 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 	cs, cl := sn.limits(id, rt.class)
 	d, err := g.limiter.Allow(cs)
 	if err != nil {
-		for i := 0; i < cs.Count; i++ {
+		for i := 0; i < cs.Count && !errors.Is(err, limit.ErrBusy); i++ { // shed: counted apart
 			g.metrics.Decision(cs.List[i].Rate.Name, admin.Unavailable)
 		}
 		return err

@@ -9,6 +9,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"vendorgate/gateway/auth"
+	"vendorgate/gateway/limit"
 )
 
 // The adapters below turn the parts' notifications into metrics and log
@@ -34,12 +35,25 @@ func (g *Gateway) onUsageFlush(err error, pending, dropped int) {
 	g.metrics.UsageFlushes.WithLabelValues("ok").Inc()
 }
 
-// observeRedisCall is the Redis limiter's ObserveCall.
-func (g *Gateway) observeRedisCall(d time.Duration, err error) {
+// observeRedisCall is the Redis limiter's ObserveCall: how long each
+// request waited for its decision (its errors are counted per round trip,
+// by onRedisFailure).
+func (g *Gateway) observeRedisCall(d time.Duration, _ error) {
 	g.metrics.RedisCallDuration.Observe(d.Seconds())
-	if err != nil {
-		g.metrics.RedisErrors.Inc()
-	}
+}
+
+// onRedisFailure is the Redis limiter's OnFailure: one per failed round
+// trip, by kind.
+func (g *Gateway) onRedisFailure(kind limit.FailureKind, _ error) {
+	g.metrics.RedisErrors.WithLabelValues(string(kind)).Inc()
+}
+
+// onLimiterBreakerOpen is the Redis limiter's OnBreakerOpen: why it
+// opened, in the log and by the kind of the failure that opened it. It
+// runs under the breaker's lock, after onBreakerState.
+func (g *Gateway) onLimiterBreakerOpen(kind limit.FailureKind, why string) {
+	g.metrics.RedisBreakerTrips.WithLabelValues(string(kind)).Inc()
+	g.log.Warn("limiter breaker opened: redis failing", "cause", string(kind), "why", why)
 }
 
 // registerKeyCache exports the key cache's counters.

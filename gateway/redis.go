@@ -34,7 +34,11 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 	uo.DialerRetries = 1
 	uo.ContextTimeoutEnabled = true
 	uo.DialTimeout = max(c.Redis.Timeout, 100*time.Millisecond)
-	uo.ReadTimeout = max(c.Redis.Timeout, 10*time.Millisecond)
+	// The socket deadlines are the wire's, not a caller's wait: a batch's
+	// round trip is bounded by redis.wire_timeout (the throttle's calls by
+	// their own context), so that a sender that got its core late still
+	// reads the reply Redis sent in time.
+	uo.ReadTimeout = max(c.Redis.WireTimeout, c.Redis.Timeout, 10*time.Millisecond)
 	uo.WriteTimeout = uo.ReadTimeout
 	uo.PoolSize = max(c.Redis.PoolSize, 1)
 	uo.MinIdleConns = min(uo.PoolSize, 8)
@@ -47,8 +51,12 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 	uc.MaxRetries = -1 // a flush is retried by the recorder, once-only by its guard
 	g.usageClient = redis.NewUniversalClient(&uc)
 	g.redisLim, err = limit.NewRedis(limit.RedisOptions{Client: g.limiterClient, Timeout: c.Redis.Timeout,
-		BreakerOpenFor: c.Redis.BreakerOpenFor, BreakerFailures: c.Redis.BreakerFailures, OnStateChange: g.onBreakerState,
-		Now: now, Pipeline: c.Redis.Pipeline, ObserveCall: g.observeRedisCall})
+		WireTimeout: c.Redis.WireTimeout, BusyTimeout: c.Redis.BusyTimeout,
+		BreakerOpenFor: c.Redis.BreakerOpenFor, BreakerFailures: c.Redis.BreakerFailures,
+		BreakerWindow: c.Redis.BreakerWindow, BreakerFailureRatio: float64(c.Redis.BreakerFailurePercent) / 100,
+		OnStateChange: g.onBreakerState, OnBreakerOpen: g.onLimiterBreakerOpen,
+		Now: now, Pipeline: c.Redis.Pipeline, ObserveCall: g.observeRedisCall,
+		OnFailure: g.onRedisFailure, OnUnsent: g.metrics.RedisUnsent.Inc, OnBusy: g.metrics.LimiterShed.Inc})
 	if err != nil {
 		return nil, err
 	}

@@ -78,6 +78,8 @@ type options struct {
 	latencyDuration time.Duration
 	install         bool
 	maxTime         time.Duration
+	pressure        []string
+	baselineGateway string
 	args            []string
 }
 
@@ -101,8 +103,19 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.latencyDuration, "latency-duration", 4*time.Second, "length of the constant-rate runs at half of row 4's peak (0: skip)")
 	fs.BoolVar(&o.install, "install", false, "apt-get install nginx, haproxy, wrk when missing (off: a missing tool skips its row)")
 	fs.DurationVar(&o.maxTime, "max-time", 12*time.Minute, "stop starting new runs past this time and report what was measured")
+	pressure := fs.String("pressure", "", "after the table, run the gateway rows without and under CPU pressure, Redis healthy: busy (one more spinning process than cores), quota (the gateway alone at 0.3 CPU, cgroup v1), comma-separated (\"\": none)")
+	fs.StringVar(&o.baselineGateway, "baseline-gateway", "", "another gateway binary (say, main's) measured as one more Redis-limited row, for a before/after in one run")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	for _, m := range strings.Split(*pressure, ",") {
+		switch m = strings.TrimSpace(m); m {
+		case "":
+		case pressureBusy, pressureQuota:
+			o.pressure = append(o.pressure, m)
+		default:
+			return o, fmt.Errorf("-pressure: %q is not busy or quota", m)
+		}
 	}
 	var err error
 	if o.conns, err = parseCounts("-conns", *conns); err != nil {
@@ -224,6 +237,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := b.floods(ctx, res); err != nil {
 		return err
 	}
+	if err := b.pressureRuns(ctx, res); err != nil {
+		return err
+	}
 	if err := b.extras(ctx, res); err != nil {
 		return err
 	}
@@ -280,7 +296,11 @@ func (b *bench) setup() error {
 	if b.has(rowGateway) || b.has(rowGatewayRedis) {
 		b.findGateway()
 	}
-	for _, id := range b.opts.rows {
+	ids := b.opts.rows
+	if b.opts.baselineGateway != "" {
+		ids = append(append([]string(nil), ids...), rowGatewayRedisBase)
+	}
+	for _, id := range ids {
 		var r *row
 		var err error
 		switch id {
@@ -292,6 +312,8 @@ func (b *bench) setup() error {
 			r, err = b.startGateway(rowGateway, false)
 		case rowGatewayRedis:
 			r, err = b.startGateway(rowGatewayRedis, true)
+		case rowGatewayRedisBase:
+			r, err = b.startBaselineGateway()
 		case rowNginx:
 			r, err = b.startNginx()
 		case rowHAProxy:

@@ -58,6 +58,8 @@ type results struct {
 
 	floods []floodFigure
 
+	pressure []pressureFigure
+
 	latencyRate int
 	latency     map[string]measurement // medians over the repetitions
 	// addedP99 is the median over repetitions of row 4's p99 minus row

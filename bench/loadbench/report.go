@@ -185,6 +185,7 @@ func (res *results) markdown() string {
 				"at %d req/s: **%.2f ms** (target: at most 1 ms).\n", res.latencyRate, msf(res.addedP99))
 		}
 	}
+	w("%s", res.pressureTable())
 	if len(res.memory) > 0 {
 		w("\n**Gateway memory** (VmRSS from /proc, after the runs, then after one request with each of the distinct keys, every one resolved and cached; each key is its own vendor, so also its own limiter bucket):\n\n")
 		for _, f := range res.memory {

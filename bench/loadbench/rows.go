@@ -42,6 +42,8 @@ func rowLabel(id string) string {
 		return "5 nginx proxy_pass"
 	case rowHAProxy:
 		return "6 HAProxy stick-table limit"
+	case rowGatewayRedisBase:
+		return "4b vendorgate, Redis limiter, -baseline-gateway"
 	}
 	return id
 }
@@ -111,14 +113,30 @@ log_level: warn
 `
 }
 
+// startBaselineGateway starts -baseline-gateway with Redis limiting.
+func (b *bench) startBaselineGateway() (*row, error) {
+	abs, err := filepath.Abs(b.opts.baselineGateway)
+	if err == nil {
+		_, err = os.Stat(abs)
+	}
+	if err != nil {
+		return &row{id: rowGatewayRedisBase, skip: "-baseline-gateway: " + err.Error()}, nil
+	}
+	return b.startGatewayBin(rowGatewayRedisBase, abs, true)
+}
+
 // startGateway starts the vendorgate gateway, with Redis limiting when
 // withRedis.
 func (b *bench) startGateway(id string, withRedis bool) (*row, error) {
-	r := &row{id: id}
 	if b.gatewayBin == "" {
-		r.skip = b.gatewaySkip
-		return r, nil
+		return &row{id: id, skip: b.gatewaySkip}, nil
 	}
+	return b.startGatewayBin(id, b.gatewayBin, withRedis)
+}
+
+// startGatewayBin starts gateway binary bin as row id.
+func (b *bench) startGatewayBin(id, bin string, withRedis bool) (*row, error) {
+	r := &row{id: id}
 	cfgPath := filepath.Join(b.dir, "gateway.yaml")
 	if err := os.WriteFile(cfgPath, []byte(gatewayConfig(b.floodVendor)), 0o644); err != nil {
 		return nil, err
@@ -149,7 +167,7 @@ func (b *bench) startGateway(id string, withRedis bool) (*row, error) {
 		"GATEWAY_KEY_SIGNING_SECRETS=" + b.signing,
 		"GATEWAY_REDIS_URL=" + redisURL,
 		"GATEWAY_LOG_LEVEL=warn",
-	}, b.gatewayBin, "-config", cfgPath)
+	}, bin, "-config", cfgPath)
 	if err != nil {
 		r.stop()
 		r.skip = err.Error()
@@ -341,9 +359,9 @@ func primeKeys(url string, keys []string, conc int) error {
 					continue
 				}
 				// A 503 (the Redis limiter past its timeout on a busy
-				// machine) is tried again a few times: it says nothing of
-				// the key.
-				for try := 0; try < 5; try++ {
+				// machine, its breaker open for a while) is tried again
+				// for a few seconds: it says nothing of the key.
+				for try := 0; try < 50; try++ {
 					req.Reset()
 					req.SetRequestURI(url)
 					req.Header.Set("X-API-Key", k)

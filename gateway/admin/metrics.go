@@ -18,7 +18,10 @@ type Metrics struct {
 	UpstreamDuration   *prometheus.HistogramVec
 	LimiterDecisions   *prometheus.CounterVec
 	RedisCallDuration  prometheus.Histogram
-	RedisErrors        prometheus.Counter
+	RedisErrors        *prometheus.CounterVec
+	RedisUnsent        prometheus.Counter
+	RedisBreakerTrips  *prometheus.CounterVec
+	LimiterShed        prometheus.Counter
 	BreakerState       *prometheus.GaugeVec
 	BreakerTransitions *prometheus.CounterVec
 	// Ready is each /readyz check in the full form (nothing excluded): 1
@@ -78,8 +81,14 @@ func NewMetrics(routes []string) *Metrics {
 			Help: "Rate limit decisions by limit and outcome (allowed, limited, unavailable, shadow_limited)."}, []string{"limit", "outcome"}),
 		RedisCallDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "vendorgate_gateway_redis_call_duration_seconds",
 			Help: "Time of a limiter call to Redis.", Buckets: prometheus.ExponentialBuckets(0.00005, 2, 14)}),
-		RedisErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_redis_errors_total",
-			Help: "Limiter calls to Redis that failed or timed out."}),
+		RedisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_redis_errors_total",
+			Help: "Limiter round trips to Redis that failed (a pipelined batch is one), by kind: timeout (no answer within redis.wire_timeout), connection (refused, reset, closed), script (an error reply)."}, []string{"kind"}),
+		RedisUnsent: prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_redis_unsent_total",
+			Help: "Limiter calls given up before they were sent to Redis (their requests failed, uncharged): the gateway was behind or Redis silent."}),
+		RedisBreakerTrips: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_redis_breaker_trips_total",
+			Help: "Times the limiter's breaker opened, by the kind of the Redis failure that opened it (timeout, connection, script)."}, []string{"cause"}),
+		LimiterShed: prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_limiter_shed_total",
+			Help: "Requests shed with 503 request_failed because the gateway could not get their limit decided within redis.busy_timeout while Redis was answering (the node is past its capacity)."}),
 		BreakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vendorgate_gateway_breaker_state",
 			Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open (gobreaker's state names)."}, []string{"breaker"}),
 		BreakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_breaker_transitions_total",
@@ -106,9 +115,13 @@ func NewMetrics(routes []string) *Metrics {
 	for i, r := range routes {
 		m.durations[i] = m.RequestDuration.WithLabelValues(r)
 	}
+	for _, k := range []string{"timeout", "connection", "script"} { // present at zero
+		m.RedisErrors.WithLabelValues(k)
+		m.RedisBreakerTrips.WithLabelValues(k)
+	}
 	m.decisions.Store(&map[string]*[outcomes]atomic.Pointer[prometheus.Counter]{})
 	reg.MustRegister(m.requests, m.RequestDuration, m.UpstreamDuration, m.LimiterDecisions, m.RedisCallDuration,
-		m.RedisErrors, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ConfigInfo, m.ConfigReloads,
+		m.RedisErrors, m.RedisUnsent, m.RedisBreakerTrips, m.LimiterShed, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ConfigInfo, m.ConfigReloads,
 		m.UsageFlushes, m.UsagePending, m.UsageDropped)
 	return m
 }

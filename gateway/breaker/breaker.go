@@ -15,9 +15,29 @@ import (
 type Settings struct {
 	// Name labels the breaker in metrics and logs.
 	Name string
-	// Failures is how many consecutive failures open the breaker. It must
-	// be positive (config validates it): at zero every failure opens it.
+	// Failures is how many consecutive failures open the breaker (with
+	// Window: how many failures within the window). It must be positive
+	// (config validates it): at zero every failure opens it.
 	Failures int
+	// Window, when positive, also judges failures over a rolling window:
+	// the breaker opens when the last Failures calls failed in a row
+	// (whenever they ended), or when, within the last Window, at least
+	// Failures calls failed and they are at least FailureRatio of the calls
+	// that finished there. A few failures among many successes then open
+	// nothing, while a dead remote, where every call fails, opens it after
+	// Failures calls as before. (The run in a row is counted apart from
+	// gobreaker's window, which files a call under its start and would let
+	// slow failures, a hung remote's, age out before Failures of them met.)
+	Window time.Duration
+	// FailureRatio is the share of failed calls within Window that opens
+	// the breaker (with Window only). Default 0.5.
+	FailureRatio float64
+	// OnTrip, when set, is told the counts that opened a closed breaker
+	// (the why of a trip, for logs). It runs under the breaker's lock.
+	OnTrip func(gobreaker.Counts)
+	// Excluded, when set, names more errors that are neither success nor
+	// failure (besides a full local pool): the caller's own doing.
+	Excluded func(error) bool
 	// OpenFor is how long the breaker stays open before it lets one probe
 	// through; zero is gobreaker's default of 60s.
 	OpenFor time.Duration
@@ -43,15 +63,78 @@ type Settings struct {
 // and, once s.OpenFor has passed, lets one call through to probe. Errors
 // that say nothing of the remote side are not counted (Excluded).
 func New[T any](s Settings) *gobreaker.CircuitBreaker[T] {
+	return gobreaker.NewCircuitBreaker[T](settings(s))
+}
+
+// NewTwoStep is New for a caller that reports outcomes itself: one per
+// round trip from the code that made it (a batch sender), rather than one
+// per waiting caller. A call it never made is reported to nobody.
+func NewTwoStep[T any](s Settings) *gobreaker.TwoStepCircuitBreaker[T] {
+	return gobreaker.NewTwoStepCircuitBreaker[T](settings(s))
+}
+
+// settings turns s into gobreaker's settings, each default filled here.
+func settings(s Settings) gobreaker.Settings {
 	failures := uint32(max(s.Failures, 0))
-	return gobreaker.NewCircuitBreaker[T](gobreaker.Settings{
+	trip := func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures }
+	var interval, bucket time.Duration
+	var successful func(error) bool
+	onState := onStateChange(s)
+	if s.Window > 0 {
+		ratio := s.FailureRatio
+		if ratio <= 0 || ratio > 1 {
+			ratio = 0.5
+		}
+		// A rolling window of 10 buckets: counts age out a tenth at a time
+		// rather than all at once at each interval's end.
+		interval, bucket = s.Window, max(s.Window/10, time.Millisecond)
+		// run is the failures in a row, whenever they ended. IsSuccessful
+		// sees every counted outcome and OnStateChange every new
+		// generation, both under the breaker's lock, which guards run.
+		var run uint32
+		successful = func(err error) bool {
+			if err == nil {
+				run = 0
+				return true
+			}
+			run++
+			return false
+		}
+		trip = func(c gobreaker.Counts) bool {
+			finished := c.TotalFailures + c.TotalSuccesses
+			return run >= failures || c.TotalFailures >= failures && float64(c.TotalFailures) >= ratio*float64(finished)
+		}
+		next := onState
+		onState = func(name string, from, to gobreaker.State) {
+			run = 0
+			if next != nil {
+				next(name, from, to)
+			}
+		}
+	}
+	if s.OnTrip != nil {
+		inner := trip
+		trip = func(c gobreaker.Counts) bool {
+			if inner(c) {
+				s.OnTrip(c)
+				return true
+			}
+			return false
+		}
+	}
+	return gobreaker.Settings{
 		Name:          s.Name,
 		MaxRequests:   1,
+		Interval:      interval,
+		BucketPeriod:  bucket,
 		Timeout:       s.OpenFor,
-		ReadyToTrip:   func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
-		OnStateChange: onStateChange(s),
-		IsExcluded:    Excluded,
-	})
+		ReadyToTrip:   trip,
+		IsSuccessful:  successful,
+		OnStateChange: onState,
+		IsExcluded: func(err error) bool {
+			return Excluded(err) || s.Excluded != nil && s.Excluded(err)
+		},
+	}
 }
 
 // Excluded reports whether err is a call that failed before the remote side

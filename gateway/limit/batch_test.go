@@ -32,8 +32,19 @@ func newRedisSlow(t *testing.T, rs *testredis.Server) *Redis {
 func oneSender(t *testing.T, r *Redis, timeout time.Duration) {
 	t.Helper()
 	r.batch.close()
-	r.batch = newBatcher(r.client, timeout, 1024, 1)
+	r.batch = newBatcher(r.client, &RedisOptions{Timeout: timeout, WireTimeout: timeout, BusyTimeout: timeout,
+		PipelineMax: 1024, PipelineSenders: 1}, r.cb, r.hooks)
 	t.Cleanup(r.batch.close)
+}
+
+// patient gives r's calls d for everything (a caller's wait, the wire, the
+// busy bound): for tests whose subject is not the timeouts, under -race on
+// a busy machine.
+func patient(r *Redis, d time.Duration) {
+	r.timeout = d
+	if r.batch != nil {
+		r.batch.timeout, r.batch.wire, r.batch.busy = d, d, d
+	}
 }
 
 // inOneBatch holds Redis while n calls of fn queue behind a first one, then

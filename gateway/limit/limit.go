@@ -4,6 +4,19 @@
 // process for a single gateway. A refusal is a Decision, not an error;
 // errors are for failures (ErrUnavailable), which the gateway answers with
 // 503: it never fails open.
+//
+// How *Redis waits (pipeline.go, conns.go, failure.go): a request's call
+// joins the next pipelined batch; a sender makes the round trip under a
+// wire deadline of its own (WireTimeout) and reports it to the breaker as
+// ONE outcome (a TwoStepCircuitBreaker judging failures in a row or by
+// share over a window). The request waits Timeout for its reply, then
+// judges Redis by the limiter's sockets: silent (a request written
+// Timeout ago, nothing read since, no reply waiting unread) fails it
+// closed with ErrUnavailable; anything else is the node being late, and it
+// waits on up to BusyTimeout, then is shed with ErrBusy, uncharged when
+// its call was never sent. Code that changes how calls wait (leases)
+// should keep those three answers apart: a Redis failure, an overloaded
+// node, a decision.
 package limit
 
 import (

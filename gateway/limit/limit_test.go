@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
 
 	"vendorgate/shared/testredis"
 )
@@ -68,7 +69,7 @@ func TestLocalAllOrNothing(t *testing.T) {
 
 func newRedisOpts(t testing.TB, rs *testredis.Server, calls *atomic.Int64, pipeline bool) *Redis {
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
-		DialTimeout: 100 * time.Millisecond, ReadTimeout: 50 * time.Millisecond, WriteTimeout: 50 * time.Millisecond})
+		DialTimeout: 100 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
 	t.Cleanup(func() { c.Close() })
 	r, err := NewRedis(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, BreakerOpenFor: 200 * time.Millisecond,
 		Pipeline: pipeline, ObserveCall: func(time.Duration, error) {
@@ -156,13 +157,19 @@ func testRedisUnavailableAndBreaker(t *testing.T, pipeline bool) {
 	}
 	rs.Pause()
 	defer rs.Resume()
-	for i := 0; i < 3; i++ {
+	// Each call fails closed within its timeout; the breaker opens once
+	// enough round trips failed (on the wire, when pipelined: 500ms each).
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; r.State() != gobreaker.StateOpen; i++ {
 		start := time.Now()
 		if _, err := r.Allow(one("a", rate)); !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("paused Redis: %v", err)
 		}
 		if d := time.Since(start); d > 500*time.Millisecond {
 			t.Fatalf("took %s past a 50ms timeout", d)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("breaker still %s after %d calls", r.State(), i+1)
 		}
 	}
 	before := calls.Load()
@@ -197,10 +204,7 @@ func BenchmarkRedis(b *testing.B) {
 func benchRedis(b *testing.B, pipeline bool) {
 	rs := testredis.Start(b)
 	r := newRedisOpts(b, rs, nil, pipeline)
-	r.timeout = time.Second // a cold pool under RunParallel dials many connections at once
-	if r.batch != nil {
-		r.batch.timeout = time.Second
-	}
+	patient(r, time.Second) // a cold pool under RunParallel dials many connections at once
 	for _, multi := range []bool{false, true} {
 		name := "one-limit"
 		cs := one("vg:{v:bench}:reads", Rate{Name: "reads", Limit: 1 << 30, Period: time.Second})

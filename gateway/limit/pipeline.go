@@ -3,15 +3,28 @@ package limit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
 )
 
 // errClosed answers calls made after Close.
 var errClosed = errors.New("limiter closed")
+
+// errReadLate marks a round trip whose wire deadline passed with Redis'
+// reply already waiting unread: the node read late.
+var errReadLate = errors.New("redis reply waiting unread past the wire deadline (the gateway read late)")
+
+// replyLate reports whether err is such a round trip's.
+func replyLate(err error) bool { return errors.Is(err, errReadLate) }
+
+// errSilent answers a caller whose wait ran out while Redis gave no answer
+// to anyone: Redis is down or hung, and the request fails closed.
+var errSilent = fmt.Errorf("no answer from redis within the limiter timeout: %w", context.DeadlineExceeded)
 
 // batcher is auto-pipelining for the limit script: concurrent callers
 // enqueue their call, one goroutine takes whatever is queued (up to max)
@@ -21,17 +34,50 @@ var errClosed = errors.New("limiter closed")
 // connection per request for one per batch, which is most of what a limiter
 // call costs on both ends.
 //
-// Fail-closed semantics are the caller's as before: each caller waits at
-// most its own timeout and then gives up with an error (503), whatever the
-// batch answers later; a caller whose deadline passed while it was queued
-// is not sent at all. Nothing is retried (the client has MaxRetries -1).
+// How it waits, and whom it blames. A busy node (a CPU quota, neighbours
+// spinning on every core) runs the senders and the callers late: a reply
+// can sit in the socket buffer while the gateway is not scheduled. So the
+// batcher judges Redis by what Redis did, not by how late the gateway ran:
+//
+//   - The wire: a round trip has a deadline of its own (wire, longer than
+//     a caller's wait), set when it is sent, not the deadline of one of its
+//     callers. Each round trip is ONE outcome for the breaker, reported by
+//     the sender that made it (a TwoStepCircuitBreaker): a batch of fifty
+//     late callers is one late round trip, not fifty failures, and a call
+//     never sent (its caller gave up first) is no outcome at all.
+//   - The caller: it waits up to timeout for its reply, then judges the
+//     evidence, taken at the sockets (conns). Redis is silent when a
+//     request was written to it timeout ago or more, no byte has been read
+//     from Redis since, and no reply waits unread in a limiter connection's
+//     socket buffer (replies arriving on its connection); seen twice, a moment apart (the second look lets a sender that
+//     was just woken read what is already there), the caller fails closed
+//     (ErrUnavailable, 503): a few milliseconds past timeout, as before.
+//     Anything else is the node's doing, and the caller waits on, in steps
+//     of timeout/2, up to busy in all: nothing written yet (the senders got
+//     no core yet), replies arriving, or its own timer
+//     fired late (the node stalled: its clock says nothing of Redis). A
+//     caller that reaches busy without a silent Redis gives up with ErrBusy
+//     (the node cannot keep up: shed as 503 request_failed), never with
+//     ErrUnavailable.
+//   - A round trip whose wire deadline passed with Redis' reply already
+//     waiting unread (conns sees it at a read that timed out) was the
+//     node's lateness, not Redis': excluded from the breaker, and its
+//     callers fail with ErrBusy.
+//   - A caller that gives up before its call was sent takes it back: the
+//     senders skip it, so it is neither sent nor charged. Nothing is
+//     retried (the client has MaxRetries -1).
 //
 // A few senders work the queue, so that a few callers at a time (light
 // load) each go at once as before rather than waiting for one another.
 type batcher struct {
 	client  redis.UniversalClient
-	timeout time.Duration
+	timeout time.Duration // a caller's wait on a silent Redis
+	wire    time.Duration // one round trip's deadline
+	busy    time.Duration // a caller's wait in all while Redis answers
 	max     int
+	cb      *gobreaker.TwoStepCircuitBreaker[Decision]
+	hooks   *hooks
+	conns   *conns
 	queue   chan *call
 	stop    chan struct{}
 	done    chan struct{}
@@ -39,42 +85,54 @@ type batcher struct {
 	calls   sync.Pool
 	// cluster groups a batch by hash slot: one script's keys share a slot.
 	cluster bool
+	// beforeSend, when set (tests only), runs in the sender before it sends
+	// a batch: a sender that got its core late.
+	beforeSend func()
 	// batches counts pipelines sent, scripts the script calls in them,
 	// for tests.
 	batches atomic.Uint64
 	scripts atomic.Uint64
 }
 
+// A call's state: queued until a sender takes it (sent) or its caller
+// gives up first (withdrawn); whoever moves it first decides.
+const (
+	callQueued int32 = iota
+	callSent
+	callWithdrawn
+)
+
 // call is one caller's script call and the channel its reply arrives on.
-// A call is reused (calls pool) only by a caller that got its reply; one
-// that gave up leaves it to the garbage collector, since the batch may still
-// write to it.
+// A call is reused (calls pool) only by a caller that got its reply or
+// never queued it; one that gave up leaves it to the garbage collector,
+// since a sender may still hold it.
 type call struct {
-	keys     [MaxChecks]string
-	args     [3 * MaxChecks]any
-	n        int
-	deadline time.Time
-	reply    chan reply // capacity 1: the batch never blocks on a caller
-	timer    *time.Timer
+	keys  [MaxChecks]string
+	args  [3 * MaxChecks]any
+	n     int
+	state atomic.Int32
+	reply chan reply // capacity 1: the batch never blocks on a caller
+	timer *time.Timer
 }
 
 type reply struct {
 	v   []any
 	err error
-	at  time.Time // when the batch had the answer
 }
 
-func newBatcher(client redis.UniversalClient, timeout time.Duration, max, senders int) *batcher {
+func newBatcher(client redis.UniversalClient, o *RedisOptions, cb *gobreaker.TwoStepCircuitBreaker[Decision], h *hooks) *batcher {
 	_, cluster := client.(*redis.ClusterClient)
-	b := &batcher{client: client, timeout: timeout, max: max, cluster: cluster,
-		queue: make(chan *call, 4*max), stop: make(chan struct{}), done: make(chan struct{})}
+	b := &batcher{client: client, timeout: o.Timeout, wire: o.WireTimeout, busy: o.BusyTimeout, max: o.PipelineMax,
+		cb: cb, hooks: h, conns: new(conns), cluster: cluster,
+		queue: make(chan *call, 4*o.PipelineMax), stop: make(chan struct{}), done: make(chan struct{})}
+	b.conns.watch(client)
 	b.calls.New = func() any {
 		t := time.NewTimer(time.Hour)
 		t.Stop()
 		return &call{reply: make(chan reply, 1), timer: t}
 	}
 	var wg sync.WaitGroup
-	for i := 0; i < senders; i++ {
+	for i := 0; i < o.PipelineSenders; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -98,7 +156,8 @@ func (b *batcher) close() {
 }
 
 // do runs the limit script for cs through the next batch and returns its
-// raw reply. It returns within the timeout whatever Redis does.
+// raw reply. It returns within timeout when Redis is silent, and within
+// busy whatever happens.
 func (b *batcher) do(cs *Checks) ([]any, error) {
 	select {
 	case <-b.stop:
@@ -117,40 +176,90 @@ func (b *batcher) do(cs *Checks) ([]any, error) {
 		emission := ch.Rate.Period.Seconds() / float64(ch.Rate.Limit)
 		c.args[3*i], c.args[3*i+1], c.args[3*i+2] = emission, emission*float64(ch.Rate.burst()), shadow
 	}
-	c.deadline = time.Now().Add(b.timeout)
+	c.state.Store(callQueued)
+	start := time.Now()
+	due := start.Add(b.timeout)
 	c.timer.Reset(b.timeout)
-	select {
-	case b.queue <- c:
-	case <-c.timer.C:
-		b.calls.Put(c) // never queued: nobody else holds it
-		return nil, context.DeadlineExceeded
-	case <-b.stop:
-		c.timer.Stop()
-		return nil, errClosed
-	}
-	// c goes back to the pool only after its last read: another caller may
-	// take it at once.
-	select {
-	case r := <-c.reply:
-		c.timer.Stop()
-		late := r.at.After(c.deadline)
-		b.calls.Put(c)
-		if late {
-			return nil, context.DeadlineExceeded // the timer ran late; the deadline did not
-		}
-		return r.v, r.err
-	case <-c.timer.C:
+	in := b.queue
+	suspect := false // Redis looked silent at the last look
+	for {
 		select {
+		case in <- c:
+			in = nil // queued: now wait for the reply
 		case r := <-c.reply:
-			late := r.at.After(c.deadline)
-			b.calls.Put(c)
-			if late {
-				return nil, context.DeadlineExceeded // answered too late: fail closed
+			c.timer.Stop()
+			b.calls.Put(c) // a sender wrote its last: nobody else holds it
+			return r.v, r.err
+		case <-c.timer.C:
+			now := time.Now()
+			next, err := b.judge(start, due, now, &suspect)
+			if err == nil {
+				due = next
+				c.timer.Reset(next.Sub(now))
+				continue
 			}
-			return r.v, r.err // answered in time; this goroutine only ran late
-		default:
-			return nil, context.DeadlineExceeded // c is abandoned to the batch
+			return nil, b.giveUp(c, in != nil, err)
+		case <-b.stop:
+			c.timer.Stop()
+			return nil, b.giveUp(c, in != nil, errClosed)
 		}
+	}
+}
+
+// judge is a caller's verdict when its wait (due) is up at now: wait on
+// until the returned time, or give up with the returned error. Redis must
+// look silent at two looks in a row to fail the caller closed; a look
+// taken on a timer that fired late counts for nothing (the node stalled).
+// Past busy since start, a caller facing no silent Redis is shed.
+func (b *batcher) judge(start, due, now time.Time, suspect *bool) (time.Time, error) {
+	stalled := now.Sub(due) > max(b.timeout/25, time.Millisecond)
+	if now.Sub(start) >= b.busy { // the last look, late or not
+		if b.silent() {
+			return time.Time{}, errSilent
+		}
+		return time.Time{}, ErrBusy
+	}
+	silent := !stalled && b.silent()
+	if silent && *suspect {
+		return time.Time{}, errSilent
+	}
+	*suspect = silent
+	step := b.timeout / 2
+	if silent {
+		step = max(b.timeout/10, time.Millisecond) // the second look
+	}
+	next := now.Add(step)
+	if end := start.Add(b.busy); next.After(end) {
+		next = end
+	}
+	return next, nil
+}
+
+// silent reports whether Redis is silent: a request written to it timeout
+// ago or more, no byte read from it since, and no reply waiting unread (see
+// conns).
+func (b *batcher) silent() bool { return b.conns.silent(b.timeout) }
+
+// giveUp ends a caller's wait with err. A call still queued is withdrawn
+// (never sent, not charged, counted); one a sender already took is left to
+// it: its reply, if it came meanwhile, is taken after all.
+func (b *batcher) giveUp(c *call, neverQueued bool, err error) error {
+	if neverQueued {
+		c.timer.Stop()
+		b.calls.Put(c) // never queued: nobody else holds it
+		b.hooks.onUnsent()
+		return err
+	}
+	if c.state.CompareAndSwap(callQueued, callWithdrawn) {
+		b.hooks.onUnsent() // the sender that meets it skips it
+		return err
+	}
+	select {
+	case r := <-c.reply: // answered meanwhile: this goroutine only ran late
+		b.calls.Put(c)
+		return r.err
+	default:
+		return err // c is abandoned to the batch
 	}
 }
 
@@ -186,7 +295,9 @@ func (b *batcher) drain() {
 	for {
 		select {
 		case c := <-b.queue:
-			c.reply <- reply{err: errClosed}
+			if c.state.CompareAndSwap(callQueued, callSent) {
+				c.reply <- reply{err: errClosed}
+			}
 		default:
 			return
 		}
@@ -196,26 +307,33 @@ func (b *batcher) drain() {
 // send makes one round trip for the callers of batch still waiting: ONE
 // script call for the whole batch (with Redis Cluster, one per hash slot,
 // pipelined), and a second round trip only for NOSCRIPT (a Redis that lost
-// its scripts: EVAL loads it again).
+// its scripts: EVAL loads it again). The round trip is one outcome for the
+// breaker; with the breaker open (or its one half-open probe in flight) the
+// batch is not sent and its callers fail closed.
 func (b *batcher) send(batch []*call) {
-	now := time.Now()
+	if b.beforeSend != nil {
+		b.beforeSend()
+	}
 	live := batch[:0]
-	var deadline time.Time
 	for _, c := range batch {
-		if !c.deadline.After(now) {
-			c.reply <- reply{err: context.DeadlineExceeded} // its caller has given up: not charged
-			continue
-		}
-		live = append(live, c)
-		if c.deadline.After(deadline) {
-			deadline = c.deadline
-		}
+		if c.state.CompareAndSwap(callQueued, callSent) {
+			live = append(live, c)
+		} // else its caller gave up first: not sent, not charged
 	}
 	if len(live) == 0 {
 		return
 	}
+	done, err := b.cb.Allow()
+	if err != nil {
+		err = fmt.Errorf("breaker %s: %w", BreakerName, err)
+		for _, c := range live {
+			c.reply <- reply{err: err}
+		}
+		return
+	}
 	b.batches.Add(1)
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	lateBefore := b.conns.lateReads.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), b.wire)
 	defer cancel()
 	groups := b.group(live)
 	keys := make([][]string, len(groups))
@@ -239,12 +357,33 @@ func (b *batcher) send(batch []*call) {
 			cmds[i] = allowBatch.Eval(ctx, b.client, keys[i], args[i]...)
 		}
 	}
-	at := time.Now()
+	var failed error
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil && failed == nil {
+			failed = err
+		}
+	}
+	// A timeout while a reply sat unread in a socket was the node's doing:
+	// excluded from the breaker, its callers shed.
+	late := failed != nil && KindOf(failed) == FailTimeout && b.conns.lateReads.Load() != lateBefore
+	if late {
+		failed = fmt.Errorf("%w: %w", errReadLate, failed)
+	}
+	done(failed)
+	if failed != nil && !late {
+		b.hooks.onFailure(failed)
+	}
 	for i, g := range groups {
 		v, err := cmds[i].Slice()
+		if late {
+			// Redis answered in time; this gateway read too late and lost
+			// the reply with the connection. Its callers fail, but as an
+			// overloaded node, never as a Redis outage.
+			err = fmt.Errorf("%w: %w", ErrBusy, failed)
+		}
 		off := 0
 		for _, c := range g {
-			r := reply{err: err, at: at}
+			r := reply{err: err}
 			if n := 4 * c.n; err == nil {
 				if off+n > len(v) {
 					r.err = errors.New("limit script answered fewer values than its calls asked")

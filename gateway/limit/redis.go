@@ -26,19 +26,55 @@ type RedisOptions struct {
 	// Client is a plain, Sentinel or Cluster client. It should have
 	// MaxRetries -1: a retried EVALSHA can charge a bucket twice.
 	Client redis.UniversalClient
-	// Timeout bounds one call. Default 50ms: past it the request fails
-	// closed instead of queueing behind a sick Redis.
+	// Timeout is how long a request waits on a silent Redis. Default 50ms:
+	// past it, with no answer from Redis to anyone meanwhile, the request
+	// fails closed instead of queueing behind a sick Redis.
 	Timeout time.Duration
+	// WireTimeout bounds one pipelined round trip on the wire (its socket
+	// deadline, set when the batch is sent); past it the round trip is one
+	// failure for the breaker. Default 500ms, at least Timeout: a sender
+	// that got its core late must find the reply still readable, not an
+	// i/o timeout with the reply already in the socket buffer. The client
+	// should have ReadTimeout and WriteTimeout at least this long.
+	WireTimeout time.Duration
+	// BusyTimeout is how long in all a request may wait while Redis is
+	// visibly answering (round trips answered meanwhile) though its own
+	// Timeout passed: the node is busy, not Redis. Past it the request
+	// fails with ErrBusy. Default 1s, at least Timeout.
+	BusyTimeout time.Duration
 	// BreakerOpenFor is how long the breaker stays open before it lets one
 	// probe through. Default 2s.
 	BreakerOpenFor time.Duration
-	// BreakerFailures is how many consecutive failures open it. Default 3.
+	// BreakerFailures is how many failed round trips (a batch is one)
+	// within BreakerWindow open the breaker: in a row, or when they are
+	// also at least BreakerFailureRatio of the round trips that finished in
+	// it. Default 3.
 	BreakerFailures int
+	// BreakerWindow is the rolling window of the failure ratio. Default 3s.
+	// (Failures in a row open the breaker whenever they ended.)
+	BreakerWindow time.Duration
+	// BreakerFailureRatio is the share of failed round trips within the
+	// window that opens the breaker. Default 0.5: one late round trip among
+	// many answered ones opens nothing; a dead Redis fails them all.
+	BreakerFailureRatio float64
 	// OnStateChange is told of every breaker transition (metrics, logs). It
 	// runs under the breaker's lock: it must not call back into the breaker.
 	OnStateChange func(name string, from, to gobreaker.State)
-	// ObserveCall is told the duration and error of every Redis call.
+	// OnBreakerOpen is told why the breaker opened, after OnStateChange:
+	// the kind of the failure that opened it and a sentence for the log.
+	// It runs under the breaker's lock too.
+	OnBreakerOpen func(kind FailureKind, why string)
+	// ObserveCall is told the duration and error of every limiter call
+	// (one per request that asked Redis).
 	ObserveCall func(d time.Duration, err error)
+	// OnFailure is told of every failed round trip to Redis (a batch is
+	// one), with its kind.
+	OnFailure func(kind FailureKind, err error)
+	// OnUnsent is told of every call given up before it was sent (its
+	// request failed without being charged).
+	OnUnsent func()
+	// OnBusy is told of every call that failed with ErrBusy.
+	OnBusy func()
 	// Now is the clock of the in-process denial memory; time.Now when nil.
 	Now func() time.Time
 	// Pipeline sends the calls of concurrent requests together, as one
@@ -63,7 +99,8 @@ type Redis struct {
 	rl      *redis_rate.Limiter
 	client  redis.UniversalClient
 	timeout time.Duration
-	cb      *gobreaker.CircuitBreaker[Decision]
+	cb      *gobreaker.TwoStepCircuitBreaker[Decision]
+	hooks   *hooks
 	observe func(time.Duration, error)
 	now     func() time.Time
 	seed    maphash.Seed
@@ -92,22 +129,41 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 	if o.BreakerFailures <= 0 {
 		o.BreakerFailures = 3
 	}
+	if o.BreakerWindow <= 0 {
+		o.BreakerWindow = 3 * time.Second
+	}
+	if o.BreakerFailureRatio <= 0 || o.BreakerFailureRatio > 1 {
+		o.BreakerFailureRatio = 0.5
+	}
+	if o.WireTimeout <= 0 {
+		o.WireTimeout = 500 * time.Millisecond
+	}
+	o.WireTimeout = max(o.WireTimeout, o.Timeout)
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = time.Second
+	}
+	o.BusyTimeout = max(o.BusyTimeout, o.Timeout)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.ObserveCall == nil {
 		o.ObserveCall = func(time.Duration, error) {}
 	}
+	h := &hooks{failure: o.OnFailure, unsent: o.OnUnsent, busy: o.OnBusy, open: o.OnBreakerOpen}
 	r := &Redis{
 		rl:      redis_rate.NewLimiter(o.Client),
 		client:  o.Client,
 		timeout: o.Timeout,
+		hooks:   h,
 		observe: o.ObserveCall,
 		now:     o.Now,
 		seed:    maphash.MakeSeed(),
 	}
-	r.cb = breaker.New[Decision](breaker.Settings{Name: BreakerName, Failures: o.BreakerFailures,
-		OpenFor: o.BreakerOpenFor, OnStateChange: o.OnStateChange})
+	r.cb = breaker.NewTwoStep[Decision](breaker.Settings{Name: BreakerName, Failures: o.BreakerFailures,
+		Window: o.BreakerWindow, FailureRatio: o.BreakerFailureRatio, OpenFor: o.BreakerOpenFor,
+		OnTrip:        func(c gobreaker.Counts) { h.counts = c },
+		Excluded:      replyLate, // the gateway read late: not Redis' failure
+		OnStateChange: h.onStateChange(o.OnStateChange, o.BreakerWindow.String())})
 	for i := range r.denied {
 		r.denied[i].m = make(map[string]denial)
 	}
@@ -118,7 +174,7 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 		if o.PipelineSenders <= 0 {
 			o.PipelineSenders = 2
 		}
-		r.batch = newBatcher(o.Client, o.Timeout, o.PipelineMax, o.PipelineSenders)
+		r.batch = newBatcher(o.Client, &o, r.cb, h)
 	}
 	return r, nil
 }
@@ -135,8 +191,9 @@ func (r *Redis) Close() {
 // time is up to half-open.
 func (r *Redis) State() gobreaker.State { return r.cb.State() }
 
-// Allow checks cs in Redis. Redis down, slow past Timeout, or the breaker
-// open: ErrUnavailable, never an allowed Decision.
+// Allow checks cs in Redis. Redis down, silent past Timeout, or the
+// breaker open: ErrUnavailable; the node too busy to get an answer within
+// BusyTimeout while Redis answers: ErrBusy; never an allowed Decision.
 func (r *Redis) Allow(cs Checks) (Decision, error) {
 	if cs.Count == 0 {
 		return Decision{Allowed: true}, nil
@@ -153,11 +210,11 @@ func (r *Redis) Allow(cs Checks) (Decision, error) {
 			return d, nil
 		}
 	}
-	d, err := r.cb.Execute(func() (Decision, error) { return r.call(&cs) })
+	if r.cb.State() == gobreaker.StateOpen {
+		return Decision{}, fmt.Errorf("%w: breaker %s: %w", ErrUnavailable, BreakerName, gobreaker.ErrOpenState)
+	}
+	d, err := r.call(&cs)
 	if err != nil {
-		if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
-			return Decision{}, fmt.Errorf("%w: breaker %s", ErrUnavailable, err)
-		}
 		return Decision{}, err
 	}
 	if !d.Allowed {
@@ -170,7 +227,8 @@ func (r *Redis) Allow(cs Checks) (Decision, error) {
 	return d, nil
 }
 
-// call makes the one round trip of a decision.
+// call makes the one round trip of a decision: through the batcher, which
+// reports each round trip to the breaker itself, or alone.
 func (r *Redis) call(cs *Checks) (Decision, error) {
 	start := time.Now()
 	var d Decision
@@ -184,7 +242,12 @@ func (r *Redis) call(cs *Checks) (Decision, error) {
 		d, err = r.callAlone(cs)
 	}
 	r.observe(time.Since(start), err)
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrBusy):
+		r.hooks.onBusy()
+		return Decision{}, err
+	default:
 		return Decision{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	d.decide(cs)
@@ -192,14 +255,27 @@ func (r *Redis) call(cs *Checks) (Decision, error) {
 }
 
 // callAlone makes the call on a connection of its own, bounded by the
-// timeout.
+// timeout: one round trip, one outcome for the breaker. (Without the
+// batcher a caller is its own sender: a busy node's late caller still
+// counts a late round trip, among the window's others.)
 func (r *Redis) callAlone(cs *Checks) (Decision, error) {
+	done, err := r.cb.Allow()
+	if err != nil {
+		return Decision{}, fmt.Errorf("breaker %s: %w", BreakerName, err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	defer cancel()
+	var d Decision
 	if cs.Count == 1 {
-		return r.allowOne(ctx, cs)
+		d, err = r.allowOne(ctx, cs)
+	} else {
+		d, err = r.allowAll(ctx, cs)
 	}
-	return r.allowAll(ctx, cs)
+	done(err)
+	if err != nil {
+		r.hooks.onFailure(err)
+	}
+	return d, err
 }
 
 // allowOne is redis_rate's AllowN for a request under one limit.

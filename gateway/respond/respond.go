@@ -58,7 +58,8 @@ func Internal() *apierr.Error { return errInternal }
 
 // Error writes the answer for err and reports whether err was unexpected
 // (the caller logs it; it is never shown). Redis trouble → 503
-// rate_limit_unavailable; backend refused or breaker open → 503
+// rate_limit_unavailable; the node too busy to get a limit decided while
+// Redis answers (limit.ErrBusy), backend refused or breaker open → 503
 // request_failed; backend timeout → 504 request_failed; anything else
 // unknown → 500 internal_error.
 func (w *Writer) Error(ctx *fasthttp.RequestCtx, err error) (unexpected bool) {
@@ -71,6 +72,8 @@ func (w *Writer) Error(ctx *fasthttp.RequestCtx, err error) (unexpected bool) {
 		w.Write(ctx, ae, 0)
 	case errors.Is(err, limit.ErrUnavailable):
 		w.Write(ctx, errLimiterDown, time.Second)
+	case errors.Is(err, limit.ErrBusy): // the node is overloaded, not Redis
+		w.Write(ctx, errBackendDown, time.Second)
 	case errors.Is(err, proxy.ErrTimeout):
 		w.Write(ctx, errBackendTimeout, 0)
 	case errors.Is(err, proxy.ErrUnavailable), errors.Is(err, backendapi.ErrUnavailable):

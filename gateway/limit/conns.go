@@ -1,0 +1,169 @@
+package limit
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// conns watches the limiter client's connections at the socket, so that a
+// caller about to call Redis silent judges by what went over the wire, not
+// by when the gateway's goroutines got a core: a go-redis dial hook wraps
+// each connection and notes when a write to Redis completed and when a read
+// returned bytes. Redis is silent when a connection has waited for an
+// answer (written after its last read) for a caller's timeout, no
+// connection has read a byte since that write, and no reply is waiting
+// unread in its socket buffer (peeked, never read). A request written late
+// (a sender that got its core late) is not yet waited on; a reply that
+// arrived while the gateway was not scheduled is waiting, not missing.
+type conns struct {
+	epoch    time.Time
+	lastRead atomic.Int64 // ns since epoch: the latest read that returned bytes, on any connection
+	mu       sync.Mutex
+	set      map[*watchedConn]syscall.RawConn // nil RawConn: cannot be peeked (TLS)
+	// lateReads counts reads that timed out with Redis' reply already
+	// waiting in the socket buffer: the wire deadline passed while the
+	// gateway was not scheduled to read, not while Redis was silent.
+	// (go-redis drops such a connection as for any timeout; the count is
+	// how the round trip learns whose lateness it was.)
+	lateReads atomic.Int64
+	// beforeRead, when set (tests only, before the first dial), runs
+	// before each read: a reader that got its core late.
+	beforeRead func()
+}
+
+// watch adds c as a hook to the client, or to every node of a Cluster.
+// It must be called before the client dials.
+func (c *conns) watch(client redis.UniversalClient) {
+	c.epoch = time.Now()
+	c.lastRead.Store(math.MinInt64 / 2)
+	c.set = make(map[*watchedConn]syscall.RawConn)
+	switch cl := client.(type) {
+	case *redis.ClusterClient:
+		cl.OnNewNode(func(n *redis.Client) { n.AddHook(c) })
+	case *redis.Client:
+		cl.AddHook(c)
+	}
+}
+
+func (c *conns) now() int64 { return int64(time.Since(c.epoch)) }
+
+// DialHook wraps each new connection.
+func (c *conns) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err != nil {
+			return conn, err
+		}
+		w := &watchedConn{Conn: conn, w: c}
+		var out net.Conn = w
+		// Only a plain socket is peeked, and only it keeps offering go-redis
+		// its raw handle: go-redis deliberately does not look into TLS.
+		if sc, ok := conn.(syscall.Conn); ok {
+			if w.raw, err = sc.SyscallConn(); err != nil {
+				w.raw = nil
+			}
+			out = watchedSysConn{w, sc}
+		}
+		c.mu.Lock()
+		c.set[w] = w.raw
+		c.mu.Unlock()
+		return out, nil
+	}
+}
+
+// ProcessHook leaves commands as they are.
+func (c *conns) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+// ProcessPipelineHook leaves pipelines as they are.
+func (c *conns) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// silent reports whether Redis has been silent for timeout at now (see
+// conns).
+func (c *conns) silent(timeout time.Duration) bool {
+	now := c.now()
+	last := c.lastRead.Load()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	waited := false
+	for w, raw := range c.set {
+		wrote := w.wrote.Load()
+		if wrote == 0 || wrote <= w.read.Load() {
+			continue // nothing asked, or answered (at least in part)
+		}
+		if raw != nil {
+			if waiting, _ := peek(raw); waiting {
+				return false // Redis answered; the gateway has not read it yet
+			}
+		}
+		if now-wrote >= int64(timeout) && last < wrote {
+			waited = true
+		}
+	}
+	return waited
+}
+
+// watchedConn notes when writes completed and reads returned bytes.
+type watchedConn struct {
+	net.Conn
+	w           *conns
+	raw         syscall.RawConn // nil: cannot be peeked
+	wrote, read atomic.Int64    // ns since the epoch; 0: never
+}
+
+func (c *watchedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.wrote.Store(max(c.w.now(), 1))
+	}
+	return n, err
+}
+
+func (c *watchedConn) Read(p []byte) (int, error) {
+	if c.w.beforeRead != nil {
+		c.w.beforeRead()
+	}
+	n, err := c.Conn.Read(p)
+	var ne net.Error
+	if n == 0 && c.raw != nil && errors.As(err, &ne) && ne.Timeout() {
+		if waiting, _ := peek(c.raw); waiting {
+			c.w.lateReads.Add(1)
+			return 0, err
+		}
+	}
+	if n > 0 {
+		t := max(c.w.now(), 1)
+		c.read.Store(t)
+		for last := c.w.lastRead.Load(); last < t && !c.w.lastRead.CompareAndSwap(last, t); last = c.w.lastRead.Load() {
+		}
+	}
+	return n, err
+}
+
+func (c *watchedConn) Close() error {
+	c.w.mu.Lock()
+	delete(c.w.set, c)
+	c.w.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// NetConn is the wrapped connection, for code that unwraps.
+func (c *watchedConn) NetConn() net.Conn { return c.Conn }
+
+// watchedSysConn is a watched plain socket: go-redis' own health checks
+// keep its raw handle.
+type watchedSysConn struct {
+	*watchedConn
+	sc syscall.Conn
+}
+
+func (c watchedSysConn) SyscallConn() (syscall.RawConn, error) { return c.sc.SyscallConn() }
