@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/config"
+	"vendorgate/gateway/connlimit"
 	"vendorgate/shared/idleconn"
 )
 
@@ -24,7 +25,17 @@ func (g *Gateway) Serve(pub, adm net.Listener) error {
 	}
 	g.served = []net.Listener{pub, adm}
 	g.servedMu.Unlock()
-	pub = idleconn.NewListener(pub, idleconn.Options{Idle: g.streamIdle})
+	// Each peer holds at most maxConnsPerPeer connections (trusted proxies
+	// exempt); one more is answered 429 and closed before fasthttp gives it
+	// a goroutine or a buffer.
+	bounded, err := connlimit.NewListener(pub, connlimit.Options{PerPeer: g.maxConnsPerPeer, Exempt: g.connExempt,
+		Refusal: g.connRefusal, OnRefuse: g.connsRefused.Inc})
+	if err != nil {
+		_ = pub.Close()
+		_ = adm.Close()
+		return fmt.Errorf("serve: %w", err)
+	}
+	pub = idleconn.NewListener(bounded, idleconn.Options{Idle: g.streamIdle})
 	go func() {
 		if err := g.admin.Serve(adm); err != nil {
 			g.log.Error("admin listener stopped", "err", err)
