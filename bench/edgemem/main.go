@@ -56,6 +56,7 @@ type options struct {
 	baseline time.Duration
 	rate     int
 	env      string
+	reopen   time.Duration
 }
 
 func main() {
@@ -63,12 +64,13 @@ func main() {
 	flag.StringVar(&o.gateway, "gateway", "", "gateway binary to measure (default: build ./cmd/gateway of this checkout)")
 	flag.IntVar(&o.conns, "conns", 1000, "attack connections kept open at once")
 	flag.IntVar(&o.peers, "peers", 250, "loopback source addresses (127.0.0.2 onwards) the attack connections are spread over")
-	flag.StringVar(&o.mode, "mode", "headers", "headers: send the headers of a POST announcing -body bytes at once; slow: send them one byte a second")
+	flag.StringVar(&o.mode, "mode", "headers", "headers: send the headers of a POST announcing -body bytes at once, and no body; slowbody: then the body one byte a second; slowheaders: the headers one byte a second")
 	flag.IntVar(&o.body, "body", 1<<20, "announced Content-Length of the attack requests")
 	flag.DurationVar(&o.hold, "hold", 20*time.Second, "how long the attack connections are kept open (a closed one is opened again)")
 	flag.DurationVar(&o.after, "after", 60*time.Second, "observation after the attack connections closed")
 	flag.DurationVar(&o.baseline, "baseline", 10*time.Second, "idle observation before the attack")
 	flag.IntVar(&o.rate, "rate", 100, "requests a second of the good client")
+	flag.DurationVar(&o.reopen, "reopen", time.Second, "pause before a connection the gateway answered or closed is opened again")
 	flag.StringVar(&o.env, "env", "", "extra gateway environment, comma-separated NAME=value")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -80,8 +82,8 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
-	if o.mode != "headers" && o.mode != "slow" {
-		return fmt.Errorf("-mode %q: headers or slow", o.mode)
+	if o.mode != "headers" && o.mode != "slowbody" && o.mode != "slowheaders" {
+		return fmt.Errorf("-mode %q: headers, slowbody or slowheaders", o.mode)
 	}
 	raiseFileLimit()
 	dir, err := os.MkdirTemp("", "edgemem")
@@ -168,7 +170,7 @@ func run(ctx context.Context, o options) error {
 	_ = warm
 	base := phase("baseline", o.baseline)
 
-	atk := &attacker{addr: addr, conns: o.conns, peers: o.peers, mode: o.mode, body: o.body}
+	atk := &attacker{addr: addr, conns: o.conns, peers: o.peers, mode: o.mode, body: o.body, reopen: o.reopen}
 	actx, astop := context.WithCancel(ctx)
 	attackDone := make(chan struct{})
 	go func() { atk.run(actx); close(attackDone) }()
@@ -436,6 +438,7 @@ type attacker struct {
 	addr                              string
 	conns, peers, body                int
 	mode                              string
+	reopen                            time.Duration
 	opened, answered, cut, dialFailed atomic.Int64
 	statusMu                          sync.Mutex
 	statuses                          map[int]int
@@ -452,6 +455,10 @@ func (a *attacker) run(ctx context.Context) {
 			d := net.Dialer{LocalAddr: src, Timeout: 5 * time.Second}
 			for ctx.Err() == nil {
 				a.once(ctx, &d)
+				select {
+				case <-ctx.Done():
+				case <-time.After(a.reopen):
+				}
 			}
 		}(i)
 		if i%100 == 99 {
@@ -466,7 +473,6 @@ func (a *attacker) once(ctx context.Context, d *net.Dialer) {
 	if err != nil {
 		if ctx.Err() == nil {
 			a.dialFailed.Add(1)
-			time.Sleep(100 * time.Millisecond)
 		}
 		return
 	}
@@ -475,14 +481,19 @@ func (a *attacker) once(ctx context.Context, d *net.Dialer) {
 	defer stop()
 	defer c.Close()
 	head := "POST /api/vendor/v1/orders HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(a.body) + "\r\n\r\n"
-	if a.mode == "headers" {
-		if _, err := io.WriteString(c, head); err != nil {
-			return
-		}
-	} else {
+	// The bytes sent one a second: none (headers), the body after the
+	// headers (slowbody), or the headers themselves (slowheaders).
+	next := func(int) byte { return 'x' }
+	n := a.body
+	if a.mode == "slowheaders" {
+		next, n = func(i int) byte { return head[i] }, len(head)
+	} else if _, err := io.WriteString(c, head); err != nil {
+		return
+	}
+	if a.mode != "headers" {
 		go func() {
-			for i := 0; i < len(head); i++ {
-				if _, err := c.Write([]byte{head[i]}); err != nil {
+			for i := 0; i < n; i++ {
+				if _, err := c.Write([]byte{next(i)}); err != nil {
 					return
 				}
 				select {
