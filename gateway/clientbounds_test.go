@@ -114,14 +114,17 @@ func TestUnauthenticatedBodiesHoldNoMemory(t *testing.T) {
 	for err := range errs {
 		t.Fatalf("a connection without a key: %v", err)
 	}
-	// Once they are gone, nothing of theirs is kept: heapInUse collects
-	// twice, so that pooled buffers (sync.Pool's victim cache) go too.
+	// Once they are gone, nothing of theirs is kept (within 10 %, or 1 MiB
+	// of noise): heapInUse collects twice, so that pooled buffers
+	// (sync.Pool's victim cache) go too.
 	for _, c := range cs {
 		c.Close()
 	}
 	time.Sleep(200 * time.Millisecond) // the server closes its side
 	heapInUse()
-	if after := heapInUse(); int64(after)-int64(base) > 4<<20 {
+	after := heapInUse()
+	t.Logf("heap in use %.1f MiB after the connections closed (%.1f MiB before)", float64(after)/(1<<20), float64(base)/(1<<20))
+	if int64(after)-int64(base) > max(int64(base)/10, 1<<20) {
 		t.Errorf("heap in use %d MiB after the connections closed, %d MiB before", after>>20, base>>20)
 	}
 }
