@@ -45,8 +45,30 @@ type Gateway struct {
 	KeyCache       KeyCache   `yaml:"key_cache"`
 	Proxy          Proxy      `yaml:"proxy"`
 	TrustedProxies List       `yaml:"trusted_proxies" env:"GATEWAY_TRUSTED_PROXIES"`
-	// MaxBodyBytes bounds a request body (413 past it). Default 1 MiB.
+	// MaxBodyBytes is the ceiling of any request body: OrderBodyBytes is
+	// capped at it. Default 1 MiB.
 	MaxBodyBytes int `yaml:"max_body_bytes" env:"GATEWAY_MAX_BODY_BYTES"`
+
+	// What a client holds before it has shown a key. fasthttp sets aside a
+	// request's announced Content-Length before the handler runs, so the
+	// body limit is decided from the headers alone: only a POST whose
+	// X-API-Key is well-formed and carries this deployment's MAC may send a
+	// body (OrderBodyBytes); any other request may send none.
+	//
+	// OrderBodyBytes bounds the body of an order placement (413
+	// payload_too_large past it), the only route that takes one. Default
+	// 16 KiB: the largest valid order is about 4 KB of JSON with escaped
+	// names. Capped at MaxBodyBytes (OrderBodyLimit).
+	OrderBodyBytes int `yaml:"order_body_bytes" env:"GATEWAY_ORDER_BODY_BYTES"`
+	// MaxConnsPerPeer is the most connections one TCP peer (an IPv4
+	// address, an IPv6 /64) holds open at once; one more is answered 429
+	// rate_limited and closed. Trusted proxies are exempt. Default 64: a
+	// vendor within its limits needs a handful of keep-alive connections.
+	MaxConnsPerPeer int `yaml:"max_conns_per_peer" env:"GATEWAY_MAX_CONNS_PER_PEER"`
+	// ReadTimeout bounds the reading of a request's headers, from its first
+	// byte (on a new connection, from the accept), and again of its body.
+	// Default 10s.
+	ReadTimeout time.Duration `yaml:"read_timeout" env:"GATEWAY_READ_TIMEOUT"`
 	// ShutdownDelay keeps serving after SIGTERM while /readyz answers 503,
 	// so a load balancer drains the replica before its listener closes.
 	// Default 0 (set it to the balancer's probe interval, e.g. 5s).
@@ -65,6 +87,10 @@ type Gateway struct {
 	// a file. LoadGateway sets it; it is not a setting.
 	Version string `yaml:"-"`
 }
+
+// OrderBodyLimit is the body limit of an order placement in force:
+// OrderBodyBytes, capped at MaxBodyBytes.
+func (c *Gateway) OrderBodyLimit() int { return min(c.OrderBodyBytes, c.MaxBodyBytes) }
 
 // Usage is the per-vendor usage counting behind the usage view.
 type Usage struct {
@@ -206,6 +232,11 @@ func DefaultGateway() *Gateway {
 		LogLevel:      "info",
 		Usage:         Usage{FlushInterval: 5 * time.Second},
 		Version:       DefaultsVersion,
+
+		// Client bounds.
+		OrderBodyBytes:  16 << 10,
+		MaxConnsPerPeer: 64,
+		ReadTimeout:     10 * time.Second,
 	}
 }
 
@@ -321,6 +352,16 @@ func (c *Gateway) Validate() error {
 	}
 	if c.MaxBodyBytes <= 0 {
 		add("max_body_bytes must be positive")
+	}
+	// Client bounds.
+	if c.OrderBodyBytes <= 0 {
+		add("order_body_bytes must be positive (default 16384)")
+	}
+	if c.MaxConnsPerPeer <= 0 {
+		add("max_conns_per_peer must be positive (default 64; list a load balancer in trusted_proxies to exempt it)")
+	}
+	if c.ReadTimeout < time.Second || c.ReadTimeout > 5*time.Minute {
+		add("read_timeout: %s must be between 1s and 5m (default 10s)", c.ReadTimeout)
 	}
 	if c.ShutdownGrace < 0 || c.ShutdownDelay < 0 || c.ShutdownDelay > time.Minute {
 		add("shutdown_grace must not be negative; shutdown_delay must be between 0 and 1m")

@@ -101,8 +101,16 @@ func (g *Gateway) serveRefusal(ctx *fasthttp.RequestCtx, e *apierr.Error) {
 }
 
 // serverError answers what fasthttp refused before routing: a body over
-// the limit (413), headers over the buffer (431), a malformed request (400).
+// its limit (an announced one unread, answered from the headers by the
+// unread router: clientbounds.go; a chunked one cut midway, whose headers
+// fasthttp has reset, 413), headers over the buffer (431), a malformed
+// request (400).
 func (g *Gateway) serverError(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) && ctx.Request.Header.ContentLength() > 0 {
+		defer g.recoverPanic(ctx)
+		g.unread.Handler(ctx)
+		return
+	}
 	ex := exchange{start: time.Now(), route: routeUnmatched}
 	g.setRequestID(ctx, &ex)
 	ex.client = clientip.Peer(ctx)

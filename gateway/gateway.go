@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fasthttp/router"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
@@ -76,6 +77,16 @@ type Gateway struct {
 	metrics  *admin.Metrics
 	router   *router.Router
 	server   *fasthttp.Server
+
+	// Client bounds (clientbounds.go): the body limit and read timeout
+	// headerReceived gives, the router of requests whose body was refused
+	// unread, and the connections per peer Serve admits.
+	orderBodyBytes  int
+	readTimeout     time.Duration
+	unread          *router.Router
+	maxConnsPerPeer int
+	connRefusalBody []byte
+	connsRefused    prometheus.Counter
 
 	// The documentation routes: rendered at start and on Reload.
 	docs          atomic.Pointer[docs.Set]
@@ -142,7 +153,9 @@ func New(o Options) (_ *Gateway, err error) {
 	}()
 	g.snap.Store(sn)
 	g.docsRate = docsRate(c.Docs)
-	g.publicBaseURL, g.openAPI, g.prefixes, g.maxBodyBytes = c.PublicBaseURL, o.OpenAPI, c.KeyPrefixes.APIKey(), c.MaxBodyBytes
+	g.publicBaseURL, g.openAPI, g.prefixes, g.maxBodyBytes = c.PublicBaseURL, o.OpenAPI, c.KeyPrefixes.APIKey(), c.OrderBodyLimit()
+	g.orderBodyBytes, g.readTimeout, g.maxConnsPerPeer = c.OrderBodyLimit(), c.ReadTimeout, c.MaxConnsPerPeer
+	g.connRefusalBody = errConnsPerPeer.Body()
 	g.docsLimiter = limit.NewLocal(limit.LocalOptions{Now: o.Now})
 	if err := g.renderDocs(sn); err != nil {
 		return nil, err
@@ -154,6 +167,9 @@ func New(o Options) (_ *Gateway, err error) {
 
 	g.metrics = admin.NewMetrics(routeLabels())
 	g.metrics.ConfigInfo.WithLabelValues(c.Version).Set(1)
+	g.connsRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_connections_refused_total",
+		Help: "Connections refused with 429 because their peer held max_conns_per_peer already."})
+	g.metrics.Registry.MustRegister(g.connsRefused)
 
 	g.lookup, err = backendapi.New(backendapi.Options{Backends: c.BackendURL, InternalToken: c.InternalToken,
 		Timeout: min(c.Proxy.Timeout, 2*time.Second), MaxConns: 64, BreakerOpenFor: c.Proxy.BreakerOpenFor,
@@ -195,15 +211,20 @@ func New(o Options) (_ *Gateway, err error) {
 
 	g.respond = respond.NewWriter(cannedErrors()...)
 	g.router = g.newRouter()
+	g.unread = g.newUnreadRouter()
 	// WriteTimeout bounds a whole answer; a streamed report lifts it and is
 	// bounded by progress instead (Serve's idleconn listener, proxy.Forward).
+	// headerReceived sets each request's body limit from its headers (the
+	// server's MaxRequestBodySize is then only the ceiling); ReadTimeout
+	// bounds the headers, and headerReceived the body again.
 	g.server = &fasthttp.Server{
 		Handler:                       g.serve,
 		ErrorHandler:                  g.serverError,
+		HeaderReceived:                g.headerReceived,
 		Name:                          "vendorgate",
-		MaxRequestBodySize:            c.MaxBodyBytes,
+		MaxRequestBodySize:            c.OrderBodyLimit(),
 		ReadBufferSize:                wire.MaxRequestHead, // the one bound on a request's head: 431 past it
-		ReadTimeout:                   30 * time.Second,
+		ReadTimeout:                   c.ReadTimeout,
 		WriteTimeout:                  c.Proxy.Timeout + 30*time.Second,
 		IdleTimeout:                   60 * time.Second,
 		NoDefaultServerHeader:         true,

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/config"
+	"vendorgate/gateway/connlimit"
 	"vendorgate/shared/barelf"
 	"vendorgate/shared/idleconn"
 )
@@ -25,9 +26,19 @@ func (g *Gateway) Serve(pub, adm net.Listener) error {
 	}
 	g.served = []net.Listener{pub, adm}
 	g.servedMu.Unlock()
+	// Each peer holds at most maxConnsPerPeer connections (trusted proxies
+	// exempt); one more is answered 429 and closed before fasthttp gives it
+	// a goroutine or a buffer.
+	bounded, err := connlimit.NewListener(pub, connlimit.Options{PerPeer: g.maxConnsPerPeer, Exempt: g.connExempt,
+		Refusal: g.connRefusal, OnRefuse: g.connsRefused.Inc})
+	if err != nil {
+		_ = pub.Close()
+		_ = adm.Close()
+		return fmt.Errorf("serve: %w", err)
+	}
 	// A bare-LF head is refused at once (barelf); idleconn stays outermost,
 	// where proxy.Forward's idleconn.Stream finds it.
-	pub = idleconn.NewListener(barelf.NewListener(pub), idleconn.Options{Idle: g.streamIdle})
+	pub = idleconn.NewListener(barelf.NewListener(bounded), idleconn.Options{Idle: g.streamIdle})
 	go func() {
 		if err := g.admin.Serve(adm); err != nil {
 			g.log.Error("admin listener stopped", "err", err)

@@ -61,12 +61,21 @@ func routeLabels() []string {
 // newRouter builds the router: exact matching, and 404/405 answered with the
 // envelope by the gateway.
 func (g *Gateway) newRouter() *router.Router {
+	r := g.routerWith(func(rt *route) fasthttp.RequestHandler {
+		return func(ctx *fasthttp.RequestCtx) { g.serveVendor(ctx, rt) }
+	})
+	g.registerDocs(r)
+	return r
+}
+
+// routerWith is a router of the vendor routes, each answered by the handler
+// serve makes for it, and 404/405 answered by the gateway.
+func (g *Gateway) routerWith(serve func(rt *route) fasthttp.RequestHandler) *router.Router {
 	r := httpapi.NewRouter(func(ctx *fasthttp.RequestCtx) { g.serveRefusal(ctx, errNotFound) },
 		func(ctx *fasthttp.RequestCtx) { g.serveRefusal(ctx, errMethodNotAllowed) })
 	for i := range routes {
 		rt := &routes[i]
-		r.Handle(rt.method, rt.pattern, func(ctx *fasthttp.RequestCtx) { g.serveVendor(ctx, rt) })
+		r.Handle(rt.method, rt.pattern, serve(rt))
 	}
-	g.registerDocs(r)
 	return r
 }

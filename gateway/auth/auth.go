@@ -121,6 +121,20 @@ func (a *Authenticator) Cache() *Cache { return a.cache }
 // lookup key. The throttle counts failures of one key by it as well.
 func Sum(raw []byte) [32]byte { return sha256.Sum256(raw) }
 
+// Signed reports whether raw, an X-API-Key header value, is well-formed,
+// has one of this deployment's prefixes and carries a MAC that verifies:
+// a key this deployment could have issued, whether or not it is known,
+// revoked or expired. It reads no cache and calls no one, and does not
+// allocate: the server asks it from the headers alone, before it sets
+// memory aside for a body.
+func (a *Authenticator) Signed(raw []byte) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	key, err := apikey.Parse(unsafe.String(unsafe.SliceData(raw), len(raw)), a.prefixes)
+	return err == nil && a.signer.Verify(key)
+}
+
 // Authenticate resolves raw, the X-API-Key header value, whose SHA-256 is
 // sum. Errors: the sentinels above, or a lookup failure wrapped (the caller
 // answers 503: it cannot tell whether the key is good).

@@ -68,6 +68,9 @@ func (r *Resolver) fromForwarded(peer netip.Addr, values [][]byte) netip.Addr {
 	return client
 }
 
+// Trusts reports whether a is a trusted proxy.
+func (r *Resolver) Trusts(a netip.Addr) bool { return r.isTrusted(a.Unmap()) }
+
 func (r *Resolver) isTrusted(a netip.Addr) bool {
 	for _, p := range r.trusted {
 		if p.Contains(a) {

@@ -1,0 +1,114 @@
+package gateway
+
+import (
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/shared/apierr"
+	"vendorgate/shared/wire"
+)
+
+// What a client holds in the gateway before it has shown a key: no body
+// memory (headerReceived) and a bounded number of connections per peer
+// (connRefusal, Serve). fasthttp sets aside a request's announced
+// Content-Length, up to the body limit, before the handler runs; the
+// limit is therefore decided from the headers, in Server.HeaderReceived.
+
+// noBodyBytes is the body limit of every request but an order placement
+// with a signed key. fasthttp reads a RequestConfig's 0 as "the server's
+// limit", so the smallest limit it honours is one byte: no memory to
+// speak of, and any announced body longer is refused unread.
+const noBodyBytes = 1
+
+var (
+	errConnsPerPeer = &apierr.Error{Code: apierr.RateLimited, Message: "too many connections from this address; close some and see Retry-After"}
+)
+
+// headerReceived is the public server's HeaderReceived, run on the headers
+// of every request before any byte of its body is read. Only a POST (the
+// method of the one route that takes a body, POST /api/vendor/v1/orders;
+// a POST elsewhere is answered 404 or 405 by the router) whose X-API-Key
+// carries this deployment's MAC gets the order body limit: memory for a
+// body is earned by a key we signed, and the MAC check costs no lookup and
+// no allocation. Every other request gets noBodyBytes; one that announces
+// more is answered by serveUnread without its body being read. The path is
+// not read here: the router normalises it, and a raw comparison would
+// refuse what it matches.
+func (g *Gateway) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	rc := fasthttp.RequestConfig{MaxRequestBodySize: noBodyBytes, ReadTimeout: g.readTimeout}
+	if h.IsPost() && g.auth.Signed(h.Peek(wire.HeaderAPIKey)) {
+		rc.MaxRequestBodySize = g.orderBodyBytes
+	}
+	return rc
+}
+
+// newUnreadRouter is the router of requests whose body was refused unread
+// (over their limit): the same routes, 404 and 405 as the public router,
+// and no handler that reads a body or proxies. A vendor route authenticates
+// (the failed-key throttle counts a bad key as on any request) and answers
+// 413 payload_too_large to a key that passes; a documentation route, which
+// takes no body and no key, answers 413 at once.
+func (g *Gateway) newUnreadRouter() *router.Router {
+	r := g.routerWith(func(rt *route) fasthttp.RequestHandler {
+		return func(ctx *fasthttp.RequestCtx) { g.serveUnread(ctx, rt) }
+	})
+	if len(g.openAPI) > 0 {
+		for i := range docRoutes {
+			d := &docRoutes[i]
+			r.GET(d.path, func(ctx *fasthttp.RequestCtx) { g.refuseUnread(ctx, d.index) })
+		}
+	}
+	return r
+}
+
+// serveUnread answers a vendor route's request whose body was not read:
+// steps 2-4 (key format, resolution, failed-key throttle), then 413 for a
+// key that passes them. It never proxies: the body is not there.
+func (g *Gateway) serveUnread(ctx *fasthttp.RequestCtx, rt *route) {
+	// Not ctx.Time(): the server sets it only for requests it hands to the
+	// handler, and this one reached the error handler.
+	ex := exchange{start: time.Now(), route: rt.index}
+	sn := g.snap.Load()
+	g.setRequestID(ctx, &ex)
+	ex.client = sn.clientIP.Client(ctx)
+	_, err := g.authenticate(ctx, sn, &ex)
+	if err == nil {
+		err = errBodyTooLarge
+	}
+	g.fail(ctx, err, &ex)
+	g.finish(ctx, &ex)
+}
+
+// refuseUnread answers 413 to a request of a route that takes no key and
+// no body.
+func (g *Gateway) refuseUnread(ctx *fasthttp.RequestCtx, routeIndex int) {
+	ex := exchange{start: time.Now(), route: routeIndex}
+	g.setRequestID(ctx, &ex)
+	ex.client = g.snap.Load().clientIP.Client(ctx)
+	g.respond.Write(ctx, errBodyTooLarge, 0)
+	g.finish(ctx, &ex)
+}
+
+// connRefusal is the answer to a connection over the per-peer bound
+// (connlimit.Options.Refusal): 429 rate_limited in the envelope, with the
+// headers every answer carries, and Connection: close. It is written
+// before any request is read, so it names no route.
+func (g *Gateway) connRefusal(dst []byte) []byte {
+	dst = append(dst, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nCache-Control: no-store\r\nRetry-After: 1\r\nConnection: close\r\n"...)
+	dst = append(dst, wire.HeaderRequestID...)
+	dst = append(dst, ": "...)
+	dst = append(dst, g.ridPrefix[:]...)
+	dst = strconv.AppendUint(dst, g.ridSeq.Add(1), 16)
+	dst = append(dst, "\r\nContent-Length: "...)
+	dst = strconv.AppendInt(dst, int64(len(g.connRefusalBody)), 10)
+	dst = append(dst, "\r\n\r\n"...)
+	return append(dst, g.connRefusalBody...)
+}
+
+// connExempt reports whether a peer's connections are not bounded: the
+// trusted proxies in force, which carry many clients each.
+func (g *Gateway) connExempt(a netip.Addr) bool { return g.snap.Load().clientIP.Trusts(a) }
