@@ -173,10 +173,7 @@ func DefaultGateway() *Gateway {
 		PublicBaseURL: "http://localhost:8080",
 		Docs:          Docs{Rate: 60, Window: time.Minute},
 		Redis:         Redis{Timeout: 50 * time.Millisecond, PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3, Pipeline: true},
-		Limits: Limits{Vendor: LimitPair{
-			Reads:  Limit{Rate: 120, Period: time.Minute},
-			Orders: Limit{Rate: 10, Period: time.Minute},
-		}},
+		Limits:        defaultLimits(),
 		FailedKeys:    FailedKeys{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute, MaxTracked: 100_000},
 		KeyCache:      KeyCache{Size: 100000, TTL: 30 * time.Second, NegativeTTL: 5 * time.Second},
 		Proxy:         Proxy{Timeout: 10 * time.Second, MaxConns: 512, BreakerOpenFor: 5 * time.Second, BreakerFailures: 5, StreamIdleTimeout: 30 * time.Second},
@@ -252,22 +249,7 @@ func (c *Gateway) Validate() error {
 	if c.Redis.BreakerOpenFor <= 0 || c.Redis.BreakerFailures <= 0 {
 		add("redis.breaker_open_for and redis.breaker_failures must be positive")
 	}
-	for name, l := range map[string]Limit{"limits.vendor.reads": c.Limits.Vendor.Reads, "limits.vendor.orders": c.Limits.Vendor.Orders,
-		"limits.per_key.reads": c.Limits.PerKey.Reads, "limits.per_key.orders": c.Limits.PerKey.Orders} {
-		if err := l.validate(name); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if !c.Limits.Vendor.Reads.Enabled() || !c.Limits.Vendor.Orders.Enabled() {
-		add("limits.vendor.reads and limits.vendor.orders must have a positive rate")
-	}
-	for vendor, o := range c.Limits.Overrides {
-		for name, l := range map[string]Limit{"reads": o.Reads, "orders": o.Orders} {
-			if err := l.validate("limits.overrides." + vendor + "." + name); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
+	errs = append(errs, c.Limits.validate()...)
 	if c.FailedKeys.PerAddress <= 0 || c.FailedKeys.PerKey <= 0 || c.FailedKeys.Window <= 0 {
 		add("failed_keys: per_address, per_key and window must be positive")
 	}

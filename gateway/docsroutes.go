@@ -51,21 +51,17 @@ func (g *Gateway) renderDocs(sn *snapshot) error {
 	if len(g.openAPI) == 0 {
 		return nil
 	}
-	s := sn.configured
 	var pols []docs.Policy
-	add := func(name, applies, scope string, l config.Limit) {
-		r := rateOf(name, l)
-		if !l.Enabled() || l.Shadow {
-			return // shadow limits never refuse: clients are not told of them
+	for _, p := range sn.def.Policies {
+		if p.Limit <= 0 || p.Shadow {
+			continue // off, or shadow: shadow limits never refuse, clients are not told of them
 		}
-		pols = append(pols, docs.Policy{Name: name, Applies: applies, Scope: scope, Quota: r.Quota(), Rate: l.Rate, Window: l.Period})
+		scope := "per vendor, across all its keys"
+		if p.Scope == limit.PerKey {
+			scope = "per key"
+		}
+		pols = append(pols, docs.Policy{Name: p.Name, Applies: classDescriptions[p.Class], Scope: scope, Quota: p.Quota(), Rate: p.Limit, Window: p.Period})
 	}
-	reads := "GET routes under /api/vendor/"
-	orders := "POST /api/vendor/v1/orders"
-	add("reads", reads, "per vendor, across all its keys", s.Vendor.Reads)
-	add("orders", orders, "per vendor, across all its keys", s.Vendor.Orders)
-	add("key-reads", reads, "per key", s.PerKey.Reads)
-	add("key-orders", orders, "per key", s.PerKey.Orders)
 	dr := g.docsRate
 	set, err := docs.Render(docs.Options{
 		Document: g.openAPI, PublicBaseURL: g.publicBaseURL, Prefixes: g.prefixes, Limits: pols,

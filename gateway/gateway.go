@@ -129,7 +129,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	sn, err := compile(c)
+	sn, err := compile(c, nil)
 	if err != nil {
 		return nil, fmt.Errorf("gateway settings: %w", err)
 	}

@@ -4,23 +4,33 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/config"
 	"vendorgate/shared/httpapi"
 )
 
-// limitClass says which limit a route counts against.
-type limitClass uint8
-
+// The classes of routes a limit policy can count (a row's class in
+// config.Limits), and how the docs page names each. A route counts against
+// every policy of each class it lists.
 const (
-	classReads limitClass = iota
-	classOrders
+	classReads  = config.ClassReads
+	classOrders = config.ClassOrders
+	// classReports is report downloads; no built-in policy counts it.
+	classReports = "reports"
 )
+
+var classDescriptions = map[string]string{
+	classReads:   "GET routes under /api/vendor/",
+	classOrders:  "POST /api/vendor/v1/orders",
+	classReports: "GET /api/vendor/v1/orders/{order_id}/reports/{service}",
+}
 
 // route is one known route of the vendor API.
 type route struct {
 	index   int
 	method  string
 	pattern string
-	class   limitClass
+	// counts are the classes of limit policies the route counts against.
+	counts []string
 	// placesOrder: refused for a suspended account.
 	placesOrder bool
 	// streams: the answer is a file of any size (a report PDF), streamed
@@ -32,11 +42,21 @@ type route struct {
 // redirects, no case folding). Each index is its position, the route's
 // metric label index.
 var routes = [...]route{
-	{index: 0, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/me", class: classReads},
-	{index: 1, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders", class: classReads},
-	{index: 2, method: fasthttp.MethodPost, pattern: "/api/vendor/v1/orders", class: classOrders, placesOrder: true},
-	{index: 3, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders/{order_id}", class: classReads},
-	{index: 4, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders/{order_id}/reports/{service}", class: classReads, streams: true},
+	{index: 0, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/me", counts: []string{classReads}},
+	{index: 1, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders", counts: []string{classReads}},
+	{index: 2, method: fasthttp.MethodPost, pattern: "/api/vendor/v1/orders", counts: []string{classOrders}, placesOrder: true},
+	{index: 3, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders/{order_id}", counts: []string{classReads}},
+	{index: 4, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders/{order_id}/reports/{service}", counts: []string{classReads, classReports}, streams: true},
+}
+
+// routeClasses are the classes each route counts, by route index, for
+// the policy table.
+func routeClasses() [][]string {
+	cs := make([][]string, len(routes))
+	for _, r := range routes {
+		cs[r.index] = r.counts
+	}
+	return cs
 }
 
 // routeUnmatched is the route label index after the table's: 404 and 405
