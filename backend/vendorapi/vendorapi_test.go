@@ -57,7 +57,7 @@ func start(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := orders.New(orders.Options{Store: st, Reports: rs, PublicBaseURL: publicURL, SandboxDelay: time.Hour, Logger: log})
+	svc, err := orders.New(orders.Options{Store: st, Reports: rs, PublicBaseURL: publicURL, Deadline: 48 * time.Hour, SandboxDelay: time.Hour, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
