@@ -20,18 +20,18 @@ import (
 // address in process (config.Docs), and show the public address
 // (config.Gateway.PublicBaseURL), never a request's Host.
 
-// docRoute is one documentation route; index is its metric label index.
+// docRoute is one documentation route; label is its route label index,
+// set when it is registered.
 type docRoute struct {
-	index int
 	path  string
 	pick  func(*docs.Set) *docs.Asset
+	label int
 }
 
-// docRoutes follow the route label "unmatched" (routeUnmatched).
 var docRoutes = []docRoute{
-	{index: routeUnmatched + 1, path: "/docs", pick: func(s *docs.Set) *docs.Asset { return &s.HTML }},
-	{index: routeUnmatched + 2, path: "/openapi.yaml", pick: func(s *docs.Set) *docs.Asset { return &s.YAML }},
-	{index: routeUnmatched + 3, path: "/openapi.json", pick: func(s *docs.Set) *docs.Asset { return &s.JSON }},
+	{path: "/docs", pick: func(s *docs.Set) *docs.Asset { return &s.HTML }},
+	{path: "/openapi.yaml", pick: func(s *docs.Set) *docs.Asset { return &s.YAML }},
+	{path: "/openapi.json", pick: func(s *docs.Set) *docs.Asset { return &s.JSON }},
 }
 
 var errDocsRateLimited = &apierr.Error{Code: apierr.RateLimited, Message: "too many documentation requests from this address; see Retry-After"}
@@ -84,15 +84,16 @@ func (g *Gateway) registerDocs(r *router.Router) {
 		return
 	}
 	for i := range docRoutes {
-		d := &docRoutes[i]
-		r.GET(d.path, func(ctx *fasthttp.RequestCtx) { g.serveDocs(ctx, d) })
+		d := docRoutes[i] // this gateway's copy
+		d.label = g.labels.add(d.path)
+		r.GET(d.path, func(ctx *fasthttp.RequestCtx) { g.serveDocs(ctx, &d) })
 	}
 }
 
 // serveDocs answers a documentation route from memory: no key, limited per
 // client address, cacheable, 304 on a matching If-None-Match.
 func (g *Gateway) serveDocs(ctx *fasthttp.RequestCtx, d *docRoute) {
-	ex := exchange{start: ctx.Time(), route: d.index}
+	ex := exchange{start: ctx.Time(), route: d.label}
 	g.setRequestID(ctx, &ex)
 	ex.client = g.snap.Load().clientIP.Client(ctx)
 	ctx.Response.Header.SetBytesV(wire.HeaderRequestID, ex.requestID())
@@ -133,7 +134,7 @@ func (g *Gateway) finishDocs(ctx *fasthttp.RequestCtx, ex *exchange) {
 	g.metrics.Request(ex.route, ctx.Method(), status)
 	g.metrics.ObserveRequest(ex.route, time.Since(ex.start))
 	if g.accessLog {
-		g.log.Info("request", "request_id", string(ex.requestID()), "route", routeLabelOf(ex.route),
+		g.log.Info("request", "request_id", string(ex.requestID()), "route", g.labels.of(ex.route),
 			"method", string(ctx.Method()), "status", status, "client", ex.client.String())
 	}
 }

@@ -70,7 +70,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	// The server read the clock when the request had been read; reading it
 	// again costs a clock call on every request.
-	ex := exchange{start: ctx.Time(), route: rt.index}
+	ex := exchange{start: ctx.Time(), route: rt.label}
 	sn := g.snap.Load()
 	g.setRequestID(ctx, &ex)
 	ex.client = sn.clientIP.Client(ctx)
@@ -246,7 +246,7 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 	if g.accessLog && g.log.Enabled(context.Background(), slog.LevelInfo) {
 		g.log.LogAttrs(context.Background(), slog.LevelInfo, "request",
 			slog.String("request_id", string(ex.requestID())),
-			slog.String("route", routeLabelOf(ex.route)),
+			slog.String("route", g.labels.of(ex.route)),
 			slog.String("method", string(ctx.Method())),
 			slog.Int("status", status),
 			slog.Duration("duration", d),
@@ -254,16 +254,6 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 			slog.String("key_id", ex.keyID),
 			slog.String("client", ex.client.String()))
 	}
-}
-
-func routeLabelOf(i int) string {
-	if i < len(routes) {
-		return routes[i].pattern
-	}
-	if i > routeUnmatched && i-routeUnmatched-1 < len(docRoutes) {
-		return docRoutes[i-routeUnmatched-1].path
-	}
-	return "unmatched"
 }
 
 // setRateLimitHeaders writes the IETF draft's RateLimit-Policy and

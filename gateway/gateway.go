@@ -74,6 +74,7 @@ type Gateway struct {
 	respond  *respond.Writer
 	metrics  *admin.Metrics
 	router   *router.Router
+	labels   routeLabels // route label values by index, assigned by newRouter
 	server   *fasthttp.Server
 
 	// The documentation routes: rendered at start and on Reload.
@@ -151,7 +152,8 @@ func New(o Options) (_ *Gateway, err error) {
 	hex.Encode(g.ridPrefix[:8], seed[:])
 	g.ridPrefix[8] = '-'
 
-	g.metrics = admin.NewMetrics(routeLabels())
+	g.router = g.newRouter() // assigns the route labels
+	g.metrics = admin.NewMetrics(g.labels)
 	g.metrics.ConfigInfo.WithLabelValues(c.Version).Set(1)
 
 	g.lookup, err = backendapi.New(backendapi.Options{Backends: c.BackendURL, InternalToken: c.InternalToken,
@@ -193,7 +195,6 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 
 	g.respond = respond.NewWriter(cannedErrors()...)
-	g.router = g.newRouter()
 	// WriteTimeout bounds a whole answer; a streamed report lifts it and is
 	// bounded by progress instead (Serve's idleconn listener, proxy.Forward).
 	g.server = &fasthttp.Server{

@@ -26,7 +26,6 @@ var classDescriptions = map[string]string{
 
 // route is one known route of the vendor API.
 type route struct {
-	index   int
 	method  string
 	pattern string
 	// counts are the classes of limit policies the route counts against.
@@ -36,46 +35,54 @@ type route struct {
 	// streams: the answer is a file of any size (a report PDF), streamed
 	// from the backend; the other routes' JSON answers are read whole.
 	streams bool
+
+	// Set by newRouter for the gateway's own copy of the route: its row in
+	// the policy plans (its place in routes) and its route label.
+	plan, label int
 }
 
 // routes are the vendor API's routes; the router matches them exactly (no
-// redirects, no case folding). Each index is its position, the route's
-// metric label index.
+// redirects, no case folding).
 var routes = [...]route{
-	{index: 0, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/me", counts: []string{classReads}},
-	{index: 1, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders", counts: []string{classReads}},
-	{index: 2, method: fasthttp.MethodPost, pattern: "/api/vendor/v1/orders", counts: []string{classOrders}, placesOrder: true},
-	{index: 3, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders/{order_id}", counts: []string{classReads}},
-	{index: 4, method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders/{order_id}/reports/{service}", counts: []string{classReads, classReports}, streams: true},
+	{method: fasthttp.MethodGet, pattern: "/api/vendor/v1/me", counts: []string{classReads}},
+	{method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders", counts: []string{classReads}},
+	{method: fasthttp.MethodPost, pattern: "/api/vendor/v1/orders", counts: []string{classOrders}, placesOrder: true},
+	{method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders/{order_id}", counts: []string{classReads}},
+	{method: fasthttp.MethodGet, pattern: "/api/vendor/v1/orders/{order_id}/reports/{service}", counts: []string{classReads, classReports}, streams: true},
 }
 
-// routeClasses are the classes each route counts, by route index, for
-// the policy table.
+// routeClasses are the classes each route counts, by its place in routes,
+// for the policy table's plans.
 func routeClasses() [][]string {
 	cs := make([][]string, len(routes))
-	for _, r := range routes {
-		cs[r.index] = r.counts
+	for i, r := range routes {
+		cs[i] = r.counts
 	}
 	return cs
 }
 
-// routeUnmatched is the route label index after the table's: 404 and 405
-// answers and answers before routing. The documentation routes follow it
-// (docsroutes.go).
-const routeUnmatched = len(routes)
+// routeLabels are the route label values of the metrics and the access
+// log, by index: "unmatched" (404 and 405 answers, and answers before
+// routing) first, then each route as newRouter registers it.
+type routeLabels []string
 
-// routeLabels are the route label values by index: each route's pattern,
-// "unmatched", then the documentation routes' paths.
-func routeLabels() []string {
-	labels := make([]string, routeUnmatched+1, routeUnmatched+1+len(docRoutes))
-	for _, r := range routes {
-		labels[r.index] = r.pattern
+// routeUnmatched is the label index of "unmatched".
+const routeUnmatched = 0
+
+func newRouteLabels() routeLabels { return routeLabels{"unmatched"} }
+
+// add gives label the next index.
+func (l *routeLabels) add(label string) int {
+	*l = append(*l, label)
+	return len(*l) - 1
+}
+
+// of is label index i's value.
+func (l routeLabels) of(i int) string {
+	if i >= 0 && i < len(l) {
+		return l[i]
 	}
-	labels[routeUnmatched] = "unmatched"
-	for _, d := range docRoutes {
-		labels = append(labels, d.path)
-	}
-	return labels
+	return l[routeUnmatched]
 }
 
 // newRouter builds the router: exact matching, and 404/405 answered with the
@@ -83,9 +90,11 @@ func routeLabels() []string {
 func (g *Gateway) newRouter() *router.Router {
 	r := httpapi.NewRouter(func(ctx *fasthttp.RequestCtx) { g.serveRefusal(ctx, errNotFound) },
 		func(ctx *fasthttp.RequestCtx) { g.serveRefusal(ctx, errMethodNotAllowed) })
+	g.labels = newRouteLabels()
 	for i := range routes {
-		rt := &routes[i]
-		r.Handle(rt.method, rt.pattern, func(ctx *fasthttp.RequestCtx) { g.serveVendor(ctx, rt) })
+		rt := routes[i] // this gateway's copy
+		rt.plan, rt.label = i, g.labels.add(rt.pattern)
+		r.Handle(rt.method, rt.pattern, func(ctx *fasthttp.RequestCtx) { g.serveVendor(ctx, &rt) })
 	}
 	g.registerDocs(r)
 	return r

@@ -132,7 +132,7 @@ func (sn *snapshot) table(vendor string) *limit.Table {
 // limits returns the checks of a request to rt by identity id, and the
 // plan they came from (its RateLimit-Policy value).
 func (sn *snapshot) limits(id *auth.Identity, rt *route) (limit.Checks, *limit.Plan) {
-	p := sn.table(id.VendorID).Plan(rt.index)
+	p := sn.table(id.VendorID).Plan(rt.plan)
 	return p.Checks(id.Buckets(sn.layout)), p
 }
 
