@@ -157,7 +157,7 @@ func New(o Options) (_ *Gateway, err error) {
 	g.metrics.ConfigInfo.WithLabelValues(c.Version).Set(1)
 
 	g.lookup, err = backendapi.New(backendapi.Options{Backends: c.BackendURL, InternalToken: c.InternalToken,
-		Timeout: min(c.Proxy.Timeout, 2*time.Second), MaxConns: 64, BreakerOpenFor: c.Proxy.BreakerOpenFor,
+		Timeout: min(c.Proxy.Timeout, lookupTimeoutMax), MaxConns: lookupMaxConns, BreakerOpenFor: c.Proxy.BreakerOpenFor,
 		BreakerFailures: c.Proxy.BreakerFailures, OnStateChange: g.onBreakerState})
 	if err != nil {
 		return nil, err
@@ -202,17 +202,17 @@ func New(o Options) (_ *Gateway, err error) {
 		ErrorHandler:                  g.serverError,
 		Name:                          "vendorgate",
 		MaxRequestBodySize:            c.MaxBodyBytes,
-		ReadBufferSize:                8192,
-		ReadTimeout:                   30 * time.Second,
-		WriteTimeout:                  c.Proxy.Timeout + 30*time.Second,
-		IdleTimeout:                   60 * time.Second,
+		ReadBufferSize:                readBufferSize,
+		ReadTimeout:                   readTimeout,
+		WriteTimeout:                  c.Proxy.Timeout + writeSlack,
+		IdleTimeout:                   idleTimeout,
 		NoDefaultServerHeader:         true,
 		DisableHeaderNamesNormalizing: false,
 		CloseOnShutdown:               true,
 		Logger:                        serverlog.Printer{Log: g.log}, // never the request's bytes
 	}
 	po := probe.Options{Redis: g.limiterClient, RedisTimeout: c.Redis.Timeout, Backends: c.BackendURL,
-		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, time.Second)}
+		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, probeTimeoutMax)}
 	if g.limiterClient == nil {
 		po.Redis = nil // a nil client in the interface would read as set
 	}
@@ -225,12 +225,10 @@ func New(o Options) (_ *Gateway, err error) {
 			Usage: admin.UsageHandler(admin.UsageOptions{Token: c.AdminToken,
 				Reader: &usage.Reader{Store: usageStore, Limits: g.usageLimits}})}),
 		Name:        "vendorgate-admin",
-		IdleTimeout: 30 * time.Second,
-		ReadTimeout: 10 * time.Second,
+		IdleTimeout: adminIdleTimeout,
+		ReadTimeout: adminReadTimeout,
 		Logger:      serverlog.Printer{Log: g.log},
-		// Its endpoints take no body; fasthttp would otherwise set aside
-		// memory for any announced up to 4 MiB, and wait for it.
-		MaxRequestBodySize: 4 << 10,
+		MaxRequestBodySize: adminMaxBodyBytes,
 	}
 	go g.pollBreakers()
 	return g, nil
