@@ -77,14 +77,8 @@ type Gateway struct {
 	labels   routeLabels // route label values by index, assigned by newRouter
 	server   *fasthttp.Server
 
-	// The documentation routes: rendered at start and on Reload.
-	docs          atomic.Pointer[docs.Set]
-	docsLimiter   *limit.Local
-	docsRate      limit.Rate
-	publicBaseURL string
-	openAPI       []byte
-	prefixes      apikey.Prefixes
-	maxBodyBytes  int
+	// docs answers the documentation routes; nil without a document.
+	docs *docs.Handler
 
 	// served holds the listeners Serve was given, so that Shutdown closes
 	// them even when it runs before Serve's goroutines registered them with
@@ -141,9 +135,14 @@ func New(o Options) (_ *Gateway, err error) {
 		}
 	}()
 	g.snap.Store(sn)
-	g.docsRate = docsRate(c.Docs)
-	g.publicBaseURL, g.openAPI, g.prefixes, g.maxBodyBytes = c.PublicBaseURL, o.OpenAPI, c.KeyPrefixes.APIKey(), c.MaxBodyBytes
-	g.docsLimiter = limit.NewLocal(limit.LocalOptions{Now: o.Now})
+	prefixes := c.KeyPrefixes.APIKey()
+	if len(o.OpenAPI) > 0 {
+		g.docs, err = docs.NewHandler(docs.HandlerOptions{Document: o.OpenAPI, PublicBaseURL: c.PublicBaseURL, Prefixes: prefixes,
+			MaxBodyBytes: c.MaxBodyBytes, Rate: c.Docs.Rate, Window: c.Docs.Window, Now: o.Now})
+		if err != nil {
+			return nil, err
+		}
+	}
 	if err := g.renderDocs(sn); err != nil {
 		return nil, err
 	}
@@ -179,7 +178,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if g.subClient != nil {
 		g.subscriber = auth.Subscribe(g.subClient, cache, g.log)
 	}
-	g.auth, err = auth.New(auth.Options{Prefixes: g.prefixes, Signer: signer, Cache: cache, Lookup: g.lookup, Now: o.Now, Usage: g.usage})
+	g.auth, err = auth.New(auth.Options{Prefixes: prefixes, Signer: signer, Cache: cache, Lookup: g.lookup, Now: o.Now, Usage: g.usage})
 	if err != nil {
 		return nil, err
 	}

@@ -2,21 +2,27 @@ package gateway
 
 import (
 	"testing"
+	"time"
 
+	"vendorgate/gateway/docs"
 	"vendorgate/gateway/openapi"
 )
 
 // TestRouteLabels: registering the routes gives each its own label, its
 // pattern (or the documentation route's path), after "unmatched".
 func TestRouteLabels(t *testing.T) {
-	g := &Gateway{openAPI: openapi.Document}
+	h, err := docs.NewHandler(docs.HandlerOptions{Document: openapi.Document, Rate: 1, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Gateway{docs: h}
 	g.newRouter()
 	want := []string{"unmatched"}
 	for _, r := range routes {
 		want = append(want, r.pattern)
 	}
-	for _, d := range docRoutes {
-		want = append(want, d.path)
+	for _, d := range docs.Routes() {
+		want = append(want, d.Path)
 	}
 	if len(g.labels) != len(want) {
 		t.Fatalf("labels %q, want %q", g.labels, want)
