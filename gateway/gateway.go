@@ -227,6 +227,7 @@ func New(o Options) (_ *Gateway, err error) {
 		IdleTimeout: adminIdleTimeout,
 		ReadTimeout: adminReadTimeout,
 		Logger:      serverlog.Printer{Log: g.log},
+		// Its endpoints take no body (adminMaxBodyBytes says why).
 		MaxRequestBodySize: adminMaxBodyBytes,
 	}
 	go g.pollBreakers()
