@@ -45,7 +45,7 @@ func start(t *testing.T) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vs, err := vendors.New(vendors.Options{Store: st, Prefixes: apikey.DefaultPrefixes(), Signer: signer, Logger: log})
+	vs, err := vendors.New(vendors.Options{Store: st, Prefixes: apikey.DefaultPrefixes(), Signer: signer, KeyLifetime: 90 * 24 * time.Hour, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
