@@ -34,6 +34,7 @@ bench-load: build
 	cd bench && $(GO) run ./loadbench
 
 lint:
+	@scripts/check-binaries.sh
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"vendorgate/config"
 
 	"github.com/redis/go-redis/v9"
 
@@ -125,7 +126,7 @@ func TestKeyIssueLookupRevoke(t *testing.T) {
 	// Stored hashed: neither the key nor its secret is in the database
 	// files; its hash is.
 	var files []byte
-	for _, f := range []string{h.o.Database, h.o.Database + "-wal"} {
+	for _, f := range []string{h.o.Config.Database, h.o.Config.Database + "-wal"} {
 		b, _ := os.ReadFile(f)
 		files = append(files, b...)
 	}
@@ -282,7 +283,7 @@ func TestAdminVendorLifecycle(t *testing.T) {
 
 func TestInvalidationsPublishedOnRedis(t *testing.T) {
 	rs := testredis.Start(t)
-	h := start(t, func(o *Options) { o.RedisURLs = []string{rs.URL()} })
+	h := start(t, func(o *Options) { o.Config.RedisURL = config.List{rs.URL()} })
 	v := h.newVendor("sandbox", "mvr")
 	var issued map[string]any
 	h.decode(h.adminCall("POST", "/admin/v1/vendors/"+v+"/keys", ""), 201, &issued)
@@ -328,7 +329,7 @@ func TestInvalidationsPublishedOnRedis(t *testing.T) {
 }
 
 func TestSeedSandboxVendorOnFirstStartOnly(t *testing.T) {
-	h := start(t, func(o *Options) { o.SeedSandboxVendor = true })
+	h := start(t, func(o *Options) { o.Config.SeedSandboxVendor = true })
 	var list struct {
 		Vendors []map[string]any `json:"vendors"`
 	}
@@ -392,7 +393,7 @@ func TestInjectedStoreIsUsed(t *testing.T) {
 		Environment: "live", Status: "approved", CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	h := start(t, func(o *Options) { o.Store = st; o.Database = "/nonexistent/never/opened.db" })
+	h := start(t, func(o *Options) { o.Store = st; o.Config.Database = "/nonexistent/never/opened.db" })
 	r := h.adminCall("GET", "/admin/v1/vendors", "")
 	if r.status != 200 || !strings.Contains(string(r.body), "Injected") {
 		t.Fatalf("vendors: %d %s", r.status, r.body)

@@ -23,9 +23,9 @@ import (
 	"vendorgate/backend/metrics"
 	"vendorgate/backend/respond"
 	"vendorgate/backend/store"
-	"vendorgate/backend/store/sqlite"
 	"vendorgate/backend/vendorapi"
 	"vendorgate/backend/vendors"
+	"vendorgate/config"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/barelf"
 	"vendorgate/shared/idleconn"
@@ -33,63 +33,25 @@ import (
 	"vendorgate/shared/wire"
 )
 
-// Options configure a Backend. main fills them from config.Backend; zero
-// values take the defaults documented there.
+// Options configure a Backend: its configuration as loaded, and what
+// tests inject.
 type Options struct {
-	// Listen serves the vendor and internal APIs; "127.0.0.1:0" picks a port.
-	Listen string
-	// AdminListen serves the admin API, /metrics, /healthz and /readyz.
-	AdminListen string
-	// Database is the SQLite file (its directory is created when missing).
-	Database string
-	// Store, when not nil, is used instead of opening Database (the
-	// PostgreSQL store for a postgres:// database); the Backend closes it at
-	// Shutdown.
-	Store store.Store
-	// PublicBaseURL is the gateway's address, used in poll.url, Location and
-	// file_url.
-	PublicBaseURL string
-	// InternalToken is what the gateway sends; AdminToken what vendorctl sends.
-	InternalToken string
-	AdminToken    string
-	// RedisURLs, when set, is where invalidations are published.
-	RedisURLs       []string
-	RedisMasterName string
-	// OrderDeadline closes unfinished orders. Default 48h.
-	OrderDeadline time.Duration
-	// SweepInterval is how often the sweeper looks for them. Default 1s.
-	SweepInterval time.Duration
-	// SandboxDelay is one step of the sandbox provider. Default 5s when
-	// negative; zero means steps as fast as the simulator ticks.
-	SandboxDelay time.Duration
-	KeyPrefixes  apikey.Prefixes
-	// KeySigningSecrets sign issued keys (the first) for the gateways to
-	// verify (any). Required.
-	KeySigningSecrets []string
-	// KeyLifetime is the default key lifetime. Default 90 days.
-	KeyLifetime time.Duration
-	// MVRUnavailableStates answer 422 mvr_state_unavailable.
-	MVRUnavailableStates []string
-	// ReportsDir holds the report PDFs (created when missing).
-	ReportsDir string
-	// SeedSandboxVendor creates "Sandbox Demo Vendor" when no vendor exists.
-	SeedSandboxVendor bool
-	// MaxBodyBytes bounds a vendor request body. Default 1 MiB.
-	MaxBodyBytes int
-	Logger       *slog.Logger
+	// Config is the backend's configuration (config.LoadBackend); New
+	// validates it. Each setting's default is config.DefaultBackend's.
+	Config *config.Backend
+	// Store, when not nil, is used instead of opening Config.Database (a
+	// test's store); the Backend closes it at Shutdown.
+	Store  store.Store
+	Logger *slog.Logger
 	// Now is the clock of the domain, the simulator and the sweeper.
 	// Default time.Now.
 	Now func() time.Time
-	// StreamIdleTimeout bounds a report download by progress: the reader
-	// may pause this long, the whole download takes as long as bytes keep
-	// moving (the listener's 60s write timeout bounds other answers whole).
-	// Default 30s.
-	StreamIdleTimeout time.Duration
 }
 
 // Backend is the whole backend service.
 type Backend struct {
 	o         Options
+	cfg       *config.Backend
 	log       *slog.Logger
 	store     store.Store
 	publisher *invalidate.Publisher
@@ -103,24 +65,14 @@ type Backend struct {
 	serving             sync.WaitGroup
 }
 
-func (o *Options) defaults() {
-	if o.OrderDeadline <= 0 {
-		o.OrderDeadline = 48 * time.Hour
+// New opens the store (applying migrations), seeds the sandbox vendor when
+// asked, and builds both listeners' handlers. It does not listen yet.
+func New(ctx context.Context, o Options) (*Backend, error) {
+	if o.Config == nil {
+		return nil, errors.New("backend: no configuration")
 	}
-	if o.SweepInterval <= 0 {
-		o.SweepInterval = time.Second
-	}
-	if o.SandboxDelay < 0 {
-		o.SandboxDelay = 5 * time.Second
-	}
-	if o.KeyPrefixes == (apikey.Prefixes{}) {
-		o.KeyPrefixes = apikey.DefaultPrefixes()
-	}
-	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = 1 << 20
-	}
-	if o.StreamIdleTimeout <= 0 {
-		o.StreamIdleTimeout = 30 * time.Second
+	if err := o.Config.Validate(); err != nil {
+		return nil, fmt.Errorf("backend configuration: %w", err)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -128,24 +80,14 @@ func (o *Options) defaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-}
-
-// New opens the store (applying migrations), seeds the sandbox vendor when
-// asked, and builds both listeners' handlers. It does not listen yet.
-func New(ctx context.Context, o Options) (*Backend, error) {
-	o.defaults()
-	if len(o.InternalToken) < 16 || len(o.AdminToken) < 16 {
-		return nil, errors.New("backend: internal and admin tokens must be at least 16 characters")
-	}
 	st := o.Store
 	if st == nil {
-		sq, err := sqlite.Open(ctx, o.Database)
-		if err != nil {
+		var err error
+		if st, err = openStore(ctx, o.Config); err != nil {
 			return nil, err
 		}
-		st = sq
 	}
-	b := &Backend{o: o, log: o.Logger, store: st, errs: make(chan error, 2)}
+	b := &Backend{o: o, cfg: o.Config, log: o.Logger, store: st, errs: make(chan error, 2)}
 	if err := b.build(ctx); err != nil {
 		b.closeAll()
 		return nil, err
@@ -154,27 +96,27 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 }
 
 func (b *Backend) build(ctx context.Context) error {
-	o := b.o
+	c := b.cfg
 	var pub vendors.Publisher
-	if len(o.RedisURLs) > 0 {
-		p, err := invalidate.New(invalidate.Options{URLs: o.RedisURLs, MasterName: o.RedisMasterName})
+	if len(c.RedisURL) > 0 {
+		p, err := invalidate.New(invalidate.Options{URLs: c.RedisURL, MasterName: c.RedisMasterName})
 		if err != nil {
 			return err
 		}
 		b.publisher, pub = p, p
 	}
 	b.metrics = metrics.New(b.store.CountOrdersByStatus, b.log)
-	signer, err := apikey.NewSigner(o.KeySigningSecrets)
+	signer, err := apikey.NewSigner(c.KeySigningSecrets)
 	if err != nil {
 		return fmt.Errorf("backend: key signing secrets: %w", err)
 	}
-	vs, err := vendors.New(vendors.Options{Store: b.store, Prefixes: o.KeyPrefixes, Signer: signer, KeyLifetime: o.KeyLifetime,
-		Publisher: pub, Now: o.Now, Logger: b.log})
+	vs, err := vendors.New(vendors.Options{Store: b.store, Prefixes: c.KeyPrefixes.APIKey(), Signer: signer, KeyLifetime: c.KeyLifetime,
+		Publisher: pub, Now: b.o.Now, Logger: b.log})
 	if err != nil {
 		return err
 	}
 	b.vendors = vs
-	if o.SeedSandboxVendor {
+	if c.SeedSandboxVendor {
 		if _, err := vs.Seed(ctx); err != nil {
 			return fmt.Errorf("seed sandbox vendor: %w", err)
 		}
@@ -185,15 +127,15 @@ func (b *Backend) build(ctx context.Context) error {
 	}
 	b.bg = bg
 
-	internal := internalapi.New(o.InternalToken, vs, b.log)
-	adminAPI := admin.New(admin.Options{Token: o.AdminToken, Vendors: vs, Orders: orders, DB: b.store,
+	internal := internalapi.New(c.InternalToken, vs, b.log)
+	adminAPI := admin.New(admin.Options{Token: c.AdminToken, Vendors: vs, Orders: orders, DB: b.store,
 		Metrics: b.metrics.Handler(), Logger: b.log})
 	r := respond.NewRouter(b.log)
 	r.GET("/internal/v1/keys/{hash}", internal.Guard(internal.LookupKey)) // guarded here too, whatever the path looked like
 	r.GET(wire.ReadyPath, internal.Guard(adminAPI.Readyz))                // the gateways' readiness probe
-	vendorapi.New(vendorapi.Options{Vendors: vs, Orders: orders, MaxBodyBytes: o.MaxBodyBytes, Logger: b.log}).
+	vendorapi.New(vendorapi.Options{Vendors: vs, Orders: orders, MaxBodyBytes: c.MaxBodyBytes, Logger: b.log}).
 		Register(r, internal.Guard)
-	b.server = newServer(b.metrics.Instrument(logRequests(b.log, guardPrefixes(internal, r.Handler))), o.MaxBodyBytes, b.log)
+	b.server = newServer(b.metrics.Instrument(logRequests(b.log, guardPrefixes(internal, r.Handler))), c.MaxBodyBytes, b.log)
 
 	ar := respond.NewRouter(b.log)
 	adminAPI.Register(ar)
@@ -268,19 +210,19 @@ func newServer(h fasthttp.RequestHandler, maxBody int, log *slog.Logger) *fastht
 // Start binds both listeners, serves them and starts the sandbox provider
 // and the sweeper. A serving failure is reported on Errors.
 func (b *Backend) Start() error {
-	ln, err := net.Listen("tcp", b.o.Listen)
+	ln, err := net.Listen("tcp", b.cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", b.o.Listen, err)
+		return fmt.Errorf("listen %s: %w", b.cfg.Listen, err)
 	}
-	aln, err := net.Listen("tcp", b.o.AdminListen)
+	aln, err := net.Listen("tcp", b.cfg.AdminListen)
 	if err != nil {
 		ln.Close()
-		return fmt.Errorf("admin listen %s: %w", b.o.AdminListen, err)
+		return fmt.Errorf("admin listen %s: %w", b.cfg.AdminListen, err)
 	}
 	b.ln, b.adminLn = ln, aln
 	// Reports stream from the vendor listener: bounded by progress there.
 	// A bare-LF head is refused at once (barelf), not at the read timeout.
-	ln = idleconn.NewListener(barelf.NewListener(ln), idleconn.Options{Idle: b.o.StreamIdleTimeout})
+	ln = idleconn.NewListener(barelf.NewListener(ln), idleconn.Options{Idle: b.cfg.StreamIdleTimeout})
 	for _, s := range []struct {
 		srv *fasthttp.Server
 		ln  net.Listener
@@ -295,7 +237,7 @@ func (b *Backend) Start() error {
 	}
 	b.bg.start()
 	b.log.Info("backend listening", "listen", ln.Addr().String(), "admin_listen", aln.Addr().String(),
-		"database", b.o.Database, "redis_invalidation", b.publisher != nil)
+		"database", config.RedactURL(b.cfg.Database), "redis_invalidation", b.publisher != nil)
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"vendorgate/config"
 
 	"vendorgate/shared/wire"
 )
@@ -58,13 +59,13 @@ func start(t testing.TB, mutate ...func(*Options)) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	c := &clock{t: time.Now().UTC()}
-	o := Options{
-		Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0",
-		Database: filepath.Join(dir, "db", "vg.db"), ReportsDir: filepath.Join(dir, "reports"),
-		PublicBaseURL: testPublicURL, InternalToken: testInternalToken, AdminToken: testAdminToken,
-		SandboxDelay: testDelay, SweepInterval: 10 * time.Millisecond, MaxBodyBytes: 4096,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: c.Now, KeySigningSecrets: []string{testSigning},
-	}
+	cfg := config.DefaultBackend()
+	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Database, cfg.ReportsDir = filepath.Join(dir, "db", "vg.db"), filepath.Join(dir, "reports")
+	cfg.PublicBaseURL, cfg.InternalToken, cfg.AdminToken = testPublicURL, testInternalToken, testAdminToken
+	cfg.SandboxDelay, cfg.SweepInterval, cfg.MaxBodyBytes = testDelay, 10*time.Millisecond, 4096
+	cfg.KeySigningSecrets = config.List{testSigning}
+	o := Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: c.Now}
 	for _, m := range mutate {
 		m(&o)
 	}
@@ -101,7 +102,7 @@ func (h *harness) stop() {
 // restart stops the backend and starts a new one on the same files.
 func (h *harness) restart() {
 	h.stop()
-	h.o.Listen, h.o.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+	h.o.Config.Listen, h.o.Config.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
 	h.boot()
 }
 

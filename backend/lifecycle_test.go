@@ -165,7 +165,7 @@ func TestSandboxScenarios(t *testing.T) {
 }
 
 func TestDeadlineClosesOrders(t *testing.T) {
-	h := start(t, func(o *Options) { o.OrderDeadline = time.Hour })
+	h := start(t, func(o *Options) { o.Config.OrderDeadline = time.Hour })
 	v := h.newVendor("sandbox", allServices...)
 	lv := h.newVendor("live", allServices...)
 	stalled := h.mustPlace(v, "D0007")
@@ -230,7 +230,7 @@ func TestDeadlineClosesOrders(t *testing.T) {
 func TestLateSandboxStepDoesNotFinishAClosedOrder(t *testing.T) {
 	// The sweeper is slow here: the simulator's due step arrives after the
 	// deadline and must close the order instead of completing it.
-	h := start(t, func(o *Options) { o.OrderDeadline = 2 * testDelay; o.SweepInterval = time.Hour })
+	h := start(t, func(o *Options) { o.Config.OrderDeadline = 2 * testDelay; o.Config.SweepInterval = time.Hour })
 	v := h.newVendor("sandbox", allServices...)
 	o := h.mustPlace(v, "D1234567", "mvr")
 	h.clock.Advance(3 * testDelay)
@@ -328,7 +328,7 @@ func TestDeleteOrder(t *testing.T) {
 	h := start(t)
 	v := h.newVendor("sandbox", allServices...)
 	o := h.step(v, h.mustPlace(v, "D0003").OrderID) // mvr held, the rest completed
-	dir := filepath.Join(h.o.ReportsDir, o.OrderID)
+	dir := filepath.Join(h.o.Config.ReportsDir, o.OrderID)
 	if _, err := os.Stat(filepath.Join(dir, "psp.pdf")); err != nil {
 		t.Fatalf("report file: %v", err)
 	}
@@ -374,7 +374,7 @@ func TestReportDownload(t *testing.T) {
 		}
 	}
 	// A file gone from disk answers 404, not 500.
-	os.Remove(filepath.Join(h.o.ReportsDir, o.OrderID, "cdlis.pdf"))
+	os.Remove(filepath.Join(h.o.Config.ReportsDir, o.OrderID, "cdlis.pdf"))
 	if r := h.vendorCall(v, "GET", base+"cdlis", nil, ""); r.status != 404 {
 		t.Fatalf("missing file: %d", r.status)
 	}

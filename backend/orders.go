@@ -27,24 +27,24 @@ func (g *background) stop() {
 
 // buildOrders builds the order domain and its background work.
 func (b *Backend) buildOrders() (*orders.Service, *background, error) {
-	o := b.o
-	rs, err := reports.New(o.ReportsDir)
+	c := b.cfg
+	rs, err := reports.New(c.ReportsDir)
 	if err != nil {
 		return nil, nil, err
 	}
-	svc, err := orders.New(orders.Options{Store: b.store, Reports: rs, PublicBaseURL: o.PublicBaseURL,
-		Deadline: o.OrderDeadline, SandboxDelay: o.SandboxDelay, MVRUnavailableStates: o.MVRUnavailableStates,
-		Observer: b.metrics, Now: o.Now, Logger: b.log})
+	svc, err := orders.New(orders.Options{Store: b.store, Reports: rs, PublicBaseURL: c.PublicBaseURL,
+		Deadline: c.OrderDeadline, SandboxDelay: c.SandboxDelay, MVRUnavailableStates: c.MVRUnavailableStates,
+		Observer: b.metrics, Now: b.o.Now, Logger: b.log})
 	if err != nil {
 		return nil, nil, err
 	}
-	tick := o.SandboxDelay / 10
+	tick := c.SandboxDelay / 10
 	tick = max(10*time.Millisecond, min(tick, 250*time.Millisecond))
 	runner, err := sandbox.NewRunner(sandbox.RunnerOptions{Orders: svc, Tick: tick, Logger: b.log})
 	if err != nil {
 		return nil, nil, err
 	}
-	sw, err := sweeper.New(sweeper.Options{Orders: svc, Interval: o.SweepInterval, Observer: b.metrics, Logger: b.log})
+	sw, err := sweeper.New(sweeper.Options{Orders: svc, Interval: c.SweepInterval, Observer: b.metrics, Logger: b.log})
 	if err != nil {
 		return nil, nil, err
 	}

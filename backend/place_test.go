@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"vendorgate/config"
 
 	"vendorgate/backend/store"
 	"vendorgate/shared/wire"
@@ -123,7 +124,7 @@ func TestPlaceOrderValidation(t *testing.T) {
 }
 
 func TestPlaceOrderRefusals(t *testing.T) {
-	h := start(t, func(o *Options) { o.MVRUnavailableStates = []string{"NY"} })
+	h := start(t, func(o *Options) { o.Config.MVRUnavailableStates = config.List{"NY"} })
 	v := h.newVendor("sandbox", allServices...)
 	good := orderBody("D1234567")
 

@@ -84,7 +84,7 @@ func readSlowly(h *harness, vendorID, path string, stall time.Duration, bytesPer
 // A report read slowly arrives whole: each write is bounded by progress.
 func TestReportReachesSlowReader(t *testing.T) {
 	const size = 16 << 20
-	h := start(t, func(o *Options) { o.StreamIdleTimeout = 5 * time.Second })
+	h := start(t, func(o *Options) { o.Config.StreamIdleTimeout = 5 * time.Second })
 	v, path, sum := largeReport(h, size)
 	r := readSlowly(h, v, path, 0, 4<<20, time.Minute)
 	t.Logf("received %d of %d bytes in %s", r.n, size, r.took.Round(time.Millisecond))
@@ -99,7 +99,7 @@ func TestReportReachesSlowReader(t *testing.T) {
 // short of Content-Length.
 func TestStalledReportReaderIsCut(t *testing.T) {
 	const size = 16 << 20
-	h := start(t, func(o *Options) { o.StreamIdleTimeout = time.Second })
+	h := start(t, func(o *Options) { o.Config.StreamIdleTimeout = time.Second })
 	v, path, _ := largeReport(h, size)
 	r := readSlowly(h, v, path, 4*time.Second, 0, 20*time.Second)
 	t.Logf("received %d of %d bytes in %s: %v", r.n, size, r.took.Round(time.Millisecond), r.err)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,6 +118,9 @@ func TestValidationMessages(t *testing.T) {
 		{"bad timeout", "redis: {timeout: 10s}", "redis.timeout", nil},
 		{"bad cidr", "trusted_proxies: [10.0.0.0/99]", "trusted_proxies", nil},
 		{"zero period", "limits: {vendor: {reads: {rate: 5, period: 0s}}}", "limits.vendor.reads.period", nil},
+		{"policy row without scope", "limits: {policies: [{name: report-downloads, class: reports, rate: 2, period: 1m}]}", "limits.policies[0].scope", nil},
+		{"policy row taking a built-in name", "limits: {policies: [{name: reads, scope: key, class: reads, rate: 2, period: 1m}]}", `limits.policies[0].name: "reads" is taken`, nil},
+		{"policy row override", "limits: {policies: [{name: rd, scope: vendor, class: reports, rate: 2, period: 1m, overrides: {v1: {rate: 1}}}]}", "limits.policies[0].overrides.v1.period", nil},
 		{"bad prefix", "key_prefixes: {sandbox: ab, live: vglive01}", "key_prefixes", nil},
 		{"bad env duration", "", "GATEWAY_REDIS_TIMEOUT", map[string]string{"GATEWAY_REDIS_TIMEOUT": "soon"}},
 		{"bad backend url", "backend_url: ftp://x", "backend_url", nil},
@@ -173,6 +177,32 @@ func TestPrintMasksSecrets(t *testing.T) {
 	}
 	if b.InternalToken != "dev-internal-token-change-me" {
 		t.Error("Print changed the config it printed")
+	}
+}
+
+// Today's limits are read into the policy table's first rows, overrides
+// included; a row of limits.policies follows them.
+func TestLimitRows(t *testing.T) {
+	g, err := LoadGateway(writeFile(t, `limits:
+  vendor: {reads: {rate: 100, period: 1m}, orders: {rate: 5, period: 1m}}
+  per_key: {reads: {rate: 7, period: 1m}}
+  overrides: {v1: {orders: {rate: 50, period: 1m}}}
+  policies:
+    - {name: report-downloads, scope: vendor, class: reports, rate: 30, period: 1m, overrides: {v2: {rate: 60, period: 1m}}}
+`), envMap(map[string]string{"GATEWAY_INTERNAL_TOKEN": "0123456789abcdef", "GATEWAY_KEY_SIGNING_SECRETS": testSigning}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := g.Limits.Rows()
+	var got []string
+	for _, r := range rows {
+		got = append(got, fmt.Sprintf("%s/%s/%s/%d", r.Name, r.Scope, r.Class, r.Rate))
+	}
+	if want := "reads/vendor/reads/100 orders/vendor/orders/5 key-reads/key/reads/7 key-orders/key/orders/0 report-downloads/vendor/reports/30"; strings.Join(got, " ") != want {
+		t.Fatalf("rows %q, want %q", strings.Join(got, " "), want)
+	}
+	if rows[1].For("v1").Rate != 50 || rows[1].For("v2").Rate != 5 || rows[0].For("v1").Rate != 100 || rows[4].For("v2").Rate != 60 {
+		t.Fatalf("overrides: %+v %+v", rows[1].Overrides, rows[4].Overrides)
 	}
 }
 

@@ -220,10 +220,7 @@ func DefaultGateway() *Gateway {
 		Redis: Redis{Timeout: 50 * time.Millisecond, WireTimeout: 500 * time.Millisecond, BusyTimeout: time.Second,
 			PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3, BreakerWindow: 3 * time.Second, BreakerFailurePercent: 50,
 			Pipeline: true},
-		Limits: Limits{Vendor: LimitPair{
-			Reads:  Limit{Rate: 120, Period: time.Minute},
-			Orders: Limit{Rate: 10, Period: time.Minute},
-		}},
+		Limits: defaultLimits(),
 		FailedKeys:    FailedKeys{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute, MaxTracked: 100_000},
 		KeyCache:      KeyCache{Size: 100000, TTL: 30 * time.Second, NegativeTTL: 5 * time.Second},
 		Proxy:         Proxy{Timeout: 10 * time.Second, MaxConns: 512, BreakerOpenFor: 5 * time.Second, BreakerFailures: 5, StreamIdleTimeout: 30 * time.Second},
@@ -313,22 +310,7 @@ func (c *Gateway) Validate() error {
 	if c.Redis.BreakerFailurePercent < 1 || c.Redis.BreakerFailurePercent > 100 {
 		add("redis.breaker_failure_percent: %d must be between 1 and 100", c.Redis.BreakerFailurePercent)
 	}
-	for name, l := range map[string]Limit{"limits.vendor.reads": c.Limits.Vendor.Reads, "limits.vendor.orders": c.Limits.Vendor.Orders,
-		"limits.per_key.reads": c.Limits.PerKey.Reads, "limits.per_key.orders": c.Limits.PerKey.Orders} {
-		if err := l.validate(name); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if !c.Limits.Vendor.Reads.Enabled() || !c.Limits.Vendor.Orders.Enabled() {
-		add("limits.vendor.reads and limits.vendor.orders must have a positive rate")
-	}
-	for vendor, o := range c.Limits.Overrides {
-		for name, l := range map[string]Limit{"reads": o.Reads, "orders": o.Orders} {
-			if err := l.validate("limits.overrides." + vendor + "." + name); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
+	errs = append(errs, c.Limits.validate()...)
 	if c.FailedKeys.PerAddress <= 0 || c.FailedKeys.PerKey <= 0 || c.FailedKeys.Window <= 0 {
 		add("failed_keys: per_address, per_key and window must be positive")
 	}

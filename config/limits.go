@@ -50,11 +50,161 @@ type LimitPair struct {
 	Orders Limit `yaml:"orders"`
 }
 
-// Limits are the request limits. Vendor limits are shared by all of a
-// vendor's keys and all gateway replicas; per-key limits apply in addition
-// when set; Overrides replace a vendor's limits by vendor id.
+// The scopes of a policy: whose requests share its bucket.
+const (
+	// ScopeVendor: every key of the vendor, on every gateway replica.
+	ScopeVendor = "vendor"
+	// ScopeKey: one key.
+	ScopeKey = "key"
+)
+
+// The route classes the built-in policies count; the gateway's routes
+// name the classes they count against, and a policy row may name any of
+// them.
+const (
+	ClassReads  = "reads"
+	ClassOrders = "orders"
+)
+
+// Policy is one row of the limit policy table: its name (the
+// RateLimit-Policy name, the usage view's and the metrics' label), its
+// scope, the class of routes it counts, its limit (rate, period, burst,
+// shadow flag and shadow twin), and the vendors with a limit of their own
+// under it. A row whose rate is 0 is off, and keeps its place. How many
+// rows and limits per request fit is the gateway's to say (its table's
+// capacity); it refuses a table past it at start and on reload.
+type Policy struct {
+	Name  string `yaml:"name"`
+	Scope string `yaml:"scope"` // ScopeVendor or ScopeKey
+	Class string `yaml:"class"` // the routes it counts, e.g. ClassReads
+	Limit `yaml:",inline"`
+	// Overrides replace the limit for a vendor, by vendor id.
+	Overrides map[string]Limit `yaml:"overrides"`
+
+	path string // where the row is written, for messages
+}
+
+// Limits are the request limits: the policy table. Vendor and PerKey are
+// the table's first four rows (reads, orders, key-reads, key-orders),
+// written as they always were; Policies are further rows. Overrides replace
+// a vendor's reads and orders limits by vendor id (a row of Policies
+// carries its own).
 type Limits struct {
 	Vendor    LimitPair            `yaml:"vendor"`
 	PerKey    LimitPair            `yaml:"per_key"`
+	Policies  []Policy             `yaml:"policies"`
 	Overrides map[string]LimitPair `yaml:"overrides"`
+}
+
+// defaultLimits: reads 120 a minute and orders 10 a minute per vendor, the
+// specification's limits; no per-key limits.
+func defaultLimits() Limits {
+	return Limits{Vendor: LimitPair{
+		Reads:  Limit{Rate: 120, Period: time.Minute},
+		Orders: Limit{Rate: 10, Period: time.Minute},
+	}}
+}
+
+// Rows is the policy table: reads, orders, key-reads and key-orders from
+// Vendor, PerKey and Overrides, then Policies. A row's index is its place
+// here; rows are appended, never reordered, so that usage counted under an
+// index keeps its name.
+func (l Limits) Rows() []Policy {
+	rows := make([]Policy, 0, 4+len(l.Policies))
+	builtin := func(name, scope, class string, lim Limit, path string, override func(LimitPair) Limit) {
+		p := Policy{Name: name, Scope: scope, Class: class, Limit: lim, path: path}
+		for v, o := range l.Overrides {
+			if o := override(o); o.Enabled() {
+				if p.Overrides == nil {
+					p.Overrides = make(map[string]Limit)
+				}
+				p.Overrides[v] = o
+			}
+		}
+		rows = append(rows, p)
+	}
+	none := func(LimitPair) Limit { return Limit{} }
+	builtin("reads", ScopeVendor, ClassReads, l.Vendor.Reads, "limits.vendor.reads", func(o LimitPair) Limit { return o.Reads })
+	builtin("orders", ScopeVendor, ClassOrders, l.Vendor.Orders, "limits.vendor.orders", func(o LimitPair) Limit { return o.Orders })
+	builtin("key-reads", ScopeKey, ClassReads, l.PerKey.Reads, "limits.per_key.reads", none)
+	builtin("key-orders", ScopeKey, ClassOrders, l.PerKey.Orders, "limits.per_key.orders", none)
+	for i, p := range l.Policies {
+		p.path = fmt.Sprintf("limits.policies[%d]", i)
+		rows = append(rows, p)
+	}
+	return rows
+}
+
+// Path is where the row is written in the configuration, for messages.
+func (p Policy) Path() string { return p.path }
+
+// For returns the row's limit for vendor: its override, or the row's own.
+func (p Policy) For(vendor string) Limit {
+	if o, ok := p.Overrides[vendor]; ok {
+		return o
+	}
+	return p.Limit
+}
+
+// validate checks every row: the one place a policy's settings are
+// checked.
+func (l Limits) validate() []error {
+	var errs []error
+	for vendor, o := range l.Overrides {
+		for name, lim := range map[string]Limit{"reads": o.Reads, "orders": o.Orders} {
+			if err := lim.validate("limits.overrides." + vendor + "." + name); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	rows := l.Rows()
+	seen := make(map[string]bool, len(rows))
+	for i, p := range rows {
+		if err := p.Limit.validate(p.path); err != nil {
+			errs = append(errs, err)
+		}
+		if i < 4 {
+			// The built-in rows: their name, scope and class are fixed,
+			// their overrides were checked above.
+			seen[p.Name] = true
+			continue
+		}
+		switch {
+		case p.Name == "" || !validName(p.Name):
+			errs = append(errs, fmt.Errorf("%s.name: %q must be 1-32 letters, digits or -_ (the RateLimit-Policy name)", p.path, p.Name))
+		case seen[p.Name]:
+			errs = append(errs, fmt.Errorf("%s.name: %q is taken by another row", p.path, p.Name))
+		}
+		seen[p.Name] = true
+		if p.Scope != ScopeVendor && p.Scope != ScopeKey {
+			errs = append(errs, fmt.Errorf("%s.scope: %q must be %s or %s", p.path, p.Scope, ScopeVendor, ScopeKey))
+		}
+		if p.Class == "" {
+			errs = append(errs, fmt.Errorf("%s.class: name the routes it counts (%s, %s, or a class the routes declare)", p.path, ClassReads, ClassOrders))
+		}
+		if !p.Enabled() {
+			errs = append(errs, fmt.Errorf("%s.rate must be positive", p.path))
+		}
+		for vendor, o := range p.Overrides {
+			if err := o.validate(p.path + ".overrides." + vendor); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if !l.Vendor.Reads.Enabled() || !l.Vendor.Orders.Enabled() {
+		errs = append(errs, fmt.Errorf("limits.vendor.reads and limits.vendor.orders must have a positive rate"))
+	}
+	return errs
+}
+
+func validName(s string) bool {
+	if len(s) > 32 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }

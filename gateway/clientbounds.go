@@ -56,11 +56,9 @@ func (g *Gateway) newUnreadRouter() *router.Router {
 	r := g.routerWith(func(rt *route) fasthttp.RequestHandler {
 		return func(ctx *fasthttp.RequestCtx) { g.serveUnread(ctx, rt) }
 	})
-	if len(g.openAPI) > 0 {
-		for i := range docRoutes {
-			d := &docRoutes[i]
-			r.GET(d.path, func(ctx *fasthttp.RequestCtx) { g.refuseUnread(ctx, d.index) })
-		}
+	for i := range g.docRoutes {
+		d := &g.docRoutes[i]
+		r.GET(d.Path, func(ctx *fasthttp.RequestCtx) { g.refuseUnread(ctx, d.label) })
 	}
 	return r
 }
@@ -71,7 +69,7 @@ func (g *Gateway) newUnreadRouter() *router.Router {
 func (g *Gateway) serveUnread(ctx *fasthttp.RequestCtx, rt *route) {
 	// Not ctx.Time(): the server sets it only for requests it hands to the
 	// handler, and this one reached the error handler.
-	ex := exchange{start: time.Now(), route: rt.index}
+	ex := exchange{start: time.Now(), route: rt.label}
 	sn := g.snap.Load()
 	g.setRequestID(ctx, &ex)
 	ex.client = sn.clientIP.Client(ctx)

@@ -9,16 +9,13 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
 	"github.com/valyala/fasthttp"
 
-	"vendorgate/gateway/admin"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/clientip"
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/proxy"
 	"vendorgate/gateway/respond"
-	"vendorgate/gateway/usage"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/wire"
@@ -55,7 +52,7 @@ type exchange struct {
 	ridLen   int
 	rid      [64]byte
 	// rate limit state for the RateLimit headers
-	limits   *classLimits
+	plan     *limit.Plan
 	checks   limit.Checks
 	decision limit.Decision
 	hasLimit bool
@@ -74,7 +71,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	// The server read the clock when the request had been read; reading it
 	// again costs a clock call on every request.
-	ex := exchange{start: ctx.Time(), route: rt.index}
+	ex := exchange{start: ctx.Time(), route: rt.label}
 	sn := g.snap.Load()
 	g.setRequestID(ctx, &ex)
 	ex.client = sn.clientIP.Client(ctx)
@@ -180,7 +177,7 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 	if len(raw) > 0 {
 		keySum = &sum
 	}
-	if g.redisLim != nil && g.redisLim.State() == gobreaker.StateOpen {
+	if g.redisLim != nil && g.redisLim.Down() {
 		return nil, refusal // Redis is down: cannot count, the 401 stands
 	}
 	v, terr := g.throttle.Fail(ex.client, keySum, sn.failedKeys)
@@ -194,7 +191,8 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 	return nil, refusal
 }
 
-// admit is steps 5-6: the account's state, then the exact limits.
+// admit is steps 5-6: the account's state, then the exact limits. It
+// decides; recordLimits keeps the books (metrics, usage, shadow log).
 func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange) error {
 	switch id.Status {
 	case wire.VendorApproved:
@@ -205,45 +203,13 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 	default:
 		return errNotApproved
 	}
-	cs, cl := sn.limits(id, rt.class)
+	cs, plan := sn.limits(id, rt)
 	d, err := g.limiter.Allow(cs)
+	g.recordLimits(id, &cs, &d, err)
 	if err != nil {
-		for i := 0; i < cs.Count && !errors.Is(err, limit.ErrBusy); i++ { // shed: counted apart
-			g.metrics.Decision(cs.List[i].Rate.Name, admin.Unavailable)
-		}
 		return err
 	}
-	ex.limits, ex.checks, ex.decision, ex.hasLimit = cl, cs, d, true
-	for i := 0; i < cs.Count; i++ {
-		r := d.Results[i]
-		rt := &cs.List[i].Rate
-		p, _ := usage.PolicyOf(rt.Name)
-		outcome := admin.Allowed
-		switch {
-		case rt.Shadow && !r.Known:
-			continue // a shadow limit not consulted (a remembered denial answered)
-		case !r.Known:
-			outcome = admin.Limited
-		case r.Allowed:
-		case rt.Shadow:
-			outcome = admin.ShadowLimited
-			g.log.Warn("shadow limit would refuse", "limit", rt.Name, "vendor_id", id.VendorID, "key_id", id.KeyID)
-		default:
-			outcome = admin.Limited
-		}
-		g.metrics.Decision(rt.Name, outcome)
-		switch {
-		case outcome == admin.Limited:
-			id.Usage.Limited(p)
-		case outcome == admin.ShadowLimited:
-			id.Usage.ShadowLimited(p)
-		}
-		// Allowed counts once per policy: by its enforced limit, or by a
-		// shadow limit that stands alone (a twin only adds shadow refusals).
-		if !rt.Shadow && outcome == admin.Allowed || rt.Shadow && !cs.Enforces(rt.Name) {
-			id.Usage.Allowed(p)
-		}
-	}
+	ex.plan, ex.checks, ex.decision, ex.hasLimit = plan, cs, d, true
 	if !d.Allowed {
 		return &respond.Refusal{Err: errRateLimited, RetryAfter: d.RetryAfter}
 	}
@@ -289,7 +255,7 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 	if g.accessLog && g.log.Enabled(context.Background(), slog.LevelInfo) {
 		g.log.LogAttrs(context.Background(), slog.LevelInfo, "request",
 			slog.String("request_id", string(ex.requestID())),
-			slog.String("route", routeLabelOf(ex.route)),
+			slog.String("route", g.labels.of(ex.route)),
 			slog.String("method", string(ctx.Method())),
 			slog.Int("status", status),
 			slog.Duration("duration", d),
@@ -299,24 +265,14 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 	}
 }
 
-func routeLabelOf(i int) string {
-	if i < len(routes) {
-		return routes[i].pattern
-	}
-	if i > routeUnmatched && i-routeUnmatched-1 < len(docRoutes) {
-		return docRoutes[i-routeUnmatched-1].path
-	}
-	return "unmatched"
-}
-
 // setRateLimitHeaders writes the IETF draft's RateLimit-Policy and
 // RateLimit fields for the enforced limits of the request: r is the
 // remaining quota, t the seconds until the bucket is whole again.
 func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
-	if len(ex.limits.policy) == 0 {
+	if len(ex.plan.Policy) == 0 {
 		return
 	}
-	ctx.Response.Header.SetBytesV("RateLimit-Policy", ex.limits.policy)
+	ctx.Response.Header.SetBytesV("RateLimit-Policy", ex.plan.Policy)
 	var buf [128]byte
 	b := buf[:0]
 	for i := 0; i < ex.checks.Count; i++ {

@@ -76,6 +76,7 @@ type Gateway struct {
 	respond  *respond.Writer
 	metrics  *admin.Metrics
 	router   *router.Router
+	labels   routeLabels // route label values by index, assigned by newRouter
 	server   *fasthttp.Server
 
 	// Client bounds (clientbounds.go): the body limit and read timeout
@@ -88,14 +89,14 @@ type Gateway struct {
 	connRefusalBody []byte
 	connsRefused    prometheus.Counter
 
-	// The documentation routes: rendered at start and on Reload.
-	docs          atomic.Pointer[docs.Set]
-	docsLimiter   *limit.Local
-	docsRate      limit.Rate
-	publicBaseURL string
-	openAPI       []byte
-	prefixes      apikey.Prefixes
-	maxBodyBytes  int
+	// vendorRoutes are this gateway's copies of routes (with their plan
+	// and label), docRoutes the documentation routes with their labels:
+	// both set by newRouter.
+	vendorRoutes []route
+	docRoutes    []docRoute
+
+	// docs answers the documentation routes; nil without a document.
+	docs *docs.Handler
 
 	// served holds the listeners Serve was given, so that Shutdown closes
 	// them even when it runs before Serve's goroutines registered them with
@@ -141,7 +142,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	sn, err := compile(c)
+	sn, err := compile(c, nil)
 	if err != nil {
 		return nil, fmt.Errorf("gateway settings: %w", err)
 	}
@@ -152,11 +153,16 @@ func New(o Options) (_ *Gateway, err error) {
 		}
 	}()
 	g.snap.Store(sn)
-	g.docsRate = docsRate(c.Docs)
-	g.publicBaseURL, g.openAPI, g.prefixes, g.maxBodyBytes = c.PublicBaseURL, o.OpenAPI, c.KeyPrefixes.APIKey(), c.OrderBodyLimit()
+	prefixes := c.KeyPrefixes.APIKey()
+	if len(o.OpenAPI) > 0 {
+		g.docs, err = docs.NewHandler(docs.HandlerOptions{Document: o.OpenAPI, PublicBaseURL: c.PublicBaseURL, Prefixes: prefixes,
+			MaxBodyBytes: c.OrderBodyLimit(), Rate: c.Docs.Rate, Window: c.Docs.Window, Now: o.Now})
+		if err != nil {
+			return nil, err
+		}
+	}
 	g.orderBodyBytes, g.readTimeout, g.maxConnsPerPeer = c.OrderBodyLimit(), c.ReadTimeout, c.MaxConnsPerPeer
 	g.connRefusalBody = errConnsPerPeer.Body()
-	g.docsLimiter = limit.NewLocal(limit.LocalOptions{Now: o.Now})
 	if err := g.renderDocs(sn); err != nil {
 		return nil, err
 	}
@@ -165,14 +171,15 @@ func New(o Options) (_ *Gateway, err error) {
 	hex.Encode(g.ridPrefix[:8], seed[:])
 	g.ridPrefix[8] = '-'
 
-	g.metrics = admin.NewMetrics(routeLabels())
+	g.router = g.newRouter() // assigns the route labels
+	g.metrics = admin.NewMetrics(g.labels)
 	g.metrics.ConfigInfo.WithLabelValues(c.Version).Set(1)
 	g.connsRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_connections_refused_total",
 		Help: "Connections refused with 429 because their peer held max_conns_per_peer already."})
 	g.metrics.Registry.MustRegister(g.connsRefused)
 
 	g.lookup, err = backendapi.New(backendapi.Options{Backends: c.BackendURL, InternalToken: c.InternalToken,
-		Timeout: min(c.Proxy.Timeout, 2*time.Second), MaxConns: 64, BreakerOpenFor: c.Proxy.BreakerOpenFor,
+		Timeout: min(c.Proxy.Timeout, lookupTimeoutMax), MaxConns: lookupMaxConns, BreakerOpenFor: c.Proxy.BreakerOpenFor,
 		BreakerFailures: c.Proxy.BreakerFailures, OnStateChange: g.onBreakerState})
 	if err != nil {
 		return nil, err
@@ -194,7 +201,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if g.subClient != nil {
 		g.subscriber = auth.Subscribe(g.subClient, cache, g.log)
 	}
-	g.auth, err = auth.New(auth.Options{Prefixes: g.prefixes, Signer: signer, Cache: cache, Lookup: g.lookup, Now: o.Now, Usage: g.usage})
+	g.auth, err = auth.New(auth.Options{Prefixes: prefixes, Signer: signer, Cache: cache, Lookup: g.lookup, Now: o.Now, Usage: g.usage})
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +217,6 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 
 	g.respond = respond.NewWriter(cannedErrors()...)
-	g.router = g.newRouter()
 	g.unread = g.newUnreadRouter()
 	// WriteTimeout bounds a whole answer; a streamed report lifts it and is
 	// bounded by progress instead (Serve's idleconn listener, proxy.Forward).
@@ -225,15 +231,15 @@ func New(o Options) (_ *Gateway, err error) {
 		MaxRequestBodySize:            c.OrderBodyLimit(),
 		ReadBufferSize:                wire.MaxRequestHead, // the one bound on a request's head: 431 past it
 		ReadTimeout:                   c.ReadTimeout,
-		WriteTimeout:                  c.Proxy.Timeout + 30*time.Second,
-		IdleTimeout:                   60 * time.Second,
+		WriteTimeout:                  c.Proxy.Timeout + writeSlack,
+		IdleTimeout:                   idleTimeout,
 		NoDefaultServerHeader:         true,
 		DisableHeaderNamesNormalizing: false,
 		CloseOnShutdown:               true,
 		Logger:                        serverlog.Printer{Log: g.log}, // never the request's bytes
 	}
 	po := probe.Options{Redis: g.limiterClient, RedisTimeout: c.Redis.Timeout, Backends: c.BackendURL,
-		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, time.Second)}
+		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, probeTimeoutMax)}
 	if g.limiterClient == nil {
 		po.Redis = nil // a nil client in the interface would read as set
 	}
@@ -246,12 +252,11 @@ func New(o Options) (_ *Gateway, err error) {
 			Usage: admin.UsageHandler(admin.UsageOptions{Token: c.AdminToken,
 				Reader: &usage.Reader{Store: usageStore, Limits: g.usageLimits}})}),
 		Name:        "vendorgate-admin",
-		IdleTimeout: 30 * time.Second,
-		ReadTimeout: 10 * time.Second,
+		IdleTimeout: adminIdleTimeout,
+		ReadTimeout: adminReadTimeout,
 		Logger:      serverlog.Printer{Log: g.log},
-		// Its endpoints take no body; fasthttp would otherwise set aside
-		// memory for any announced up to 4 MiB, and wait for it.
-		MaxRequestBodySize: 4 << 10,
+		// Its endpoints take no body (adminMaxBodyBytes says why).
+		MaxRequestBodySize: adminMaxBodyBytes,
 	}
 	go g.pollBreakers()
 	return g, nil

@@ -123,7 +123,7 @@ func (g *Gateway) release() {
 // only on a restart. Requests in flight finish under the settings they
 // started with; a refused c leaves the old settings.
 func (g *Gateway) Reload(c *config.Gateway) error {
-	sn, err := compileValid(c)
+	sn, err := compileValid(c, g.snap.Load())
 	if err != nil {
 		g.metrics.ConfigReloads.WithLabelValues("error").Inc()
 		return fmt.Errorf("reload: %w", err)

@@ -44,10 +44,10 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 	uo.MinIdleConns = min(uo.PoolSize, 8)
 	uo.PoolTimeout = max(c.Redis.Timeout, 10*time.Millisecond)
 	g.limiterClient = redis.NewUniversalClient(uo)
-	sub.PoolSize = 4
+	sub.PoolSize = subscriberPoolSize
 	g.subClient = redis.NewUniversalClient(&sub)
 	uc := sub
-	uc.PoolSize = 2
+	uc.PoolSize = usagePoolSize
 	uc.MaxRetries = -1 // a flush is retried by the recorder, once-only by its guard
 	g.usageClient = redis.NewUniversalClient(&uc)
 	g.redisLim, err = limit.NewRedis(limit.RedisOptions{Client: g.limiterClient, Timeout: c.Redis.Timeout,

@@ -1,25 +1,38 @@
 package gateway
 
-import "testing"
+import (
+	"testing"
+	"time"
 
-// TestRouteLabels: each route's label is its pattern at its own index, and
-// the documentation routes follow "unmatched" at theirs.
+	"vendorgate/gateway/docs"
+	"vendorgate/gateway/openapi"
+)
+
+// TestRouteLabels: registering the routes gives each its own label, its
+// pattern (or the documentation route's path), after "unmatched".
 func TestRouteLabels(t *testing.T) {
-	labels := routeLabels()
-	if len(labels) != routeUnmatched+1+len(docRoutes) {
-		t.Fatalf("%d labels: %q", len(labels), labels)
+	h, err := docs.NewHandler(docs.HandlerOptions{Document: openapi.Document, Rate: 1, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i, r := range routes {
-		if r.index != i || labels[r.index] != r.pattern {
-			t.Fatalf("route %d (%s) has index %d, label %q", i, r.pattern, r.index, labels[r.index])
+	g := &Gateway{docs: h}
+	g.newRouter()
+	want := []string{"unmatched"}
+	for _, r := range routes {
+		want = append(want, r.pattern)
+	}
+	for _, d := range docs.Routes() {
+		want = append(want, d.Path)
+	}
+	if len(g.labels) != len(want) {
+		t.Fatalf("labels %q, want %q", g.labels, want)
+	}
+	for i := range want {
+		if g.labels[i] != want[i] || g.labels.of(i) != want[i] {
+			t.Fatalf("label %d is %q, want %q", i, g.labels[i], want[i])
 		}
 	}
-	if labels[routeUnmatched] != "unmatched" {
-		t.Fatalf("label %d is %q", routeUnmatched, labels[routeUnmatched])
-	}
-	for _, d := range docRoutes {
-		if labels[d.index] != d.path || routeLabelOf(d.index) != d.path {
-			t.Fatalf("docs route %s at %d is labelled %q", d.path, d.index, labels[d.index])
-		}
+	if g.labels.of(-1) != "unmatched" || g.labels.of(len(want)) != "unmatched" {
+		t.Fatal("an index past the labels is not unmatched")
 	}
 }

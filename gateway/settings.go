@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"vendorgate/config"
@@ -16,147 +15,137 @@ import (
 // snapshot is the reloadable part of the configuration compiled for the
 // hot path; swapped atomically by Reload.
 type snapshot struct {
-	configured config.Limits // as written; def and overrides are compiled from it
 	failedKeys throttle.Thresholds
 	version    string
 	clientIP   *clientip.Resolver
-	def        *limitSet
-	overrides  map[string]*limitSet
-}
-
-// limitSet is the limits of one vendor (the defaults or an override), with
-// the RateLimit-Policy header values built once.
-type limitSet struct {
-	class [2]classLimits // by limitClass
-}
-
-type classLimits struct {
-	vendor, key         limit.Rate
-	vendorTwin, keyTwin limit.Rate // shadow twins; zero when none
-	policy              []byte     // RateLimit-Policy value; nil when no enforced limit
+	// The limit policy table: its rows as configured (the docs page), its
+	// bucket layout, and the table compiled for the default limits and for
+	// each vendor with an override.
+	policies  []config.Policy
+	layout    *limit.Layout
+	def       *limit.Table
+	overrides map[string]*limit.Table
 }
 
 // compileValid validates c, a complete configuration, and compiles its
-// reloadable part.
-func compileValid(c *config.Gateway) (*snapshot, error) {
+// reloadable part; prev is the snapshot in force (nil at start).
+func compileValid(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	return compile(c)
+	return compile(c, prev)
 }
 
-// compile compiles the reloadable part of c, already validated.
-func compile(c *config.Gateway) (*snapshot, error) {
+// compile compiles the reloadable part of c, already validated. The bucket
+// layout of prev is kept when the rows are the same, so that the bucket
+// names each cached key holds stay valid.
+func compile(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 	trusted, err := config.ParseCIDRs(c.TrustedProxies)
 	if err != nil {
 		return nil, fmt.Errorf("trusted_proxies: %w", err)
 	}
-	l := c.Limits
-	sn := &snapshot{configured: l, version: c.Version, clientIP: clientip.New(trusted),
-		failedKeys: throttle.Thresholds{PerAddress: c.FailedKeys.PerAddress, PerKey: c.FailedKeys.PerKey, Window: c.FailedKeys.Window},
-		overrides:  make(map[string]*limitSet, len(l.Overrides))}
-	sn.def = newLimitSet(l.Vendor, l.PerKey)
-	for v, o := range l.Overrides {
-		pair := l.Vendor
-		if o.Reads.Enabled() {
-			pair.Reads = o.Reads
+	rows := c.Limits.Rows()
+	sn := &snapshot{policies: rows, version: c.Version, clientIP: clientip.New(trusted),
+		failedKeys: throttle.Thresholds{PerAddress: c.FailedKeys.PerAddress, PerKey: c.FailedKeys.PerKey, Window: c.FailedKeys.Window}}
+	if sn.def, err = newTable(rows, ""); err != nil {
+		return nil, err
+	}
+	var prevLayout *limit.Layout
+	if prev != nil {
+		prevLayout = prev.layout
+	}
+	sn.layout = limit.NewLayout(sn.def.Policies, prevLayout)
+	for _, v := range overriddenVendors(rows) {
+		if sn.overrides == nil {
+			sn.overrides = make(map[string]*limit.Table)
 		}
-		if o.Orders.Enabled() {
-			pair.Orders = o.Orders
+		if sn.overrides[v], err = newTable(rows, v); err != nil {
+			return nil, err
 		}
-		sn.overrides[v] = newLimitSet(pair, l.PerKey)
 	}
 	return sn, nil
 }
 
-func newLimitSet(vendor, perKey config.LimitPair) *limitSet {
-	ls := &limitSet{}
-	ls.class[classReads] = newClassLimits(rateOf("reads", vendor.Reads), rateOf("key-reads", perKey.Reads))
-	ls.class[classOrders] = newClassLimits(rateOf("orders", vendor.Orders), rateOf("key-orders", perKey.Orders))
-	ls.class[classReads].vendorTwin, ls.class[classReads].keyTwin = twinOf("reads", vendor.Reads), twinOf("key-reads", perKey.Reads)
-	ls.class[classOrders].vendorTwin, ls.class[classOrders].keyTwin = twinOf("orders", vendor.Orders), twinOf("key-orders", perKey.Orders)
-	return ls
+// newTable compiles rows with vendor's overrides applied ("" for the
+// defaults) for the vendor API's routes.
+func newTable(rows []config.Policy, vendor string) (*limit.Table, error) {
+	ps := make([]limit.Policy, len(rows))
+	for i, r := range rows {
+		l := r.For(vendor)
+		ps[i] = limit.Policy{Rate: rateOf(r.Name, l), Scope: scopeOf(r.Scope), Class: r.Class, Twin: twinOf(l)}
+	}
+	t, err := limit.NewTable(ps, routeClasses())
+	if err != nil && vendor != "" {
+		err = fmt.Errorf("overrides of %s: %w", vendor, err)
+	}
+	return t, err
+}
+
+func overriddenVendors(rows []config.Policy) []string {
+	var vs []string
+	seen := make(map[string]bool)
+	for _, r := range rows {
+		for v := range r.Overrides {
+			if !seen[v] {
+				seen[v] = true
+				vs = append(vs, v)
+			}
+		}
+	}
+	return vs
 }
 
 func rateOf(name string, l config.Limit) limit.Rate {
+	if !l.Enabled() {
+		return limit.Rate{Name: name} // off: never checked
+	}
 	return limit.Rate{Name: name, Limit: l.Rate, Burst: l.Burst, Period: l.Period, Shadow: l.Shadow}
 }
 
-// twinOf is l's shadow twin as a shadow rate of the same policy name; zero
-// (never checked) when l has none or is not set itself.
-func twinOf(name string, l config.Limit) limit.Rate {
+// twinOf is l's shadow twin; zero (never checked) when l has none or is
+// not set itself.
+func twinOf(l config.Limit) limit.Rate {
 	if l.ShadowTwin == nil || !l.Enabled() {
 		return limit.Rate{}
 	}
-	t := rateOf(name, *l.ShadowTwin)
-	t.Shadow = true
-	return t
+	t := l.ShadowTwin
+	return limit.Rate{Limit: t.Rate, Burst: t.Burst, Period: t.Period, Shadow: true}
 }
 
-func newClassLimits(vendor, key limit.Rate) classLimits {
-	c := classLimits{vendor: vendor, key: key}
-	for _, r := range []limit.Rate{vendor, key} {
-		if r.Limit <= 0 || r.Shadow {
-			continue // shadow limits never refuse, so clients are not told of them
-		}
-		if len(c.policy) > 0 {
-			c.policy = append(c.policy, ", "...)
-		}
-		c.policy = append(c.policy, '"')
-		c.policy = append(c.policy, r.Name...)
-		c.policy = append(c.policy, `";q=`...)
-		c.policy = strconv.AppendInt(c.policy, int64(r.Quota()), 10)
-		c.policy = append(c.policy, ";w="...)
-		c.policy = strconv.AppendInt(c.policy, int64((r.Period+time.Second-1)/time.Second), 10)
+func scopeOf(s string) limit.Scope {
+	if s == config.ScopeKey {
+		return limit.PerKey
 	}
-	return c
+	return limit.PerVendor
 }
 
-// limits returns the checks of a request of class cl by identity id.
-func (sn *snapshot) limits(id *auth.Identity, cl limitClass) (limit.Checks, *classLimits) {
-	ls := sn.def
+// table is the policy table of vendor: its override, or the defaults.
+func (sn *snapshot) table(vendor string) *limit.Table {
 	if len(sn.overrides) > 0 {
-		if o, ok := sn.overrides[id.VendorID]; ok {
-			ls = o
+		if t, ok := sn.overrides[vendor]; ok {
+			return t
 		}
 	}
-	c := &ls.class[cl]
-	var cs limit.Checks
-	if cl == classOrders {
-		cs.Add(limit.Check{Key: id.VendorOrders, Rate: c.vendor})
-		cs.Add(limit.Check{Key: id.KeyOrders, Rate: c.key})
-		cs.Add(limit.Check{Key: id.VendorOrdersTwin, Rate: c.vendorTwin})
-		cs.Add(limit.Check{Key: id.KeyOrdersTwin, Rate: c.keyTwin})
-	} else {
-		cs.Add(limit.Check{Key: id.VendorReads, Rate: c.vendor})
-		cs.Add(limit.Check{Key: id.KeyReads, Rate: c.key})
-		cs.Add(limit.Check{Key: id.VendorReadsTwin, Rate: c.vendorTwin})
-		cs.Add(limit.Check{Key: id.KeyReadsTwin, Rate: c.keyTwin})
-	}
-	return cs, c
+	return sn.def
 }
 
-// usageLimits is a policy's quota and period for vendor as configured now
-// (overrides applied), for the usage view.
-func (g *Gateway) usageLimits(vendor string, p usage.Policy) (int, time.Duration, bool) {
-	sn := g.snap.Load()
-	ls := sn.def
-	if o, ok := sn.overrides[vendor]; ok {
-		ls = o
+// limits returns the checks of a request to rt by identity id, and the
+// plan they came from (its RateLimit-Policy value).
+func (sn *snapshot) limits(id *auth.Identity, rt *route) (limit.Checks, *limit.Plan) {
+	p := sn.table(id.VendorID).Plan(rt.plan)
+	return p.Checks(id.Buckets(sn.layout)), p
+}
+
+// usageLimits is policy p's name, quota and period for vendor as
+// configured now (overrides applied), for the usage view.
+func (g *Gateway) usageLimits(vendor string, p usage.Policy) (string, int, time.Duration, bool) {
+	t := g.snap.Load().table(vendor)
+	if int(p) >= len(t.Policies) {
+		return "", 0, 0, false
 	}
-	var r limit.Rate
-	switch p {
-	case usage.Reads:
-		r = ls.class[classReads].vendor
-	case usage.Orders:
-		r = ls.class[classOrders].vendor
-	case usage.KeyReads:
-		r = ls.class[classReads].key
-	case usage.KeyOrders:
-		r = ls.class[classOrders].key
-	}
+	r := t.Policies[p].Rate
 	if r.Limit <= 0 {
-		return 0, 0, false
+		return r.Name, 0, 0, false
 	}
-	return r.Quota(), r.Period, true
+	return r.Name, r.Quota(), r.Period, true
 }

@@ -34,7 +34,8 @@ type Options struct {
 	// PublicBaseURL is the gateway's address for poll.url, Location and
 	// file_url.
 	PublicBaseURL string
-	// Deadline closes unfinished orders. Default 48h.
+	// Deadline closes unfinished orders. Required (its default, 48h, is
+	// config's).
 	Deadline time.Duration
 	// SandboxDelay is one step of the sandbox provider. 0 steps at once.
 	SandboxDelay time.Duration
@@ -66,7 +67,7 @@ func New(o Options) (*Service, error) {
 		return nil, errors.New("orders: store and reports are required")
 	}
 	if o.Deadline <= 0 {
-		o.Deadline = 48 * time.Hour
+		return nil, errors.New("orders: a positive deadline is required (config.Backend.OrderDeadline, default 48h)")
 	}
 	if o.WaitSeconds <= 0 {
 		o.WaitSeconds = 60

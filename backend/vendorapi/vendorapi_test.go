@@ -49,7 +49,7 @@ func start(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	vs, err := vendors.New(vendors.Options{Store: st, Prefixes: apikey.DefaultPrefixes(), Signer: signer, Logger: log})
+	vs, err := vendors.New(vendors.Options{Store: st, Prefixes: apikey.DefaultPrefixes(), Signer: signer, KeyLifetime: 90 * 24 * time.Hour, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func start(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := orders.New(orders.Options{Store: st, Reports: rs, PublicBaseURL: publicURL, SandboxDelay: time.Hour, Logger: log})
+	svc, err := orders.New(orders.Options{Store: st, Reports: rs, PublicBaseURL: publicURL, Deadline: 48 * time.Hour, SandboxDelay: time.Hour, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"vendorgate/backend/store/sqlite"
 	"vendorgate/shared/apierr"
@@ -26,7 +27,7 @@ func TestConflictCarriesNoStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Options{Store: st, Prefixes: apikey.DefaultPrefixes(), Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := New(Options{Store: st, Prefixes: apikey.DefaultPrefixes(), Signer: signer, KeyLifetime: 90 * 24 * time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

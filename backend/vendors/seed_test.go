@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"vendorgate/backend/store/sqlite"
 	"vendorgate/shared/apikey"
@@ -28,7 +29,7 @@ func TestSeedOnceAcrossReplicas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := New(Options{Store: st, Prefixes: apikey.DefaultPrefixes(), Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		s, err := New(Options{Store: st, Prefixes: apikey.DefaultPrefixes(), Signer: signer, KeyLifetime: 90 * 24 * time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}

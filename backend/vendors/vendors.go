@@ -35,7 +35,8 @@ type Options struct {
 	Prefixes apikey.Prefixes
 	// Signer signs every issued key. Required.
 	Signer *apikey.Signer
-	// KeyLifetime is the default lifetime of an issued key. Default 90 days.
+	// KeyLifetime is the default lifetime of an issued key. Required (its
+	// default, 90 days, is config's).
 	KeyLifetime time.Duration
 	// Publisher, when not nil, receives every invalidation.
 	Publisher Publisher
@@ -62,7 +63,7 @@ func New(o Options) (*Service, error) {
 		return nil, err
 	}
 	if o.KeyLifetime <= 0 {
-		o.KeyLifetime = 90 * 24 * time.Hour
+		return nil, errors.New("vendors: a positive key lifetime is required (config.Backend.KeyLifetime, default 90d)")
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"vendorgate/backend"
-	"vendorgate/backend/store"
-	"vendorgate/backend/store/postgres"
 	"vendorgate/config"
 )
 
@@ -45,32 +43,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level(cfg.LogLevel)}))
-	// A postgres:// database opens the PostgreSQL store (several replicas
-	// may share it); anything else is a SQLite file that backend.New opens.
-	var st store.Store
-	if cfg.IsPostgres() {
-		pg, err := postgres.Open(context.Background(), postgres.Options{URL: cfg.Database})
-		if err != nil {
-			log.Error("open the PostgreSQL database", "database", config.RedactURL(cfg.Database), "error", err)
-			return 1
-		}
-		st = pg
-	}
 	if err := os.MkdirAll(cfg.ReportsDir, 0o755); err != nil {
 		log.Error("create reports directory", "error", err)
 		return 1
 	}
 	ctx := context.Background()
-	b, err := backend.New(ctx, backend.Options{
-		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Database: config.RedactURL(cfg.Database), Store: st,
-		PublicBaseURL: cfg.PublicBaseURL, InternalToken: cfg.InternalToken, AdminToken: cfg.AdminToken,
-		RedisURLs: cfg.RedisURL, RedisMasterName: cfg.RedisMasterName,
-		OrderDeadline: cfg.OrderDeadline, SweepInterval: cfg.SweepInterval, SandboxDelay: cfg.SandboxDelay,
-		KeyPrefixes: cfg.KeyPrefixes.APIKey(), KeySigningSecrets: cfg.KeySigningSecrets, KeyLifetime: cfg.KeyLifetime,
-		MVRUnavailableStates: cfg.MVRUnavailableStates, ReportsDir: cfg.ReportsDir,
-		SeedSandboxVendor: cfg.SeedSandboxVendor, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log,
-		StreamIdleTimeout: cfg.StreamIdleTimeout,
-	})
+	b, err := backend.New(ctx, backend.Options{Config: cfg, Logger: log})
 	if err != nil {
 		log.Error("backend did not start", "error", err)
 		return 1

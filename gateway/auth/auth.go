@@ -12,9 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
+	"vendorgate/gateway/limit"
 	"vendorgate/gateway/usage"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/wire"
@@ -43,14 +45,24 @@ type Identity struct {
 	Status    string
 	ExpiresAt time.Time
 	Revoked   bool
-	// Bucket names of the rate limits, built once per key: every bucket of
-	// a vendor shares the hash tag {v:<vendor_id>} so that a Redis Cluster
-	// keeps one request's buckets in one slot.
-	VendorReads, VendorOrders, KeyReads, KeyOrders string
-	// The buckets of the shadow twins of those limits.
-	VendorReadsTwin, VendorOrdersTwin, KeyReadsTwin, KeyOrdersTwin string
 	// Usage counts the vendor's requests per policy (nil: not counted).
 	Usage *usage.Counter
+
+	// buckets are the key's bucket names by policy index, built on the
+	// first request under a policy layout and kept until the layout
+	// changes (a reload that adds or removes a policy).
+	buckets atomic.Pointer[limit.Buckets]
+}
+
+// Buckets returns the key's bucket names under layout l, indexed by
+// policy: built once per key and layout, so a request does not allocate.
+func (id *Identity) Buckets(l *limit.Layout) *limit.Buckets {
+	if b := id.buckets.Load(); b != nil && b.Layout == l {
+		return b
+	}
+	b := l.Buckets(id.VendorID, id.KeyID)
+	id.buckets.Store(b)
+	return b
 }
 
 // Lookup asks the backend about a key hash (hex SHA-256). It returns nil
@@ -224,22 +236,12 @@ func (a *Authenticator) resolveOnce(sum *[32]byte, gen uint64) (*Identity, error
 }
 
 func identityOf(r *wire.KeyResolution) *Identity {
-	tag := "vg:{v:" + r.VendorID + "}:"
 	return &Identity{
-		KeyID:        r.KeyID,
-		VendorID:     r.VendorID,
-		Environment:  r.Environment,
-		Status:       r.Vendor.Status,
-		ExpiresAt:    r.ExpiresAt,
-		Revoked:      r.RevokedAt != nil,
-		VendorReads:  tag + "reads",
-		VendorOrders: tag + "orders",
-		KeyReads:     tag + "k:" + r.KeyID + ":reads",
-		KeyOrders:    tag + "k:" + r.KeyID + ":orders",
-
-		VendorReadsTwin:  tag + "reads:twin",
-		VendorOrdersTwin: tag + "orders:twin",
-		KeyReadsTwin:     tag + "k:" + r.KeyID + ":reads:twin",
-		KeyOrdersTwin:    tag + "k:" + r.KeyID + ":orders:twin",
+		KeyID:       r.KeyID,
+		VendorID:    r.VendorID,
+		Environment: r.Environment,
+		Status:      r.Vendor.Status,
+		ExpiresAt:   r.ExpiresAt,
+		Revoked:     r.RevokedAt != nil,
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"vendorgate/gateway/limit"
 
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/wire"
@@ -64,10 +65,15 @@ func authn(a *Authenticator, key string) (*Identity, error) {
 
 func TestCacheHitAndInvalidation(t *testing.T) {
 	a, tb, key := newAuth(t, 100)
+	layout := limit.NewLayout([]limit.Policy{{Rate: limit.Rate{Name: "reads"}}, {Rate: limit.Rate{Name: "key-reads"}, Scope: limit.PerKey}}, nil)
 	for i := 0; i < 3; i++ {
 		id, err := authn(a, key)
-		if err != nil || id.KeyID != "k1" || id.VendorReads != "vg:{v:v1}:reads" || id.KeyReads != "vg:{v:v1}:k:k1:reads" {
+		if err != nil || id.KeyID != "k1" {
 			t.Fatalf("%v %+v", err, id)
+		}
+		if b := id.Buckets(layout).Names; b[0] != (limit.Bucket{Key: "vg:{v:v1}:reads", Twin: "vg:{v:v1}:reads:twin"}) ||
+			b[1] != (limit.Bucket{Key: "vg:{v:v1}:k:k1:reads", Twin: "vg:{v:v1}:k:k1:reads:twin"}) {
+			t.Fatalf("buckets %+v", b)
 		}
 	}
 	if tb.calls.Load() != 1 {
@@ -322,5 +328,32 @@ func BenchmarkAuthenticateCached(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// A key's bucket names are built once per layout: the same layout answers
+// the same names without building them again, a new layout (a reload that
+// adds a policy) builds them anew.
+func TestBucketsFollowTheLayout(t *testing.T) {
+	id := &Identity{VendorID: "v1", KeyID: "k1"}
+	rows := []limit.Policy{{Rate: limit.Rate{Name: "reads"}}, {Rate: limit.Rate{Name: "orders"}}}
+	l1 := limit.NewLayout(rows, nil)
+	b1 := id.Buckets(l1)
+	if id.Buckets(l1) != b1 {
+		t.Fatal("the same layout built the names again")
+	}
+	if l := limit.NewLayout(rows, l1); l != l1 {
+		t.Fatal("a layout of the same rows is not the previous one")
+	}
+	l2 := limit.NewLayout(append(rows, limit.Policy{Rate: limit.Rate{Name: "report-downloads"}}), l1)
+	if l2 == l1 {
+		t.Fatal("a layout with another row is the previous one")
+	}
+	b2 := id.Buckets(l2)
+	if b2 == b1 || b2.Names[2].Key != "vg:{v:v1}:report-downloads" || b2.Names[1].Key != "vg:{v:v1}:orders" {
+		t.Fatalf("buckets after the layout changed: %+v", b2.Names)
+	}
+	if n := testing.AllocsPerRun(100, func() { id.Buckets(l2) }); n != 0 {
+		t.Fatalf("%v allocations per request once built", n)
 	}
 }

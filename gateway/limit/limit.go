@@ -28,9 +28,10 @@ import (
 // out or its breaker is open. The caller must refuse the request.
 var ErrUnavailable = errors.New("rate limiter unavailable")
 
-// MaxChecks is how many limits one request can be subject to (the vendor's
-// limit and the optional per-key limit, and a shadow twin of each).
-const MaxChecks = 4
+// MaxChecks is how many limits one request can be subject to: the policies
+// of its route's classes, and a shadow twin of each (NewTable refuses a
+// table past it). The checks travel by value in an array of this size.
+const MaxChecks = 8
 
 // Rate is one limit: Limit requests per Period, with bursts up to Burst
 // (Limit when zero). Shadow limits are counted and reported but never
@@ -63,6 +64,10 @@ func (r Rate) valid() bool { return r.Limit > 0 && r.Period > 0 }
 type Check struct {
 	Key  string
 	Rate Rate
+	// Policy is the index of the policy in its table (usage counts by it);
+	// Twin marks the check of the policy's shadow twin.
+	Policy int
+	Twin   bool
 }
 
 // Checks are the limits of one request, passed by value so that a call
@@ -78,17 +83,6 @@ func (cs *Checks) Add(c Check) {
 		cs.List[cs.Count] = c
 		cs.Count++
 	}
-}
-
-// Enforces reports whether an enforced (not shadow) check of policy name
-// is among cs.
-func (cs *Checks) Enforces(name string) bool {
-	for i := 0; i < cs.Count; i++ {
-		if !cs.List[i].Rate.Shadow && cs.List[i].Rate.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // Result is the state of one bucket after a check.

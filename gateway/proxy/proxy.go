@@ -113,7 +113,6 @@ func New(o Options) (*Proxy, error) {
 		o.ObserveUpstream = func(int, time.Duration) {}
 	}
 	p := &Proxy{token: o.InternalToken, timeout: o.Timeout, observe: o.ObserveUpstream}
-	failures := uint32(o.BreakerFailures)
 	// Every backend connection is an idleconn.Conn: a buffered call's
 	// DoTimeout deadline stands over headers and body, while a streamed
 	// call, made without one, waits up to Timeout for its answer to begin
@@ -159,44 +158,12 @@ func New(o Options) (*Proxy, error) {
 				WriteTimeout:        o.Timeout,
 				MaxIdleConnDuration: 30 * time.Second,
 			},
-			cb: gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
-				Name:          "backend:" + u.Host,
-				MaxRequests:   1,
-				Timeout:       o.BreakerOpenFor,
-				ReadyToTrip:   func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
-				OnStateChange: closeIdleUnlessClosed(func() { be.hc.CloseIdleConnections() }, o.OnStateChange),
-				// Only what the backend did counts: a full pool (this
-				// gateway's overload) or a request the client library
-				// refused before sending answers 503 but opens the breaker
-				// for no one.
-				IsExcluded: breaker.Excluded,
-			}),
+			cb: breaker.New[struct{}](breaker.Settings{Name: "backend:" + u.Host, Failures: o.BreakerFailures,
+				OpenFor: o.BreakerOpenFor, OnStateChange: o.OnStateChange, CloseIdle: func() { be.hc.CloseIdleConnections() }}),
 		}
 		p.backends = append(p.backends, be)
 	}
 	return p, nil
-}
-
-// closeIdleUnlessClosed wraps a breaker's OnStateChange: when the breaker
-// opens or goes half-open, the idle connections to its backend are closed
-// before anything else happens, so the single half-open probe dials a fresh
-// connection. A pooled connection to a backend process that died (kill -9,
-// crash) still looks idle; the probe would take it, fail on it
-// (fasthttp.ErrConnectionClosed: no retry, since the breaker decides) and
-// reopen the breaker for another open period, once per dead connection
-// left in the pool, although the restarted backend was ready long before.
-// Retrying on a fresh connection instead would fix GETs only: a POST that
-// failed that way may have reached the backend. It runs under the breaker's
-// lock, which closing idle connections never takes.
-func closeIdleUnlessClosed(closeIdle func(), next func(name string, from, to gobreaker.State)) func(name string, from, to gobreaker.State) {
-	return func(name string, from, to gobreaker.State) {
-		if to != gobreaker.StateClosed {
-			closeIdle()
-		}
-		if next != nil {
-			next(name, from, to)
-		}
-	}
 }
 
 // aim points uri at b whatever form the client's request target took:

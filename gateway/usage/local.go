@@ -72,7 +72,7 @@ func addRow(m *Values, h *HourValues, v *[numValues]uint64) {
 		m[i] += n
 		h.Values[i] += n
 	}
-	for p := Reads; p < NumPolicies; p++ {
+	for p := Policy(0); p < MaxPolicies; p++ {
 		a, l, _ := m.Get(p)
 		if a+l > h.Peak[p] {
 			h.Peak[p] = a + l

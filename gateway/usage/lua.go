@@ -1,6 +1,11 @@
 package usage
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // applySource adds one chunk of a flush to its minute and hour buckets,
 // once: KEYS[1] is the chunk's guard, set on first application; KEYS[2]
@@ -8,10 +13,11 @@ import "github.com/redis/go-redis/v9"
 // the minute's and the hour's EXPIREAT, then pairs of (vendor field,
 // values). A minute's values are allowed, limited, shadow-limited per
 // policy; an hour's add each policy's peak minute demand after them.
-// Values travel as space-separated decimals, trailing zeros left out.
+// Values travel as space-separated decimals, trailing zeros left out. P is
+// MaxPolicies and C numCounters, written in when the script is built.
 const applySource = `
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
-local P, C = 4, 3
+local P, C = {{P}}, {{C}}
 local function parse(s, n)
   local t, i = {}, 1
   if s then for w in string.gmatch(s, '%d+') do t[i] = tonumber(w); i = i + 1 end end
@@ -41,4 +47,5 @@ redis.call('EXPIREAT', KEYS[3], ARGV[3])
 return 1
 `
 
-var applyScript = redis.NewScript(applySource)
+var applyScript = redis.NewScript(strings.NewReplacer(
+	"{{P}}", strconv.Itoa(MaxPolicies), "{{C}}", strconv.Itoa(numCounters)).Replace(applySource))

@@ -26,8 +26,10 @@ const (
 const chunkRows = 100
 
 // keyTag keeps every usage key in one Redis Cluster slot: a flush's chunks
-// and a read's buckets each go to one node.
-const keyTag = "vgu:{usage}:"
+// and a read's buckets each go to one node. "v2": an hour's values hold
+// MaxPolicies (8) policies before their peaks; the first format held 4, and
+// the two never share a key (a replica of either version keeps its own).
+const keyTag = "vgu:{usage}:v2:"
 
 // RedisOptions configures a Redis store.
 type RedisOptions struct {
@@ -165,7 +167,7 @@ func (s *Redis) Read(minutes, hours []int64) (Buckets, error) {
 		}
 		dst := make(map[string]HourValues, len(c.Val()))
 		for f, v := range c.Val() {
-			var all [numValues + int(NumPolicies)]uint64
+			var all [numValues + MaxPolicies]uint64
 			decode(v, all[:])
 			var hv HourValues
 			copy(hv.Values[:], all[:numValues])

@@ -14,45 +14,17 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"vendorgate/gateway/limit"
 )
 
-// Policy is one of the limit policies a request is counted against.
+// Policy is a limit policy's index in the gateway's policy table
+// (limit.Table): usage counts by it, the table names it.
 type Policy int
 
-// The policies, in the order of their names.
-const (
-	Reads Policy = iota
-	Orders
-	KeyReads
-	KeyOrders
-	NumPolicies
-)
-
-// PolicyName is the policy's name in RateLimit-Policy, config and the usage
-// view.
-func (p Policy) String() string {
-	switch p {
-	case Reads:
-		return "reads"
-	case Orders:
-		return "orders"
-	case KeyReads:
-		return "key-reads"
-	case KeyOrders:
-		return "key-orders"
-	}
-	return "unknown"
-}
-
-// PolicyOf returns the policy named name.
-func PolicyOf(name string) (Policy, bool) {
-	for p := Reads; p < NumPolicies; p++ {
-		if p.String() == name {
-			return p, true
-		}
-	}
-	return 0, false
-}
+// MaxPolicies is how many policies a vendor's counters hold: the policy
+// table's capacity.
+const MaxPolicies = limit.MaxPolicies
 
 // The counters of one policy, in this order wherever they travel.
 const (
@@ -63,7 +35,7 @@ const (
 )
 
 // numValues is the length of a bucket's values: numCounters per policy.
-const numValues = int(NumPolicies) * numCounters
+const numValues = MaxPolicies * numCounters
 
 // Counter holds one vendor's counts since the last flush. Its methods are
 // safe for concurrent use and a nil Counter counts nothing.
@@ -84,7 +56,7 @@ func (c *Counter) Limited(p Policy) { c.add(p, cLimited) }
 func (c *Counter) ShadowLimited(p Policy) { c.add(p, cShadow) }
 
 func (c *Counter) add(p Policy, which int) {
-	if c == nil || p < 0 || p >= NumPolicies {
+	if c == nil || p < 0 || p >= MaxPolicies {
 		return
 	}
 	c.c[int(p)*numCounters+which].Add(1)
@@ -315,5 +287,5 @@ func (v Values) Get(p Policy) (allowed, limited, shadow uint64) {
 // largest allowed + limited seen in one minute of the hour.
 type HourValues struct {
 	Values
-	Peak [NumPolicies]uint64
+	Peak [MaxPolicies]uint64
 }

@@ -34,14 +34,26 @@ func newClock() *clock {
 	return &clock{t: time.Now().UTC().Truncate(time.Hour).Add(30*time.Minute + 10*time.Second)}
 }
 
-func limits(vendor string, p Policy) (int, time.Duration, bool) {
+// The first rows of the gateway's policy table, by index.
+const (
+	Reads Policy = iota
+	Orders
+	KeyReads
+	KeyOrders
+)
+
+func limits(vendor string, p Policy) (string, int, time.Duration, bool) {
 	switch p {
 	case Reads:
-		return 120, time.Minute, true
+		return "reads", 120, time.Minute, true
 	case Orders:
-		return 10, time.Minute, true
+		return "orders", 10, time.Minute, true
+	case KeyReads:
+		return "key-reads", 0, 0, false
+	case KeyOrders:
+		return "key-orders", 0, 0, false
 	}
-	return 0, 0, false
+	return "", 0, 0, false
 }
 
 func redisStore(t testing.TB, srv *testredis.Server) *Redis {
@@ -227,7 +239,7 @@ func TestFlushRetriedOnce(t *testing.T) {
 	}
 	mu.Unlock()
 	r.Flush() // the retry: Redis applied it already, so it is skipped
-	rd := &Reader{Store: st, Now: clk.Now}
+	rd := &Reader{Store: st, Limits: limits, Now: clk.Now}
 	top, err := rd.Top(time.Hour, 10)
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +283,7 @@ func TestApplyOnce(t *testing.T) {
 					t.Fatal(errs[0])
 				}
 			}
-			rd := &Reader{Store: st, Now: clk.Now}
+			rd := &Reader{Store: st, Limits: limits, Now: clk.Now}
 			top, _ := rd.Top(time.Minute, 1)
 			if row := findRow(t, top, vendorA, "reads"); row.Allowed != 3 {
 				t.Fatalf("allowed = %d, want 3", row.Allowed)
@@ -291,7 +303,7 @@ func TestManyVendorsChunked(t *testing.T) {
 		r.For("vendor-" + itoa(uint64(i))).Allowed(Orders)
 	}
 	r.Close()
-	top, err := (&Reader{Store: st, Now: clk.Now}).Top(time.Hour, 0)
+	top, err := (&Reader{Store: st, Limits: limits, Now: clk.Now}).Top(time.Hour, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

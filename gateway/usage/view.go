@@ -13,9 +13,10 @@ const MaxWindow = 24 * time.Hour
 // ErrWindow is a window the buckets cannot answer for.
 var ErrWindow = errors.New("window must be a whole number of minutes from 1m to 24h")
 
-// Limits tells the view a policy's limit for a vendor as configured now
-// (overrides applied); ok is false when the policy is not set for it.
-type Limits func(vendor string, p Policy) (quota int, period time.Duration, ok bool)
+// Limits tells the view the name of policy p and its limit for a vendor as
+// configured now (overrides applied): name is "" when the table has no row
+// p (its counts are not shown), ok false when the row is off for vendor.
+type Limits func(vendor string, p Policy) (name string, quota int, period time.Duration, ok bool)
 
 // Reader answers the usage view from a Store.
 type Reader struct {
@@ -129,14 +130,14 @@ func (r *Reader) Top(w time.Duration, n int) (*Top, error) {
 		k := key{v, p}
 		tr := rows[k]
 		if tr == nil {
-			tr = &TopRow{VendorID: v, Limit: p.String()}
+			tr = &TopRow{VendorID: v}
 			rows[k] = tr
 		}
 		return tr
 	}
 	for _, m := range sp.minutes {
 		for v, vals := range b.Minutes[m] {
-			for p := Reads; p < NumPolicies; p++ {
+			for p := Policy(0); p < MaxPolicies; p++ {
 				a, l, s := vals.Get(p)
 				if a+l+s == 0 {
 					continue
@@ -149,7 +150,7 @@ func (r *Reader) Top(w time.Duration, n int) (*Top, error) {
 	}
 	for _, h := range sp.hours {
 		for v, hv := range b.Hours[h] {
-			for p := Reads; p < NumPolicies; p++ {
+			for p := Policy(0); p < MaxPolicies; p++ {
 				a, l, s := hv.Get(p)
 				if a+l+s == 0 {
 					continue
@@ -162,7 +163,12 @@ func (r *Reader) Top(w time.Duration, n int) (*Top, error) {
 	}
 	out := &Top{Window: formatWindow(w), Rows: make([]TopRow, 0, len(rows))}
 	for k, tr := range rows {
-		if q, per, ok := r.limits(k.vendor, k.p); ok {
+		name, q, per, ok := r.limits(k.vendor, k.p)
+		if name == "" {
+			continue // no row counts under this index now
+		}
+		tr.Limit = name
+		if ok {
 			tr.Quota, tr.PeriodSeconds = q, int64(per/time.Second)
 		}
 		out.Rows = append(out.Rows, *tr)
@@ -197,9 +203,12 @@ func (r *Reader) Vendor(vendor string, w time.Duration) (*VendorUsage, bool, err
 	}
 	out := &VendorUsage{VendorID: vendor, Window: formatWindow(w)}
 	seen := false
-	for p := Reads; p < NumPolicies; p++ {
-		pu := PolicyUsage{Limit: p.String()}
-		q, per, configured := r.limits(vendor, p)
+	for p := Policy(0); p < MaxPolicies; p++ {
+		name, q, per, configured := r.limits(vendor, p)
+		if name == "" {
+			continue // no row counts under this index now
+		}
+		pu := PolicyUsage{Limit: name}
 		pu.Quota, pu.PeriodSeconds = q, int64(per/time.Second)
 		used := false
 		for _, h := range sp.hours {
@@ -229,9 +238,9 @@ func (r *Reader) now() time.Time {
 	return time.Now()
 }
 
-func (r *Reader) limits(v string, p Policy) (int, time.Duration, bool) {
+func (r *Reader) limits(v string, p Policy) (string, int, time.Duration, bool) {
 	if r.Limits == nil {
-		return 0, 0, false
+		return "", 0, 0, false
 	}
 	return r.Limits(v, p)
 }

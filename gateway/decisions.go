@@ -1,0 +1,55 @@
+package gateway
+
+import (
+	"errors"
+
+	"vendorgate/gateway/admin"
+	"vendorgate/gateway/auth"
+	"vendorgate/gateway/limit"
+	"vendorgate/gateway/usage"
+)
+
+// recordLimits keeps the books of one limiter decision: the decision
+// metric of each check, the vendor's usage counts by policy index, and a
+// log line for each refusal a shadow limit would have made. err is the
+// limiter's failure (every check counted unavailable), except a request
+// shed because the node cannot keep up (limit.ErrBusy, counted apart).
+func (g *Gateway) recordLimits(id *auth.Identity, cs *limit.Checks, d *limit.Decision, err error) {
+	if err != nil {
+		for i := 0; i < cs.Count && !errors.Is(err, limit.ErrBusy); i++ {
+			g.metrics.Decision(cs.List[i].Rate.Name, admin.Unavailable)
+		}
+		return
+	}
+	for i := 0; i < cs.Count; i++ {
+		c := &cs.List[i]
+		r := d.Results[i]
+		p := usage.Policy(c.Policy)
+		outcome := admin.Allowed
+		switch {
+		case c.Rate.Shadow && !r.Known:
+			continue // a shadow limit not consulted (a remembered denial answered)
+		case !r.Known:
+			outcome = admin.Limited
+		case r.Allowed:
+		case c.Rate.Shadow:
+			outcome = admin.ShadowLimited
+			g.log.Warn("shadow limit would refuse", "limit", c.Rate.Name, "vendor_id", id.VendorID, "key_id", id.KeyID)
+		default:
+			outcome = admin.Limited
+		}
+		g.metrics.Decision(c.Rate.Name, outcome)
+		switch outcome {
+		case admin.Limited:
+			id.Usage.Limited(p)
+		case admin.ShadowLimited:
+			id.Usage.ShadowLimited(p)
+		}
+		// Allowed counts once per policy: by the policy's own check when it
+		// is enforced and allowed, or when it is a shadow policy (a twin
+		// only adds shadow refusals).
+		if !c.Twin && (!c.Rate.Shadow && outcome == admin.Allowed || c.Rate.Shadow) {
+			id.Usage.Allowed(p)
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package limit
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A limit policy is one row of the policy table: its name (the
+// RateLimit-Policy name, the metrics' and the usage view's label), its
+// scope (whose requests share its bucket), the class of routes it counts,
+// its rate and burst per period, its shadow flag and its shadow twin. The
+// configuration holds the rows (config.Limits.Rows); the gateway compiles
+// them into a Table once per load and per vendor override. A request's
+// checks, its RateLimit headers, its usage counts (by policy index) and
+// the docs page all read the same rows.
+//
+// Adding a policy is one row (limits.policies in the configuration) plus,
+// for a new class, the routes that count it (the gateway's route table).
+
+// MaxPolicies is the policy table's capacity: each key's bucket names and
+// each vendor's usage counters are arrays of this size, so that the
+// request path does not allocate.
+const MaxPolicies = 8
+
+// Scope says whose requests share a policy's bucket.
+type Scope uint8
+
+// The scopes.
+const (
+	// PerVendor: every key of the vendor, on every gateway replica.
+	PerVendor Scope = iota
+	// PerKey: one key.
+	PerKey
+)
+
+// Policy is one row of the policy table as the gateway enforces it. Rate's
+// Name is the policy's name and Shadow its shadow flag; Twin is its shadow
+// twin (a Rate with Limit 0 when none), evaluated on a bucket of its own
+// and never enforced.
+type Policy struct {
+	Rate
+	Scope Scope
+	// Class is the class of routes it counts ("reads", "orders", ...).
+	Class string
+	Twin  Rate
+}
+
+// Layout is what a table's bucket names depend on: each row's scope and
+// name, by index. The tables of one load share one Layout (an override
+// changes rates, not rows); a reload that keeps the rows keeps it, so the
+// bucket names each key holds stay valid.
+type Layout struct {
+	rows []layoutRow
+}
+
+type layoutRow struct {
+	scope  Scope
+	suffix string // the bucket's name after the vendor's tag (and key id)
+}
+
+// NewLayout returns the layout of rows; prev when it is the same, so that
+// the bucket names keys hold stay valid across a reload.
+func NewLayout(rows []Policy, prev *Layout) *Layout {
+	l := &Layout{rows: make([]layoutRow, len(rows))}
+	for i, p := range rows {
+		suffix := p.Name
+		if p.Scope == PerKey {
+			// A per-key bucket sits under the key's id already:
+			// key-reads counts in "k:<key_id>:reads".
+			suffix = strings.TrimPrefix(suffix, "key-")
+		}
+		l.rows[i] = layoutRow{scope: p.Scope, suffix: suffix}
+	}
+	if prev != nil && equalRows(prev.rows, l.rows) {
+		return prev
+	}
+	return l
+}
+
+func equalRows(a, b []layoutRow) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Bucket is a policy's bucket names for one key: its own and its twin's.
+type Bucket struct {
+	Key, Twin string
+}
+
+// Buckets are one key's bucket names under Layout, by policy index.
+type Buckets struct {
+	Layout *Layout
+	Names  [MaxPolicies]Bucket
+}
+
+// Buckets builds the bucket names of a key: every bucket of a vendor shares
+// the hash tag {v:<vendor_id>}, so that a Redis Cluster keeps one request's
+// buckets in one slot.
+func (l *Layout) Buckets(vendorID, keyID string) *Buckets {
+	b := &Buckets{Layout: l}
+	tag := "vg:{v:" + vendorID + "}:"
+	for i, r := range l.rows {
+		name := tag + r.suffix
+		if r.scope == PerKey {
+			name = tag + "k:" + keyID + ":" + r.suffix
+		}
+		b.Names[i] = Bucket{Key: name, Twin: name + ":twin"}
+	}
+	return b
+}
+
+// Table is the policy table compiled for one vendor's limits (the
+// defaults, or an override): its rows, and per route the checks a request
+// makes and its RateLimit-Policy value.
+type Table struct {
+	Policies []Policy
+	plans    []Plan // by route index
+}
+
+// Plan is what a request to one route is checked against under a table.
+type Plan struct {
+	count  int
+	checks [MaxChecks]Check // Key left empty: a key's bucket names fill it
+	// Policy is the RateLimit-Policy value: the enforced limits; nil when
+	// none (shadow limits never refuse, so clients are not told of them).
+	Policy []byte
+}
+
+// NewTable compiles rows for the routes: routeClasses[i] is the classes
+// route i counts. It refuses a table past MaxPolicies rows or a route past
+// MaxChecks limits (a row and its twin count two), and a row whose class
+// no route counts.
+func NewTable(rows []Policy, routeClasses [][]string) (*Table, error) {
+	if len(rows) > MaxPolicies {
+		return nil, fmt.Errorf("limits: %d policies, at most %d", len(rows), MaxPolicies)
+	}
+	t := &Table{Policies: rows, plans: make([]Plan, len(routeClasses))}
+	counted := make(map[string]bool)
+	for ri, classes := range routeClasses {
+		p := &t.plans[ri]
+		for _, c := range classes {
+			counted[c] = true
+		}
+		for i, row := range rows {
+			if !contains(classes, row.Class) || !row.valid() {
+				continue
+			}
+			if p.count+1+btoi(row.Twin.valid()) > MaxChecks {
+				return nil, fmt.Errorf("limits: a route counting %s is subject to more than %d limits (shadow twins count)", strings.Join(classes, ", "), MaxChecks)
+			}
+			p.checks[p.count] = Check{Rate: row.Rate, Policy: i}
+			p.count++
+			if row.Twin.valid() {
+				tw := row.Twin
+				tw.Name, tw.Shadow = row.Name, true
+				p.checks[p.count] = Check{Rate: tw, Policy: i, Twin: true}
+				p.count++
+			}
+			if !row.Shadow {
+				p.Policy = appendPolicy(p.Policy, row.Rate)
+			}
+		}
+	}
+	for _, row := range rows {
+		if row.valid() && !counted[row.Class] {
+			return nil, fmt.Errorf("limits: policy %q counts class %q, which no route counts", row.Name, row.Class)
+		}
+	}
+	return t, nil
+}
+
+// Plan returns the plan of the route at index route.
+func (t *Table) Plan(route int) *Plan { return &t.plans[route] }
+
+// Checks are the plan's checks on a key's buckets b.
+func (p *Plan) Checks(b *Buckets) Checks {
+	cs := Checks{Count: p.count, List: p.checks}
+	for i := 0; i < cs.Count; i++ {
+		c := &cs.List[i]
+		if c.Twin {
+			c.Key = b.Names[c.Policy].Twin
+		} else {
+			c.Key = b.Names[c.Policy].Key
+		}
+	}
+	return cs
+}
+
+// appendPolicy appends r to a RateLimit-Policy value: "name";q=quota;w=seconds.
+func appendPolicy(b []byte, r Rate) []byte {
+	if len(b) > 0 {
+		b = append(b, ", "...)
+	}
+	b = append(b, '"')
+	b = append(b, r.Name...)
+	b = append(b, `";q=`...)
+	b = strconv.AppendInt(b, int64(r.Quota()), 10)
+	b = append(b, ";w="...)
+	return strconv.AppendInt(b, int64((r.Period+time.Second-1)/time.Second), 10)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

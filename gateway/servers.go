@@ -1,0 +1,54 @@
+package gateway
+
+import "time"
+
+// The sizes and timeouts of the gateway's own listeners and clients that no
+// setting names, each with its reason. The settings (config.Gateway) are
+// what operators tune per deployment; these follow from the protocol and
+// from the other settings.
+const (
+	// readBufferSize bounds a request's headers (431 past it): 8 KiB holds
+	// an API key, a request id, trace context and the usual headers with
+	// room, and every connection holds one such buffer.
+	readBufferSize = 8192
+	// readTimeout bounds reading one request from a client: a client that
+	// trickles its headers or body is cut after it, so it cannot hold a
+	// connection and its buffer for longer.
+	readTimeout = 30 * time.Second
+	// writeSlack is added to proxy.timeout for the write timeout: the
+	// backend may take proxy.timeout to answer, the client this long more to
+	// take the answer (a streamed report lifts it and is bounded by progress).
+	writeSlack = 30 * time.Second
+	// idleTimeout closes a keep-alive connection idle this long; shutdown
+	// does not close idle connections, so it also bounds a drain.
+	idleTimeout = 60 * time.Second
+
+	// lookupTimeoutMax caps one key lookup (proxy.timeout when shorter): a
+	// request with a key not cached waits on it before anything else.
+	lookupTimeoutMax = 2 * time.Second
+	// lookupMaxConns bounds the key-lookup pool: the cache answers most
+	// requests and concurrent lookups of one key are coalesced, so 64 covers
+	// a cold start under load without a flood of new keys opening hundreds.
+	lookupMaxConns = 64
+	// probeTimeoutMax caps a readiness probe of a backend (proxy.timeout
+	// when shorter): /readyz should answer within a load balancer's probe.
+	probeTimeoutMax = time.Second
+
+	// adminReadTimeout and adminIdleTimeout: the admin listener serves
+	// scrapes and probes, short requests from a few clients.
+	adminReadTimeout = 10 * time.Second
+	adminIdleTimeout = 30 * time.Second
+	// adminMaxBodyBytes: the admin endpoints take no body; fasthttp would
+	// otherwise set aside memory for any announced up to 4 MiB, and wait
+	// for it.
+	adminMaxBodyBytes = 4 << 10
+
+	// subscriberPoolSize is the pool of the invalidation subscriber's
+	// client: one long-lived SUBSCRIBE connection, and room to reconnect
+	// while the old one is being closed.
+	subscriberPoolSize = 4
+	// usagePoolSize is the usage flusher's own pool: one flush at a time
+	// (a pipelined round trip every few seconds) and a usage view read
+	// beside it, never waiting for or delaying a limiter call.
+	usagePoolSize = 2
+)
