@@ -14,6 +14,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/backend/orders"
 	"vendorgate/backend/request"
 	"vendorgate/backend/respond"
 	"vendorgate/backend/store"
@@ -35,6 +36,7 @@ type vendorService interface {
 
 type orderService interface {
 	AdminGet(ctx context.Context, id string) (vendorID string, o *wire.Order, err error)
+	Queue(ctx context.Context, q orders.QueueQuery) (*orders.QueuePage, error)
 	Release(ctx context.Context, id, service string) (string, *wire.Order, error)
 	Complete(ctx context.Context, id, service string, pdf []byte, result *wire.ReviewsResult) (string, *wire.Order, error)
 	Fail(ctx context.Context, id, service, reason string) (string, *wire.Order, error)
@@ -90,6 +92,7 @@ func (a *API) Register(r *router.Router) {
 	g("GET", "/admin/v1/vendors/{vendor_id}/keys", a.listKeys)
 	g("POST", "/admin/v1/keys/{key_id}/revoke", a.revokeKey)
 	if a.o.Orders != nil {
+		g("GET", "/admin/v1/orders", a.listOrders)
 		g("GET", "/admin/v1/orders/{order_id}", a.getOrder)
 		g("POST", "/admin/v1/orders/{order_id}/release", a.release)
 		g("POST", "/admin/v1/orders/{order_id}/complete", a.complete)
