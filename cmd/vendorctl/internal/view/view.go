@@ -268,3 +268,66 @@ func outcome(s wire.ServiceEntry) string {
 	}
 	return strconv.Itoa(len(s.Result.Reviews)) + " reviews"
 }
+
+// QueueEntry is one order of `order list`: whose it is, when its deadline
+// closes it, and the order.
+type QueueEntry struct {
+	VendorID   string     `json:"vendor_id"`
+	DeadlineAt time.Time  `json:"deadline_at"`
+	Order      wire.Order `json:"order"`
+}
+
+// OrderQueue is the answer of `order list`.
+type OrderQueue struct {
+	Orders     []QueueEntry `json:"orders"`
+	NextCursor *string      `json:"next_cursor"`
+}
+
+// WriteOrderQueue shows orders a row each at now: for a held order which
+// service is held and why, how long since it was placed, and how long
+// until its deadline closes it (nothing once the order is final).
+func WriteOrderQueue(t *Table, q OrderQueue, now time.Time) {
+	if len(q.Orders) == 0 {
+		t.Note("No orders.")
+		return
+	}
+	t.Row("ORDER ID", "VENDOR ID", "STATUS", "HELD", "PLACED", "DEADLINE IN")
+	for _, e := range q.Orders {
+		o := e.Order
+		var held []string
+		for _, s := range o.Services {
+			if s.Status == wire.StatusUnderReview {
+				held = append(held, s.Service+" "+str(s.Reason))
+			}
+		}
+		deadline := ""
+		switch {
+		case o.Final:
+		case !now.Before(e.DeadlineAt):
+			deadline = "due now"
+		default:
+			deadline = Span(e.DeadlineAt.Sub(now))
+		}
+		t.Row(o.OrderID, e.VendorID, o.Status, strings.Join(held, ", "), Span(now.Sub(o.CreatedAt))+" ago", deadline)
+	}
+}
+
+// Span is d to the minute for people: 2d3h, 47h59m reads as 1d23h, 5m;
+// under a minute, seconds.
+func Span(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	if d < time.Minute {
+		return strconv.Itoa(int(d/time.Second)) + "s"
+	}
+	d = d.Truncate(time.Minute)
+	days, hours, mins := int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour), int(d%time.Hour/time.Minute)
+	switch {
+	case days > 0:
+		return strconv.Itoa(days) + "d" + strconv.Itoa(hours) + "h"
+	case hours > 0:
+		return strconv.Itoa(hours) + "h" + strconv.Itoa(mins) + "m"
+	}
+	return strconv.Itoa(mins) + "m"
+}
