@@ -53,6 +53,11 @@ type Options struct {
 	Token   string
 	Vendors vendorService
 	Orders  orderService
+	// Invalidates says whether the backend publishes key and vendor changes
+	// through Redis, so that every gateway drops its cached entry at once;
+	// false: a gateway keeps serving a revoked key until its cached entry
+	// expires (its key_cache.ttl). The revoke answer says which.
+	Invalidates bool
 	// DB is checked by /readyz.
 	DB pinger
 	// Metrics serves /metrics.
@@ -370,5 +375,27 @@ func (a *API) revokeKey(ctx *fasthttp.RequestCtx) {
 		a.error(ctx, err)
 		return
 	}
-	respond.JSON(ctx, fasthttp.StatusOK, keyJSON(k))
+	inv := InvalidationCacheTTL
+	if a.o.Invalidates {
+		inv = InvalidationRedis
+	}
+	respond.JSON(ctx, fasthttp.StatusOK, RevokedKey{Key: keyJSON(k), Invalidation: inv})
+}
+
+// How the gateways learn of a revocation (RevokedKey.Invalidation).
+const (
+	// InvalidationRedis: the backend published it through Redis; every
+	// gateway subscribed to that Redis drops the key at once.
+	InvalidationRedis = "redis"
+	// InvalidationCacheTTL: the backend has no Redis to publish on; each
+	// gateway refuses the key once its cached entry expires, within its
+	// key_cache.ttl (30s by default).
+	InvalidationCacheTTL = "cache_ttl"
+)
+
+// RevokedKey is the answer to a revocation: the key, and how soon the
+// gateways refuse it.
+type RevokedKey struct {
+	Key
+	Invalidation string `json:"invalidation"`
 }

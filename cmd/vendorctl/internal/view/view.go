@@ -201,6 +201,32 @@ func WriteKey(t *Table, k Key, now time.Time) {
 	t.Row("REVOKED", when(str(k.RevokedAt)))
 }
 
+// RevokedKey is the answer of key revoke: the key and how the gateways
+// learn of it ("redis": at once; "cache_ttl": when their cached entry
+// expires).
+type RevokedKey struct {
+	Key
+	Invalidation string `json:"invalidation"`
+}
+
+// defaultKeyCacheTTL is the gateways' key_cache.ttl unless configured.
+const defaultKeyCacheTTL = 30 * time.Second
+
+// WriteRevokedKey shows a revoked key and when every gateway refuses it.
+func WriteRevokedKey(t *Table, k RevokedKey, now time.Time) {
+	WriteKey(t, k.Key, now)
+	switch k.Invalidation {
+	case "redis":
+		t.Note("")
+		t.Note("Every gateway refuses this key now: the backend published the revocation through Redis.")
+	case "cache_ttl":
+		t.Note("")
+		t.Note("Gateways refuse this key within each gateway's key_cache.ttl (30s by default: by " +
+			now.Add(defaultKeyCacheTTL).UTC().Format("15:04:05Z") + "); until then one that cached it still serves it.")
+		t.Note("The backend has no Redis to publish revocations on: set its redis_url (BACKEND_REDIS_URL) to the gateways' Redis to make it immediate.")
+	}
+}
+
 // WriteKeys shows keys a row each, with their state at now.
 func WriteKeys(t *Table, ks []Key, now time.Time) {
 	if len(ks) == 0 {
