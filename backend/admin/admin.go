@@ -120,9 +120,16 @@ func (a *API) authorized(h *fasthttp.RequestHeader) bool {
 	return subtle.ConstantTimeCompare(h.Peek("Authorization"), []byte("Bearer "+a.o.Token)) == 1
 }
 
+// refuse answers a request without the admin token: "required" when it
+// sent none, "refused" when it sent another, so that an operator with a
+// stale or mistyped token is not told to send one.
 func (a *API) refuse(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="vendorgate-admin"`)
-	a.error(ctx, apierr.New(apierr.InvalidAPIKey, "admin token required"))
+	msg := "admin token required: send Authorization: Bearer <the backend's admin_token>"
+	if len(ctx.Request.Header.Peek("Authorization")) > 0 {
+		msg = "admin token refused: it is not this backend's admin_token (BACKEND_ADMIN_TOKEN)"
+	}
+	a.error(ctx, apierr.New(apierr.InvalidAPIKey, "%s", msg))
 }
 
 // error answers err. The domain packages refuse a transition that is not
