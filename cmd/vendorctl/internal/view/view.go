@@ -80,11 +80,21 @@ func NewTable(w io.Writer) *Table {
 // other control characters, which would break the alignment or, from a
 // hostile company name, drive the operator's terminal.
 func (t *Table) Row(cells ...string) {
+	t.write(cell, cells)
+}
+
+// Line writes cells as Row does, except that an empty cell stays blank
+// rather than "-": for a continued row under the one it belongs to.
+func (t *Table) Line(cells ...string) {
+	t.write(clean, cells)
+}
+
+func (t *Table) write(show func(string) string, cells []string) {
 	for i, c := range cells {
 		if i > 0 {
 			io.WriteString(t.tw, "\t")
 		}
-		io.WriteString(t.tw, cell(c))
+		io.WriteString(t.tw, show(c))
 	}
 	io.WriteString(t.tw, "\n")
 }
