@@ -44,11 +44,11 @@ var queueParams = map[string]bool{"status": true, "reason": true, "vendor_id": t
 func (a *API) listOrders(ctx *fasthttp.RequestCtx) {
 	args := ctx.QueryArgs()
 	unknown := map[string]string{}
-	args.VisitAll(func(k, _ []byte) {
+	for k := range args.All() {
 		if !queueParams[string(k)] {
 			unknown[string(k)] = "not a parameter of this list (status, reason, vendor_id, since, limit, cursor)"
 		}
-	})
+	}
 	if len(unknown) > 0 {
 		e := apierr.New(apierr.ValidationError, "the request is not valid; see fields")
 		e.Fields = unknown
