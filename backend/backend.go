@@ -128,7 +128,7 @@ func (b *Backend) build(ctx context.Context) error {
 	b.bg = bg
 
 	internal := internalapi.New(c.InternalToken, vs, b.log)
-	adminAPI := admin.New(admin.Options{Token: c.AdminToken, Vendors: vs, Orders: orders, DB: b.store,
+	adminAPI := admin.New(admin.Options{Token: c.AdminToken, Vendors: vs, Orders: orders, DB: b.store, Invalidates: b.publisher != nil,
 		Metrics: b.metrics.Handler(), Logger: b.log})
 	r := respond.NewRouter(b.log)
 	r.GET("/internal/v1/keys/{hash}", internal.Guard(internal.LookupKey)) // guarded here too, whatever the path looked like

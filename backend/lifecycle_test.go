@@ -132,7 +132,7 @@ func TestSandboxScenarios(t *testing.T) {
 		if r := h.vendorCall(v, "GET", "/api/vendor/v1/orders/"+o.OrderID+"/reports/mvr", nil, ""); r.status != 200 {
 			t.Fatalf("released mvr report: %d", r.status)
 		}
-		if r := h.adminCall("POST", "/admin/v1/orders/"+o.OrderID+"/release", ""); r.status != 409 || r.code() != "request_failed" {
+		if r := h.adminCall("POST", "/admin/v1/orders/"+o.OrderID+"/release", ""); r.status != 409 || r.code() != "not_held" {
 			t.Fatalf("second release: %d %s", r.status, r.body)
 		}
 	})

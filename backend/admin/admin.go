@@ -14,6 +14,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/backend/orders"
 	"vendorgate/backend/request"
 	"vendorgate/backend/respond"
 	"vendorgate/backend/store"
@@ -35,6 +36,7 @@ type vendorService interface {
 
 type orderService interface {
 	AdminGet(ctx context.Context, id string) (vendorID string, o *wire.Order, err error)
+	Queue(ctx context.Context, q orders.QueueQuery) (*orders.QueuePage, error)
 	Release(ctx context.Context, id, service string) (string, *wire.Order, error)
 	Complete(ctx context.Context, id, service string, pdf []byte, result *wire.ReviewsResult) (string, *wire.Order, error)
 	Fail(ctx context.Context, id, service, reason string) (string, *wire.Order, error)
@@ -51,6 +53,11 @@ type Options struct {
 	Token   string
 	Vendors vendorService
 	Orders  orderService
+	// Invalidates says whether the backend publishes key and vendor changes
+	// through Redis, so that every gateway drops its cached entry at once;
+	// false: a gateway keeps serving a revoked key until its cached entry
+	// expires (its key_cache.ttl). The revoke answer says which.
+	Invalidates bool
 	// DB is checked by /readyz.
 	DB pinger
 	// Metrics serves /metrics.
@@ -90,6 +97,7 @@ func (a *API) Register(r *router.Router) {
 	g("GET", "/admin/v1/vendors/{vendor_id}/keys", a.listKeys)
 	g("POST", "/admin/v1/keys/{key_id}/revoke", a.revokeKey)
 	if a.o.Orders != nil {
+		g("GET", "/admin/v1/orders", a.listOrders)
 		g("GET", "/admin/v1/orders/{order_id}", a.getOrder)
 		g("POST", "/admin/v1/orders/{order_id}/release", a.release)
 		g("POST", "/admin/v1/orders/{order_id}/complete", a.complete)
@@ -112,9 +120,16 @@ func (a *API) authorized(h *fasthttp.RequestHeader) bool {
 	return subtle.ConstantTimeCompare(h.Peek("Authorization"), []byte("Bearer "+a.o.Token)) == 1
 }
 
+// refuse answers a request without the admin token: "required" when it
+// sent none, "refused" when it sent another, so that an operator with a
+// stale or mistyped token is not told to send one.
 func (a *API) refuse(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="vendorgate-admin"`)
-	a.error(ctx, apierr.New(apierr.InvalidAPIKey, "admin token required"))
+	msg := "admin token required: send Authorization: Bearer <the backend's admin_token>"
+	if len(ctx.Request.Header.Peek("Authorization")) > 0 {
+		msg = "admin token refused: it is not this backend's admin_token (BACKEND_ADMIN_TOKEN)"
+	}
+	a.error(ctx, apierr.New(apierr.InvalidAPIKey, "%s", msg))
 }
 
 // error answers err. The domain packages refuse a transition that is not
@@ -367,5 +382,27 @@ func (a *API) revokeKey(ctx *fasthttp.RequestCtx) {
 		a.error(ctx, err)
 		return
 	}
-	respond.JSON(ctx, fasthttp.StatusOK, keyJSON(k))
+	inv := InvalidationCacheTTL
+	if a.o.Invalidates {
+		inv = InvalidationRedis
+	}
+	respond.JSON(ctx, fasthttp.StatusOK, RevokedKey{Key: keyJSON(k), Invalidation: inv})
+}
+
+// How the gateways learn of a revocation (RevokedKey.Invalidation).
+const (
+	// InvalidationRedis: the backend published it through Redis; every
+	// gateway subscribed to that Redis drops the key at once.
+	InvalidationRedis = "redis"
+	// InvalidationCacheTTL: the backend has no Redis to publish on; each
+	// gateway refuses the key once its cached entry expires, within its
+	// key_cache.ttl (30s by default).
+	InvalidationCacheTTL = "cache_ttl"
+)
+
+// RevokedKey is the answer to a revocation: the key, and how soon the
+// gateways refuse it.
+type RevokedKey struct {
+	Key
+	Invalidation string `json:"invalidation"`
 }

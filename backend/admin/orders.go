@@ -6,6 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/backend/orders"
 	"vendorgate/backend/request"
 	"vendorgate/backend/respond"
 	"vendorgate/shared/apierr"
@@ -32,6 +33,39 @@ func (a *API) orderAnswer(ctx *fasthttp.RequestCtx, vendorID string, o *wire.Ord
 		return
 	}
 	respond.JSON(ctx, fasthttp.StatusOK, OrderAnswer{VendorID: vendorID, Order: o})
+}
+
+// queueParams are the parameters of the staff's order list: a misspelt one
+// is refused, not ignored into a list that looks filtered.
+var queueParams = map[string]bool{"status": true, "reason": true, "vendor_id": true, "since": true, "limit": true, "cursor": true}
+
+// listOrders is the staff's order list: every vendor's orders, newest
+// first, narrowed by status, hold reason, vendor and placement time.
+func (a *API) listOrders(ctx *fasthttp.RequestCtx) {
+	args := ctx.QueryArgs()
+	unknown := map[string]string{}
+	for k := range args.All() {
+		if !queueParams[string(k)] {
+			unknown[string(k)] = "not a parameter of this list (status, reason, vendor_id, since, limit, cursor)"
+		}
+	}
+	if len(unknown) > 0 {
+		e := apierr.New(apierr.ValidationError, "the request is not valid; see fields")
+		e.Fields = unknown
+		a.error(ctx, e)
+		return
+	}
+	q := orders.QueueQuery{Status: string(args.Peek("status")), Reason: string(args.Peek("reason")),
+		VendorID: string(args.Peek("vendor_id")), Since: string(args.Peek("since")),
+		Limit: string(args.Peek("limit")), Cursor: string(args.Peek("cursor"))}
+	c, cancel := request.Context()
+	defer cancel()
+	page, err := a.o.Orders.Queue(c, q)
+	if err != nil {
+		a.error(ctx, err)
+		return
+	}
+	respond.JSON(ctx, fasthttp.StatusOK, page)
 }
 
 func (a *API) getOrder(ctx *fasthttp.RequestCtx) {

@@ -272,7 +272,7 @@ func (s *Service) Release(ctx context.Context, id, service string) (string, *wir
 			}
 		}
 		if released == 0 {
-			return conflict("nothing to release: no service of this order is held for review")
+			return notHeld(o, service)
 		}
 		s.o.Logger.Info("order released", "order_id", o.ID, "service", service)
 		return nil

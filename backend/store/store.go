@@ -134,6 +134,9 @@ type Store interface {
 	// ListOrders lists a vendor's orders newest first, after cursor when it
 	// is not nil, at most limit.
 	ListOrders(ctx context.Context, vendorID string, after *Cursor, limit int) ([]*Order, error)
+	// SearchOrders lists every vendor's orders that f keeps, newest first,
+	// after cursor when it is not nil, at most limit: the staff's queue.
+	SearchOrders(ctx context.Context, f OrderFilter, after *Cursor, limit int) ([]*Order, error)
 	// UpdateOrder loads the order, lets fn change it and saves the order and
 	// its services, in one transaction. fn's error aborts and is returned.
 	UpdateOrder(ctx context.Context, id string, fn func(*Order) error) (*Order, error)

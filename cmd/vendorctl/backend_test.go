@@ -414,7 +414,8 @@ func TestVendorsAndKeysAgainstBackend(t *testing.T) {
 		}
 	}
 	r := h.runCtl(map[string]string{"VENDORCTL_ADMIN_URL": h.adminURL, "VENDORCTL_ADMIN_TOKEN": "wrong-token-wrong-token"}, "vendor", "list")
-	if line := checkFailure(t, r, 1, []string{"vendor", "list"}); !strings.HasPrefix(line, "vendorctl: invalid_api_key: ") {
+	if line := checkFailure(t, r, 1, []string{"vendor", "list"}); line != "vendorctl: the backend admin API refused the token in VENDORCTL_ADMIN_TOKEN: "+
+		"invalid_api_key: admin token refused: it is not this backend's admin_token (BACKEND_ADMIN_TOKEN)" {
 		t.Errorf("wrong token: %q", line)
 	}
 	if strings.Contains(r.stderr, "wrong-token") {
@@ -552,7 +553,7 @@ func TestOrdersAgainstBackend(t *testing.T) {
 	if s := service(a.Order, "mvr"); s.Status != wire.StatusCompleted || s.FileURL == nil {
 		t.Fatalf("released mvr: %+v", s)
 	}
-	if line := h.ctlFails(1, "order", "release", held); !strings.HasPrefix(line, "vendorctl: request_failed: ") {
+	if line := h.ctlFails(1, "order", "release", held); !strings.HasPrefix(line, "vendorctl: not_held: ") {
 		t.Errorf("release with nothing held: %q", line)
 	}
 	a = h.waitFor(held, "final", func(o wire.Order) bool { return o.Final })

@@ -144,11 +144,18 @@ func TestParseLifetime(t *testing.T) {
 		}
 	}
 	for in, reason := range map[string]string{"0s": "shorter than one second", "500ms": "shorter than one second",
-		"1500ms": "not a whole number of seconds", "-5s": "shorter than one second", "ninety": "not a duration",
-		"xd": "not a number of days", "36501d": "longer than 36500 days", "99999999999d": "longer than",
+		"1500ms": "not a whole number of seconds", "-5s": "shorter than one second", "ninety": "not a lifetime",
+		"xd": "not a lifetime", "36501d": "longer than 36500 days", "99999999999d": "longer than",
 		"0d": "shorter than one second"} {
 		if _, err := parseLifetime(in); err == nil || !strings.Contains(err.Error(), reason) {
 			t.Errorf("parseLifetime(%q) error %v, want %q", in, err, reason)
+		}
+	}
+	// What a refusal suggests is a lifetime it takes.
+	for _, in := range []string{"ninety", "5x", "1.5.d"} {
+		_, err := parseLifetime(in)
+		if err == nil || strings.Contains(err.Error(), "ms") || !strings.Contains(err.Error(), "(use 90d, 36h or 2s") {
+			t.Errorf("parseLifetime(%q) error %v: want it to suggest 90d, 36h or 2s, nothing under a second", in, err)
 		}
 	}
 }
@@ -190,6 +197,11 @@ func TestRunRefusesLocally(t *testing.T) {
 		{[]string{"vendor", "services", someID, "mvr,mvr"}, "SERVICES: mvr is listed twice"},
 		{[]string{"vendor", "get", "not-a-uuid"}, `VENDOR_ID "not-a-uuid" is not a UUID`},
 		{[]string{"key", "issue", someID, "--lifetime", "0s"}, "--lifetime: \"0s\" is shorter than one second"},
+		{[]string{"key", "revoke", "1234"}, `KEY_ID "1234" is not a UUID`},
+		{[]string{"order", "list", "--status", "held"}, `--status "held": use one of under_review, processing`},
+		{[]string{"order", "list", "--reason", "no_record"}, `--reason "no_record": use a hold reason, one of identity_review, manual_review, report_review`},
+		{[]string{"order", "list", "--vendor", "acme"}, `--vendor "acme" is not a UUID`},
+		{[]string{"order", "list", "--since", "yesterday"}, `--since "yesterday": use a time back from now (24h, 7d, 90m) or an RFC 3339 time`},
 		{[]string{"order", "release", someID, "--service", "dmv"}, `--service "dmv": use one of mvr, psp, cdlis, driver_reviews`},
 		{[]string{"order", "complete", someID}, "--service is required"},
 		{[]string{"order", "complete", someID, "--service", "mvr", "--file", notPDF}, "is not a PDF (it does not start with %PDF-)"},

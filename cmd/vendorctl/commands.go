@@ -137,11 +137,15 @@ func keyIssue(e *env, inv *invocation) error {
 }
 
 func keyRevoke(e *env, inv *invocation) error {
-	raw, err := e.api.Do(e.ctx, http.MethodPost, "/admin/v1/keys/"+url.PathEscape(inv.args[0])+"/revoke", nil)
+	id, err := uuidArg(inv, 0)
 	if err != nil {
 		return err
 	}
-	return show(e, raw, func(w *view.Table, k view.Key) { view.WriteKey(w, k, e.now()) })
+	raw, err := e.api.Do(e.ctx, http.MethodPost, "/admin/v1/keys/"+url.PathEscape(id)+"/revoke", nil)
+	if err != nil {
+		return err
+	}
+	return show(e, raw, func(w *view.Table, k view.RevokedKey) { view.WriteRevokedKey(w, k, e.now()) })
 }
 
 func keyList(e *env, inv *invocation) error {
@@ -294,7 +298,8 @@ func parseLifetime(s string) (int64, error) {
 	}
 	d, err := config.ParseDuration(s)
 	if err != nil {
-		return 0, err
+		// Not config's message: it suggests 500ms, which a lifetime refuses.
+		return 0, fmt.Errorf("%q is not a lifetime (use 90d, 36h or 2s: whole days, or a duration of whole seconds)", s)
 	}
 	switch {
 	case d < time.Second:

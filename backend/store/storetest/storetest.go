@@ -55,6 +55,7 @@ func Run(t *testing.T, open Open) {
 		{"OrderNotFound", testOrderNotFound},
 		{"ListOrdersNewestFirstPaged", testListOrders},
 		{"ListOrdersStableUnderInserts", testListOrdersStable},
+		{"SearchOrders", testSearchOrders},
 		{"UpdateOrder", testUpdateOrder},
 		{"UpdateOrderFnErrorAborts", testUpdateOrderAbort},
 		{"UpdateOrderConcurrentSerialized", testUpdateOrderConcurrent},

@@ -43,14 +43,18 @@ type Options struct {
 	// Name is what the API is called in messages. Default "the backend
 	// admin API".
 	Name string
+	// TokenName is where Token came from (an environment variable), named
+	// when the API refuses it.
+	TokenName string
 }
 
 // Client calls the admin API. It is safe for concurrent use.
 type Client struct {
-	base  string
-	name  string
-	token string
-	http  *http.Client
+	base      string
+	name      string
+	token     string
+	tokenName string
+	http      *http.Client
 }
 
 // New checks o, fills its defaults and returns a Client.
@@ -72,10 +76,11 @@ func New(o Options) (*Client, error) {
 		o.Name = "the backend admin API"
 	}
 	return &Client{
-		base:  strings.TrimRight(o.BaseURL, "/"),
-		name:  o.Name,
-		token: o.Token,
-		http:  &http.Client{Timeout: o.Timeout, Transport: o.Transport},
+		base:      strings.TrimRight(o.BaseURL, "/"),
+		name:      o.Name,
+		token:     o.Token,
+		tokenName: o.TokenName,
+		http:      &http.Client{Timeout: o.Timeout, Transport: o.Transport},
 	}, nil
 }
 
@@ -121,8 +126,12 @@ func (c *Client) Do(ctx context.Context, method, path string, in any) (json.RawM
 		return nil, fmt.Errorf("%s %s: answer larger than %d bytes", method, path, maxAnswerBytes)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		if d, ok := apierr.Parse(data); ok {
-			return nil, &Error{Status: resp.StatusCode, Detail: d}
+		if d, ok := parseEnvelope(data); ok {
+			e := &Error{Status: resp.StatusCode, Detail: d}
+			if resp.StatusCode == http.StatusUnauthorized && c.tokenName != "" {
+				return nil, fmt.Errorf("%s refused the token in %s: %w", c.name, c.tokenName, e)
+			}
+			return nil, e
 		}
 		return nil, fmt.Errorf("%s %s: %s answered %s%s", method, path, c.name, resp.Status, snippet(data))
 	}
@@ -130,6 +139,19 @@ func (c *Client) Do(ctx context.Context, method, path string, in any) (json.RawM
 		return nil, fmt.Errorf("%s %s: %s answered %s with a body that is not JSON%s", method, path, c.name, resp.Status, snippet(data))
 	}
 	return data, nil
+}
+
+// parseEnvelope reads an error envelope. The admin APIs have codes of
+// their own beside the specification's (not_held), so any code is taken,
+// where apierr.Parse takes only the specification's.
+func parseEnvelope(body []byte) (apierr.Detail, bool) {
+	var env struct {
+		Error *apierr.Detail `json:"error"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil || env.Error == nil || env.Error.Code == "" || env.Error.Message == "" {
+		return apierr.Detail{}, false
+	}
+	return *env.Error, true
 }
 
 // snippet is the start of an unexpected body on one line, so that an error

@@ -70,14 +70,14 @@ func WriteVendorUsage(t *Table, u VendorUsage) {
 		for _, b := range p.Minutes {
 			a, l, s = a+b.Allowed, l+b.Limited, s+b.ShadowLimited
 		}
-		t.Row("")
+		t.Line("")
 		t.Row(p.Limit, "quota "+quota(p.Quota, p.PeriodSeconds))
-		t.Row("", "allowed "+strconv.FormatUint(a, 10)+", limited "+strconv.FormatUint(l, 10)+", shadow-limited "+strconv.FormatUint(s, 10))
+		t.Line("", "allowed "+strconv.FormatUint(a, 10)+", limited "+strconv.FormatUint(l, 10)+", shadow-limited "+strconv.FormatUint(s, 10))
 		spark, marks := Sparkline(p.Minutes, p.Quota, p.PeriodSeconds)
 		if spark != "" {
-			t.Row("", "per minute  |"+spark+"|")
+			t.Line("", "per minute  |"+spark+"|")
 			if strings.TrimSpace(marks) != "" {
-				t.Row("", "refused     |"+marks+"|")
+				t.Line("", "refused     |"+marks+"|")
 			}
 		}
 	}

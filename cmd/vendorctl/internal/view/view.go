@@ -80,11 +80,21 @@ func NewTable(w io.Writer) *Table {
 // other control characters, which would break the alignment or, from a
 // hostile company name, drive the operator's terminal.
 func (t *Table) Row(cells ...string) {
+	t.write(cell, cells)
+}
+
+// Line writes cells as Row does, except that an empty cell stays blank
+// rather than "-": for a continued row under the one it belongs to.
+func (t *Table) Line(cells ...string) {
+	t.write(clean, cells)
+}
+
+func (t *Table) write(show func(string) string, cells []string) {
 	for i, c := range cells {
 		if i > 0 {
 			io.WriteString(t.tw, "\t")
 		}
-		io.WriteString(t.tw, cell(c))
+		io.WriteString(t.tw, show(c))
 	}
 	io.WriteString(t.tw, "\n")
 }
@@ -201,6 +211,32 @@ func WriteKey(t *Table, k Key, now time.Time) {
 	t.Row("REVOKED", when(str(k.RevokedAt)))
 }
 
+// RevokedKey is the answer of key revoke: the key and how the gateways
+// learn of it ("redis": at once; "cache_ttl": when their cached entry
+// expires).
+type RevokedKey struct {
+	Key
+	Invalidation string `json:"invalidation"`
+}
+
+// defaultKeyCacheTTL is the gateways' key_cache.ttl unless configured.
+const defaultKeyCacheTTL = 30 * time.Second
+
+// WriteRevokedKey shows a revoked key and when every gateway refuses it.
+func WriteRevokedKey(t *Table, k RevokedKey, now time.Time) {
+	WriteKey(t, k.Key, now)
+	switch k.Invalidation {
+	case "redis":
+		t.Note("")
+		t.Note("Every gateway refuses this key now: the backend published the revocation through Redis.")
+	case "cache_ttl":
+		t.Note("")
+		t.Note("Gateways refuse this key within each gateway's key_cache.ttl (30s by default: by " +
+			now.Add(defaultKeyCacheTTL).UTC().Format("15:04:05Z") + "); until then one that cached it still serves it.")
+		t.Note("The backend has no Redis to publish revocations on: set its redis_url (BACKEND_REDIS_URL) to the gateways' Redis to make it immediate.")
+	}
+}
+
 // WriteKeys shows keys a row each, with their state at now.
 func WriteKeys(t *Table, ks []Key, now time.Time) {
 	if len(ks) == 0 {
@@ -267,4 +303,67 @@ func outcome(s wire.ServiceEntry) string {
 		return "1 review"
 	}
 	return strconv.Itoa(len(s.Result.Reviews)) + " reviews"
+}
+
+// QueueEntry is one order of `order list`: whose it is, when its deadline
+// closes it, and the order.
+type QueueEntry struct {
+	VendorID   string     `json:"vendor_id"`
+	DeadlineAt time.Time  `json:"deadline_at"`
+	Order      wire.Order `json:"order"`
+}
+
+// OrderQueue is the answer of `order list`.
+type OrderQueue struct {
+	Orders     []QueueEntry `json:"orders"`
+	NextCursor *string      `json:"next_cursor"`
+}
+
+// WriteOrderQueue shows orders a row each at now: for a held order which
+// service is held and why, how long since it was placed, and how long
+// until its deadline closes it (nothing once the order is final).
+func WriteOrderQueue(t *Table, q OrderQueue, now time.Time) {
+	if len(q.Orders) == 0 {
+		t.Note("No orders.")
+		return
+	}
+	t.Row("ORDER ID", "VENDOR ID", "STATUS", "HELD", "PLACED", "DEADLINE IN")
+	for _, e := range q.Orders {
+		o := e.Order
+		var held []string
+		for _, s := range o.Services {
+			if s.Status == wire.StatusUnderReview {
+				held = append(held, s.Service+" "+str(s.Reason))
+			}
+		}
+		deadline := ""
+		switch {
+		case o.Final:
+		case !now.Before(e.DeadlineAt):
+			deadline = "due now"
+		default:
+			deadline = Span(e.DeadlineAt.Sub(now))
+		}
+		t.Row(o.OrderID, e.VendorID, o.Status, strings.Join(held, ", "), Span(now.Sub(o.CreatedAt))+" ago", deadline)
+	}
+}
+
+// Span is d to the minute for people: 2d3h, 47h59m reads as 1d23h, 5m;
+// under a minute, seconds.
+func Span(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	if d < time.Minute {
+		return strconv.Itoa(int(d/time.Second)) + "s"
+	}
+	d = d.Truncate(time.Minute)
+	days, hours, mins := int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour), int(d%time.Hour/time.Minute)
+	switch {
+	case days > 0:
+		return strconv.Itoa(days) + "d" + strconv.Itoa(hours) + "h"
+	case hours > 0:
+		return strconv.Itoa(hours) + "h" + strconv.Itoa(mins) + "m"
+	}
+	return strconv.Itoa(mins) + "m"
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"vendorgate/gateway/usage"
 )
 
 // render writes v with fn into a table and returns the text.
@@ -150,5 +152,30 @@ func TestSparkline(t *testing.T) {
 	}
 	if s, _ := Sparkline(bs, 0, 0); s != " ████" {
 		t.Fatalf("no quota: %q", s)
+	}
+}
+
+// TestVendorUsageHasNoStrayDashes: usage show's blank lines and continued
+// rows are blank, not "-" cells.
+func TestVendorUsageHasNoStrayDashes(t *testing.T) {
+	var buf bytes.Buffer
+	tb := NewTable(&buf)
+	u := VendorUsage{CompanyName: "Acme"}
+	u.VendorID, u.Window = "548ed114-29cf-4dac-8f98-339783ffb823", "1h"
+	at := time.Date(2026, 3, 14, 15, 0, 0, 0, time.UTC)
+	for _, name := range []string{"reads", "orders"} {
+		u.Policies = append(u.Policies, usage.PolicyUsage{Limit: name, Quota: 120, PeriodSeconds: 60,
+			Minutes: []usage.Bucket{{At: at, Seconds: 60, Allowed: 100, Limited: 30}}})
+	}
+	WriteVendorUsage(tb, u)
+	tb.Flush()
+	out := buf.String()
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "-" {
+			t.Errorf("stray dash line %q in:\n%s", l, out)
+		}
+	}
+	if !strings.Contains(out, "allowed 100, limited 30") || !strings.Contains(out, "reads") || !strings.Contains(out, "orders") {
+		t.Errorf("usage show lost its content:\n%s", out)
 	}
 }
