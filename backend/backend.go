@@ -28,6 +28,7 @@ import (
 	"vendorgate/backend/vendors"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/idleconn"
+	"vendorgate/shared/logctx"
 	"vendorgate/shared/serverlog"
 	"vendorgate/shared/wire"
 )
@@ -124,6 +125,8 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	// A line logged under a request's context names its request id.
+	o.Logger = slog.New(logctx.NewHandler(o.Logger.Handler()))
 	if o.Now == nil {
 		o.Now = time.Now
 	}

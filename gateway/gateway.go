@@ -103,6 +103,7 @@ type Gateway struct {
 	usage         *usage.Recorder
 
 	accessLog bool
+	outages   outages
 	ridPrefix [9]byte // 8 hex characters and '-'
 	ridSeq    atomic.Uint64
 	draining  atomic.Bool
@@ -211,7 +212,8 @@ func New(o Options) (_ *Gateway, err error) {
 		Logger:                        serverlog.Printer{Log: g.log}, // never the request's bytes
 	}
 	po := probe.Options{Redis: g.limiterClient, RedisTimeout: c.Redis.Timeout, Backends: c.BackendURL,
-		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, time.Second)}
+		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, time.Second),
+		OnChange: g.onDependencyChange}
 	if g.limiterClient == nil {
 		po.Redis = nil // a nil client in the interface would read as set
 	}

@@ -6,7 +6,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -44,7 +43,7 @@ func run() int {
 		return 0
 	}
 	log := newLogger(cfg.LogLevel)
-	redis.SetLogger(redisLog{log}) // go-redis logs through a package-level logger: route it to JSON
+	redis.SetLogger(gateway.RedisLog{Log: log}) // go-redis logs through a package-level logger: route it to JSON
 	g, err := gateway.New(gateway.Options{Config: cfg, Logger: log, OpenAPI: openapi.Document})
 	if err != nil {
 		log.Error("gateway", "err", err)
@@ -106,13 +105,6 @@ func reload(g *gateway.Gateway, path string, log *slog.Logger) {
 		return
 	}
 	log.Error("configuration reload refused; the previous configuration stays", "err", err)
-}
-
-// redisLog turns go-redis's own log lines (dial failures) into slog lines.
-type redisLog struct{ log *slog.Logger }
-
-func (r redisLog) Printf(_ context.Context, format string, v ...any) {
-	r.log.Warn("redis", "msg", fmt.Sprintf(format, v...))
 }
 
 func newLogger(level string) *slog.Logger {
