@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Metrics are the gateway's Prometheus metrics (names: docs/CONTRACTS.md),
@@ -110,6 +111,10 @@ func NewMetrics(routes []string) *Metrics {
 	reg.MustRegister(m.requests, m.RequestDuration, m.UpstreamDuration, m.LimiterDecisions, m.RedisCallDuration,
 		m.RedisErrors, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ConfigInfo, m.ConfigReloads,
 		m.UsageFlushes, m.UsagePending, m.UsageDropped)
+	// The runtime's and the process's own (go_*, process_*), as the
+	// backend exports them: memory, GC, goroutines, CPU, file descriptors
+	// of the component that autoscales.
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
