@@ -206,7 +206,9 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 	d, err := g.limiter.Allow(cs)
 	if err != nil {
 		for i := 0; i < cs.Count; i++ {
-			g.metrics.Decision(cs.List[i].Rate.Name, admin.Unavailable)
+			if rt := &cs.List[i].Rate; !rt.Shadow || !cs.Enforces(rt.Name) { // a request, not its twin
+				g.metrics.Decision(rt.Name, admin.Unavailable)
+			}
 		}
 		return err
 	}
