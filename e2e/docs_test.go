@@ -81,7 +81,7 @@ func TestDocsInABrowser(t *testing.T) {
 			t.Errorf("the rendered page lacks sandbox value %s", v.Value)
 		}
 	}
-	if !strings.Contains(dom, "curl -s -H 'X-API-Key: YOUR_API_KEY' 'https://api.vendorgate.test/api/vendor/v1/me'") {
+	if !strings.Contains(dom, "curl -s \\\n  -H 'X-API-Key: YOUR_API_KEY' \\\n  'https://api.vendorgate.test/api/vendor/v1/me'") {
 		t.Error("the curl lines do not use the configured public address")
 	}
 	if strings.Contains(dom, s.gwURLs[0]) {
@@ -130,6 +130,13 @@ func TestDocsRoutesConformAndReload(t *testing.T) {
 	for {
 		r := s.do("GET", gw+"/docs", "", nil, nil)
 		if r.status == 200 && strings.Contains(string(r.body), "&#34;reads&#34;;q=300;w=60") {
+			// The text follows the table: Getting started and the example
+			// header say 300, derived from the limit now in force.
+			body := string(r.body)
+			if !strings.Contains(body, "<code>reads</code> 300 a minute") || !strings.Contains(body, "RateLimit: &#34;reads&#34;;r=225;t=15") ||
+				strings.Contains(body, "reads</code> 120 a minute") {
+				t.Fatalf("after SIGHUP the page's text does not follow the limits in force:\n%s", body)
+			}
 			if r.header.Get("ETag") == page.header.Get("ETag") {
 				t.Fatal("the page changed but its ETag did not")
 			}
