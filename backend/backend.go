@@ -16,6 +16,9 @@ import (
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"vendorgate/backend/admin"
 	"vendorgate/backend/internalapi"
@@ -24,12 +27,14 @@ import (
 	"vendorgate/backend/respond"
 	"vendorgate/backend/store"
 	"vendorgate/backend/store/sqlite"
+	"vendorgate/backend/store/storetrace"
 	"vendorgate/backend/vendorapi"
 	"vendorgate/backend/vendors"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/idleconn"
 	"vendorgate/shared/logctx"
 	"vendorgate/shared/serverlog"
+	"vendorgate/shared/tracing"
 	"vendorgate/shared/wire"
 )
 
@@ -77,6 +82,9 @@ type Options struct {
 	// MaxBodyBytes bounds a vendor request body. Default 1 MiB.
 	MaxBodyBytes int
 	Logger       *slog.Logger
+	// Tracer makes a server span per request, with a span per store call
+	// under it (backend/store/storetrace); nil is tracing off.
+	Tracer trace.Tracer
 	// Now is the clock of the domain, the simulator and the sweeper.
 	// Default time.Now.
 	Now func() time.Time
@@ -147,6 +155,13 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		}
 		st = sq
 	}
+	if o.Tracer != nil {
+		system := "sqlite"
+		if o.Store != nil {
+			system = "postgresql"
+		}
+		st = storetrace.New(st, o.Tracer, system)
+	}
 	b := &Backend{o: o, log: o.Logger, store: st, errs: make(chan error, 2)}
 	if err := b.build(ctx); err != nil {
 		b.closeAll()
@@ -195,7 +210,7 @@ func (b *Backend) build(ctx context.Context) error {
 	r.GET(wire.ReadyPath, internal.Guard(adminAPI.Readyz))                // the gateways' readiness probe
 	vendorapi.New(vendorapi.Options{Vendors: vs, Orders: orders, MaxBodyBytes: o.MaxBodyBytes, Logger: b.log}).
 		Register(r, internal.Guard)
-	b.server = newServer(b.metrics.Instrument(logRequests(b.log, guardPrefixes(internal, r.Handler))), o.MaxBodyBytes, b.log)
+	b.server = newServer(b.metrics.Instrument(traceRequests(o.Tracer, logRequests(b.log, guardPrefixes(internal, r.Handler)))), o.MaxBodyBytes, b.log)
 
 	ar := respond.NewRouter(b.log)
 	adminAPI.Register(ar)
@@ -250,6 +265,33 @@ func logRequests(log *slog.Logger, h fasthttp.RequestHandler) fasthttp.RequestHa
 			"request_id", string(ctx.Request.Header.Peek(wire.HeaderRequestID)),
 			"method", string(ctx.Method()), "route", ctx.UserValue(router.MatchedRoutePathParam), "status", ctx.Response.StatusCode(),
 			"duration", time.Since(start), "vendor_id", string(ctx.Request.Header.Peek(wire.HeaderVendorID)))
+	}
+}
+
+// traceRequests makes a server span of each request, continuing the
+// gateway's trace (W3C traceparent) or starting one, and keeps its context
+// on the request for the store calls below (request.ContextOf).
+func traceRequests(tracer trace.Tracer, h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	if tracer == nil {
+		return h
+	}
+	return func(ctx *fasthttp.RequestCtx) {
+		parent := tracing.Propagator.Extract(context.Background(), tracing.Carrier{H: &ctx.Request.Header})
+		c, span := tracer.Start(parent, string(ctx.Method()), trace.WithSpanKind(trace.SpanKindServer))
+		tracing.Attach(ctx, c)
+		h(ctx)
+		status := ctx.Response.StatusCode()
+		if route, ok := ctx.UserValue(router.MatchedRoutePathParam).(string); ok {
+			span.SetName(string(ctx.Method()) + " " + route)
+			span.SetAttributes(attribute.String("http.route", route))
+		}
+		span.SetAttributes(attribute.String("http.request.method", string(ctx.Method())),
+			attribute.Int("http.response.status_code", status),
+			attribute.String("vendorgate.request_id", string(ctx.Request.Header.Peek(wire.HeaderRequestID))))
+		if status >= 500 {
+			span.SetStatus(codes.Error, fasthttp.StatusMessage(status))
+		}
+		span.End()
 	}
 }
 

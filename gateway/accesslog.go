@@ -46,7 +46,7 @@ func (g *Gateway) logRequest(ctx *fasthttp.RequestCtx, ex *exchange, status int,
 		slog.String("vendor_id", ex.vendorID),
 		slog.String("key_id", ex.keyID),
 		slog.String("client", ex.client.String()))
-	if id := traceIDOf(ctx); id != "" {
+	if id := ex.trace.traceID(ctx); id != "" {
 		attrs = append(attrs, slog.String("trace_id", id))
 	}
 	if ua := ctx.UserAgent(); len(ua) > 0 {

@@ -61,6 +61,7 @@ type exchange struct {
 	// for the access log
 	err      error         // what fail answered, nil when the request passed
 	upstream time.Duration // the backend's time, measured when the access log is on
+	trace    requestTrace  // zero when tracing is off
 }
 
 func (ex *exchange) requestID() []byte { return ex.rid[:ex.ridLen] }
@@ -79,6 +80,7 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	ex := exchange{start: ctx.Time(), route: rt.index}
 	sn := g.snap.Load()
 	g.setRequestID(ctx, &ex)
+	g.beginTrace(ctx, &ex) // a server span, when tracing is on
 	ex.client = sn.clientIP.Client(ctx)
 	id, err := g.authenticate(ctx, sn, &ex) // steps 2-4: key format, resolve, failed-key throttle
 	if err == nil {
@@ -145,7 +147,9 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 	if len(raw) > 0 {
 		sum = auth.Sum(raw)
 	}
+	ex.trace.begin(spanKeyLookup)
 	id, err := g.auth.Authenticate(raw, &sum)
+	ex.trace.end(err)
 	if id != nil {
 		ex.vendorID, ex.keyID = id.VendorID, id.KeyID // ids, never the key
 	}
@@ -203,7 +207,9 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 		return errNotApproved
 	}
 	cs, cl := sn.limits(id, rt.class)
+	ex.trace.begin(spanLimiter)
 	d, err := g.limiter.Allow(cs)
+	ex.trace.end(err)
 	if err != nil {
 		for i := 0; i < cs.Count; i++ {
 			if rt := &cs.List[i].Rate; !rt.Shadow || !cs.Enforces(rt.Name) { // a request, not its twin
@@ -254,12 +260,16 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, id *auth.Identity, rt *route
 	var ip [48]byte
 	pid := proxy.Identity{VendorID: id.VendorID, KeyID: id.KeyID, Environment: id.Environment,
 		RequestID: ex.requestID(), ClientIP: ex.client.AppendTo(ip[:0])}
-	if !g.accessLog {
-		return g.proxy.Forward(ctx, &pid, rt.streams)
+	ex.trace.beginBackend(ctx)
+	var err error
+	if g.accessLog {
+		start := time.Now()
+		err = g.proxy.Forward(ctx, &pid, rt.streams)
+		ex.upstream = time.Since(start)
+	} else {
+		err = g.proxy.Forward(ctx, &pid, rt.streams)
 	}
-	start := time.Now()
-	err := g.proxy.Forward(ctx, &pid, rt.streams)
-	ex.upstream = time.Since(start)
+	ex.trace.end(err)
 	return err
 }
 
@@ -288,7 +298,7 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 	status := ctx.Response.StatusCode()
 	g.metrics.Request(ex.route, ctx.Method(), status)
 	d := time.Since(ex.start)
-	g.metrics.ObserveRequest(ex.route, d)
+	g.metrics.ObserveRequest(ex.route, d, ex.trace.finish(ctx, ex, status))
 	// Ask the handler first: the attributes are built (and allocate)
 	// before LogAttrs could drop a line below the configured level.
 	if g.accessLog && g.log.Enabled(context.Background(), slog.LevelInfo) {

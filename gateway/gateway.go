@@ -21,6 +21,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"vendorgate/config"
 	"vendorgate/gateway/admin"
@@ -53,6 +54,10 @@ type Options struct {
 	Now func() time.Time
 	// DisableAccessLog turns off the one line per request (benchmarks).
 	DisableAccessLog bool
+	// Tracer makes a server span per request with a span for the key
+	// lookup, the limiter and the backend call; nil is tracing off
+	// (shared/tracing).
+	Tracer trace.Tracer
 }
 
 // limiter is what the flow needs of a rate limiter.
@@ -104,7 +109,8 @@ type Gateway struct {
 
 	accessLog bool
 	outages   outages
-	ridPrefix [9]byte // 8 hex characters and '-'
+	tracer    trace.Tracer // nil: tracing off
+	ridPrefix [9]byte      // 8 hex characters and '-'
 	ridSeq    atomic.Uint64
 	draining  atomic.Bool
 
@@ -134,7 +140,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway settings: %w", err)
 	}
-	g := &Gateway{log: o.Logger, accessLog: !o.DisableAccessLog, streamIdle: c.Proxy.StreamIdleTimeout, stopPoll: make(chan struct{}), pollDone: make(chan struct{})}
+	g := &Gateway{log: o.Logger, accessLog: !o.DisableAccessLog, tracer: o.Tracer, streamIdle: c.Proxy.StreamIdleTimeout, stopPoll: make(chan struct{}), pollDone: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			g.release() // the goroutines and clients started before the failure

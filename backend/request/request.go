@@ -15,6 +15,7 @@ import (
 	"vendorgate/backend/textcheck"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/logctx"
+	"vendorgate/shared/tracing"
 	"vendorgate/shared/wire"
 )
 
@@ -27,9 +28,11 @@ func Context() (context.Context, context.CancelFunc) {
 
 // ContextOf is Context for a request the gateway forwarded: it carries the
 // gateway's request id, so that every line logged under it names the
-// request (logctx.Handler).
+// request (logctx.Handler), and the request's span.
 func ContextOf(ctx *fasthttp.RequestCtx) (context.Context, context.CancelFunc) {
-	c := logctx.WithRequestID(context.Background(), string(ctx.Request.Header.Peek(wire.HeaderRequestID)))
+	// The request's server span, when tracing is on: the store calls under
+	// c are its children.
+	c := logctx.WithRequestID(tracing.From(ctx), string(ctx.Request.Header.Peek(wire.HeaderRequestID)))
 	return context.WithTimeout(c, 10*time.Second)
 }
 

@@ -20,6 +20,7 @@ import (
 	"vendorgate/backend/store"
 	"vendorgate/backend/store/postgres"
 	"vendorgate/config"
+	"vendorgate/shared/tracing"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -61,6 +62,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	ctx := context.Background()
+	traces, err := tracing.Setup(ctx, "vendorgate-backend", os.LookupEnv)
+	if err != nil {
+		log.Error("tracing", "error", err)
+		return 1
+	}
+	defer flushTraces(traces, log)
 	b, err := backend.New(ctx, backend.Options{
 		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Database: config.RedactURL(cfg.Database), Store: st,
 		PublicBaseURL: cfg.PublicBaseURL, InternalToken: cfg.InternalToken, AdminToken: cfg.AdminToken,
@@ -70,6 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		MVRUnavailableStates: cfg.MVRUnavailableStates, ReportsDir: cfg.ReportsDir,
 		SeedSandboxVendor: cfg.SeedSandboxVendor, MaxBodyBytes: cfg.MaxBodyBytes, Logger: log,
 		StreamIdleTimeout: cfg.StreamIdleTimeout,
+		Tracer:            traces.Tracer("vendorgate/backend"),
 	})
 	if err != nil {
 		log.Error("backend did not start", "error", err)
@@ -103,6 +111,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("backend stopped")
 	return code
+}
+
+// flushTraces exports the spans still buffered before the process exits.
+func flushTraces(t *tracing.Tracing, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.Shutdown(ctx); err != nil {
+		log.Warn("traces not flushed", "error", err)
+	}
 }
 
 func level(s string) slog.Level {

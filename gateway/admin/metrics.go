@@ -160,8 +160,16 @@ func (m *Metrics) Request(route int, method []byte, status int) {
 	c.Inc()
 }
 
-// ObserveRequest records how long the request on route took.
-func (m *Metrics) ObserveRequest(route int, d time.Duration) {
+// ObserveRequest records how long the request on route took; a sampled
+// trace's id (traceID not empty) goes with it as an exemplar, so that a
+// latency panel leads to the trace.
+func (m *Metrics) ObserveRequest(route int, d time.Duration, traceID string) {
+	if traceID != "" {
+		if eo, ok := m.durations[route].(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": traceID})
+			return
+		}
+	}
 	m.durations[route].Observe(d.Seconds())
 }
 
