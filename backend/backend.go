@@ -16,6 +16,9 @@ import (
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"vendorgate/backend/admin"
 	"vendorgate/backend/internalapi"
@@ -23,13 +26,16 @@ import (
 	"vendorgate/backend/metrics"
 	"vendorgate/backend/respond"
 	"vendorgate/backend/store"
+	"vendorgate/backend/store/storetrace"
 	"vendorgate/backend/vendorapi"
 	"vendorgate/backend/vendors"
 	"vendorgate/config"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/barelf"
 	"vendorgate/shared/idleconn"
+	"vendorgate/shared/logctx"
 	"vendorgate/shared/serverlog"
+	"vendorgate/shared/tracing"
 	"vendorgate/shared/wire"
 )
 
@@ -43,6 +49,9 @@ type Options struct {
 	// test's store); the Backend closes it at Shutdown.
 	Store  store.Store
 	Logger *slog.Logger
+	// Tracer makes a server span per request, with a span per store call
+	// under it (backend/store/storetrace); nil is tracing off.
+	Tracer trace.Tracer
 	// Now is the clock of the domain, the simulator and the sweeper.
 	// Default time.Now.
 	Now func() time.Time
@@ -77,6 +86,8 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	// A line logged under a request's context names its request id.
+	o.Logger = slog.New(logctx.NewHandler(o.Logger.Handler()))
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -86,6 +97,13 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		if st, err = openStore(ctx, o.Config); err != nil {
 			return nil, err
 		}
+	}
+	if o.Tracer != nil {
+		system := "sqlite"
+		if o.Config.IsPostgres() {
+			system = "postgresql"
+		}
+		st = storetrace.New(st, o.Tracer, system)
 	}
 	b := &Backend{o: o, cfg: o.Config, log: o.Logger, store: st, errs: make(chan error, 2)}
 	if err := b.build(ctx); err != nil {
@@ -135,7 +153,7 @@ func (b *Backend) build(ctx context.Context) error {
 	r.GET(wire.ReadyPath, internal.Guard(adminAPI.Readyz))                // the gateways' readiness probe
 	vendorapi.New(vendorapi.Options{Vendors: vs, Orders: orders, MaxBodyBytes: c.MaxBodyBytes, Logger: b.log}).
 		Register(r, internal.Guard)
-	b.server = newServer(b.metrics.Instrument(logRequests(b.log, guardPrefixes(internal, r.Handler))), c.MaxBodyBytes, b.log)
+	b.server = newServer(b.metrics.Instrument(traceRequests(b.o.Tracer, logRequests(b.log, guardPrefixes(internal, r.Handler)))), c.MaxBodyBytes, b.log)
 
 	ar := respond.NewRouter(b.log)
 	adminAPI.Register(ar)
@@ -190,6 +208,33 @@ func logRequests(log *slog.Logger, h fasthttp.RequestHandler) fasthttp.RequestHa
 			"request_id", respond.RequestID(ctx),
 			"method", string(ctx.Method()), "route", ctx.UserValue(router.MatchedRoutePathParam), "status", ctx.Response.StatusCode(),
 			"duration", time.Since(start), "vendor_id", string(ctx.Request.Header.Peek(wire.HeaderVendorID)))
+	}
+}
+
+// traceRequests makes a server span of each request, continuing the
+// gateway's trace (W3C traceparent) or starting one, and keeps its context
+// on the request for the store calls below (request.ContextOf).
+func traceRequests(tracer trace.Tracer, h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	if tracer == nil {
+		return h
+	}
+	return func(ctx *fasthttp.RequestCtx) {
+		parent := tracing.Propagator.Extract(context.Background(), tracing.Carrier{H: &ctx.Request.Header})
+		c, span := tracer.Start(parent, string(ctx.Method()), trace.WithSpanKind(trace.SpanKindServer))
+		tracing.Attach(ctx, c)
+		h(ctx)
+		status := ctx.Response.StatusCode()
+		if route, ok := ctx.UserValue(router.MatchedRoutePathParam).(string); ok {
+			span.SetName(string(ctx.Method()) + " " + route)
+			span.SetAttributes(attribute.String("http.route", route))
+		}
+		span.SetAttributes(attribute.String("http.request.method", string(ctx.Method())),
+			attribute.Int("http.response.status_code", status),
+			attribute.String("vendorgate.request_id", string(ctx.Request.Header.Peek(wire.HeaderRequestID))))
+		if status >= 500 {
+			span.SetStatus(codes.Error, fasthttp.StatusMessage(status))
+		}
+		span.End()
 	}
 }
 

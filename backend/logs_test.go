@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"vendorgate/shared/testlog"
+	"vendorgate/shared/wire"
 )
 
 // Request bytes never reach the log: a malformed request carrying the
@@ -31,5 +32,32 @@ func TestMalformedRequestNotLogged(t *testing.T) {
 	}
 	if !strings.Contains(out, "malformed request") || !strings.Contains(out, `"peer":"127.0.0.1:`) {
 		t.Errorf("no line naming the malformed request and its peer:\n%s", out)
+	}
+}
+
+// Every line the backend writes about a vendor's request names the request
+// id the gateway sent, so that one request can be followed through both.
+func TestRequestLinesCarryTheGatewaysRequestID(t *testing.T) {
+	var logs testlog.Buffer
+	h := start(t, func(o *Options) {
+		o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	v := h.newVendor("sandbox", "mvr")
+	const rid = "gw-rid-0001"
+	r := h.vendorCall(v, "POST", "/api/vendor/v1/orders", map[string]string{"Content-Type": "application/json",
+		wire.HeaderIdempotency: "idem-rid", wire.HeaderRequestID: rid}, orderBody("D1234567", "mvr"))
+	if r.status != 202 {
+		t.Fatalf("place: %d %s", r.status, r.body)
+	}
+	out := logs.WaitFor(func(log string) bool { return strings.Contains(log, `"msg":"order placed"`) })
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, `"msg":"order placed"`) || strings.Contains(line, `"msg":"request"`) {
+			if !strings.Contains(line, `"request_id":"`+rid+`"`) {
+				t.Errorf("a line about the request lacks its request id: %s", line)
+			}
+		}
+	}
+	if !strings.Contains(out, `"msg":"order placed"`) {
+		t.Fatalf("no order placed line:\n%s", out)
 	}
 }

@@ -317,6 +317,9 @@ func TestDashboard(t *testing.T) {
 		"vendorgate_gateway_redis_call_duration_seconds_bucket", "vendorgate_gateway_redis_errors_total",
 		"vendorgate_gateway_breaker_state", "vendorgate_gateway_key_cache_hits_total", "vendorgate_gateway_key_cache_misses_total",
 		"vendorgate_gateway_auth_failures_total", "vendorgate_backend_orders", "vendorgate_backend_sweeper_runs_total",
+		// the gateway's resources (its go_* and process_* metrics)
+		`process_cpu_seconds_total{instance=~"$gateway"}`, `process_resident_memory_bytes{instance=~"$gateway"}`,
+		`go_goroutines{instance=~"$gateway"}`, `go_gc_duration_seconds_sum{instance=~"$gateway"}`,
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no dashboard panel queries %s", want)

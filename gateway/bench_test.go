@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"vendorgate/config"
 	"vendorgate/shared/testredis"
@@ -91,5 +94,19 @@ func BenchmarkHandlerRedis(b *testing.B) {
 	benchHandler(b, func(o *Options) {
 		o.DisableAccessLog = true
 		o.Config.Redis.URL = config.List{rs.URL()}
+	})
+}
+
+// BenchmarkHandlerLocalTraced1pct is BenchmarkHandlerLocal with tracing on
+// at 1 % sampling (parent-based: a request without traceparent is a root),
+// spans batched to an exporter that drops them: the cost of tracing per
+// request, next to BenchmarkHandlerLocal.
+func BenchmarkHandlerLocalTraced1pct(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01))),
+		sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	benchHandler(b, func(o *Options) {
+		o.DisableAccessLog = true
+		o.Tracer = tp.Tracer("bench")
 	})
 }

@@ -17,7 +17,9 @@ import (
 func (g *Gateway) recordLimits(id *auth.Identity, cs *limit.Checks, d *limit.Decision, err error) {
 	if err != nil {
 		for i := 0; i < cs.Count && !errors.Is(err, limit.ErrBusy); i++ {
-			g.metrics.Decision(cs.List[i].Rate.Name, admin.Unavailable)
+			if !cs.List[i].Twin { // a request, not its shadow twin
+				g.metrics.Decision(cs.List[i].Rate.Name, admin.Unavailable)
+			}
 		}
 		return
 	}

@@ -57,8 +57,9 @@ func TestDocsRoutes(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"curl -s -H &#39;X-API-Key: YOUR_API_KEY&#39; &#39;" + testPublicBaseURL + "/api/vendor/v1/me&#39;",
-		`&#34;reads&#34;;q=5;w=60`, // the configured read limit
+		"curl -s \\\n  -H &#39;X-API-Key: YOUR_API_KEY&#39; \\\n  &#39;" + testPublicBaseURL + "/api/vendor/v1/me&#39;",
+		// the configured read limit, and the text that follows it
+		`&#34;reads&#34;;q=5;w=60`, "<code>reads</code> 5 a minute", `RateLimit: &#34;reads&#34;;r=4;t=12`,
 		`<code>vgsandbx_</code>`, `<code>vglive01_</code>`,
 		"RateLimit-Policy", "Retry-After",
 	} {

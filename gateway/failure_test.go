@@ -192,3 +192,29 @@ func TestOpenBackendSkipped(t *testing.T) {
 		t.Fatalf("readyz with one healthy backend: %d %s", a.status, a.body)
 	}
 }
+
+// TestUnavailableCountsRequestsNotTwins: with Redis down, a read whose
+// limit has a shadow twin is one unavailable decision, not two.
+func TestUnavailableCountsRequestsNotTwins(t *testing.T) {
+	rs := testredis.Start(t)
+	b := newTestBackend(t)
+	gw := startGateway(t, b, func(o *Options) {
+		o.Config.Redis.URL = config.List{rs.URL()}
+		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 1000, Period: time.Minute,
+			ShadowTwin: &config.Limit{Rate: 500, Period: time.Minute}}
+	})
+	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	rs.Stop()
+	for range 5 {
+		do(t, "GET", gw.url+"/api/vendor/v1/me", key).wantError(t, 503, apierr.RateLimitUnavailable)
+	}
+	const series = `vendorgate_gateway_limiter_decisions_total{limit="reads",outcome="unavailable"} `
+	m := scrape(t, gw)
+	i := strings.Index(m, series)
+	if i < 0 {
+		t.Fatalf("no %s in:\n%s", series, m)
+	}
+	if got := strings.Fields(m[i+len(series):])[0]; got != "5" {
+		t.Fatalf("5 requests refused with Redis down counted as %s unavailable decisions", got)
+	}
+}

@@ -56,6 +56,10 @@ type exchange struct {
 	checks   limit.Checks
 	decision limit.Decision
 	hasLimit bool
+	// for the access log
+	err      error         // what fail answered, nil when the request passed
+	upstream time.Duration // the backend's time, measured when the access log is on
+	trace    requestTrace  // zero when tracing is off
 }
 
 func (ex *exchange) requestID() []byte { return ex.rid[:ex.ridLen] }
@@ -74,6 +78,7 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	ex := exchange{start: ctx.Time(), route: rt.label}
 	sn := g.snap.Load()
 	g.setRequestID(ctx, &ex)
+	g.beginTrace(ctx, &ex) // a server span, when tracing is on
 	ex.client = sn.clientIP.Client(ctx)
 	id, err := g.authenticate(ctx, sn, &ex) // steps 2-4: key format, resolve, failed-key throttle
 	if err == nil {
@@ -93,6 +98,7 @@ func (g *Gateway) serveRefusal(ctx *fasthttp.RequestCtx, e *apierr.Error) {
 	ex := exchange{start: time.Now(), route: routeUnmatched}
 	g.setRequestID(ctx, &ex)
 	ex.client = g.snap.Load().clientIP.Client(ctx)
+	ex.err = e
 	g.respond.Write(ctx, e, 0)
 	g.finish(ctx, &ex)
 }
@@ -114,12 +120,13 @@ func (g *Gateway) serverError(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		g.respond.Write(ctx, errBodyTooLarge, 0)
+		ex.err = errBodyTooLarge
 	case errors.As(err, &small):
-		g.respond.Write(ctx, errHeaderTooLarge, 0)
+		ex.err = errHeaderTooLarge
 	default:
-		g.respond.Write(ctx, errMalformed, 0)
+		ex.err = errMalformed
 	}
+	g.respond.Error(ctx, ex.err)
 	g.finish(ctx, &ex)
 }
 
@@ -133,6 +140,7 @@ func (g *Gateway) recoverPanic(ctx *fasthttp.RequestCtx) {
 	ex := exchange{start: time.Now(), route: routeUnmatched}
 	ctx.Response.Reset()
 	g.setRequestID(ctx, &ex)
+	ex.err = respond.Internal()
 	g.respond.Write(ctx, respond.Internal(), 0)
 	g.finish(ctx, &ex)
 }
@@ -145,7 +153,9 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 	if len(raw) > 0 {
 		sum = auth.Sum(raw)
 	}
+	ex.trace.begin(spanKeyLookup)
 	id, err := g.auth.Authenticate(raw, &sum)
+	ex.trace.end(err)
 	if id != nil {
 		ex.vendorID, ex.keyID = id.VendorID, id.KeyID // ids, never the key
 	}
@@ -204,7 +214,9 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 		return errNotApproved
 	}
 	cs, plan := sn.limits(id, rt)
+	ex.trace.begin(spanLimiter)
 	d, err := g.limiter.Allow(cs)
+	ex.trace.end(err)
 	g.recordLimits(id, &cs, &d, err)
 	if err != nil {
 		return err
@@ -221,16 +233,26 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, id *auth.Identity, rt *route
 	var ip [48]byte
 	pid := proxy.Identity{VendorID: id.VendorID, KeyID: id.KeyID, Environment: id.Environment,
 		RequestID: ex.requestID(), ClientIP: ex.client.AppendTo(ip[:0])}
-	return g.proxy.Forward(ctx, &pid, rt.streams)
+	ex.trace.beginBackend(ctx)
+	var err error
+	if g.accessLog {
+		start := time.Now()
+		err = g.proxy.Forward(ctx, &pid, rt.streams)
+		ex.upstream = time.Since(start)
+	} else {
+		err = g.proxy.Forward(ctx, &pid, rt.streams)
+	}
+	ex.trace.end(err)
+	return err
 }
 
-// fail writes err's envelope; an unexpected error is logged, never shown.
+// fail writes err's envelope. A dependency's failure is counted for the
+// line that tells of its return, not logged per request (the access log has
+// the request's error code and cause); an unexpected error is logged,
+// never shown.
 func (g *Gateway) fail(ctx *fasthttp.RequestCtx, err error, ex *exchange) {
-	var ae *apierr.Error
-	var ref *respond.Refusal
-	if !errors.As(err, &ae) && !errors.As(err, &ref) {
-		g.log.Warn("request failed", "request_id", string(ex.requestID()), "err", err)
-	}
+	ex.err = err
+	g.outages.countRefusal(err)
 	if g.respond.Error(ctx, err) {
 		g.log.Error("unexpected error", "request_id", string(ex.requestID()), "err", err)
 	}
@@ -249,19 +271,11 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 	status := ctx.Response.StatusCode()
 	g.metrics.Request(ex.route, ctx.Method(), status)
 	d := time.Since(ex.start)
-	g.metrics.ObserveRequest(ex.route, d)
-	// Ask the handler first: the attributes below are built (and allocate)
+	g.metrics.ObserveRequest(ex.route, d, ex.trace.finish(ctx, ex, status))
+	// Ask the handler first: the attributes are built (and allocate)
 	// before LogAttrs could drop a line below the configured level.
 	if g.accessLog && g.log.Enabled(context.Background(), slog.LevelInfo) {
-		g.log.LogAttrs(context.Background(), slog.LevelInfo, "request",
-			slog.String("request_id", string(ex.requestID())),
-			slog.String("route", g.labels.of(ex.route)),
-			slog.String("method", string(ctx.Method())),
-			slog.Int("status", status),
-			slog.Duration("duration", d),
-			slog.String("vendor_id", ex.vendorID),
-			slog.String("key_id", ex.keyID),
-			slog.String("client", ex.client.String()))
+		g.logRequest(ctx, ex, status, d)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"vendorgate/config"
 	"vendorgate/gateway/admin"
@@ -55,6 +56,10 @@ type Options struct {
 	Now func() time.Time
 	// DisableAccessLog turns off the one line per request (benchmarks).
 	DisableAccessLog bool
+	// Tracer makes a server span per request with a span for the key
+	// lookup, the limiter and the backend call; nil is tracing off
+	// (shared/tracing).
+	Tracer trace.Tracer
 }
 
 // limiter is what the flow needs of a rate limiter.
@@ -116,7 +121,9 @@ type Gateway struct {
 	usage         *usage.Recorder
 
 	accessLog bool
-	ridPrefix [9]byte // 8 hex characters and '-'
+	outages   outages
+	tracer    trace.Tracer // nil: tracing off
+	ridPrefix [9]byte      // 8 hex characters and '-'
 	ridSeq    atomic.Uint64
 	draining  atomic.Bool
 
@@ -146,7 +153,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway settings: %w", err)
 	}
-	g := &Gateway{log: o.Logger, accessLog: !o.DisableAccessLog, streamIdle: c.Proxy.StreamIdleTimeout, stopPoll: make(chan struct{}), pollDone: make(chan struct{})}
+	g := &Gateway{log: o.Logger, accessLog: !o.DisableAccessLog, tracer: o.Tracer, streamIdle: c.Proxy.StreamIdleTimeout, stopPoll: make(chan struct{}), pollDone: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			g.release() // the goroutines and clients started before the failure
@@ -239,7 +246,8 @@ func New(o Options) (_ *Gateway, err error) {
 		Logger:                        serverlog.Printer{Log: g.log}, // never the request's bytes
 	}
 	po := probe.Options{Redis: g.limiterClient, RedisTimeout: c.Redis.Timeout, Backends: c.BackendURL,
-		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, probeTimeoutMax)}
+		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, probeTimeoutMax),
+		OnChange: g.onDependencyChange}
 	if g.limiterClient == nil {
 		po.Redis = nil // a nil client in the interface would read as set
 	}

@@ -16,11 +16,21 @@ import (
 // lines; the parts themselves know nothing of Prometheus.
 
 // onBreakerState is every breaker's OnStateChange: it runs under the
-// breaker's lock, so it only counts and logs.
+// breaker's lock, so it only counts and logs. Opening and closing are
+// logged; the half-open trials in between (one each breaker_open_for while
+// the dependency stays down) only at debug level: the metrics count every
+// transition.
 func (g *Gateway) onBreakerState(name string, from, to gobreaker.State) {
 	g.metrics.BreakerTransitions.WithLabelValues(name, from.String(), to.String()).Inc()
 	g.metrics.BreakerState.WithLabelValues(name).Set(float64(to))
-	g.log.Warn("breaker state change", "breaker", name, "from", from.String(), "to", to.String())
+	switch {
+	case from == gobreaker.StateClosed:
+		g.log.Warn("breaker opened", "breaker", name)
+	case to == gobreaker.StateClosed:
+		g.log.Info("breaker closed", "breaker", name)
+	default:
+		g.log.Debug("breaker state change", "breaker", name, "from", from.String(), "to", to.String())
+	}
 }
 
 // onUsageFlush is the usage recorder's OnFlush.

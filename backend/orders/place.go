@@ -88,12 +88,12 @@ func (s *Service) Place(ctx context.Context, v *store.Vendor, idemKey string, bo
 	o := s.newOrder(v, p, now)
 	if err := s.o.Store.CreateOrder(ctx, o, idemKey); err != nil {
 		if derr := s.o.Store.DropIdempotency(ctx, v.ID, idemKey); derr != nil {
-			s.o.Logger.Error("drop idempotency record", "vendor_id", v.ID, "error", derr)
+			s.o.Logger.ErrorContext(ctx, "drop idempotency record", "vendor_id", v.ID, "error", derr)
 		}
 		return nil, err
 	}
 	s.observe(func(ob Observer) { ob.OrderCreated(o.Environment) })
-	s.o.Logger.Info("order placed", "vendor_id", v.ID, "order_id", o.ID, "environment", o.Environment, "services", p.Services)
+	s.o.Logger.InfoContext(ctx, "order placed", "vendor_id", v.ID, "order_id", o.ID, "environment", o.Environment, "services", p.Services)
 	view := s.View(o)
 	return &view, nil
 }

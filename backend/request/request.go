@@ -10,8 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"vendorgate/backend/textcheck"
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/logctx"
+	"vendorgate/shared/tracing"
+	"vendorgate/shared/wire"
 )
 
 // Context is the context for the store calls of one request. A
@@ -19,6 +24,16 @@ import (
 // which would abort requests the shutdown is meant to drain.
 func Context() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 10*time.Second)
+}
+
+// ContextOf is Context for a request the gateway forwarded: it carries the
+// gateway's request id, so that every line logged under it names the
+// request (logctx.Handler), and the request's span.
+func ContextOf(ctx *fasthttp.RequestCtx) (context.Context, context.CancelFunc) {
+	// The request's server span, when tracing is on: the store calls under
+	// c are its children.
+	c := logctx.WithRequestID(tracing.From(ctx), string(ctx.Request.Header.Peek(wire.HeaderRequestID)))
+	return context.WithTimeout(c, 10*time.Second)
 }
 
 // Decode reads a JSON body strictly into v: unknown fields, trailing data

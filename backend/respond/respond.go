@@ -87,7 +87,8 @@ func NewRouter(log *slog.Logger) *router.Router {
 		if log == nil {
 			log = slog.Default()
 		}
-		log.Error("panic in handler", "path", string(ctx.Path()), "panic", p)
+		log.Error("panic in handler", "path", string(ctx.Path()),
+			"request_id", string(ctx.Request.Header.Peek("X-Request-Id")), "panic", p)
 		ctx.ResetBody()
 		Error(ctx, log, apierr.New(apierr.InternalError, "internal error"))
 	}

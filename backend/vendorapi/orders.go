@@ -59,7 +59,7 @@ func isJSON(ct string) bool {
 }
 
 func (a *API) placeOrder(ctx *fasthttp.RequestCtx) {
-	c, cancel := request.Context()
+	c, cancel := request.ContextOf(ctx)
 	defer cancel()
 	v, err := a.caller(c, ctx)
 	if err != nil {
@@ -87,7 +87,7 @@ func (a *API) placeOrder(ctx *fasthttp.RequestCtx) {
 }
 
 func (a *API) getOrder(ctx *fasthttp.RequestCtx) {
-	c, cancel := request.Context()
+	c, cancel := request.ContextOf(ctx)
 	defer cancel()
 	v, err := a.caller(c, ctx)
 	if err != nil {
@@ -107,7 +107,7 @@ func (a *API) getOrder(ctx *fasthttp.RequestCtx) {
 }
 
 func (a *API) listOrders(ctx *fasthttp.RequestCtx) {
-	c, cancel := request.Context()
+	c, cancel := request.ContextOf(ctx)
 	defer cancel()
 	v, err := a.caller(c, ctx)
 	if err != nil {
@@ -125,7 +125,7 @@ func (a *API) listOrders(ctx *fasthttp.RequestCtx) {
 
 // getReport streams a report PDF; the file is closed by fasthttp once sent.
 func (a *API) getReport(ctx *fasthttp.RequestCtx) {
-	c, cancel := request.Context()
+	c, cancel := request.ContextOf(ctx)
 	defer cancel()
 	v, err := a.caller(c, ctx)
 	if err != nil {

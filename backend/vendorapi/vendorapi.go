@@ -82,7 +82,7 @@ func (a *API) caller(c context.Context, ctx *fasthttp.RequestCtx) (*store.Vendor
 }
 
 func (a *API) me(ctx *fasthttp.RequestCtx) {
-	c, cancel := request.Context()
+	c, cancel := request.ContextOf(ctx)
 	defer cancel()
 	v, err := a.caller(c, ctx)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"vendorgate/backend"
 	"vendorgate/config"
+	"vendorgate/shared/tracing"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -48,7 +49,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	ctx := context.Background()
-	b, err := backend.New(ctx, backend.Options{Config: cfg, Logger: log})
+	traces, err := tracing.Setup(ctx, "vendorgate-backend", os.LookupEnv)
+	if err != nil {
+		log.Error("tracing", "error", err)
+		return 1
+	}
+	defer flushTraces(traces, log)
+	b, err := backend.New(ctx, backend.Options{Config: cfg, Logger: log, Tracer: traces.Tracer("vendorgate/backend")})
 	if err != nil {
 		log.Error("backend did not start", "error", err)
 		return 1
@@ -81,6 +88,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("backend stopped")
 	return code
+}
+
+// flushTraces exports the spans still buffered before the process exits.
+func flushTraces(t *tracing.Tracing, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.Shutdown(ctx); err != nil {
+		log.Warn("traces not flushed", "error", err)
+	}
 }
 
 func level(s string) slog.Level {

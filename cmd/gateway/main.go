@@ -14,12 +14,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"vendorgate/config"
 	"vendorgate/gateway"
 	"vendorgate/gateway/openapi"
+	"vendorgate/shared/tracing"
 )
 
 func main() {
@@ -44,8 +46,15 @@ func run() int {
 		return 0
 	}
 	log := newLogger(cfg.LogLevel)
-	redis.SetLogger(redisLog{log}) // go-redis logs through a package-level logger: route it to JSON
-	g, err := gateway.New(gateway.Options{Config: cfg, Logger: log, OpenAPI: openapi.Document})
+	redis.SetLogger(gateway.RedisLog{Log: log}) // go-redis logs through a package-level logger: route it to JSON
+	traces, err := tracing.Setup(context.Background(), "vendorgate-gateway", os.LookupEnv)
+	if err != nil {
+		log.Error("tracing", "err", err)
+		return 1
+	}
+	defer flushTraces(traces, log)
+	g, err := gateway.New(gateway.Options{Config: cfg, Logger: log, OpenAPI: openapi.Document,
+		Tracer: traces.Tracer("vendorgate/gateway")})
 	if err != nil {
 		log.Error("gateway", "err", err)
 		return 1
@@ -108,11 +117,13 @@ func reload(g *gateway.Gateway, path string, log *slog.Logger) {
 	log.Error("configuration reload refused; the previous configuration stays", "err", err)
 }
 
-// redisLog turns go-redis's own log lines (dial failures) into slog lines.
-type redisLog struct{ log *slog.Logger }
-
-func (r redisLog) Printf(_ context.Context, format string, v ...any) {
-	r.log.Warn("redis", "msg", fmt.Sprintf(format, v...))
+// flushTraces exports the spans still buffered before the process exits.
+func flushTraces(t *tracing.Tracing, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.Shutdown(ctx); err != nil {
+		log.Warn("traces not flushed", "err", err)
+	}
 }
 
 func newLogger(level string) *slog.Logger {

@@ -31,7 +31,9 @@ type Options struct {
 
 // Handler returns the admin listener's handler.
 func Handler(o Options) fasthttp.RequestHandler {
-	metrics := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
+	metrics := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{
+		EnableOpenMetrics: true, // when the scraper asks for it: exemplars are served only in OpenMetrics
+	}))
 	return func(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set("Cache-Control", "no-store")
 		switch string(ctx.Path()) {

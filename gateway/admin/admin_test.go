@@ -184,3 +184,17 @@ func TestUsageView(t *testing.T) {
 		})
 	}
 }
+
+// The gateway exports the Go runtime's and the process's metrics beside its
+// own, as the backend does.
+func TestMetricsHaveRuntimeAndProcess(t *testing.T) {
+	m := NewMetrics([]string{"unmatched"})
+	url := serve(t, Handler(Options{Registry: m.Registry}))
+	a := get(t, "GET", url+"/metrics", nil)
+	for _, name := range []string{"go_goroutines ", "go_memstats_heap_alloc_bytes ", "go_gc_duration_seconds",
+		"process_cpu_seconds_total ", "process_resident_memory_bytes ", "process_open_fds "} {
+		if !strings.Contains(a.body, "\n"+name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Metrics are the gateway's Prometheus metrics (names: docs/CONTRACTS.md),
@@ -123,6 +124,10 @@ func NewMetrics(routes []string) *Metrics {
 	reg.MustRegister(m.requests, m.RequestDuration, m.UpstreamDuration, m.LimiterDecisions, m.RedisCallDuration,
 		m.RedisErrors, m.RedisUnsent, m.RedisBreakerTrips, m.LimiterShed, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ConfigInfo, m.ConfigReloads,
 		m.UsageFlushes, m.UsagePending, m.UsageDropped)
+	// The runtime's and the process's own (go_*, process_*), as the
+	// backend exports them: memory, GC, goroutines, CPU, file descriptors
+	// of the component that autoscales.
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -168,8 +173,16 @@ func (m *Metrics) Request(route int, method []byte, status int) {
 	c.Inc()
 }
 
-// ObserveRequest records how long the request on route took.
-func (m *Metrics) ObserveRequest(route int, d time.Duration) {
+// ObserveRequest records how long the request on route took; a sampled
+// trace's id (traceID not empty) goes with it as an exemplar, so that a
+// latency panel leads to the trace.
+func (m *Metrics) ObserveRequest(route int, d time.Duration, traceID string) {
+	if traceID != "" {
+		if eo, ok := m.durations[route].(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": traceID})
+			return
+		}
+	}
 	m.durations[route].Observe(d.Seconds())
 }
 

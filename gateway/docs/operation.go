@@ -34,7 +34,7 @@ func opOf(doc *openapi3.T, path, method string, op *openapi3.Operation, base str
 		for ct, mt := range rb.Value.Content {
 			bv := &bodyView{ContentType: ct, Schema: refName(mt.Schema), Link: mt.Schema != nil && mt.Schema.Ref != ""}
 			if mt.Example != nil {
-				if b, err := json.Marshal(mt.Example); err == nil {
+				if b, err := json.MarshalIndent(mt.Example, "", "  "); err == nil {
 					bv.Example = string(b)
 				}
 			}
@@ -66,7 +66,7 @@ func opOf(doc *openapi3.T, path, method string, op *openapi3.Operation, base str
 		u += "?" + strings.Join(q, "&")
 	}
 	curl = append(curl, "'"+u+"'")
-	v.Curl = strings.Join(curl, " ")
+	v.Curl = curlLines(curl)
 
 	codes := make([]string, 0, op.Responses.Len())
 	for c := range op.Responses.Map() {
@@ -194,4 +194,14 @@ func fields(s *openapi3.Schema, prefix string, out *[]fieldView, depth int) {
 			}
 		}
 	}
+}
+
+// curlLines writes a command one argument a line, each continued with a
+// backslash, so that a narrow screen never breaks it inside a token and a
+// copy still runs in a shell. A body's lines are indented under its -d.
+func curlLines(args []string) string {
+	for i := 1; i < len(args); i++ {
+		args[i] = "  " + strings.ReplaceAll(args[i], "\n", "\n  ")
+	}
+	return strings.Join(args, " \\\n")
 }

@@ -108,6 +108,16 @@ type limitView struct {
 	Policy, Applies, Scope, Header string
 	Quota                          int
 	Window, Sustained              string
+	// Plain is the limit as said in a sentence: "120 a minute".
+	Plain string
+	// Admits is what it admits, worked through: at once, then at what
+	// pace, so how many in the first window.
+	Admits string
+	// Example is a RateLimit field of this policy after a quarter of the
+	// quota (Spent) was spent at once: r and t follow from q and the rate.
+	Example       string
+	Spent         int
+	WindowSeconds int64
 }
 
 type envView struct {
@@ -195,7 +205,34 @@ func build(doc *openapi3.T, order []string, o Options, base string) (*page, erro
 
 func limitOf(l Policy) limitView {
 	w := int64((l.Window + time.Second - 1) / time.Second)
-	return limitView{Policy: l.Name, Applies: l.Applies, Scope: l.Scope, Quota: l.Quota, Window: duration(l.Window),
+	v := limitView{Policy: l.Name, Applies: l.Applies, Scope: l.Scope, Quota: l.Quota, Window: duration(l.Window),
 		Sustained: fmt.Sprintf("%d per %s", l.Rate, duration(l.Window)),
-		Header:    fmt.Sprintf(`"%s";q=%d;w=%d`, l.Name, l.Quota, w)}
+		Header:    fmt.Sprintf(`"%s";q=%d;w=%d`, l.Name, l.Quota, w), WindowSeconds: w}
+	v.Plain = fmt.Sprintf("%d per %s", l.Rate, duration(l.Window))
+	if n, unit, ok := strings.Cut(duration(l.Window), " "); ok && n == "1" {
+		v.Plain = fmt.Sprintf("%d a %s", l.Rate, unit)
+	}
+	if l.Rate <= 0 || l.Window <= 0 {
+		return v
+	}
+	interval := l.Window / time.Duration(l.Rate) // one request back per interval
+	first := duration(l.Window)
+	if n, unit, _ := strings.Cut(first, " "); n == "1" {
+		first = unit
+	}
+	v.Admits = fmt.Sprintf("%d at once, then one every %s, so up to %d in the first %s",
+		l.Quota, pace(interval), l.Quota+l.Rate, first)
+	spent := max(l.Quota/4, 1)
+	v.Spent = spent
+	whole := (time.Duration(spent)*interval + time.Second - 1) / time.Second
+	v.Example = fmt.Sprintf(`"%s";r=%d;t=%d`, l.Name, l.Quota-spent, int64(whole))
+	return v
+}
+
+// pace says an interval as people do: "0.5 s", "6 s", "2 minutes".
+func pace(d time.Duration) string {
+	if d < time.Minute || d%time.Minute != 0 {
+		return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s"
+	}
+	return duration(d)
 }

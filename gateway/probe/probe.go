@@ -48,9 +48,13 @@ type Options struct {
 	// Interval is the time between the starts of two probes of one
 	// dependency. Default 1s: at most one PING a second per gateway.
 	Interval time.Duration
-	// Logger is told when a dependency changes verdict. Default
-	// slog.Default().
+	// Logger is told when a dependency changes verdict, unless OnChange is
+	// set. Default slog.Default().
 	Logger *slog.Logger
+	// OnChange, when set, is told instead of Logger when a dependency
+	// changes verdict: err is the failure when it became unready, nil when
+	// it is ready again. It runs on the dependency's probe goroutine.
+	OnChange func(dependency string, err error)
 }
 
 // Prober holds the latest verdict of every dependency. New starts its
@@ -87,6 +91,16 @@ func New(o Options) (*Prober, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.OnChange == nil {
+		log := o.Logger
+		o.OnChange = func(dependency string, err error) {
+			if err != nil {
+				log.Warn("dependency unavailable", "dependency", dependency, "err", err)
+				return
+			}
+			log.Info("dependency available again", "dependency", dependency)
+		}
+	}
 	p := &Prober{}
 	if o.Redis != nil {
 		p.redis = &target{name: "redis", probe: pingRedis(o.Redis, o.RedisTimeout)}
@@ -108,7 +122,7 @@ func New(o Options) (*Prober, error) {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			t.run(ctx, o.Interval, o.Logger, first.Done)
+			t.run(ctx, o.Interval, o.OnChange, first.Done)
 		}()
 	}
 	first.Wait()
@@ -144,7 +158,7 @@ func (p *Prober) Close() {
 
 // run probes t every interval until ctx ends; firstDone is called after the
 // first verdict.
-func (t *target) run(ctx context.Context, interval time.Duration, log *slog.Logger, firstDone func()) {
+func (t *target) run(ctx context.Context, interval time.Duration, onChange func(string, error), firstDone func()) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for first := true; ; first = false {
@@ -158,9 +172,9 @@ func (t *target) run(ctx context.Context, interval time.Duration, log *slog.Logg
 		old := t.last.Swap(&verdict{err: err})
 		switch {
 		case err != nil && (old.err == nil || first):
-			log.Warn("dependency not ready", "dependency", t.name, "err", err)
+			onChange(t.name, err)
 		case err == nil && old.err != nil && !first:
-			log.Info("dependency ready again", "dependency", t.name)
+			onChange(t.name, nil)
 		}
 		if first {
 			firstDone()

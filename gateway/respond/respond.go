@@ -57,32 +57,37 @@ var (
 func Internal() *apierr.Error { return errInternal }
 
 // Error writes the answer for err and reports whether err was unexpected
-// (the caller logs it; it is never shown). Redis trouble → 503
-// rate_limit_unavailable; the node too busy to get a limit decided while
-// Redis answers (limit.ErrBusy), backend refused or breaker open → 503
-// request_failed; backend timeout → 504 request_failed; anything else
-// unknown → 500 internal_error.
+// (the caller logs it; it is never shown).
 func (w *Writer) Error(ctx *fasthttp.RequestCtx, err error) (unexpected bool) {
+	e, retryAfter, unexpected := Resolve(err)
+	w.Write(ctx, e, retryAfter)
+	return unexpected
+}
+
+// Resolve is the one mapping of an error to its answer: Redis trouble →
+// 503 rate_limit_unavailable; the node too busy to get a limit decided
+// while Redis answers (limit.ErrBusy), backend refused or breaker open →
+// 503 request_failed; backend timeout → 504 request_failed; anything else
+// unknown → 500 internal_error (unexpected).
+func Resolve(err error) (e *apierr.Error, retryAfter time.Duration, unexpected bool) {
 	var ref *Refusal
 	var ae *apierr.Error
 	switch {
 	case errors.As(err, &ref):
-		w.Write(ctx, ref.Err, ref.RetryAfter)
+		return ref.Err, ref.RetryAfter, false
 	case errors.As(err, &ae):
-		w.Write(ctx, ae, 0)
+		return ae, 0, false
 	case errors.Is(err, limit.ErrUnavailable):
-		w.Write(ctx, errLimiterDown, time.Second)
+		return errLimiterDown, time.Second, false
 	case errors.Is(err, limit.ErrBusy): // the node is overloaded, not Redis
-		w.Write(ctx, errBackendDown, time.Second)
+		return errBackendDown, time.Second, false
 	case errors.Is(err, proxy.ErrTimeout):
-		w.Write(ctx, errBackendTimeout, 0)
+		return errBackendTimeout, 0, false
 	case errors.Is(err, proxy.ErrUnavailable), errors.Is(err, backendapi.ErrUnavailable):
-		w.Write(ctx, errBackendDown, time.Second)
+		return errBackendDown, time.Second, false
 	default:
-		w.Write(ctx, errInternal, 0)
-		return true
+		return errInternal, 0, true
 	}
-	return false
 }
 
 // Write writes e as the envelope with its status. Retry-After is set when

@@ -1,0 +1,196 @@
+package e2e
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/hex"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// otlpReceiver is an OTLP/HTTP trace receiver (http/protobuf) on loopback:
+// an HTTP server that decodes each export request.
+type otlpReceiver struct {
+	url string
+	mu  sync.Mutex
+	got []receivedSpan
+}
+
+type receivedSpan struct {
+	service, name, traceID, spanID, parentID string
+}
+
+func startOTLPReceiver(t *testing.T) *otlpReceiver {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &otlpReceiver{url: "http://" + ln.Addr().String()}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path != "/v1/traces" {
+			http.NotFound(w, req)
+			return
+		}
+		var body io.Reader = req.Body
+		if req.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(req.Body)
+			if err != nil {
+				http.Error(w, err.Error(), 400)
+				return
+			}
+			body = zr
+		}
+		b, err := io.ReadAll(body)
+		var export collectortrace.ExportTraceServiceRequest
+		if err == nil {
+			err = proto.Unmarshal(b, &export)
+		}
+		if err != nil {
+			t.Errorf("OTLP receiver: %v", err)
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		r.mu.Lock()
+		for _, rs := range export.GetResourceSpans() {
+			service := ""
+			for _, a := range rs.GetResource().GetAttributes() {
+				if a.GetKey() == "service.name" {
+					service = a.GetValue().GetStringValue()
+				}
+			}
+			for _, ss := range rs.GetScopeSpans() {
+				for _, s := range ss.GetSpans() {
+					r.got = append(r.got, receivedSpan{service: service, name: s.GetName(), traceID: hex.EncodeToString(s.GetTraceId()),
+						spanID: hex.EncodeToString(s.GetSpanId()), parentID: hex.EncodeToString(s.GetParentSpanId())})
+				}
+			}
+		}
+		r.mu.Unlock()
+		out, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(out)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return r
+}
+
+// trace waits for the spans of traceID until every name in want is there.
+func (r *otlpReceiver) trace(t *testing.T, traceID string, want ...string) []receivedSpan {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r.mu.Lock()
+		var spans []receivedSpan
+		names := map[string]bool{}
+		for _, s := range r.got {
+			if s.traceID == traceID {
+				spans = append(spans, s)
+				names[s.service+" "+s.name] = true
+			}
+		}
+		r.mu.Unlock()
+		missing := 0
+		for _, w := range want {
+			if !names[w] {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return spans
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("trace %s: want spans %q, have %v", traceID, want, spans)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func find(spans []receivedSpan, service, name string) receivedSpan {
+	for _, s := range spans {
+		if s.service == service && s.name == name {
+			return s
+		}
+	}
+	return receivedSpan{}
+}
+
+// TestTracesAcrossGatewayAndBackend: both binaries export OTLP (http/protobuf)
+// to a receiver on loopback, configured by the standard OTEL_* variables
+// only. A request that carries a traceparent is continued; one that
+// carries none starts a trace; either way the gateway's server span, its
+// key lookup, limiter and backend call spans, the backend's server span
+// (child of the backend call) and its store calls share one trace id, the
+// gateway's access log names it, and the latency histogram carries it as
+// an exemplar in the OpenMetrics format.
+func TestTracesAcrossGatewayAndBackend(t *testing.T) {
+	rcv := startOTLPReceiver(t)
+	otel := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+		"OTEL_BSP_SCHEDULE_DELAY": "100"}
+	s := newStack(t, stackOptions{gatewayEnv: otel, backendEnv: otel})
+	_, key := s.newVendor("sandbox", "mvr")
+	me := s.gwURLs[0] + "/api/vendor/v1/me"
+
+	const caller = "4bf92f3577b34da6a3ce929d0e0e4736"
+	if r := s.do("GET", me, key, nil, map[string]string{"traceparent": "00-" + caller + "-00f067aa0ba902b7-01"}); r.status != 200 {
+		t.Fatalf("GET /me: %d %s", r.status, r.body)
+	}
+	spans := rcv.trace(t, caller, "vendorgate-gateway GET /api/vendor/v1/me", "vendorgate-gateway key lookup",
+		"vendorgate-gateway rate limiter", "vendorgate-gateway backend call", "vendorgate-backend GET /api/vendor/v1/me",
+		"vendorgate-backend store GetVendor")
+	server := find(spans, "vendorgate-gateway", "GET /api/vendor/v1/me")
+	call := find(spans, "vendorgate-gateway", "backend call")
+	backend := find(spans, "vendorgate-backend", "GET /api/vendor/v1/me")
+	if server.parentID != "00f067aa0ba902b7" || call.parentID != server.spanID || backend.parentID != call.spanID ||
+		find(spans, "vendorgate-backend", "store GetVendor").parentID != backend.spanID {
+		t.Fatalf("the spans do not nest caller → gateway → backend call → backend → store: %+v", spans)
+	}
+
+	// No traceparent: the gateway starts the trace and the backend joins it.
+	r := s.do("POST", s.gwURLs[0]+"/api/vendor/v1/orders", key, orderBody("D1234567", "mvr"),
+		map[string]string{"Content-Type": "application/json", "Idempotency-Key": "trace-1", "X-Request-Id": "trace-rid-1"})
+	if r.status != 202 {
+		t.Fatalf("POST /orders: %d %s", r.status, r.body)
+	}
+	var traceID string
+	deadline := time.Now().Add(10 * time.Second)
+	for traceID == "" {
+		for _, line := range strings.Split(s.gateways[0].logText(), "\n") {
+			if strings.Contains(line, `"request_id":"trace-rid-1"`) && strings.Contains(line, `"msg":"request"`) {
+				if i := strings.Index(line, `"trace_id":"`); i >= 0 {
+					traceID = line[i+len(`"trace_id":"`):][:32]
+				}
+			}
+		}
+		if traceID == "" && time.Now().After(deadline) {
+			t.Fatalf("no access log line with request id trace-rid-1 and a trace_id:\n%s", s.gateways[0].logText())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if traceID == caller {
+		t.Fatal("a request without traceparent reused another trace")
+	}
+	rcv.trace(t, traceID, "vendorgate-gateway POST /api/vendor/v1/orders", "vendorgate-gateway backend call",
+		"vendorgate-backend POST /api/vendor/v1/orders", "vendorgate-backend store CreateOrder")
+
+	req, _ := http.NewRequest("GET", s.gwAdmin[0]+"/metrics", nil)
+	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(body, []byte(`# {trace_id="`+caller+`"}`)) {
+		t.Errorf("no exemplar with trace id %s in the OpenMetrics scrape (Content-Type %s)", caller, resp.Header.Get("Content-Type"))
+	}
+}
