@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"time"
 
@@ -58,12 +60,17 @@ func (g *Gateway) onRedisFailure(kind limit.FailureKind, _ error) {
 	g.metrics.RedisErrors.WithLabelValues(string(kind)).Inc()
 }
 
-// onLimiterBreakerOpen is the Redis limiter's OnBreakerOpen: why it
-// opened, in the log and by the kind of the failure that opened it. It
-// runs under the breaker's lock, after onBreakerState.
-func (g *Gateway) onLimiterBreakerOpen(kind limit.FailureKind, why string) {
+// onLimiterBreakerOpen is the Redis limiter's OnBreakerOpen: every
+// opening is counted by the kind of the failure that opened it; the log
+// says why it opened from closed, once per outage, and a failed half-open
+// probe only at debug level (an outage going on is not news).
+func (g *Gateway) onLimiterBreakerOpen(kind limit.FailureKind, why string, reopened bool) {
 	g.metrics.RedisBreakerTrips.WithLabelValues(string(kind)).Inc()
-	g.log.Warn("limiter breaker opened: redis failing", "cause", string(kind), "why", why)
+	level := slog.LevelWarn
+	if reopened {
+		level = slog.LevelDebug
+	}
+	g.log.Log(context.Background(), level, "limiter breaker opened: redis failing", "cause", string(kind), "why", why)
 }
 
 // registerKeyCache exports the key cache's counters.

@@ -60,7 +60,7 @@ type hooks struct {
 	failure func(kind FailureKind, err error)
 	unsent  func()
 	busy    func()
-	open    func(kind FailureKind, why string)
+	open    func(kind FailureKind, why string, reopened bool)
 	// last is the kind of the latest failed round trip; counts are the
 	// breaker's counts when it last tripped (written and read under the
 	// breaker's lock: OnTrip and OnStateChange both run under it).
@@ -104,11 +104,11 @@ func (h *hooks) onStateChange(next func(name string, from, to gobreaker.State), 
 		}
 		k := h.lastKind()
 		if from == gobreaker.StateHalfOpen {
-			h.open(k, fmt.Sprintf("the half-open probe failed (%s)", k))
+			h.open(k, fmt.Sprintf("the half-open probe failed (%s)", k), true)
 			return
 		}
 		c := h.counts
 		h.open(k, fmt.Sprintf("%d of %d round trips to redis failed within %s (last: %s)",
-			c.TotalFailures, c.TotalFailures+c.TotalSuccesses, window, k))
+			c.TotalFailures, c.TotalFailures+c.TotalSuccesses, window, k), false)
 	}
 }

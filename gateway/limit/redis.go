@@ -61,9 +61,11 @@ type RedisOptions struct {
 	// runs under the breaker's lock: it must not call back into the breaker.
 	OnStateChange func(name string, from, to gobreaker.State)
 	// OnBreakerOpen is told why the breaker opened, after OnStateChange:
-	// the kind of the failure that opened it and a sentence for the log.
-	// It runs under the breaker's lock too.
-	OnBreakerOpen func(kind FailureKind, why string)
+	// the kind of the failure that opened it, a sentence for the log, and
+	// whether it opened again after a failed half-open probe (an outage
+	// going on) rather than from closed. It runs under the breaker's lock
+	// too.
+	OnBreakerOpen func(kind FailureKind, why string, reopened bool)
 	// ObserveCall is told the duration and error of every limiter call
 	// (one per request that asked Redis).
 	ObserveCall func(d time.Duration, err error)
