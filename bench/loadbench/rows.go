@@ -23,6 +23,7 @@ const (
 	rowBare         = "bare"
 	rowGateway      = "gateway"
 	rowGatewayRedis = "gateway-redis"
+	rowBaseline     = "baseline" // the gateway of -baseline REF, in-process limiter
 	rowNginx        = "nginx"
 	rowHAProxy      = "haproxy"
 )
@@ -36,6 +37,8 @@ func rowLabel(id string) string {
 		return "2 bare fasthttp proxy"
 	case rowGateway:
 		return "3 vendorgate, in-process limiter"
+	case rowBaseline:
+		return "3b vendorgate at -baseline, in-process limiter"
 	case rowGatewayRedis:
 		return "4 vendorgate, Redis limiter"
 	case rowNginx:
@@ -47,7 +50,7 @@ func rowLabel(id string) string {
 }
 
 func allRows() []string {
-	return []string{rowBackend, rowBare, rowGateway, rowGatewayRedis, rowNginx, rowHAProxy}
+	return []string{rowBackend, rowBare, rowGateway, rowBaseline, rowGatewayRedis, rowNginx, rowHAProxy}
 }
 
 // row is one thing measured: a URL, the processes behind it, or the reason
@@ -115,8 +118,12 @@ log_level: warn
 // withRedis.
 func (b *bench) startGateway(id string, withRedis bool) (*row, error) {
 	r := &row{id: id}
-	if b.gatewayBin == "" {
-		r.skip = b.gatewaySkip
+	bin, skip := b.gatewayBin, b.gatewaySkip
+	if id == rowBaseline {
+		bin, skip = b.baselineBin, b.baselineSkip
+	}
+	if bin == "" {
+		r.skip = skip
 		return r, nil
 	}
 	cfgPath := filepath.Join(b.dir, "gateway.yaml")
@@ -149,7 +156,7 @@ func (b *bench) startGateway(id string, withRedis bool) (*row, error) {
 		"GATEWAY_KEY_SIGNING_SECRETS=" + b.signing,
 		"GATEWAY_REDIS_URL=" + redisURL,
 		"GATEWAY_LOG_LEVEL=warn",
-	}, b.gatewayBin, "-config", cfgPath)
+	}, bin, "-config", cfgPath)
 	if err != nil {
 		r.stop()
 		r.skip = err.Error()
