@@ -30,8 +30,10 @@ bench: bench-go bench-load
 bench-go:
 	$(GO) test -run=NONE -bench=. -benchmem ./...
 
+# BASELINE=REF (a commit, HEAD~1, main) adds that commit's gateway as row
+# 3b beside this checkout's, measured in the same interleaved run.
 bench-load: build
-	cd bench && $(GO) run ./loadbench
+	cd bench && $(GO) run ./loadbench $(if $(BASELINE),-baseline $(BASELINE)) $(LOADBENCH_FLAGS)
 
 lint:
 	@scripts/check-binaries.sh

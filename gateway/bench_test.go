@@ -39,9 +39,10 @@ func benchHandler(b *testing.B, mod func(*Options)) {
 // handlerRig is a gateway's handler with no listener in front of it, a test
 // backend behind it, a read limit that never refuses and an approved key.
 type handlerRig struct {
-	h    fasthttp.RequestHandler
-	key  string
-	peer *net.TCPAddr
+	h       fasthttp.RequestHandler
+	key     string
+	peer    *net.TCPAddr
+	backend string // the test backend's host:port
 }
 
 func newHandlerRig(tb testing.TB, mod func(*Options)) *handlerRig {
@@ -53,7 +54,7 @@ func newHandlerRig(tb testing.TB, mod func(*Options)) *handlerRig {
 		}
 	})
 	key, _ := be.addKey("vendor-bench", wire.VendorApproved, time.Now().Add(time.Hour))
-	return &handlerRig{h: gw.g.Handler(), key: key, peer: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}}
+	return &handlerRig{h: gw.g.Handler(), key: key, peer: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, backend: be.addr}
 }
 
 // read sends one proxied read through the handler, reusing req and ctx as

@@ -36,6 +36,7 @@ import (
 	"vendorgate/gateway/throttle"
 	"vendorgate/gateway/usage"
 	"vendorgate/shared/apikey"
+	"vendorgate/shared/profiling"
 	"vendorgate/shared/serverlog"
 	"vendorgate/shared/wire"
 )
@@ -258,7 +259,8 @@ func New(o Options) (_ *Gateway, err error) {
 	g.admin = &fasthttp.Server{
 		Handler: admin.Handler(admin.Options{Registry: g.metrics.Registry, Checks: g.readyChecks(), OpenAPI: o.OpenAPI,
 			Usage: admin.UsageHandler(admin.UsageOptions{Token: c.AdminToken,
-				Reader: &usage.Reader{Store: usageStore, Limits: g.usageLimits}})}),
+				Reader: &usage.Reader{Store: usageStore, Limits: g.usageLimits}}),
+			Profiles: profiling.Handler(c.AdminToken, "vendorgate-gateway-admin")}),
 		Name:        "vendorgate-admin",
 		IdleTimeout: adminIdleTimeout,
 		ReadTimeout: adminReadTimeout,

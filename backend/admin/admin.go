@@ -19,6 +19,7 @@ import (
 	"vendorgate/backend/respond"
 	"vendorgate/backend/store"
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/profiling"
 	"vendorgate/shared/readyz"
 	"vendorgate/shared/wire"
 )
@@ -85,6 +86,8 @@ func (a *API) Register(r *router.Router) {
 	if a.o.Metrics != nil {
 		r.GET("/metrics", a.o.Metrics)
 	}
+	// Go's runtime profiles, behind the admin token like the admin API.
+	r.GET(profiling.Prefix+"{profile:*}", profiling.Handler(a.o.Token, "vendorgate-backend-admin"))
 	g := func(method, path string, h fasthttp.RequestHandler) { r.Handle(method, path, a.auth(h)) }
 	g("POST", "/admin/v1/vendors", a.createVendor)
 	g("GET", "/admin/v1/vendors", a.listVendors)

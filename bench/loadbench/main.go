@@ -77,6 +77,7 @@ type options struct {
 	keys            int
 	latencyDuration time.Duration
 	install         bool
+	baseline        string
 	maxTime         time.Duration
 	pressure        []string
 	baselineGateway string
@@ -101,6 +102,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.gateway, "gateway", "", "gateway binary (default: built from the checkout's ./cmd/gateway into a temporary directory)")
 	fs.IntVar(&o.keys, "keys", 10000, "distinct keys sent through each gateway after the runs for the memory figure (0: skip)")
 	fs.DurationVar(&o.latencyDuration, "latency-duration", 4*time.Second, "length of the constant-rate runs at half of row 4's peak (0: skip)")
+	fs.StringVar(&o.baseline, "baseline", "", "a git revision (HEAD~1, main, a commit) whose gateway is built into a temporary directory and measured beside this checkout's as row 3b, in-process limiter; it joins -rows after the gateway row")
 	fs.BoolVar(&o.install, "install", false, "apt-get install nginx, haproxy, wrk when missing (off: a missing tool skips its row)")
 	fs.DurationVar(&o.maxTime, "max-time", 12*time.Minute, "stop starting new runs past this time and report what was measured")
 	pressure := fs.String("pressure", "", "after the table, run the gateway rows without and under CPU pressure, Redis healthy: busy (one more spinning process than cores), quota (the gateway alone at 0.3 CPU, cgroup v1), comma-separated (\"\": none)")
@@ -140,6 +142,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 			return o, fmt.Errorf("-rows: unknown row %q (rows: %s)", s, strings.Join(allRows(), ","))
 		}
 		o.rows = append(o.rows, s)
+	}
+	if o.baseline != "" {
+		o.rows = withBaseline(o.rows)
 	}
 	if o.reps < 1 || o.duration < time.Second {
 		return o, errors.New("-reps must be at least 1 and -duration at least 1s")
@@ -195,6 +200,8 @@ type bench struct {
 
 	gatewayBin  string
 	gatewaySkip string
+	// baselineBin is the gateway of -baseline, baselineCommit its commit.
+	baselineBin, baselineSkip, baselineCommit string
 
 	gen  loadGenerator
 	rows []*row
@@ -244,6 +251,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	res.env = collectEnv(b)
+	res.baseline = b.baselineCommit
 	report := res.markdown()
 	if _, err := io.WriteString(stdout, report); err != nil {
 		return err
@@ -296,6 +304,9 @@ func (b *bench) setup() error {
 	if b.has(rowGateway) || b.has(rowGatewayRedis) {
 		b.findGateway()
 	}
+	if b.has(rowBaseline) {
+		b.buildBaseline()
+	}
 	ids := b.opts.rows
 	if b.opts.baselineGateway != "" {
 		ids = append(append([]string(nil), ids...), rowGatewayRedisBase)
@@ -310,6 +321,8 @@ func (b *bench) setup() error {
 			r, err = b.startBareProxy()
 		case rowGateway:
 			r, err = b.startGateway(rowGateway, false)
+		case rowBaseline:
+			r, err = b.startGateway(rowBaseline, false)
 		case rowGatewayRedis:
 			r, err = b.startGateway(rowGatewayRedis, true)
 		case rowGatewayRedisBase:

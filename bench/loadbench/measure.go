@@ -71,6 +71,8 @@ type results struct {
 	env    envInfo
 	// bodyLen is the size of the responder's answer.
 	bodyLen int
+	// baseline is the commit of row 3b (-baseline), "" without it.
+	baseline string
 }
 
 type memoryFigure struct {

@@ -231,6 +231,7 @@ func (res *results) targets() string {
 			lines = append(lines, fmt.Sprintf("- %s ≥ %.1f× %s: %s", rowLabel(id), want, rowLabel(ref), strings.Join(parts, ", ")))
 		}
 	}
+	lines = append(lines, res.againstBaseline()...)
 	check(rowGatewayRedis, rowBare, 0.8)
 	check(rowGateway, rowBare, 0.9)
 	check(rowGatewayRedis, rowNginx, 1.0)

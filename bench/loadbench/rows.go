@@ -23,6 +23,7 @@ const (
 	rowBare         = "bare"
 	rowGateway      = "gateway"
 	rowGatewayRedis = "gateway-redis"
+	rowBaseline     = "baseline" // the gateway of -baseline REF, in-process limiter
 	rowNginx        = "nginx"
 	rowHAProxy      = "haproxy"
 )
@@ -36,6 +37,8 @@ func rowLabel(id string) string {
 		return "2 bare fasthttp proxy"
 	case rowGateway:
 		return "3 vendorgate, in-process limiter"
+	case rowBaseline:
+		return "3b vendorgate at -baseline, in-process limiter"
 	case rowGatewayRedis:
 		return "4 vendorgate, Redis limiter"
 	case rowNginx:
@@ -49,7 +52,7 @@ func rowLabel(id string) string {
 }
 
 func allRows() []string {
-	return []string{rowBackend, rowBare, rowGateway, rowGatewayRedis, rowNginx, rowHAProxy}
+	return []string{rowBackend, rowBare, rowGateway, rowBaseline, rowGatewayRedis, rowNginx, rowHAProxy}
 }
 
 // row is one thing measured: a URL, the processes behind it, or the reason
@@ -128,10 +131,14 @@ func (b *bench) startBaselineGateway() (*row, error) {
 // startGateway starts the vendorgate gateway, with Redis limiting when
 // withRedis.
 func (b *bench) startGateway(id string, withRedis bool) (*row, error) {
-	if b.gatewayBin == "" {
-		return &row{id: id, skip: b.gatewaySkip}, nil
+	bin, skip := b.gatewayBin, b.gatewaySkip
+	if id == rowBaseline {
+		bin, skip = b.baselineBin, b.baselineSkip
 	}
-	return b.startGatewayBin(id, b.gatewayBin, withRedis)
+	if bin == "" {
+		return &row{id: id, skip: skip}, nil
+	}
+	return b.startGatewayBin(id, bin, withRedis)
 }
 
 // startGatewayBin starts gateway binary bin as row id.

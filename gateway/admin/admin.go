@@ -1,6 +1,7 @@
 // Package admin is the gateway's operator listener: Prometheus /metrics,
-// /healthz (alive), /readyz (named checks: draining, Redis, backends) and the
-// OpenAPI document. It is served on its own listener, never the public one.
+// /healthz (alive), /readyz (named checks: draining, Redis, backends), the
+// OpenAPI document and, behind the admin token, the usage view and Go's
+// runtime profiles (/debug/pprof/). It is served on its own listener, never the public one.
 package admin
 
 import (
@@ -14,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
+	"vendorgate/shared/profiling"
 	"vendorgate/shared/readyz"
 )
 
@@ -27,6 +29,8 @@ type Options struct {
 	OpenAPI []byte
 	// Usage serves /usage and /usage/{vendor_id} (UsageHandler); 404 when nil.
 	Usage fasthttp.RequestHandler
+	// Profiles serves /debug/pprof/ (profiling.Handler); 404 when nil.
+	Profiles fasthttp.RequestHandler
 }
 
 // Handler returns the admin listener's handler.
@@ -60,6 +64,10 @@ func Handler(o Options) fasthttp.RequestHandler {
 		default:
 			if o.Usage != nil && strings.HasPrefix(string(ctx.Path()), "/usage/") {
 				o.Usage(ctx)
+				return
+			}
+			if o.Profiles != nil && profiling.Handles(ctx.Path()) {
+				o.Profiles(ctx)
 				return
 			}
 			notFound(ctx)

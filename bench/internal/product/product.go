@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -35,8 +36,13 @@ func Root(ctx context.Context) (string, error) {
 // and go test (the SQLite driver alone takes minutes to compile afresh on
 // 2 cores).
 func Build(ctx context.Context, root, dir string, names ...string) error {
+	return build(ctx, root, dir, nil, names)
+}
+
+func build(ctx context.Context, root, dir string, flags []string, names []string) error {
 	for _, b := range names {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, b), "./cmd/"+b)
+		args := append(append([]string{"build"}, flags...), "-o", filepath.Join(dir, b), "./cmd/"+b)
+		cmd := exec.CommandContext(ctx, "go", args...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("go build ./cmd/%s: %w\n%s", b, err, out)
@@ -52,4 +58,53 @@ func Path(root, p string) string {
 		return p
 	}
 	return filepath.Join(root, p)
+}
+
+// BuildAt compiles ./cmd/NAME of the commit rev (any git revision of the
+// checkout at root) into dir/NAME for each name: the commit's tree is
+// exported into a folder under dir, so the work tree is left as it is. It
+// returns the full commit id rev named.
+func BuildAt(ctx context.Context, root, dir, rev string, names ...string) (string, error) {
+	src := filepath.Join(dir, "src")
+	commit, err := Export(ctx, root, rev, src)
+	if err != nil {
+		return "", err
+	}
+	// -trimpath keeps the folder out of the build's cache keys, so the
+	// packages the commit shares with an earlier build (make build uses
+	// -trimpath too) are not compiled again.
+	return commit, build(ctx, src, dir, []string{"-trimpath"}, names)
+}
+
+// Export writes the tree of the commit rev of the checkout at root into
+// the folder dst (git archive), and returns the full commit id.
+func Export(ctx context.Context, root, rev, dst string) (string, error) {
+	out, err := exec.CommandContext(ctx, "git", "-C", root, "rev-parse", "--verify", "--quiet", rev+"^{commit}").Output()
+	if err != nil {
+		return "", fmt.Errorf("git rev-parse %s: not a commit of %s", rev, root)
+	}
+	commit := strings.TrimSpace(string(out))
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return "", err
+	}
+	archive := exec.CommandContext(ctx, "git", "-C", root, "archive", "--format=tar", commit)
+	extract := exec.CommandContext(ctx, "tar", "-x", "-C", dst)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	extract.Stdin = pipe
+	var stderr strings.Builder
+	archive.Stderr, extract.Stderr = &stderr, &stderr
+	if err := extract.Start(); err != nil {
+		return "", fmt.Errorf("tar: %w", err)
+	}
+	if err := archive.Run(); err != nil {
+		_ = extract.Wait()
+		return "", fmt.Errorf("git archive %s: %w: %s", rev, err, stderr.String())
+	}
+	if err := extract.Wait(); err != nil {
+		return "", fmt.Errorf("extract %s: %w: %s", rev, err, stderr.String())
+	}
+	return commit, nil
 }

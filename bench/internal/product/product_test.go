@@ -34,3 +34,33 @@ func TestRootAndBuild(t *testing.T) {
 		t.Errorf("Path kept no absolute path: %q", got)
 	}
 }
+
+// Export writes a commit's tree, not the work tree: the files git tracks
+// at that commit, and nothing untracked. (BuildAt is Export and then the
+// build TestRootAndBuild checks; building a whole commit here would take
+// minutes on 2 cores.)
+func TestExport(t *testing.T) {
+	root, err := Root(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	commit, err := Export(context.Background(), root, "HEAD", dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(commit) != 40 {
+		t.Errorf("commit = %q, want a full commit id", commit)
+	}
+	for _, f := range []string{"go.mod", filepath.Join("cmd", "gateway", "main.go")} {
+		if _, err := os.Stat(filepath.Join(dst, f)); err != nil {
+			t.Errorf("exported tree lacks %s: %v", f, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dst, "bin")); err == nil {
+		t.Error("exported tree holds bin/, which git does not track")
+	}
+	if _, err := Export(context.Background(), root, "no-such-revision-xyz", t.TempDir()); err == nil {
+		t.Error("Export of a revision that does not exist: no error")
+	}
+}
