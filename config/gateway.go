@@ -220,7 +220,7 @@ func DefaultGateway() *Gateway {
 		Redis: Redis{Timeout: 50 * time.Millisecond, WireTimeout: 500 * time.Millisecond, BusyTimeout: time.Second,
 			PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3, BreakerWindow: 3 * time.Second, BreakerFailurePercent: 50,
 			Pipeline: true},
-		Limits: defaultLimits(),
+		Limits:        defaultLimits(),
 		FailedKeys:    FailedKeys{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute, MaxTracked: 100_000},
 		KeyCache:      KeyCache{Size: 100000, TTL: 30 * time.Second, NegativeTTL: 5 * time.Second},
 		Proxy:         Proxy{Timeout: 10 * time.Second, MaxConns: 512, BreakerOpenFor: 5 * time.Second, BreakerFailures: 5, StreamIdleTimeout: 30 * time.Second},
