@@ -7,14 +7,8 @@ import "time"
 // what operators tune per deployment; these follow from the protocol and
 // from the other settings.
 const (
-	// readBufferSize bounds a request's headers (431 past it): 8 KiB holds
-	// an API key, a request id, trace context and the usual headers with
-	// room, and every connection holds one such buffer.
-	readBufferSize = 8192
-	// readTimeout bounds reading one request from a client: a client that
-	// trickles its headers or body is cut after it, so it cannot hold a
-	// connection and its buffer for longer.
-	readTimeout = 30 * time.Second
+	// (The request head's bound is wire.MaxRequestHead, shared with the
+	// backend's read buffer; reading a request is bounded by read_timeout.)
 	// writeSlack is added to proxy.timeout for the write timeout: the
 	// backend may take proxy.timeout to answer, the client this long more to
 	// take the answer (a streamed report lifts it and is bounded by progress).
