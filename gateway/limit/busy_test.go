@@ -154,8 +154,16 @@ func TestReplyReadLateIsNotAFailure(t *testing.T) {
 		}
 	}
 	rate := Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}
-	if _, err := r.Allow(one("vg:{v:rl}:reads", rate)); err != nil {
-		t.Fatal(err)
+	// A first call that goes through (on a loaded machine the node itself
+	// may read late already: that is ErrBusy, and another try).
+	for i := 0; ; i++ {
+		_, err := r.Allow(one("vg:{v:rl}:reads", rate))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrBusy) || i == 20 {
+			t.Fatalf("first call: %v", err)
+		}
 	}
 	late.Store(true)
 	for i := 0; i < 5; i++ {
