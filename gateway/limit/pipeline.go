@@ -78,6 +78,7 @@ type batcher struct {
 	cb      *gobreaker.TwoStepCircuitBreaker[Decision]
 	hooks   *hooks
 	conns   *conns
+	late    *lateness // the node's recent scheduling lateness
 	queue   chan *call
 	stop    chan struct{}
 	done    chan struct{}
@@ -124,8 +125,10 @@ func newBatcher(client redis.UniversalClient, o *RedisOptions, cb *gobreaker.Two
 	_, cluster := client.(*redis.ClusterClient)
 	b := &batcher{client: client, timeout: o.Timeout, wire: o.WireTimeout, busy: o.BusyTimeout, max: o.PipelineMax,
 		cb: cb, hooks: h, conns: new(conns), cluster: cluster,
+		late:  newLateness(latenessEvery, latenessWindow, o.BusyTimeout-o.Timeout),
 		queue: make(chan *call, 4*o.PipelineMax), stop: make(chan struct{}), done: make(chan struct{})}
 	b.conns.watch(client)
+	b.late.start()
 	b.calls.New = func() any {
 		t := time.NewTimer(time.Hour)
 		t.Stop()
@@ -141,6 +144,7 @@ func newBatcher(client redis.UniversalClient, o *RedisOptions, cb *gobreaker.Two
 	}
 	go func() {
 		wg.Wait()
+		b.late.stop()
 		close(b.done)
 	}()
 	return b
@@ -213,6 +217,9 @@ func (b *batcher) do(cs *Checks) ([]any, error) {
 // Past busy since start, a caller facing no silent Redis is shed.
 func (b *batcher) judge(start, due, now time.Time, suspect *bool) (time.Time, error) {
 	stalled := now.Sub(due) > max(b.timeout/25, time.Millisecond)
+	if stalled {
+		b.late.note(now.Sub(due))
+	}
 	if now.Sub(start) >= b.busy { // the last look, late or not
 		if b.silent() {
 			return time.Time{}, errSilent
@@ -236,9 +243,12 @@ func (b *batcher) judge(start, due, now time.Time, suspect *bool) (time.Time, er
 }
 
 // silent reports whether Redis is silent: a request written to it timeout
-// ago or more, no byte read from it since, and no reply waiting unread (see
-// conns).
-func (b *batcher) silent() bool { return b.conns.silent(b.timeout) }
+// ago or more, plus the node's recent scheduling lateness (Redis runs on
+// the same starved cores: its answer is as late as the gateway's own
+// timers), no byte read from it since, and no reply waiting unread (see
+// conns). On a quiet node the grace is about zero: a dead Redis is
+// called dead at timeout, as before.
+func (b *batcher) silent() bool { return b.conns.silent(b.timeout + b.late.Grace()) }
 
 // giveUp ends a caller's wait with err. A call still queued is withdrawn
 // (never sent, not charged, counted); one a sender already took is left to

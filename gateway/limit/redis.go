@@ -187,6 +187,18 @@ func (r *Redis) Close() {
 	}
 }
 
+// Lateness is the node's recent scheduling lateness: how late, at most,
+// the gateway's goroutines woke over about the last second (a probe's
+// short sleeps, callers' timers). A silent Redis is given Timeout plus
+// this (at most BusyTimeout in all) before a request fails closed. Zero
+// without Pipeline.
+func (r *Redis) Lateness() time.Duration {
+	if r.batch == nil {
+		return 0
+	}
+	return r.batch.late.Grace()
+}
+
 // State is the breaker's state; reading it also moves an open breaker whose
 // time is up to half-open.
 func (r *Redis) State() gobreaker.State { return r.cb.State() }
