@@ -121,7 +121,7 @@ func TestBusyNodeIsNotADeadRedis(t *testing.T) {
 		total += v
 	}
 	t.Logf("answers under pressure: %v (of %d); %s\n%s", counts, total, strings.TrimSpace(opened),
-		grep(m, "vendorgate_gateway_redis_"))
+		grep(m, "vendorgate_gateway_redis_")+"\n"+grep(m, "vendorgate_gateway_limiter_shed")+"\n"+grep(m, "vendorgate_gateway_node_sched"))
 	if counts["200"] == 0 {
 		t.Fatalf("no 200 under pressure: %v", counts)
 	}

@@ -12,16 +12,19 @@ import (
 // Metrics are the gateway's Prometheus metrics (names: docs/CONTRACTS.md),
 // in their own registry.
 type Metrics struct {
-	Registry           *prometheus.Registry
-	requests           *prometheus.CounterVec
-	RequestDuration    *prometheus.HistogramVec
-	UpstreamDuration   *prometheus.HistogramVec
-	LimiterDecisions   *prometheus.CounterVec
-	RedisCallDuration  prometheus.Histogram
-	RedisErrors        *prometheus.CounterVec
-	RedisUnsent        prometheus.Counter
-	RedisBreakerTrips  *prometheus.CounterVec
-	LimiterShed        prometheus.Counter
+	Registry          *prometheus.Registry
+	requests          *prometheus.CounterVec
+	RequestDuration   *prometheus.HistogramVec
+	UpstreamDuration  *prometheus.HistogramVec
+	LimiterDecisions  *prometheus.CounterVec
+	RedisCallDuration prometheus.Histogram
+	RedisErrors       *prometheus.CounterVec
+	RedisUnsent       prometheus.Counter
+	RedisBreakerTrips *prometheus.CounterVec
+	LimiterShed       prometheus.Counter
+	// NodeSchedLateness is the node's recent scheduling lateness as the
+	// Redis limiter measures it (the grace a silent Redis is given).
+	NodeSchedLateness  prometheus.Gauge
 	BreakerState       *prometheus.GaugeVec
 	BreakerTransitions *prometheus.CounterVec
 	// Ready is each /readyz check in the full form (nothing excluded): 1
@@ -89,6 +92,8 @@ func NewMetrics(routes []string) *Metrics {
 			Help: "Times the limiter's breaker opened, by the kind of the Redis failure that opened it (timeout, connection, script)."}, []string{"cause"}),
 		LimiterShed: prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_limiter_shed_total",
 			Help: "Requests shed with 503 request_failed because the gateway could not get their limit decided within redis.busy_timeout while Redis was answering (the node is past its capacity)."}),
+		NodeSchedLateness: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_node_sched_lateness_seconds",
+			Help: "How late the gateway's goroutines woke at most over about the last second (a probe's short sleeps, limiter callers' timers): the grace a silent Redis is given on top of redis.timeout before requests answer 503 rate_limit_unavailable. About 0 on a quiet node; with a Redis limiter only."}),
 		BreakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vendorgate_gateway_breaker_state",
 			Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open (gobreaker's state names)."}, []string{"breaker"}),
 		BreakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_breaker_transitions_total",
@@ -121,7 +126,7 @@ func NewMetrics(routes []string) *Metrics {
 	}
 	m.decisions.Store(&map[string]*[outcomes]atomic.Pointer[prometheus.Counter]{})
 	reg.MustRegister(m.requests, m.RequestDuration, m.UpstreamDuration, m.LimiterDecisions, m.RedisCallDuration,
-		m.RedisErrors, m.RedisUnsent, m.RedisBreakerTrips, m.LimiterShed, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ConfigInfo, m.ConfigReloads,
+		m.RedisErrors, m.RedisUnsent, m.RedisBreakerTrips, m.LimiterShed, m.NodeSchedLateness, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ConfigInfo, m.ConfigReloads,
 		m.UsageFlushes, m.UsagePending, m.UsageDropped)
 	return m
 }

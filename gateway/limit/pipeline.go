@@ -125,8 +125,9 @@ func newBatcher(client redis.UniversalClient, o *RedisOptions, cb *gobreaker.Two
 	_, cluster := client.(*redis.ClusterClient)
 	b := &batcher{client: client, timeout: o.Timeout, wire: o.WireTimeout, busy: o.BusyTimeout, max: o.PipelineMax,
 		cb: cb, hooks: h, conns: new(conns), cluster: cluster,
-		late:  newLateness(latenessEvery, latenessWindow, o.BusyTimeout-o.Timeout),
+		late:  newLateness(latenessEvery, latenessWindow, max(o.Timeout/10, time.Millisecond), o.BusyTimeout-o.Timeout),
 		queue: make(chan *call, 4*o.PipelineMax), stop: make(chan struct{}), done: make(chan struct{})}
+	b.conns.answered = b.late.noteAnswer
 	b.conns.watch(client)
 	b.late.start()
 	b.calls.New = func() any {

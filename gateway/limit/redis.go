@@ -189,10 +189,20 @@ func (r *Redis) Close() {
 
 // Lateness is the node's recent scheduling lateness: how late, at most,
 // the gateway's goroutines woke over about the last second (a probe's
-// short sleeps, callers' timers). A silent Redis is given Timeout plus
-// this (at most BusyTimeout in all) before a request fails closed. Zero
-// without Pipeline.
+// short sleeps, callers' timers). Zero without Pipeline.
 func (r *Redis) Lateness() time.Duration {
+	if r.batch == nil {
+		return 0
+	}
+	return r.batch.late.Lateness()
+}
+
+// Grace is how much longer than Timeout a silent Redis is waited for now
+// (at most BusyTimeout in all) before a request fails closed: a multiple
+// of the node's Lateness, and while the node is late, at least the longest
+// Redis took to answer over the same second (see lateness). About zero on a quiet node; zero
+// without Pipeline.
+func (r *Redis) Grace() time.Duration {
 	if r.batch == nil {
 		return 0
 	}
