@@ -17,7 +17,7 @@ import (
 // to half-open only when asked, so an idle breaker would read open forever.
 // It keeps the readiness gauge (the full /readyz, nothing excluded) current
 // too, for the alerts and the dashboard, and the node's scheduling lateness
-// as the Redis limiter measures it.
+// as the Redis limiter measures it, with the grace it gives a silent Redis.
 func (g *Gateway) pollBreakers() {
 	defer close(g.pollDone)
 	t := time.NewTicker(250 * time.Millisecond)
@@ -29,6 +29,7 @@ func (g *Gateway) pollBreakers() {
 		})
 		if g.redisLim != nil {
 			g.metrics.NodeSchedLateness.Set(g.redisLim.Lateness().Seconds())
+			g.metrics.RedisSilenceGrace.Set(g.redisLim.Grace().Seconds())
 		}
 		for _, r := range readyz.Run(context.Background(), checks, readyz.Query{}).Results {
 			passing := 0.0
