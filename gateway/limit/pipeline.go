@@ -47,18 +47,20 @@ var errSilent = fmt.Errorf("no answer from redis within the limiter timeout: %w"
 //     never sent (its caller gave up first) is no outcome at all.
 //   - The caller: it waits up to timeout for its reply, then judges the
 //     evidence, taken at the sockets (conns). Redis is silent when a
-//     request was written to it timeout ago or more, no byte has been read
-//     from Redis since, and no reply waits unread in a limiter connection's
-//     socket buffer (replies arriving on its connection); seen twice, a moment apart (the second look lets a sender that
-//     was just woken read what is already there), the caller fails closed
-//     (ErrUnavailable, 503): a few milliseconds past timeout, as before.
-//     Anything else is the node's doing, and the caller waits on, in steps
-//     of timeout/2, up to busy in all: nothing written yet (the senders got
-//     no core yet), replies arriving, or its own timer
-//     fired late (the node stalled: its clock says nothing of Redis). A
-//     caller that reaches busy without a silent Redis gives up with ErrBusy
-//     (the node cannot keep up: shed as 503 request_failed), never with
-//     ErrUnavailable.
+//     request was written to it timeout ago or more (plus the grace of a
+//     late node, about zero on a quiet one: see lateness), no byte has
+//     been read from Redis since, and no reply waits unread in a limiter
+//     connection's socket buffer (replies arriving on its connection);
+//     seen twice, a moment apart (the second look lets a sender that was
+//     just woken read what is already there), the caller fails closed
+//     (ErrUnavailable, 503): on a quiet node a few milliseconds past
+//     timeout, as before. Anything else is the node's doing, and the
+//     caller waits on, in steps of timeout/2, up to busy in all: nothing
+//     written yet (the senders got no core yet), replies arriving, or its
+//     own timer fired late (the node stalled: its clock says nothing of
+//     Redis). A caller that reaches busy without a silent Redis gives up
+//     with ErrBusy (the node cannot keep up: shed as 503 request_failed),
+//     never with ErrUnavailable.
 //   - A round trip whose wire deadline passed with Redis' reply already
 //     waiting unread (conns sees it at a read that timed out) was the
 //     node's lateness, not Redis': excluded from the breaker, and its
