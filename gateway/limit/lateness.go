@@ -10,18 +10,18 @@ import (
 // callers whose own timers fired late add what they saw (note). Its
 // Lateness is the largest of the last window: on a quiet node about zero.
 //
-// The grace a silent Redis is given (Grace, see batcher.silent) is a
-// multiple of that lateness (latenessFactor), and, while the node is late
-// at all (Lateness at least busyAt), at least the longest Redis took to
-// answer over the same window (noteAnswer: a request's write to the first
-// bytes read back, at the socket). The probe only sleeps and wakes, and
-// the kernel wakes a sleeper first; a Redis on the same starved cores (a
-// sidecar, a test machine) does work between its waits and competes for
-// every slice, and is held several times longer: measured under three busy
-// loops on two cores, Redis silent 74ms while the probe saw 15ms, 240ms
-// while it saw 66ms. On a quiet node the lateness is well under a
-// millisecond, the grace a few: a dead Redis is called dead at about the
-// timeout, and a Redis that answers slowly there is not excused.
+// The grace a silent Redis is given (Grace, see batcher.silent) is nothing
+// while the lateness is below busyAt (timer slack, a collection: noise),
+// and past it a multiple (latenessFactor) of the lateness beyond busyAt,
+// and at least the longest Redis took to answer over the same window
+// (noteAnswer: a request's write to the first bytes read back, at the
+// socket). The probe only sleeps and wakes, and the kernel wakes a sleeper
+// first; a Redis on the same starved cores (a sidecar, a test machine)
+// does work between its waits and competes for every slice, and is held
+// several times longer: measured under three busy loops on two cores,
+// Redis silent 74ms while the probe saw 15ms, 240ms while it saw 66ms. On
+// a quiet node the grace is zero: a dead Redis is called dead at about
+// the timeout, and a Redis that answers slowly there is not excused.
 //
 // Reading Grace is one atomic load; the probe owns one goroutine, started
 // by start and stopped by stop.
@@ -48,7 +48,7 @@ const (
 	latenessEvery   = 5 * time.Millisecond
 	latenessWindow  = time.Second
 	latenessBuckets = 4 // the window is this many buckets
-	latenessFactor  = 8 // the grace is this many times the lateness
+	latenessFactor  = 8 // the grace is this many times the lateness past busyAt
 )
 
 func newLateness(every, window, busyAt, limit time.Duration) *lateness {
@@ -129,9 +129,9 @@ func (l *lateness) run() {
 		id := int64(now.Sub(epoch) / l.bucket)
 		late := sched.add(id, max(int64(now.Sub(asked)-l.every), l.noted.Swap(0), 0))
 		slowest := answers.add(id, l.answer.Swap(0))
-		g := latenessFactor * late
+		g := int64(0)
 		if late >= int64(l.busyAt) {
-			g = max(g, slowest)
+			g = max(latenessFactor*(late-int64(l.busyAt)), slowest)
 		}
 		l.sched.Store(late)
 		l.grace.Store(min(g, int64(l.limit)))

@@ -198,10 +198,10 @@ func (r *Redis) Lateness() time.Duration {
 }
 
 // Grace is how much longer than Timeout a silent Redis is waited for now
-// (at most BusyTimeout in all) before a request fails closed: a multiple
-// of the node's Lateness, and while the node is late, at least the longest
-// Redis took to answer over the same second (see lateness). About zero on a quiet node; zero
-// without Pipeline.
+// (at most BusyTimeout in all) before a request fails closed: while the
+// node's Lateness is past a tenth of Timeout, a multiple of the excess,
+// and at least the longest Redis took to answer over the same second (see
+// lateness). Zero on a quiet node, and without Pipeline.
 func (r *Redis) Grace() time.Duration {
 	if r.batch == nil {
 		return 0
