@@ -98,7 +98,7 @@ func NewMetrics(routes []string) *Metrics {
 		NodeSchedLateness: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_node_sched_lateness_seconds",
 			Help: "How late the gateway's goroutines woke at most over about the last second (a probe's short sleeps, limiter callers' timers): what the grace a silent Redis is given is made of. About 0 on a quiet node; with a Redis limiter only."}),
 		RedisSilenceGrace: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_redis_silence_grace_seconds",
-			Help: "How much longer than redis.timeout a silent Redis is waited for before requests answer 503 rate_limit_unavailable: a multiple of the node's scheduling lateness, and while the node is late at least the longest Redis took to answer in the last second; at most redis.busy_timeout - redis.timeout. With a Redis limiter only."}),
+			Help: "How much longer than redis.timeout a silent Redis is waited for before requests answer 503 rate_limit_unavailable: 0 while the node's scheduling lateness is below a tenth of redis.timeout; past it, eight times the excess and at least the longest Redis took to answer in the last second; at most redis.busy_timeout - redis.timeout. With a Redis limiter only."}),
 		BreakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vendorgate_gateway_breaker_state",
 			Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open (gobreaker's state names)."}, []string{"breaker"}),
 		BreakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_breaker_transitions_total",
