@@ -16,7 +16,8 @@ import (
 // pollBreakers keeps the breaker state gauge current: gobreaker moves open
 // to half-open only when asked, so an idle breaker would read open forever.
 // It keeps the readiness gauge (the full /readyz, nothing excluded) current
-// too, for the alerts and the dashboard.
+// too, for the alerts and the dashboard, and the node's scheduling lateness
+// as the Redis limiter measures it, with the grace it gives a silent Redis.
 func (g *Gateway) pollBreakers() {
 	defer close(g.pollDone)
 	t := time.NewTicker(250 * time.Millisecond)
@@ -26,6 +27,10 @@ func (g *Gateway) pollBreakers() {
 		g.eachBreaker(func(name string, s gobreaker.State) {
 			g.metrics.BreakerState.WithLabelValues(name).Set(float64(s))
 		})
+		if g.redisLim != nil {
+			g.metrics.NodeSchedLateness.Set(g.redisLim.Lateness().Seconds())
+			g.metrics.RedisSilenceGrace.Set(g.redisLim.Grace().Seconds())
+		}
 		for _, r := range readyz.Run(context.Background(), checks, readyz.Query{}).Results {
 			passing := 0.0
 			if r.Status == readyz.StatusOK {

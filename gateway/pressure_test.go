@@ -90,7 +90,7 @@ func pressureLoad(t *testing.T, url string, keys []string, conns int, d time.Dur
 // many-vendor load at full speed) answers slowly, not 503
 // rate_limit_unavailable, and its limiter breaker never opens. This is the
 // default redis.timeout of 50ms: the node's own scheduling delays, not
-// Redis, are what runs past it.
+// Redis, are what runs past it (Redis too, on the same cores, is late).
 func TestBusyNodeIsNotADeadRedis(t *testing.T) {
 	if testing.Short() {
 		t.Skip("pressure test")
@@ -121,16 +121,20 @@ func TestBusyNodeIsNotADeadRedis(t *testing.T) {
 		total += v
 	}
 	t.Logf("answers under pressure: %v (of %d); %s\n%s", counts, total, strings.TrimSpace(opened),
-		grep(m, "vendorgate_gateway_redis_"))
+		grep(m, "vendorgate_gateway_redis_")+"\n"+grep(m, "vendorgate_gateway_limiter_shed")+"\n"+grep(m, "vendorgate_gateway_node_sched")+"\n"+grep(m, "silence_grace"))
 	if counts["200"] == 0 {
 		t.Fatalf("no 200 under pressure: %v", counts)
 	}
-	// Redis shares the starved cores here: a reply it itself did not send
-	// within the 50ms is a true 503 (Redis slow past its timeout), rare
-	// even on a loaded machine. The gateway of the issue answered 95 % of
-	// this load 503 rate_limit_unavailable; allow no more than one in 500.
-	if n := counts["503 "+string(apierr.RateLimitUnavailable)]; n*500 > total {
+	// Redis shares the starved cores here and is itself held past the
+	// 50ms now and then (~100ms and more, measured): the limiter gives a
+	// silent Redis the node's measured lateness on top of its timeout, so
+	// not one answer is 503 rate_limit_unavailable (the gateway of the
+	// issue answered 95 % of this load so).
+	if n := counts["503 "+string(apierr.RateLimitUnavailable)]; n != 0 {
 		t.Errorf("%d of %d answers were 503 rate_limit_unavailable with Redis healthy", n, total)
+	}
+	if !strings.Contains(m, "vendorgate_gateway_node_sched_lateness_seconds ") || !strings.Contains(m, "vendorgate_gateway_redis_silence_grace_seconds ") {
+		t.Errorf("the node's lateness and the limiter's grace are not exported")
 	}
 	if opened != "" {
 		t.Errorf("the limiter's breaker opened with Redis healthy: %s", opened)

@@ -13,16 +13,22 @@ import (
 // Metrics are the gateway's Prometheus metrics (names: docs/CONTRACTS.md),
 // in their own registry.
 type Metrics struct {
-	Registry           *prometheus.Registry
-	requests           *prometheus.CounterVec
-	RequestDuration    *prometheus.HistogramVec
-	UpstreamDuration   *prometheus.HistogramVec
-	LimiterDecisions   *prometheus.CounterVec
-	RedisCallDuration  prometheus.Histogram
-	RedisErrors        *prometheus.CounterVec
-	RedisUnsent        prometheus.Counter
-	RedisBreakerTrips  *prometheus.CounterVec
-	LimiterShed        prometheus.Counter
+	Registry          *prometheus.Registry
+	requests          *prometheus.CounterVec
+	RequestDuration   *prometheus.HistogramVec
+	UpstreamDuration  *prometheus.HistogramVec
+	LimiterDecisions  *prometheus.CounterVec
+	RedisCallDuration prometheus.Histogram
+	RedisErrors       *prometheus.CounterVec
+	RedisUnsent       prometheus.Counter
+	RedisBreakerTrips *prometheus.CounterVec
+	LimiterShed       prometheus.Counter
+	// NodeSchedLateness is the node's recent scheduling lateness as the
+	// Redis limiter measures it (the grace a silent Redis is given).
+	NodeSchedLateness prometheus.Gauge
+	// RedisSilenceGrace is the time a silent Redis is given on top of
+	// redis.timeout, from that lateness.
+	RedisSilenceGrace  prometheus.Gauge
 	BreakerState       *prometheus.GaugeVec
 	BreakerTransitions *prometheus.CounterVec
 	// Ready is each /readyz check in the full form (nothing excluded): 1
@@ -90,6 +96,10 @@ func NewMetrics(routes []string) *Metrics {
 			Help: "Times the limiter's breaker opened, by the kind of the Redis failure that opened it (timeout, connection, script)."}, []string{"cause"}),
 		LimiterShed: prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_limiter_shed_total",
 			Help: "Requests shed with 503 request_failed because the gateway could not get their limit decided within redis.busy_timeout while Redis was answering (the node is past its capacity)."}),
+		NodeSchedLateness: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_node_sched_lateness_seconds",
+			Help: "How late the gateway's goroutines woke at most over about the last second (a probe's short sleeps, limiter callers' timers): what the grace a silent Redis is given is made of. About 0 on a quiet node; with a Redis limiter only."}),
+		RedisSilenceGrace: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_redis_silence_grace_seconds",
+			Help: "How much longer than redis.timeout a silent Redis is waited for before requests answer 503 rate_limit_unavailable: 0 while the node's scheduling lateness is below a tenth of redis.timeout; past it, eight times the excess and at least the longest Redis took to answer in the last second; at most redis.busy_timeout - redis.timeout. With a Redis limiter only."}),
 		BreakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vendorgate_gateway_breaker_state",
 			Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open (gobreaker's state names)."}, []string{"breaker"}),
 		BreakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_breaker_transitions_total",
@@ -122,7 +132,7 @@ func NewMetrics(routes []string) *Metrics {
 	}
 	m.decisions.Store(&map[string]*[outcomes]atomic.Pointer[prometheus.Counter]{})
 	reg.MustRegister(m.requests, m.RequestDuration, m.UpstreamDuration, m.LimiterDecisions, m.RedisCallDuration,
-		m.RedisErrors, m.RedisUnsent, m.RedisBreakerTrips, m.LimiterShed, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ConfigInfo, m.ConfigReloads,
+		m.RedisErrors, m.RedisUnsent, m.RedisBreakerTrips, m.LimiterShed, m.NodeSchedLateness, m.RedisSilenceGrace, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ConfigInfo, m.ConfigReloads,
 		m.UsageFlushes, m.UsagePending, m.UsageDropped)
 	// The runtime's and the process's own (go_*, process_*), as the
 	// backend exports them: memory, GC, goroutines, CPU, file descriptors

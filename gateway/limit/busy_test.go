@@ -180,3 +180,67 @@ func TestReplyReadLateIsNotAFailure(t *testing.T) {
 		t.Fatalf("after the late reads: %v", err)
 	}
 }
+
+// TestLateNodeWaitsForAPausedRedis: the node runs late (its probe wakes
+// 150ms late, as on cores taken by others), and Redis, on the same node,
+// stops for 100ms: past the callers' 50ms, within the lateness. The
+// callers wait for it and get their decisions; Redis is not called dead.
+// On a quiet node the same pause fails them closed at about the timeout
+// (TestSilentRedisFailsAtTimeout, and the end of this test).
+func TestLateNodeWaitsForAPausedRedis(t *testing.T) {
+	rs := testredis.Start(t)
+	r, failures, unsent := busyLimiter(t, rs, RedisOptions{})
+	rate := Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}
+	if _, err := r.Allow(one("vg:{v:paused}:reads", rate)); err != nil {
+		t.Fatal(err)
+	}
+	r.batch.late.wakeDelay.Store(int64(150 * time.Millisecond))
+	for deadline := time.Now().Add(5 * time.Second); r.Lateness() < 100*time.Millisecond; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("lateness %s with the probe 150ms late", r.Lateness())
+		}
+	}
+	if r.Grace() < r.Lateness() || r.Grace() > 950*time.Millisecond {
+		t.Fatalf("grace %s for a lateness of %s: want at least the lateness, at most busy_timeout - timeout", r.Grace(), r.Lateness())
+	}
+	t.Logf("lateness %s, grace %s", r.Lateness(), r.Grace())
+	for round := 0; round < 3; round++ {
+		rs.Pause()
+		resumed := make(chan struct{})
+		go func() {
+			defer close(resumed)
+			time.Sleep(100 * time.Millisecond)
+			rs.Resume()
+		}()
+		concurrently(8, func(i int) {
+			d, err := r.Allow(one(fmt.Sprintf("vg:{v:paused%d}:reads", i), rate))
+			if err != nil || !d.Allowed {
+				t.Errorf("round %d caller %d, Redis paused 100ms on a node 150ms late: %+v %v", round, i, d, err)
+			}
+		})
+		<-resumed
+	}
+	if failures.Load() != 0 || unsent.Load() != 0 || r.State() != gobreaker.StateClosed {
+		t.Fatalf("failures %d, unsent %d, breaker %s", failures.Load(), unsent.Load(), r.State())
+	}
+
+	// The node quiet again: the grace falls back (to a few ms; on a loaded
+	// test machine more), and a paused Redis is called dead at about the
+	// timeout.
+	r.batch.late.wakeDelay.Store(0)
+	for deadline := time.Now().Add(10 * time.Second); r.Grace() >= 200*time.Millisecond; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("grace still %s (lateness %s) on a quiet probe", r.Grace(), r.Lateness())
+		}
+	}
+	t.Logf("quiet again: lateness %s, grace %s", r.Lateness(), r.Grace())
+	rs.Pause()
+	defer rs.Resume()
+	start := time.Now()
+	if _, err := r.Allow(one("vg:{v:paused}:reads", rate)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Redis paused on a quiet node: %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond { // 50ms timeout; generous for -race
+		t.Fatalf("a paused Redis on a quiet node failed after %s (lateness %s)", d, r.Lateness())
+	}
+}

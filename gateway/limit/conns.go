@@ -34,6 +34,10 @@ type conns struct {
 	// (go-redis drops such a connection as for any timeout; the count is
 	// how the round trip learns whose lateness it was.)
 	lateReads atomic.Int64
+	// answered, when set (before the first dial), is told how long each
+	// answer took: from a request's write to the first read that returned
+	// bytes after it.
+	answered func(time.Duration)
 	// beforeRead, when set (tests only, before the first dial), runs
 	// before each read: a reader that got its core late.
 	beforeRead func()
@@ -142,6 +146,9 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 	}
 	if n > 0 {
 		t := max(c.w.now(), 1)
+		if wrote := c.wrote.Load(); wrote > c.read.Load() && c.w.answered != nil {
+			c.w.answered(time.Duration(t - wrote))
+		}
 		c.read.Store(t)
 		for last := c.w.lastRead.Load(); last < t && !c.w.lastRead.CompareAndSwap(last, t); last = c.w.lastRead.Load() {
 		}

@@ -47,18 +47,20 @@ var errSilent = fmt.Errorf("no answer from redis within the limiter timeout: %w"
 //     never sent (its caller gave up first) is no outcome at all.
 //   - The caller: it waits up to timeout for its reply, then judges the
 //     evidence, taken at the sockets (conns). Redis is silent when a
-//     request was written to it timeout ago or more, no byte has been read
-//     from Redis since, and no reply waits unread in a limiter connection's
-//     socket buffer (replies arriving on its connection); seen twice, a moment apart (the second look lets a sender that
-//     was just woken read what is already there), the caller fails closed
-//     (ErrUnavailable, 503): a few milliseconds past timeout, as before.
-//     Anything else is the node's doing, and the caller waits on, in steps
-//     of timeout/2, up to busy in all: nothing written yet (the senders got
-//     no core yet), replies arriving, or its own timer
-//     fired late (the node stalled: its clock says nothing of Redis). A
-//     caller that reaches busy without a silent Redis gives up with ErrBusy
-//     (the node cannot keep up: shed as 503 request_failed), never with
-//     ErrUnavailable.
+//     request was written to it timeout ago or more (plus the grace of a
+//     late node, about zero on a quiet one: see lateness), no byte has
+//     been read from Redis since, and no reply waits unread in a limiter
+//     connection's socket buffer (replies arriving on its connection);
+//     seen twice, a moment apart (the second look lets a sender that was
+//     just woken read what is already there), the caller fails closed
+//     (ErrUnavailable, 503): on a quiet node a few milliseconds past
+//     timeout, as before. Anything else is the node's doing, and the
+//     caller waits on, in steps of timeout/2, up to busy in all: nothing
+//     written yet (the senders got no core yet), replies arriving, or its
+//     own timer fired late (the node stalled: its clock says nothing of
+//     Redis). A caller that reaches busy without a silent Redis gives up
+//     with ErrBusy (the node cannot keep up: shed as 503 request_failed),
+//     never with ErrUnavailable.
 //   - A round trip whose wire deadline passed with Redis' reply already
 //     waiting unread (conns sees it at a read that timed out) was the
 //     node's lateness, not Redis': excluded from the breaker, and its
@@ -78,6 +80,7 @@ type batcher struct {
 	cb      *gobreaker.TwoStepCircuitBreaker[Decision]
 	hooks   *hooks
 	conns   *conns
+	late    *lateness // the node's recent scheduling lateness
 	queue   chan *call
 	stop    chan struct{}
 	done    chan struct{}
@@ -124,8 +127,11 @@ func newBatcher(client redis.UniversalClient, o *RedisOptions, cb *gobreaker.Two
 	_, cluster := client.(*redis.ClusterClient)
 	b := &batcher{client: client, timeout: o.Timeout, wire: o.WireTimeout, busy: o.BusyTimeout, max: o.PipelineMax,
 		cb: cb, hooks: h, conns: new(conns), cluster: cluster,
+		late:  newLateness(latenessEvery, latenessWindow, max(o.Timeout/10, time.Millisecond), o.BusyTimeout-o.Timeout),
 		queue: make(chan *call, 4*o.PipelineMax), stop: make(chan struct{}), done: make(chan struct{})}
+	b.conns.answered = b.late.noteAnswer
 	b.conns.watch(client)
+	b.late.start()
 	b.calls.New = func() any {
 		t := time.NewTimer(time.Hour)
 		t.Stop()
@@ -141,6 +147,7 @@ func newBatcher(client redis.UniversalClient, o *RedisOptions, cb *gobreaker.Two
 	}
 	go func() {
 		wg.Wait()
+		b.late.stop()
 		close(b.done)
 	}()
 	return b
@@ -213,6 +220,9 @@ func (b *batcher) do(cs *Checks) ([]any, error) {
 // Past busy since start, a caller facing no silent Redis is shed.
 func (b *batcher) judge(start, due, now time.Time, suspect *bool) (time.Time, error) {
 	stalled := now.Sub(due) > max(b.timeout/25, time.Millisecond)
+	if stalled {
+		b.late.note(now.Sub(due))
+	}
 	if now.Sub(start) >= b.busy { // the last look, late or not
 		if b.silent() {
 			return time.Time{}, errSilent
@@ -236,9 +246,12 @@ func (b *batcher) judge(start, due, now time.Time, suspect *bool) (time.Time, er
 }
 
 // silent reports whether Redis is silent: a request written to it timeout
-// ago or more, no byte read from it since, and no reply waiting unread (see
-// conns).
-func (b *batcher) silent() bool { return b.conns.silent(b.timeout) }
+// ago or more, plus the node's recent scheduling lateness (Redis runs on
+// the same starved cores: its answer is as late as the gateway's own
+// timers), no byte read from it since, and no reply waiting unread (see
+// conns). On a quiet node the grace is about zero: a dead Redis is
+// called dead at timeout, as before.
+func (b *batcher) silent() bool { return b.conns.silent(b.timeout + b.late.Grace()) }
 
 // giveUp ends a caller's wait with err. A call still queued is withdrawn
 // (never sent, not charged, counted); one a sender already took is left to

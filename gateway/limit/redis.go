@@ -189,6 +189,28 @@ func (r *Redis) Close() {
 	}
 }
 
+// Lateness is the node's recent scheduling lateness: how late, at most,
+// the gateway's goroutines woke over about the last second (a probe's
+// short sleeps, callers' timers). Zero without Pipeline.
+func (r *Redis) Lateness() time.Duration {
+	if r.batch == nil {
+		return 0
+	}
+	return r.batch.late.Lateness()
+}
+
+// Grace is how much longer than Timeout a silent Redis is waited for now
+// (at most BusyTimeout in all) before a request fails closed: while the
+// node's Lateness is past a tenth of Timeout, a multiple of the excess,
+// and at least the longest Redis took to answer over the same second (see
+// lateness). Zero on a quiet node, and without Pipeline.
+func (r *Redis) Grace() time.Duration {
+	if r.batch == nil {
+		return 0
+	}
+	return r.batch.late.Grace()
+}
+
 // State is the breaker's state; reading it also moves an open breaker whose
 // time is up to half-open.
 func (r *Redis) State() gobreaker.State { return r.cb.State() }
