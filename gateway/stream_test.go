@@ -101,12 +101,19 @@ func TestReportReachesSlowClient(t *testing.T) {
 		ctx.SetContentType("application/pdf")
 		ctx.SetBody(body)
 	})
+	// The proxy timeout is also the wait for the answer to begin: 2 s
+	// leaves a loaded machine under -race room for a 16 MiB answer's
+	// first byte (1 s gave a 504 now and then), and is still half the
+	// download's 4 s.
 	gw := startGateway(t, b, func(o *Options) {
-		o.Config.Proxy.Timeout = time.Second
+		o.Config.Proxy.Timeout = 2 * time.Second
 		o.Config.Proxy.StreamIdleTimeout = 5 * time.Second
 	})
 	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
 	d := fetch(t, gw.url+"/api/vendor/v1/orders/o1/reports/mvr", key, client{bytesPerSec: 4 << 20, smallBuffer: true, limit: time.Minute})
+	if d.took < 2*time.Second && d.status == 200 {
+		t.Fatalf("the download took %s, not longer than the proxy timeout: the test no longer shows a stream bounded by progress", d.took)
+	}
 	t.Logf("received %d of %d bytes in %s", d.n, size, d.took.Round(time.Millisecond))
 	if d.status != 200 || d.contentLength != size || d.err != nil || d.n != size || d.sum != sum {
 		t.Fatalf("status %d, Content-Length %d, body %d of %d bytes (read error %v), sha256 match %v",
