@@ -222,19 +222,8 @@ func TestAbandonedReportsLeaveBreakerClosed(t *testing.T) {
 // rawDoHead sends raw, reads the answer's status line and hangs up.
 func rawDoHead(t testing.TB, gw *testGateway, raw string) int {
 	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(gw.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, raw); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("read answer: %v", err)
-	}
+	resp, c := rawSend(t, gw, raw)
+	c.Close()
 	return resp.StatusCode
 }
 

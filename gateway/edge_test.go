@@ -18,20 +18,8 @@ import (
 // or normalises headers) and reads one answer.
 func rawDo(t testing.TB, gw *testGateway, raw string) answer {
 	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(gw.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, c := rawSend(t, gw, raw)
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, raw); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("read answer: %v", err)
-	}
-	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	a := answer{status: resp.StatusCode, header: resp.Header, body: body}
 	a.env, a.isEnv = apierr.Parse(body)
@@ -39,6 +27,27 @@ func rawDo(t testing.TB, gw *testGateway, raw string) answer {
 		_ = json.Unmarshal(body, &a.echo)
 	}
 	return a
+}
+
+// rawSend writes raw on a connection of its own and reads the answer's
+// head; the caller reads the body as far as it wants and closes c.
+func rawSend(t testing.TB, gw *testGateway, raw string) (*http.Response, net.Conn) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(gw.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		c.Close()
+		t.Fatalf("read answer: %v", err)
+	}
+	return resp, c
 }
 
 // A client that sends a second copy of a header the gateway sets (in any
