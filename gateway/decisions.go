@@ -15,8 +15,11 @@ import (
 // limiter's failure (every check counted unavailable), except a request
 // shed because the node cannot keep up (limit.ErrBusy, counted apart).
 func (g *Gateway) recordLimits(id *auth.Identity, cs *limit.Checks, d *limit.Decision, err error) {
+	if errors.Is(err, limit.ErrBusy) {
+		return // shed: counted by the limiter, not a decision
+	}
 	if err != nil {
-		for i := 0; i < cs.Count && !errors.Is(err, limit.ErrBusy); i++ {
+		for i := 0; i < cs.Count; i++ {
 			if !cs.List[i].Twin { // a request, not its shadow twin
 				g.metrics.Decision(cs.List[i].Rate.Name, admin.Unavailable)
 			}
