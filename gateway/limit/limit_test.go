@@ -229,3 +229,34 @@ func benchRedis(b *testing.B, pipeline bool) {
 		}
 	}
 }
+
+// A request under more than two limits (vendor and key limits with shadow
+// twins) is checked under the locks of all its buckets: concurrent
+// requests neither race on a shard's map nor over-admit.
+func TestLocalManyChecksConcurrent(t *testing.T) {
+	l := NewLocal(LocalOptions{})
+	vendor := Rate{Name: "reads", Limit: 100, Period: time.Hour}
+	var cs Checks
+	cs.Add(Check{Key: "vg:{v:1}:reads", Rate: vendor})
+	cs.Add(Check{Key: "vg:{v:1}:reads:twin", Rate: Rate{Name: "reads", Limit: 1000, Period: time.Hour, Shadow: true}, Twin: true})
+	cs.Add(Check{Key: "vg:{v:1}:k:1:reads", Rate: Rate{Name: "key-reads", Limit: 1000, Period: time.Hour}})
+	cs.Add(Check{Key: "vg:{v:1}:k:1:reads:twin", Rate: Rate{Name: "key-reads", Limit: 1000, Period: time.Hour, Shadow: true}, Twin: true})
+	var allowed atomic.Int64
+	done := make(chan struct{})
+	for g := 0; g < 8; g++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := 0; i < 50; i++ {
+				if d, _ := l.Allow(cs); d.Allowed {
+					allowed.Add(1)
+				}
+			}
+		}()
+	}
+	for g := 0; g < 8; g++ {
+		<-done
+	}
+	if n := allowed.Load(); n != 100 {
+		t.Fatalf("%d of 400 concurrent requests allowed under a limit of 100", n)
+	}
+}

@@ -2,6 +2,7 @@ package limit
 
 import (
 	"hash/maphash"
+	"slices"
 	"sync"
 	"time"
 )
@@ -51,7 +52,7 @@ func (l *Local) Allow(cs Checks) (Decision, error) {
 	for i := 0; i < cs.Count; i++ {
 		idx[i] = int(maphash.String(l.seed, cs.List[i].Key) % localShards)
 	}
-	l.lock(&idx, cs.Count)
+	order, locked := l.lock(&idx, cs.Count)
 	var tats [MaxChecks]int64
 	for i := 0; i < cs.Count; i++ {
 		d.Results[i], tats[i] = gcra(now, l.shards[idx[i]].tat[cs.List[i].Key], cs.List[i].Rate)
@@ -69,36 +70,30 @@ func (l *Local) Allow(cs Checks) (Decision, error) {
 			}
 		}
 	}
-	l.unlock(&idx, cs.Count)
+	l.unlock(&order, locked)
 	return d, nil
 }
 
-// lock takes the shards of the checks in ascending order, each once.
-func (l *Local) lock(idx *[MaxChecks]int, n int) {
-	switch {
-	case n == 1:
-		l.shards[idx[0]].mu.Lock()
-	case n == 2 && idx[0] == idx[1]:
-		l.shards[idx[0]].mu.Lock()
-	case n == 2:
-		a, b := idx[0], idx[1]
-		if a > b {
-			a, b = b, a
-		}
-		l.shards[a].mu.Lock()
-		l.shards[b].mu.Lock()
+// lock takes the shards of the checks in ascending order, each once (a
+// request's buckets may share a shard), so that two requests never hold
+// one another's; unlock releases them. Up to MaxChecks shards: a sort of
+// a handful on the stack.
+func (l *Local) lock(idx *[MaxChecks]int, n int) (order [MaxChecks]int, m int) {
+	for i := 0; i < n; i++ {
+		order[m] = idx[i]
+		m++
 	}
+	slices.Sort(order[:m])
+	m = len(slices.Compact(order[:m]))
+	for i := 0; i < m; i++ {
+		l.shards[order[i]].mu.Lock()
+	}
+	return order, m
 }
 
-func (l *Local) unlock(idx *[MaxChecks]int, n int) {
-	switch {
-	case n == 1:
-		l.shards[idx[0]].mu.Unlock()
-	case n == 2 && idx[0] == idx[1]:
-		l.shards[idx[0]].mu.Unlock()
-	case n == 2:
-		l.shards[idx[0]].mu.Unlock()
-		l.shards[idx[1]].mu.Unlock()
+func (l *Local) unlock(order *[MaxChecks]int, m int) {
+	for i := 0; i < m; i++ {
+		l.shards[order[i]].mu.Unlock()
 	}
 }
 
