@@ -150,6 +150,17 @@ type Redis struct {
 	// Pipeline sends the limiter calls of concurrent requests to Redis in
 	// one pipelined write (one round trip for many). Default true.
 	Pipeline bool `yaml:"pipeline" env:"GATEWAY_REDIS_PIPELINE"`
+	// LeaseMax is the most tokens of one bucket a limiter call takes: the
+	// request's own and a lease of the rest, which this gateway then
+	// spends without asking Redis. Default 16; 1 turns leases off (every
+	// request asks Redis: strictly exact). Leases need Pipeline. Reloaded
+	// on SIGHUP.
+	LeaseMax int `yaml:"lease_max" env:"GATEWAY_REDIS_LEASE_MAX"`
+	// LeaseTTL is how long a lease lives; what is left then goes back to
+	// Redis. With leases, admissions stay within what GCRA allows with a
+	// burst of burst + ceil(rate × LeaseTTL). Default 1s. Reloaded on
+	// SIGHUP.
+	LeaseTTL time.Duration `yaml:"lease_ttl" env:"GATEWAY_REDIS_LEASE_TTL"`
 }
 
 // FailedKeys is the failed-key throttle: past PerAddress failures from one
@@ -219,7 +230,7 @@ func DefaultGateway() *Gateway {
 		Docs:          Docs{Rate: 60, Window: time.Minute},
 		Redis: Redis{Timeout: 50 * time.Millisecond, WireTimeout: 500 * time.Millisecond, BusyTimeout: time.Second,
 			PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3, BreakerWindow: 3 * time.Second, BreakerFailurePercent: 50,
-			Pipeline: true},
+			Pipeline: true, LeaseMax: 16, LeaseTTL: time.Second},
 		Limits:        defaultLimits(),
 		FailedKeys:    FailedKeys{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute, MaxTracked: 100_000},
 		KeyCache:      KeyCache{Size: 100000, TTL: 30 * time.Second, NegativeTTL: 5 * time.Second},
@@ -306,6 +317,12 @@ func (c *Gateway) Validate() error {
 	}
 	if c.Redis.BreakerOpenFor <= 0 || c.Redis.BreakerFailures <= 0 || c.Redis.BreakerWindow <= 0 {
 		add("redis.breaker_open_for, redis.breaker_failures and redis.breaker_window must be positive")
+	}
+	if c.Redis.LeaseMax < 1 || c.Redis.LeaseMax > 1000 {
+		add("redis.lease_max: %d must be between 1 (no leases: every request asks Redis) and 1000", c.Redis.LeaseMax)
+	}
+	if c.Redis.LeaseTTL < 10*time.Millisecond || c.Redis.LeaseTTL > time.Minute {
+		add("redis.lease_ttl: %s must be between 10ms and 1m (admissions may exceed the limit by rate × lease_ttl)", c.Redis.LeaseTTL)
 	}
 	if c.Redis.BreakerFailurePercent < 1 || c.Redis.BreakerFailurePercent > 100 {
 		add("redis.breaker_failure_percent: %d must be between 1 and 100", c.Redis.BreakerFailurePercent)

@@ -129,6 +129,11 @@ func (g *Gateway) Reload(c *config.Gateway) error {
 		return fmt.Errorf("reload: %w", err)
 	}
 	old := g.snap.Swap(sn)
+	if g.redisLim != nil {
+		// Leases taken under the old limits go back; the new lease
+		// settings apply from the next call.
+		g.redisLim.SetLeases(c.Redis.LeaseMax, c.Redis.LeaseTTL)
+	}
 	g.metrics.ConfigReloads.WithLabelValues("ok").Inc()
 	if err := g.renderDocs(sn); err != nil {
 		g.log.Error("documentation not re-rendered; the previous page stays", "err", err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"vendorgate/config"
@@ -56,7 +57,10 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 		BreakerWindow: c.Redis.BreakerWindow, BreakerFailureRatio: float64(c.Redis.BreakerFailurePercent) / 100,
 		OnStateChange: g.onBreakerState, OnBreakerOpen: g.onLimiterBreakerOpen,
 		Now: now, Pipeline: c.Redis.Pipeline, ObserveCall: g.observeRedisCall,
-		OnFailure: g.onRedisFailure, OnUnsent: g.metrics.RedisUnsent.Inc, OnBusy: g.metrics.LimiterShed.Inc})
+		OnFailure: g.onRedisFailure, OnUnsent: g.metrics.RedisUnsent.Inc, OnBusy: g.metrics.LimiterShed.Inc,
+		LeaseMax: c.Redis.LeaseMax, LeaseTTL: c.Redis.LeaseTTL, OnCharged: addTo(g.metrics.BucketsCharged),
+		Leases: limit.LeaseHooks{Granted: addTo(g.metrics.LeaseTokens.WithLabelValues("granted")), Spent: g.metrics.LeaseAdmissions.Inc,
+			Refunded: addTo(g.metrics.LeaseTokens.WithLabelValues("refunded")), Dropped: addTo(g.metrics.LeaseTokens.WithLabelValues("dropped"))}})
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +69,9 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 	g.log.Info("rate limiter: Redis", "addrs", strings.Join(uo.Addrs, ","), "sentinel_master", uo.MasterName, "timeout", c.Redis.Timeout.String())
 	return usage.NewRedis(usage.RedisOptions{Client: g.usageClient})
 }
+
+// addTo is a counter's Add for an int.
+func addTo(c prometheus.Counter) func(int) { return func(n int) { c.Add(float64(n)) } }
 
 // universalOptions turns redis:// URLs into go-redis options: one URL a
 // server, several a Cluster, MasterName a Sentinel set.

@@ -23,6 +23,13 @@ type Metrics struct {
 	RedisUnsent       prometheus.Counter
 	RedisBreakerTrips *prometheus.CounterVec
 	LimiterShed       prometheus.Counter
+	// BucketsCharged counts the buckets the limiter's Redis script charged
+	// (a request's own token and its lease's, one count a bucket a call).
+	BucketsCharged prometheus.Counter
+	// LeaseAdmissions counts requests admitted from a lease, without
+	// asking Redis; LeaseTokens the leased tokens by event.
+	LeaseAdmissions prometheus.Counter
+	LeaseTokens     *prometheus.CounterVec
 	// NodeSchedLateness is the node's recent scheduling lateness as the
 	// Redis limiter measures it (the grace a silent Redis is given).
 	NodeSchedLateness prometheus.Gauge
@@ -96,6 +103,12 @@ func NewMetrics(routes []string) *Metrics {
 			Help: "Times the limiter's breaker opened, by the kind of the Redis failure that opened it (timeout, connection, script)."}, []string{"cause"}),
 		LimiterShed: prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_limiter_shed_total",
 			Help: "Requests shed with 503 request_failed because the gateway could not get their limit decided within redis.busy_timeout while Redis was answering (the node is past its capacity)."}),
+		BucketsCharged: prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_limiter_buckets_charged_total",
+			Help: "Buckets charged in Redis by the limiter's script: one per bucket of each allowed call, whether it took the request's own token alone or a lease with it. Divided by the allowed decisions, what leases save."}),
+		LeaseAdmissions: prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_limiter_lease_admissions_total",
+			Help: "Requests admitted from this gateway's leases without a Redis call."}),
+		LeaseTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_limiter_lease_tokens_total",
+			Help: "Leased tokens by event: granted (charged in Redis beyond the requests' own), refunded (unused, sent back at expiry, reload or shutdown), dropped (lost with a Redis failure until the bucket refills)."}, []string{"event"}),
 		NodeSchedLateness: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_node_sched_lateness_seconds",
 			Help: "How late the gateway's goroutines woke at most over about the last second (a probe's short sleeps, limiter callers' timers): what the grace a silent Redis is given is made of. About 0 on a quiet node; with a Redis limiter only."}),
 		RedisSilenceGrace: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_redis_silence_grace_seconds",
@@ -130,9 +143,12 @@ func NewMetrics(routes []string) *Metrics {
 		m.RedisErrors.WithLabelValues(k)
 		m.RedisBreakerTrips.WithLabelValues(k)
 	}
+	for _, e := range []string{"granted", "refunded", "dropped"} {
+		m.LeaseTokens.WithLabelValues(e)
+	}
 	m.decisions.Store(&map[string]*[outcomes]atomic.Pointer[prometheus.Counter]{})
 	reg.MustRegister(m.requests, m.RequestDuration, m.UpstreamDuration, m.LimiterDecisions, m.RedisCallDuration,
-		m.RedisErrors, m.RedisUnsent, m.RedisBreakerTrips, m.LimiterShed, m.NodeSchedLateness, m.RedisSilenceGrace, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ConfigInfo, m.ConfigReloads,
+		m.RedisErrors, m.RedisUnsent, m.RedisBreakerTrips, m.LimiterShed, m.BucketsCharged, m.LeaseAdmissions, m.LeaseTokens, m.NodeSchedLateness, m.RedisSilenceGrace, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ConfigInfo, m.ConfigReloads,
 		m.UsageFlushes, m.UsagePending, m.UsageDropped)
 	// The runtime's and the process's own (go_*, process_*), as the
 	// backend exports them: memory, GC, goroutines, CPU, file descriptors

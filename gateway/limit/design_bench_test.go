@@ -67,16 +67,25 @@ func BenchmarkLimiterDesigns(b *testing.B) {
 		b.ReportMetric((cpu1-cpu0)*1e6/float64(b.N), "redis-us/op")
 		b.ReportMetric(float64(s1-s0)/float64(b.N), "scripts/op")
 	}
-	b.Run("batch-script", func(b *testing.B) {
-		c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true, PoolSize: 64})
-		defer c.Close()
-		r, err := NewRedis(RedisOptions{Client: c, Timeout: time.Second, Pipeline: true})
-		if err != nil {
-			b.Fatal(err)
+	for _, lease := range []int{1, 16} {
+		name := "batch-script"
+		if lease > 1 {
+			name = "batch-script-leased"
 		}
-		defer r.Close()
-		run(b, func(cs Checks) error { _, err := r.Allow(cs); return err })
-	})
+		b.Run(name, func(b *testing.B) {
+			c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true, PoolSize: 64})
+			defer c.Close()
+			var charged atomic.Int64
+			r, err := NewRedis(RedisOptions{Client: c, Timeout: time.Second, Pipeline: true, LeaseMax: lease,
+				OnCharged: func(n int) { charged.Add(int64(n)) }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			run(b, func(cs Checks) error { _, err := r.Allow(cs); return err })
+			b.ReportMetric(float64(charged.Load())/float64(b.N), "charged/op")
+		})
+	}
 	b.Run("go-redis-autopipeline", func(b *testing.B) {
 		c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true, PoolSize: 64})
 		defer c.Close()
@@ -84,14 +93,17 @@ func BenchmarkLimiterDesigns(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := allowAll.Load(context.Background(), c).Err(); err != nil {
+		if err := gcraScript.Load(context.Background(), c).Err(); err != nil {
 			b.Fatal(err)
 		}
 		run(b, func(cs Checks) error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			c := cs.List[0]
-			_, err := allowAll.EvalSha(ctx, ap, []string{keyPrefix + c.Key}, c.Rate.burst(), c.Rate.Limit, c.Rate.Period.Seconds(), "0").Slice()
+			args := make([]any, 5)
+			args[0] = 1
+			setArgs(args[1:], c.Rate, 1)
+			_, err := gcraScript.EvalSha(ctx, ap, []string{keyPrefix + c.Key}, args...).Slice()
 			return err
 		})
 	})

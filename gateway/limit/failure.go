@@ -61,6 +61,10 @@ type hooks struct {
 	unsent  func()
 	busy    func()
 	open    func(kind FailureKind, why string, reopened bool)
+	// lost is told that Redis failed (a failed round trip, the breaker
+	// opening): the leases go with it. answered, that a round trip was
+	// answered. Both set by the limiter, before any call.
+	lost, answered func()
 	// last is the kind of the latest failed round trip; counts are the
 	// breaker's counts when it last tripped (written and read under the
 	// breaker's lock: OnTrip and OnStateChange both run under it).
@@ -71,8 +75,17 @@ type hooks struct {
 func (h *hooks) onFailure(err error) {
 	k := KindOf(err)
 	h.last.Store(k)
+	if h.lost != nil {
+		h.lost()
+	}
 	if h.failure != nil {
 		h.failure(k, err)
+	}
+}
+
+func (h *hooks) onAnswer() {
+	if h.answered != nil {
+		h.answered()
 	}
 }
 
@@ -98,6 +111,9 @@ func (h *hooks) onStateChange(next func(name string, from, to gobreaker.State), 
 	return func(name string, from, to gobreaker.State) {
 		if next != nil {
 			next(name, from, to)
+		}
+		if to == gobreaker.StateOpen && h.lost != nil {
+			h.lost()
 		}
 		if to != gobreaker.StateOpen || h.open == nil {
 			return

@@ -15,9 +15,13 @@
 // about zero on a quiet node: lateness.go; nothing read since, no reply
 // waiting unread) fails it closed with ErrUnavailable; anything else is
 // the node being late, and it waits on up to BusyTimeout, then is shed
-// with ErrBusy, uncharged when its call was never sent. Code that changes how calls wait (leases)
-// should keep those three answers apart: a Redis failure, an overloaded
-// node, a decision.
+// with ErrBusy, uncharged when its call was never sent. Those three answers
+// stay apart: a Redis failure, an overloaded node, a decision.
+//
+// Leases (lease.go): a busy bucket's call takes its own token and a lease
+// of more, which this gateway spends without asking Redis while Redis
+// answers; one Lua script (lua.go) charges, leases and refunds, keeping
+// redis_rate's stored value.
 package limit
 
 import (

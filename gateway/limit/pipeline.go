@@ -111,7 +111,7 @@ const (
 // since a sender may still hold it.
 type call struct {
 	keys  [MaxChecks]string
-	args  [3 * MaxChecks]any
+	args  [4 * MaxChecks]any
 	n     int
 	state atomic.Int32
 	reply chan reply // capacity 1: the batch never blocks on a caller
@@ -162,10 +162,10 @@ func (b *batcher) close() {
 	})
 }
 
-// do runs the limit script for cs through the next batch and returns its
-// raw reply. It returns within timeout when Redis is silent, and within
-// busy whatever happens.
-func (b *batcher) do(cs *Checks) ([]any, error) {
+// do runs the limit script for cs (want: the tokens asked of each bucket,
+// 1 or more) through the next batch and returns its raw reply. It returns
+// within timeout when Redis is silent, and within busy whatever happens.
+func (b *batcher) do(cs *Checks, want *[MaxChecks]int) ([]any, error) {
 	select {
 	case <-b.stop:
 		return nil, errClosed
@@ -174,14 +174,8 @@ func (b *batcher) do(cs *Checks) ([]any, error) {
 	c := b.calls.Get().(*call)
 	c.n = cs.Count
 	for i := 0; i < cs.Count; i++ {
-		ch := cs.List[i]
-		c.keys[i] = keyPrefix + ch.Key
-		shadow := "0"
-		if ch.Rate.Shadow {
-			shadow = "1"
-		}
-		emission := ch.Rate.Period.Seconds() / float64(ch.Rate.Limit)
-		c.args[3*i], c.args[3*i+1], c.args[3*i+2] = emission, emission*float64(ch.Rate.burst()), shadow
+		c.keys[i] = keyPrefix + cs.List[i].Key
+		setArgs(c.args[4*i:4*i+4], cs.List[i].Rate, want[i])
 	}
 	c.state.Store(callQueued)
 	start := time.Now()
@@ -354,28 +348,8 @@ func (b *batcher) send(batch []*call) {
 	for i, g := range groups {
 		keys[i], args[i] = batchArgs(g)
 	}
-	cmds := make([]*redis.Cmd, len(groups))
 	b.scripts.Add(uint64(len(groups)))
-	if len(groups) == 1 {
-		cmds[0] = allowBatch.EvalSha(ctx, b.client, keys[0], args[0]...)
-	} else {
-		pipe := b.client.Pipeline()
-		for i := range groups {
-			cmds[i] = allowBatch.EvalSha(ctx, pipe, keys[i], args[i]...)
-		}
-		_, _ = pipe.Exec(ctx) // each command carries its own error
-	}
-	for i, cmd := range cmds {
-		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			cmds[i] = allowBatch.Eval(ctx, b.client, keys[i], args[i]...)
-		}
-	}
-	var failed error
-	for _, cmd := range cmds {
-		if err := cmd.Err(); err != nil && failed == nil {
-			failed = err
-		}
-	}
+	cmds, failed := runScripts(ctx, b.client, keys, args)
 	// A timeout while a reply sat unread in a socket was the node's doing:
 	// excluded from the breaker, its callers shed.
 	late := failed != nil && KindOf(failed) == FailTimeout && b.conns.lateReads.Load() != lateBefore
@@ -385,6 +359,9 @@ func (b *batcher) send(batch []*call) {
 	done(failed)
 	if failed != nil && !late {
 		b.hooks.onFailure(failed)
+	}
+	if failed == nil {
+		b.hooks.onAnswer()
 	}
 	for i, g := range groups {
 		v, err := cmds[i].Slice()
@@ -397,7 +374,7 @@ func (b *batcher) send(batch []*call) {
 		off := 0
 		for _, c := range g {
 			r := reply{err: err}
-			if n := 4 * c.n; err == nil {
+			if n := valuesPerKey * c.n; err == nil {
 				if off+n > len(v) {
 					r.err = errors.New("limit script answered fewer values than its calls asked")
 				} else {
@@ -431,18 +408,57 @@ func (b *batcher) group(live []*call) [][]*call {
 	return groups
 }
 
-// batchArgs is one group's KEYS and ARGV for allowBatchSource.
+// batchArgs is one group's KEYS and ARGV for gcraSource.
 func batchArgs(g []*call) ([]string, []any) {
 	nk := 0
 	for _, c := range g {
 		nk += c.n
 	}
 	keys := make([]string, 0, nk)
-	args := make([]any, 0, len(g)+3*nk)
+	args := make([]any, 0, len(g)+4*nk)
 	for _, c := range g {
 		keys = append(keys, c.keys[:c.n]...)
 		args = append(args, c.n)
-		args = append(args, c.args[:3*c.n]...)
+		args = append(args, c.args[:4*c.n]...)
 	}
 	return keys, args
+}
+
+// setArgs writes one admission key's four script arguments into dst.
+func setArgs(dst []any, r Rate, want int) {
+	shadow := "0"
+	if r.Shadow {
+		shadow = "1"
+	}
+	emission := r.Period.Seconds() / float64(r.Limit)
+	dst[0], dst[1], dst[2], dst[3] = emission, emission*float64(r.burst()), shadow, max(want, 1)
+}
+
+// runScripts runs gcraSource once per group of keys and args: one command,
+// or several pipelined in one round trip (Redis Cluster, one per slot),
+// then EVAL for any that met NOSCRIPT (a Redis that lost its scripts). It
+// returns the commands and the first error among them.
+func runScripts(ctx context.Context, client redis.UniversalClient, keys [][]string, args [][]any) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(keys))
+	if len(keys) == 1 {
+		cmds[0] = gcraScript.EvalSha(ctx, client, keys[0], args[0]...)
+	} else {
+		pipe := client.Pipeline()
+		for i := range keys {
+			cmds[i] = gcraScript.EvalSha(ctx, pipe, keys[i], args[i]...)
+		}
+		_, _ = pipe.Exec(ctx) // each command carries its own error
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			cmds[i] = gcraScript.Eval(ctx, client, keys[i], args[i]...)
+		}
+	}
+	var failed error
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil && failed == nil {
+			failed = err
+		}
+	}
+	return cmds, failed
 }

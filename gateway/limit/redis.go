@@ -5,20 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"math"
-	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 
 	"vendorgate/gateway/breaker"
 )
 
-// keyPrefix is redis_rate's key prefix; the multi-key script uses it too so
-// that a bucket is the same Redis key whichever path checked it.
+// keyPrefix is redis_rate's key prefix: the script keeps redis_rate's
+// buckets, so that gateways of an older release (which called redis_rate)
+// share them during a rolling upgrade.
 const keyPrefix = "rate:"
 
 // RedisOptions configures a Redis limiter.
@@ -88,6 +87,20 @@ type RedisOptions struct {
 	// PipelineSenders is how many pipelines may be in flight at once.
 	// Default 2: on a small machine more senders mean smaller batches.
 	PipelineSenders int
+	// LeaseMax is the most tokens one call takes of a bucket: the request's
+	// own and a lease of the rest, decided here without asking Redis (see
+	// leases). 1 (the default) is no lease: every request asks Redis,
+	// strictly exact. Leases need Pipeline.
+	LeaseMax int
+	// LeaseTTL is how long a lease lives, from its call: what is left then
+	// goes back. Admissions stay within what GCRA allows with a burst of
+	// burst + ceil(rate × LeaseTTL). Default 1s.
+	LeaseTTL time.Duration
+	// Leases are told what happens to leased tokens.
+	Leases LeaseHooks
+	// OnCharged is told how many buckets each allowed call charged in
+	// Redis (the script's own count).
+	OnCharged func(n int)
 }
 
 // BreakerName is the name of the limiter's breaker in metrics.
@@ -98,16 +111,22 @@ const BreakerName = "redis"
 // round trip either way. A denial is remembered in process until its
 // RetryAfter, so a vendor known to be over its limit costs no Redis call.
 type Redis struct {
-	rl      *redis_rate.Limiter
-	client  redis.UniversalClient
-	timeout time.Duration
-	cb      *gobreaker.TwoStepCircuitBreaker[Decision]
-	hooks   *hooks
-	observe func(time.Duration, error)
-	now     func() time.Time
-	seed    maphash.Seed
-	denied  [localShards]deniedShard
-	batch   *batcher // nil without Pipeline
+	client    redis.UniversalClient
+	timeout   time.Duration
+	cb        *gobreaker.TwoStepCircuitBreaker[Decision]
+	hooks     *hooks
+	observe   func(time.Duration, error)
+	now       func() time.Time
+	seed      maphash.Seed
+	denied    [localShards]deniedShard
+	closeOnce sync.Once
+	batch     *batcher // nil without Pipeline
+	leases    *leases  // nil without Pipeline
+	charged   func(n int)
+	// returnAll asks the lease loop to send every lease back (a reload).
+	returnAll atomic.Bool
+	loopStop  chan struct{}
+	loopDone  chan struct{}
 }
 
 type deniedShard struct {
@@ -153,13 +172,13 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 	}
 	h := &hooks{failure: o.OnFailure, unsent: o.OnUnsent, busy: o.OnBusy, open: o.OnBreakerOpen}
 	r := &Redis{
-		rl:      redis_rate.NewLimiter(o.Client),
 		client:  o.Client,
 		timeout: o.Timeout,
 		hooks:   h,
 		observe: o.ObserveCall,
 		now:     o.Now,
 		seed:    maphash.MakeSeed(),
+		charged: o.OnCharged,
 	}
 	r.cb = breaker.NewTwoStep[Decision](breaker.Settings{Name: BreakerName, Failures: o.BreakerFailures,
 		Window: o.BreakerWindow, FailureRatio: o.BreakerFailureRatio, OpenFor: o.BreakerOpenFor,
@@ -177,16 +196,113 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 			o.PipelineSenders = 2
 		}
 		r.batch = newBatcher(o.Client, &o, r.cb, h)
+		b := r.batch
+		r.leases = newLeases(o.LeaseMax, o.LeaseTTL, func() bool {
+			return b.conns.now()-b.conns.lastRead.Load() <= int64(o.Timeout)
+		}, o.Leases)
+		h.lost = r.leases.drop
+		r.loopStop, r.loopDone = make(chan struct{}), make(chan struct{})
+		go r.leaseLoop()
 	}
 	return r, nil
 }
 
-// Close stops the pipelining goroutine (when Pipeline is on); calls made
-// afterwards fail with ErrUnavailable. It does not close the client.
-func (r *Redis) Close() {
-	if r.batch != nil {
-		r.batch.close()
+// SetLeases changes LeaseMax and LeaseTTL (a reload) and sends every
+// lease held back to Redis: they were taken under the old limits.
+func (r *Redis) SetLeases(max int, ttl time.Duration) {
+	if r.leases == nil {
+		return
 	}
+	r.leases.set(max, ttl)
+	r.returnAll.Store(true)
+}
+
+// Close sends the leases back, then stops the pipelining goroutines (when
+// Pipeline is on); calls made afterwards fail with ErrUnavailable. It
+// does not close the client.
+func (r *Redis) Close() {
+	if r.batch == nil {
+		return
+	}
+	r.closeOnce.Do(func() {
+		close(r.loopStop)
+		<-r.loopDone
+		r.batch.close()
+	})
+}
+
+// leaseLoop keeps the leases honest: a heartbeat to Redis while leases are
+// held and nothing else was answered within half the timeout (a failed one
+// drops them all); every quarter lease period, the refunds of expired
+// leases; at a reload and at Close, the refunds of them all.
+func (r *Redis) leaseLoop() {
+	defer close(r.loopDone)
+	beat := max(r.timeout/2, 5*time.Millisecond)
+	t := time.NewTicker(beat)
+	defer t.Stop()
+	var lastSweep int64
+	for {
+		select {
+		case <-r.loopStop:
+			r.sendRefunds(r.leases.sweep(time.Now().UnixNano(), true))
+			return
+		case <-t.C:
+		}
+		now := time.Now().UnixNano()
+		if r.leases.held(now) && r.batch.conns.now()-r.batch.conns.lastRead.Load() > int64(beat) {
+			ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+			if err := r.ping(ctx); err != nil {
+				r.leases.drop()
+			}
+			cancel()
+		}
+		all := r.returnAll.Swap(false)
+		if all || now-lastSweep >= r.leases.ttl.Load()/4 {
+			lastSweep = now
+			r.sendRefunds(r.leases.sweep(now, all))
+		}
+	}
+}
+
+// ping asks every Redis the limiter's buckets live on (each master of a
+// Cluster) whether it answers.
+func (r *Redis) ping(ctx context.Context) error {
+	if c, ok := r.client.(*redis.ClusterClient); ok {
+		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.Ping(ctx).Err() })
+	}
+	return r.client.Ping(ctx).Err()
+}
+
+// sendRefunds sends unused lease tokens back in one script run (one per
+// hash slot with a Cluster, pipelined). A refund that fails is lost: the
+// tokens come back as the bucket refills.
+func (r *Redis) sendRefunds(refs []refund) {
+	if len(refs) == 0 || r.cb.State() == gobreaker.StateOpen {
+		return
+	}
+	var keys [][]string
+	var args [][]any
+	index := make(map[uint16]int)
+	_, cluster := r.client.(*redis.ClusterClient)
+	for _, f := range refs {
+		i := 0
+		if cluster {
+			s := slot(f.key)
+			var ok bool
+			if i, ok = index[s]; !ok {
+				i = len(keys)
+				index[s] = i
+				keys, args = append(keys, nil), append(args, nil)
+			}
+		} else if len(keys) == 0 {
+			keys, args = append(keys, nil), append(args, nil)
+		}
+		keys[i] = append(keys[i], f.key)
+		args[i] = append(args[i], 0, f.emission, f.unused, f.tatGrantUS)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.batch.wire)
+	defer cancel()
+	_, _ = runScripts(ctx, r.client, keys, args)
 }
 
 // Lateness is the node's recent scheduling lateness: how late, at most,
@@ -215,201 +331,257 @@ func (r *Redis) Grace() time.Duration {
 // time is up to half-open.
 func (r *Redis) State() gobreaker.State { return r.cb.State() }
 
-// Allow checks cs in Redis. Redis down, silent past Timeout, or the
-// breaker open: ErrUnavailable; the node too busy to get an answer within
-// BusyTimeout while Redis answers: ErrBusy; never an allowed Decision.
+// Allow checks cs: from this gateway's leases when every bucket of the
+// request has a token (lease.go), otherwise in Redis. Redis down, silent
+// past Timeout, or the breaker open: ErrUnavailable; the node too busy to
+// get an answer within BusyTimeout while Redis answers: ErrBusy; never an
+// allowed Decision.
 func (r *Redis) Allow(cs Checks) (Decision, error) {
 	if cs.Count == 0 {
 		return Decision{Allowed: true}, nil
 	}
 	now := r.now().UnixNano()
-	for i := 0; i < cs.Count; i++ {
-		if cs.List[i].Rate.Shadow {
-			continue
+	var d Decision
+	var err error
+	if r.leases != nil && r.leases.on() {
+		var again bool
+		d, again, err = r.allowLeased(&cs, now, true)
+		if again {
+			d, _, err = r.allowLeased(&cs, now, false)
 		}
-		if dn, ok := r.deniedUntil(cs.List[i].Key, now); ok {
-			var d Decision
-			d.Results[i] = Result{Known: true, RetryAfter: time.Duration(dn.until - now), ResetAfter: time.Duration(dn.reset - now)}
-			d.decide(&cs)
+	} else {
+		if d, ok := r.remembered(&cs, nil, now); ok {
 			return d, nil
 		}
+		d, err = r.allowRedis(&cs)
 	}
-	if r.cb.State() == gobreaker.StateOpen {
-		return Decision{}, fmt.Errorf("%w: breaker %s: %w", ErrUnavailable, BreakerName, gobreaker.ErrOpenState)
+	if err != nil || d.Allowed {
+		return d, err
 	}
-	d, err := r.call(&cs)
-	if err != nil {
-		return Decision{}, err
-	}
-	if !d.Allowed {
-		for i := 0; i < cs.Count; i++ {
-			if res := d.Results[i]; !res.Allowed && !cs.List[i].Rate.Shadow && res.RetryAfter > 0 {
-				r.remember(cs.List[i].Key, denial{until: now + int64(res.RetryAfter), reset: now + int64(res.ResetAfter)})
-			}
+	for i := 0; i < cs.Count; i++ {
+		if res := d.Results[i]; res.Known && !res.Allowed && !cs.List[i].Rate.Shadow && res.RetryAfter > 0 {
+			r.remember(cs.List[i].Key, denial{until: now + int64(res.RetryAfter), reset: now + int64(res.ResetAfter)})
 		}
 	}
 	return d, nil
 }
 
+// remembered answers cs from the in-process memory of denials: the first
+// enforced bucket (not held, when held is given) known to refuse until
+// later.
+func (r *Redis) remembered(cs *Checks, held *[MaxChecks]bool, now int64) (Decision, bool) {
+	for i := 0; i < cs.Count; i++ {
+		if cs.List[i].Rate.Shadow || held != nil && held[i] {
+			continue
+		}
+		if dn, ok := r.deniedUntil(cs.List[i].Key, now); ok {
+			var d Decision
+			d.Results[i] = Result{Known: true, RetryAfter: time.Duration(dn.until - now), ResetAfter: time.Duration(dn.reset - now)}
+			d.decide(cs)
+			return d, true
+		}
+	}
+	return Decision{}, false
+}
+
+// allowRedis decides cs in Redis, one token a bucket: no lease.
+func (r *Redis) allowRedis(cs *Checks) (Decision, error) {
+	if r.cb.State() == gobreaker.StateOpen {
+		return Decision{}, errOpen
+	}
+	want := ones
+	d, _, err := r.call(cs, &want)
+	return d, err
+}
+
+// ones asks one token of every bucket.
+var ones = [MaxChecks]int{1, 1, 1, 1, 1, 1, 1, 1}
+
+// errOpen answers a call the open breaker refuses.
+var errOpen = fmt.Errorf("%w: breaker %s: %w", ErrUnavailable, BreakerName, gobreaker.ErrOpenState)
+
+// allowLeased decides cs from the leases of its buckets, asking Redis for
+// the buckets without a token (and their next lease) only. A request is
+// admitted with a token from each bucket; when a remembered denial, Redis
+// refuses or fails, the tokens taken from leases go back to them. (A
+// lease's tokens are spent before a denial remembered for its bucket: they
+// were charged.) clock is the denial memory's clock. A refusal by Redis of
+// a bucket whose lease holds tokens it did not honour (Redis had not
+// answered lately) says again is worth it, when first: Redis has answered
+// now.
+func (r *Redis) allowLeased(cs *Checks, clock int64, first bool) (d Decision, again bool, err error) {
+	now := time.Now().UnixNano()
+	epoch := r.leases.epoch.Load()
+	var gens [MaxChecks]uint32
+	var held [MaxChecks]bool
+	var rest Checks
+	var want, idx [MaxChecks]int // by rest's index: tokens asked, index in cs
+	for i := 0; i < cs.Count; i++ {
+		res, gen, w, ok := r.leases.take(cs.List[i].Key, now)
+		if ok {
+			d.Results[i], gens[i], held[i] = res, gen, true
+			continue
+		}
+		idx[rest.Count], want[rest.Count] = i, w
+		rest.List[rest.Count] = cs.List[i]
+		rest.Count++
+	}
+	if rest.Count == 0 {
+		d.decide(cs)
+		return d, false, nil
+	}
+	giveBack := func() {
+		for i := 0; i < cs.Count; i++ {
+			if held[i] {
+				r.leases.giveBack(cs.List[i].Key, gens[i], now)
+			}
+		}
+	}
+	if dn, ok := r.remembered(cs, &held, clock); ok {
+		giveBack()
+		return dn, false, nil
+	}
+	if r.cb.State() == gobreaker.StateOpen {
+		giveBack()
+		return Decision{}, false, errOpen
+	}
+	rd, grants, err := r.call(&rest, &want)
+	if err != nil {
+		giveBack()
+		return Decision{}, false, err
+	}
+	for j := 0; j < rest.Count; j++ {
+		d.Results[idx[j]] = rd.Results[j]
+	}
+	d.decide(cs)
+	if !d.Allowed {
+		giveBack()
+		if first {
+			for j := 0; j < rest.Count; j++ {
+				if res := rd.Results[j]; !res.Allowed && !rest.List[j].Rate.Shadow && r.leases.holds(rest.List[j].Key, now) {
+					return d, true, nil
+				}
+			}
+		}
+		return d, false, nil
+	}
+	done := time.Now().UnixNano()
+	for j := 0; j < rest.Count; j++ {
+		c := &rest.List[j]
+		g := grants[j]
+		r.leases.grant(c.Key, c.Rate, rd.Results[j], g.n, g.tatUS, epoch, now, done)
+		if extra := g.n - 1; extra > 0 {
+			// The header counts the lease as this gateway's remaining.
+			res := &d.Results[idx[j]]
+			res.Remaining = min(res.Remaining+extra, c.Rate.burst())
+			res.ResetAfter = max(res.ResetAfter-time.Duration(extra)*(c.Rate.Period/time.Duration(c.Rate.Limit)), 0)
+		}
+	}
+	return d, false, nil
+}
+
+// grant is what the script granted one bucket of an allowed call: n
+// tokens (the request's own and a lease of the rest; 0 when refused) and
+// the bucket's TAT after them, µs since 2017.
+type grant struct {
+	n     int
+	tatUS int64
+}
+
 // call makes the one round trip of a decision: through the batcher, which
-// reports each round trip to the breaker itself, or alone.
-func (r *Redis) call(cs *Checks) (Decision, error) {
+// reports each round trip to the breaker itself, or alone. want is the
+// tokens asked of each bucket.
+func (r *Redis) call(cs *Checks, want *[MaxChecks]int) (Decision, [MaxChecks]grant, error) {
 	start := time.Now()
 	var d Decision
+	var g [MaxChecks]grant
 	var err error
 	if r.batch != nil {
 		var v []any
-		if v, err = r.batch.do(cs); err == nil {
-			d, err = batchDecisionOf(cs, v)
+		if v, err = r.batch.do(cs, want); err == nil {
+			d, g, err = batchDecisionOf(cs, v)
 		}
 	} else {
-		d, err = r.callAlone(cs)
+		d, g, err = r.callAlone(cs)
 	}
 	r.observe(time.Since(start), err)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrBusy):
 		r.hooks.onBusy()
-		return Decision{}, err
+		return Decision{}, g, err
 	default:
-		return Decision{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return Decision{}, g, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	d.decide(cs)
-	return d, nil
+	if d.Allowed && r.charged != nil {
+		n := 0
+		for i := 0; i < cs.Count; i++ {
+			if g[i].n > 0 {
+				n++
+			}
+		}
+		r.charged(n)
+	}
+	return d, g, nil
 }
 
 // callAlone makes the call on a connection of its own, bounded by the
-// timeout: one round trip, one outcome for the breaker. (Without the
-// batcher a caller is its own sender: a busy node's late caller still
-// counts a late round trip, among the window's others.)
-func (r *Redis) callAlone(cs *Checks) (Decision, error) {
+// timeout: one round trip, one outcome for the breaker, one token a
+// bucket. (Without the batcher a caller is its own sender: a busy node's
+// late caller still counts a late round trip, among the window's others.)
+func (r *Redis) callAlone(cs *Checks) (Decision, [MaxChecks]grant, error) {
 	done, err := r.cb.Allow()
 	if err != nil {
-		return Decision{}, fmt.Errorf("breaker %s: %w", BreakerName, err)
+		return Decision{}, [MaxChecks]grant{}, fmt.Errorf("breaker %s: %w", BreakerName, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	defer cancel()
-	var d Decision
-	if cs.Count == 1 {
-		d, err = r.allowOne(ctx, cs)
-	} else {
-		d, err = r.allowAll(ctx, cs)
+	keys := make([]string, cs.Count)
+	args := make([]any, 1+4*cs.Count)
+	args[0] = cs.Count
+	for i := 0; i < cs.Count; i++ {
+		keys[i] = keyPrefix + cs.List[i].Key
+		setArgs(args[1+4*i:5+4*i], cs.List[i].Rate, 1)
 	}
+	cmds, err := runScripts(ctx, r.client, [][]string{keys}, [][]any{args})
 	done(err)
 	if err != nil {
 		r.hooks.onFailure(err)
+		return Decision{}, [MaxChecks]grant{}, err
 	}
-	return d, err
-}
-
-// allowOne is redis_rate's AllowN for a request under one limit.
-func (r *Redis) allowOne(ctx context.Context, cs *Checks) (Decision, error) {
-	c := cs.List[0]
-	res, err := r.rl.AllowN(ctx, c.Key, redis_rate.Limit{Rate: c.Rate.Limit, Burst: c.Rate.burst(), Period: c.Rate.Period}, 1)
+	v, err := cmds[0].Slice()
 	if err != nil {
-		return Decision{}, err
+		return Decision{}, [MaxChecks]grant{}, err
 	}
+	return batchDecisionOf(cs, v)
+}
+
+// batchDecisionOf reads cs's part of the script's answer: six integers
+// per key, times in microseconds.
+func batchDecisionOf(cs *Checks, v []any) (Decision, [MaxChecks]grant, error) {
 	var d Decision
-	d.Results[0] = Result{Known: true, Allowed: res.Allowed > 0, ResetAfter: res.ResetAfter}
-	if res.Allowed > 0 {
-		// redis_rate's Remaining truncates a float and under-reports by
-		// one; ResetAfter gives the exact figure.
-		d.Results[0].Remaining = remaining(c.Rate, res.ResetAfter)
-	} else {
-		d.Results[0].RetryAfter = res.RetryAfter
+	var g [MaxChecks]grant
+	if len(v) != valuesPerKey*cs.Count {
+		return d, g, fmt.Errorf("limit script answered %d values for %d keys", len(v), cs.Count)
 	}
-	return d, nil
-}
-
-// remaining is how many requests fit when the bucket is whole again after
-// resetAfter.
-func remaining(rt Rate, resetAfter time.Duration) int {
-	emission := float64(rt.Period) / float64(rt.Limit)
-	n := (emission*float64(rt.burst()) - float64(resetAfter)) / emission
-	if n < 0 {
-		return 0
-	}
-	return int(math.Floor(n + 1e-6))
-}
-
-// allowAll runs the multi-limit script.
-func (r *Redis) allowAll(ctx context.Context, cs *Checks) (Decision, error) {
-	keys := make([]string, cs.Count)
-	args := make([]any, 0, 4*cs.Count)
 	for i := 0; i < cs.Count; i++ {
-		c := cs.List[i]
-		keys[i] = keyPrefix + c.Key
-		shadow := "0"
-		if c.Rate.Shadow {
-			shadow = "1"
+		var x [valuesPerKey]int64
+		for j := range x {
+			n, ok := v[valuesPerKey*i+j].(int64)
+			if !ok {
+				return Decision{}, g, fmt.Errorf("limit script answered %T, want an integer", v[valuesPerKey*i+j])
+			}
+			x[j] = n
 		}
-		args = append(args, c.Rate.burst(), c.Rate.Limit, c.Rate.Period.Seconds(), shadow)
-	}
-	v, err := allowAll.Run(ctx, r.client, keys, args...).Slice()
-	if err != nil {
-		return Decision{}, err
-	}
-	return decisionOf(cs, v)
-}
-
-// decisionOf reads the multi-limit script's answer for cs.
-func decisionOf(cs *Checks, v []any) (Decision, error) {
-	if len(v) != 4*cs.Count {
-		return Decision{}, fmt.Errorf("limit script answered %d values for %d keys", len(v), cs.Count)
-	}
-	var d Decision
-	for i := 0; i < cs.Count; i++ {
-		allowed, _ := v[4*i].(int64)
-		rem, _ := v[4*i+1].(int64)
-		retry, err1 := seconds(v[4*i+2])
-		reset, err2 := seconds(v[4*i+3])
-		if err := errors.Join(err1, err2); err != nil {
-			return Decision{}, err
-		}
-		d.Results[i] = Result{Known: true, Allowed: allowed == 1, Remaining: int(rem), ResetAfter: reset}
-		if allowed != 1 {
-			d.Results[i].RetryAfter = retry
-		}
-	}
-	return d, nil
-}
-
-// batchDecisionOf reads cs's part of the batch script's answer: four
-// integers per key, times in microseconds.
-func batchDecisionOf(cs *Checks, v []any) (Decision, error) {
-	if len(v) != 4*cs.Count {
-		return Decision{}, fmt.Errorf("limit script answered %d values for %d keys", len(v), cs.Count)
-	}
-	var d Decision
-	for i := 0; i < cs.Count; i++ {
-		allowed, ok1 := v[4*i].(int64)
-		rem, ok2 := v[4*i+1].(int64)
-		retry, ok3 := v[4*i+2].(int64)
-		reset, ok4 := v[4*i+3].(int64)
-		if !ok1 || !ok2 || !ok3 || !ok4 {
-			return Decision{}, fmt.Errorf("limit script answered %T %T %T %T, want integers", v[4*i], v[4*i+1], v[4*i+2], v[4*i+3])
-		}
-		d.Results[i] = Result{Known: true, Allowed: allowed == 1, Remaining: int(rem), ResetAfter: time.Duration(reset) * time.Microsecond}
-		if allowed != 1 {
+		allowed, rem, retry, reset := x[0] == 1, x[1], x[2], x[3]
+		d.Results[i] = Result{Known: true, Allowed: allowed, Remaining: int(rem), ResetAfter: time.Duration(reset) * time.Microsecond}
+		if !allowed {
 			d.Results[i].RetryAfter = time.Duration(retry) * time.Microsecond
 		}
+		g[i] = grant{n: int(x[4]), tatUS: x[5]}
 	}
-	return d, nil
-}
-
-func seconds(v any) (time.Duration, error) {
-	s, ok := v.(string)
-	if !ok {
-		return 0, fmt.Errorf("limit script: %T is not a string", v)
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, fmt.Errorf("limit script: %w", err)
-	}
-	if f < 0 {
-		return 0, nil
-	}
-	return time.Duration(f * float64(time.Second)), nil
+	return d, g, nil
 }
 
 func (r *Redis) shard(key string) *deniedShard {

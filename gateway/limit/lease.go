@@ -1,0 +1,335 @@
+package limit
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Leases: a gateway decides most requests of a busy bucket itself. When a
+// request of the bucket goes to Redis (its lease is empty), its call asks
+// for want tokens: its own and the next lease's. The script charges as many
+// of them as fit now (at most a quarter of what the bucket has left after
+// the request's own: near exhaustion none), and this gateway then admits
+// that many more requests of the bucket without asking Redis. A request is
+// admitted locally only with a token from every bucket it is subject to;
+// one that lacks a token in some bucket asks Redis for those (its other
+// tokens reserved meanwhile, and given back if Redis refuses).
+//
+// Lease size follows demand: want is how many requests of the bucket this
+// gateway admitted over the last lease period (two windows of lease_ttl, the
+// older weighted by how much of it is still within a period), at most
+// lease_max; a bucket whose previous request came a lease period ago or
+// more gets no lease. Lease_max 1 is no lease at all: every request asks
+// Redis, strictly exact.
+//
+// What leases cost in exactness: a token charged at t and spent up to
+// lease_ttl later lets other gateways' charges meanwhile see a bucket that
+// looks emptier than it is. Admissions replayed through GCRA at the times
+// they happened never exceed what a burst of burst + ceil(rate × lease_ttl)
+// allows, whatever the number of gateways.
+//
+// A lease lives lease_ttl from the moment its call was made; what is left
+// at expiry, on a reload and at shutdown goes back to Redis (a refund: only
+// what is still in the bucket's future, never another gateway's later
+// charge). It is honoured only while Redis has answered this gateway within
+// the limiter's timeout (a heartbeat keeps that known while leases are
+// held); a failed round trip or the breaker opening drops every lease, and
+// its tokens are lost until the bucket refills.
+type leases struct {
+	max   atomic.Int64 // tokens asked at most per bucket; 1: no leases
+	ttl   atomic.Int64 // a lease's life, ns
+	epoch atomic.Uint64
+	// lastGrant is when a lease was last granted (unix ns): none is held a
+	// lease_ttl after it, and the heartbeat rests.
+	lastGrant atomic.Int64
+	// fresh reports whether Redis answered within the limiter's timeout.
+	fresh  func() bool
+	seed   maphash.Seed
+	shards [localShards]leaseShard
+	hooks  LeaseHooks
+
+	mu      sync.Mutex
+	refunds []refund
+}
+
+// LeaseHooks are told what happens to leased tokens, for metrics; each is
+// optional.
+type LeaseHooks struct {
+	// Granted: tokens leased beyond the requests' own.
+	Granted func(n int)
+	// Spent: a request admitted from a lease, without asking Redis.
+	Spent func()
+	// Refunded: unused tokens queued to go back (at expiry, reload, close).
+	Refunded func(n int)
+	// Dropped: unused tokens lost with Redis (a failure, the breaker).
+	Dropped func(n int)
+}
+
+type leaseShard struct {
+	mu sync.Mutex
+	m  map[string]bucketLease
+}
+
+// bucketLease is one bucket's demand at this gateway and its lease.
+type bucketLease struct {
+	// Demand: requests in the window that started at win and in the one
+	// before it; last is the latest request (unix ns).
+	win, last int64
+	cur, prev int32
+
+	tokens     int32  // unused tokens of the lease
+	burst      int32  // the bucket's burst at the grant
+	remGrant   int32  // what Redis had left at the grant
+	gen        uint32 // bumped at each grant: a token given back to an older lease is dropped
+	epoch      uint64 // leases.epoch at the grant
+	expires    int64  // unix ns
+	grantedAt  int64  // unix ns
+	resetGrant int64  // the bucket's reset at the grant, ns
+	emission   int64  // ns
+	tatGrantUS int64  // the bucket's TAT after the grant, µs since 2017 (Redis' clock)
+}
+
+// refund is unused tokens of one bucket going back (see gcraSource).
+type refund struct {
+	key        string // the Redis key
+	emission   float64
+	unused     int
+	tatGrantUS int64
+}
+
+func newLeases(max int, ttl time.Duration, fresh func() bool, h LeaseHooks) *leases {
+	l := &leases{fresh: fresh, seed: maphash.MakeSeed(), hooks: h}
+	l.set(max, ttl)
+	for i := range l.shards {
+		l.shards[i].m = make(map[string]bucketLease)
+	}
+	return l
+}
+
+// set changes lease_max and lease_ttl (a reload); leases held keep their
+// expiry.
+func (l *leases) set(max int, ttl time.Duration) {
+	if max < 1 {
+		max = 1
+	}
+	if ttl <= 0 {
+		ttl = time.Second
+	}
+	l.max.Store(int64(max))
+	l.ttl.Store(int64(ttl))
+}
+
+// on reports whether leases are granted at all.
+func (l *leases) on() bool { return l.max.Load() > 1 }
+
+func (l *leases) shard(key string) *leaseShard {
+	return &l.shards[maphash.String(l.seed, key)%localShards]
+}
+
+// take is one request's visit to its bucket's lease: with a token left
+// (the lease current and Redis answering), it takes it and returns the
+// bucket's result and the lease's generation, ok; otherwise it returns how
+// many tokens the request's Redis call should ask for the bucket.
+func (l *leases) take(key string, now int64) (res Result, gen uint32, want int, ok bool) {
+	ttl := l.ttl.Load()
+	sh := l.shard(key)
+	sh.mu.Lock()
+	e := sh.m[key]
+	e.roll(now, ttl)
+	if e.tokens > 0 {
+		switch {
+		case e.epoch != l.epoch.Load():
+			l.dropped(&e)
+		case now >= e.expires:
+			l.refund(key, &e)
+		case l.fresh():
+			e.tokens--
+			e.cur++
+			e.last = now
+			res = e.result(now)
+			gen = e.gen
+			sh.m[key] = e
+			sh.mu.Unlock()
+			if l.hooks.Spent != nil {
+				l.hooks.Spent()
+			}
+			return res, gen, 0, true
+		}
+	}
+	want = 1
+	if m := l.max.Load(); m > 1 && e.last != 0 && now-e.last < ttl {
+		f := float64(now-e.win) / float64(ttl)
+		est := float64(e.cur) + float64(e.prev)*(1-f)
+		want = int(min(max(est+0.5, 1), float64(m)))
+	}
+	sh.m[key] = e
+	sh.mu.Unlock()
+	return Result{}, 0, want, false
+}
+
+// roll moves the demand windows on to now.
+func (e *bucketLease) roll(now, ttl int64) {
+	switch d := now - e.win; {
+	case e.win == 0:
+		e.win = now
+	case d >= ttl:
+		if d < 2*ttl {
+			e.prev = e.cur
+		} else {
+			e.prev = 0
+		}
+		e.cur = 0
+		e.win += d / ttl * ttl
+	}
+}
+
+// result is the bucket's state after a token was taken locally: Redis'
+// remaining at the grant plus the lease's unused tokens (at most the
+// burst), and the reset less what those tokens hold.
+func (e *bucketLease) result(now int64) Result {
+	rem := min(int(e.remGrant)+int(e.tokens), int(e.burst))
+	reset := max(e.resetGrant-(now-e.grantedAt)-int64(e.tokens)*e.emission, 0)
+	return Result{Known: true, Allowed: true, Remaining: rem, ResetAfter: time.Duration(reset)}
+}
+
+// giveBack returns a token taken for a request that was refused after all
+// (another of its buckets refused it), to the lease it came from.
+func (l *leases) giveBack(key string, gen uint32, now int64) {
+	sh := l.shard(key)
+	sh.mu.Lock()
+	if e, ok := sh.m[key]; ok && e.gen == gen && e.epoch == l.epoch.Load() && now < e.expires {
+		e.tokens++
+		sh.m[key] = e
+	}
+	sh.mu.Unlock()
+}
+
+// grant is what Redis granted a request's call for one bucket of rate r:
+// res the bucket's result, granted the tokens charged (the request's own
+// and its lease), tatUS the bucket's TAT after them. epoch is leases.epoch
+// when the call was made, sent when (unix ns): a lease lives lease_ttl
+// from then, and none is installed when Redis failed meanwhile.
+func (l *leases) grant(key string, r Rate, res Result, granted int, tatUS int64, epoch uint64, sent, now int64) {
+	sh := l.shard(key)
+	sh.mu.Lock()
+	e := sh.m[key]
+	e.roll(now, l.ttl.Load())
+	e.cur++ // demand is what was admitted
+	e.last = now
+	current := epoch == l.epoch.Load()
+	// A lease still good (requests asked at once, or while Redis had not
+	// answered lately) is kept, and takes the new tokens in: the later TAT
+	// covers both grants, the earlier expiry bounds them.
+	merge := e.tokens > 0 && current && e.epoch == epoch && now < e.expires
+	if e.tokens > 0 && !merge {
+		if e.epoch == l.epoch.Load() {
+			l.refund(key, &e)
+		} else {
+			l.dropped(&e)
+		}
+	}
+	if granted > 1 && current {
+		if merge {
+			e.tokens += int32(granted - 1)
+		} else {
+			e.tokens = int32(granted - 1)
+			e.gen++
+			e.epoch = epoch
+			e.expires = sent + l.ttl.Load()
+		}
+		e.grantedAt = now
+		e.burst = int32(r.burst())
+		e.remGrant = int32(res.Remaining)
+		e.resetGrant = int64(res.ResetAfter)
+		e.emission = int64(r.Period) / int64(r.Limit)
+		e.tatGrantUS = tatUS
+		l.lastGrant.Store(now)
+	}
+	sh.m[key] = e
+	sh.mu.Unlock()
+	if granted > 1 && l.hooks.Granted != nil {
+		l.hooks.Granted(granted - 1)
+	}
+}
+
+// refund queues e's unused tokens to go back; the caller holds e's shard.
+func (l *leases) refund(key string, e *bucketLease) {
+	n := int(e.tokens)
+	e.tokens = 0
+	l.mu.Lock()
+	l.refunds = append(l.refunds, refund{key: keyPrefix + key, emission: float64(e.emission) / float64(time.Second),
+		unused: n, tatGrantUS: e.tatGrantUS})
+	l.mu.Unlock()
+	if l.hooks.Refunded != nil {
+		l.hooks.Refunded(n)
+	}
+}
+
+// dropped loses e's unused tokens; the caller holds e's shard.
+func (l *leases) dropped(e *bucketLease) {
+	n := int(e.tokens)
+	e.tokens = 0
+	if l.hooks.Dropped != nil {
+		l.hooks.Dropped(n)
+	}
+}
+
+// holds reports whether key's lease holds tokens that are current at now
+// (whether or not Redis has answered lately).
+func (l *leases) holds(key string, now int64) bool {
+	sh := l.shard(key)
+	sh.mu.Lock()
+	e := sh.m[key]
+	sh.mu.Unlock()
+	return e.tokens > 0 && e.epoch == l.epoch.Load() && now < e.expires
+}
+
+// drop loses every lease at once (Redis failed): each is dropped when next
+// touched.
+func (l *leases) drop() { l.epoch.Add(1) }
+
+// held reports whether a lease may hold tokens at now.
+func (l *leases) held(now int64) bool { return now-l.lastGrant.Load() < l.ttl.Load() }
+
+// sweep queues the refunds of leases expired at now, or of every lease when
+// all is set (a reload, shutdown), forgets buckets idle for two lease
+// periods, and returns the refunds queued so far.
+func (l *leases) sweep(now int64, all bool) []refund {
+	ttl := l.ttl.Load()
+	epoch := l.epoch.Load()
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.m {
+			switch {
+			case e.tokens > 0 && e.epoch != epoch:
+				l.dropped(&e)
+				sh.m[k] = e
+			case e.tokens > 0 && (all || now >= e.expires):
+				l.refund(k, &e)
+				sh.m[k] = e
+			case e.tokens == 0 && now-e.last > 2*ttl:
+				delete(sh.m, k)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	l.mu.Lock()
+	out := l.refunds
+	l.refunds = nil
+	l.mu.Unlock()
+	return out
+}
+
+// len is the number of buckets tracked, for tests.
+func (l *leases) len() int {
+	n := 0
+	for i := range l.shards {
+		l.shards[i].mu.Lock()
+		n += len(l.shards[i].m)
+		l.shards[i].mu.Unlock()
+	}
+	return n
+}

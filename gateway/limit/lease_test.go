@@ -1,0 +1,500 @@
+package limit
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"vendorgate/shared/testredis"
+)
+
+// leased is a pipelined limiter with leases on rs, as a gateway replica
+// builds it; charged counts the buckets its calls charged in Redis.
+type leased struct {
+	*Redis
+	client           *redis.Client
+	charged, granted atomic.Int64
+	spent, refunded  atomic.Int64
+	dropped          atomic.Int64
+}
+
+func newLeased(t *testing.T, rs *testredis.Server, max int, ttl time.Duration) *leased {
+	t.Helper()
+	l := &leased{client: redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true,
+		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})}
+	t.Cleanup(func() { l.client.Close() })
+	r, err := NewRedis(RedisOptions{Client: l.client, Timeout: 300 * time.Millisecond, WireTimeout: 2 * time.Second,
+		BusyTimeout: 2 * time.Second, Pipeline: true, LeaseMax: max, LeaseTTL: ttl,
+		OnCharged: func(n int) { l.charged.Add(int64(n)) },
+		Leases: LeaseHooks{Granted: func(n int) { l.granted.Add(int64(n)) }, Spent: func() { l.spent.Add(1) },
+			Refunded: func(n int) { l.refunded.Add(int64(n)) }, Dropped: func(n int) { l.dropped.Add(int64(n)) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	l.Redis = r
+	return l
+}
+
+// storedTAT is a bucket's TAT in Redis, seconds since 2017; 0 when absent.
+func storedTAT(t *testing.T, c *redis.Client, key string) float64 {
+	t.Helper()
+	v, err := c.Get(context.Background(), keyPrefix+key).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// A single gateway keeps today's edges with leases on: a vendor's first
+// 120 reads are allowed, the 121st refused, and the leases did the work:
+// far fewer buckets charged in Redis than requests.
+func TestLeaseSingleGatewayEdges(t *testing.T) {
+	rs := testredis.Start(t)
+	l := newLeased(t, rs, 16, time.Second)
+	r := Rate{Name: "reads", Limit: 120, Period: time.Minute}
+	for i := 0; i < 120; i++ {
+		d, err := l.Allow(one("vg:{v:1}:reads", r))
+		if err != nil || !d.Allowed {
+			t.Fatalf("read %d: %+v %v", i+1, d, err)
+		}
+	}
+	d, err := l.Allow(one("vg:{v:1}:reads", r))
+	if err != nil || d.Allowed {
+		t.Fatalf("read 121: %+v %v", d, err)
+	}
+	if l.spent.Load() == 0 || l.charged.Load() >= 60 {
+		t.Fatalf("leases unused: %d spent locally, %d buckets charged for 120 reads", l.spent.Load(), l.charged.Load())
+	}
+	t.Logf("120 reads: %d buckets charged in Redis, %d from leases", l.charged.Load(), l.spent.Load())
+}
+
+// lease_max 1 is no lease: every allowed read charges Redis.
+func TestLeaseMaxOneIsExact(t *testing.T) {
+	rs := testredis.Start(t)
+	l := newLeased(t, rs, 1, time.Second)
+	r := Rate{Name: "reads", Limit: 120, Period: time.Minute}
+	for i := 0; i < 50; i++ {
+		if d, err := l.Allow(one("vg:{v:1}:reads", r)); err != nil || !d.Allowed {
+			t.Fatalf("read %d: %+v %v", i+1, d, err)
+		}
+	}
+	if l.spent.Load() != 0 || l.charged.Load() != 50 {
+		t.Fatalf("lease_max 1: %d spent locally, %d charged for 50 reads", l.spent.Load(), l.charged.Load())
+	}
+}
+
+// The RateLimit remaining counts this gateway's unused lease: it goes down
+// one a read, leased or not.
+func TestLeaseRemainingIsHonest(t *testing.T) {
+	rs := testredis.Start(t)
+	l := newLeased(t, rs, 8, time.Second)
+	r := Rate{Name: "reads", Limit: 120, Period: time.Hour} // no refill within the test
+	prev := 120
+	for i := 0; i < 40; i++ {
+		d, err := l.Allow(one("vg:{v:1}:reads", r))
+		if err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+		if got := d.Results[0].Remaining; got != prev-1 {
+			t.Fatalf("read %d: remaining %d after %d", i+1, got, prev)
+		}
+		prev--
+	}
+}
+
+// A refusal by one bucket takes no token of another: the per-key bucket's
+// lease tokens go back when the vendor's bucket refuses.
+func TestLeaseRefusalTakesNothing(t *testing.T) {
+	rs := testredis.Start(t)
+	l := newLeased(t, rs, 8, time.Second)
+	vendor := Rate{Name: "reads", Limit: 5, Period: time.Hour}
+	key := Rate{Name: "key-reads", Limit: 1000, Period: time.Hour}
+	cs := func() Checks {
+		var cs Checks
+		cs.Add(Check{Key: "vg:{v:1}:reads", Rate: vendor})
+		cs.Add(Check{Key: "vg:{v:1}:k:1:reads", Rate: key})
+		return cs
+	}
+	allowed := 0
+	for i := 0; i < 40; i++ {
+		d, err := l.Allow(cs())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 5 {
+		t.Fatalf("%d allowed, want the vendor's 5", allowed)
+	}
+	l.Close() // every lease back
+	c := l.client
+	used := (storedTAT(t, c, "vg:{v:1}:k:1:reads") - nowSince2017(t, c)) / (3.6) // key emission 3.6 s
+	if math.Round(used) != 5 {
+		t.Fatalf("key bucket holds %.2f tokens after close, want the 5 admitted", used)
+	}
+}
+
+// nowSince2017 is Redis' clock in the script's terms.
+func nowSince2017(t *testing.T, c *redis.Client) float64 {
+	t.Helper()
+	tm, err := c.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return float64(tm.UnixNano())/1e9 - 1483228800
+}
+
+// Unused tokens go back at close, and a refund never erases another
+// gateway's later charge.
+func TestLeaseRefundKeepsOthersCharges(t *testing.T) {
+	rs := testredis.Start(t)
+	a := newLeased(t, rs, 16, 10*time.Second)
+	b := newLeased(t, rs, 1, time.Second)
+	r := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour} // 1 s a token
+	const key = "vg:{v:1}:reads"
+	for i := 0; i < 12; i++ { // demand builds; a lease comes
+		if d, err := a.Allow(one(key, r)); err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+	}
+	if a.granted.Load() == 0 {
+		t.Fatal("no lease granted")
+	}
+	for i := 0; i < 5; i++ { // the other gateway charges after the grant
+		if d, err := b.Allow(one(key, r)); err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+	}
+	a.Close()
+	if a.refunded.Load() == 0 {
+		t.Fatal("nothing refunded at close")
+	}
+	held := storedTAT(t, a.client, key) - nowSince2017(t, a.client)
+	if got := math.Round(held); got != 17 {
+		t.Fatalf("bucket holds %.2f tokens after the refund, want 12 + 5 admitted", held)
+	}
+}
+
+// A bucket flushed while a lease is held gets no refund: the refund must
+// not erase what was charged since.
+func TestLeaseRefundAfterFlush(t *testing.T) {
+	rs := testredis.Start(t)
+	a := newLeased(t, rs, 16, 10*time.Second)
+	b := newLeased(t, rs, 1, time.Second)
+	r := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour}
+	const key = "vg:{v:1}:reads"
+	for i := 0; i < 12; i++ {
+		if d, err := a.Allow(one(key, r)); err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+	}
+	if a.granted.Load() == 0 {
+		t.Fatal("no lease granted")
+	}
+	if err := a.client.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := b.Allow(one(key, r)); err != nil || !d.Allowed {
+		t.Fatal(d, err)
+	}
+	before := storedTAT(t, a.client, key)
+	a.Close()
+	if after := storedTAT(t, a.client, key); after != before {
+		t.Fatalf("refund after a flush moved the bucket: %.6f → %.6f", before, after)
+	}
+}
+
+// A lease is honoured only while Redis answers: paused Redis, a busy
+// bucket's read is refused within the timeout's reach, and its tokens are
+// dropped; once Redis is back, reads pass again.
+func TestLeaseFailsClosed(t *testing.T) {
+	rs := testredis.Start(t)
+	l := newLeased(t, rs, 64, 10*time.Second)
+	r := Rate{Name: "reads", Limit: 100000, Period: time.Minute}
+	const key = "vg:{v:1}:reads"
+	for i := 0; i < 200; i++ {
+		if d, err := l.Allow(one(key, r)); err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+	}
+	if l.granted.Load() == 0 {
+		t.Fatal("no lease granted")
+	}
+	rs.Pause()
+	time.Sleep(2 * l.timeout) // silent past the timeout
+	start := time.Now()
+	_, err := l.Allow(one(key, r))
+	rs.Resume()
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("read from a lease with Redis paused: %v, want ErrUnavailable", err)
+	}
+	t.Logf("refused after %s with Redis paused", time.Since(start))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d, err := l.Allow(one(key, r))
+		if err == nil && d.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Redis back, still %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Restarted Redis (its buckets gone) while leases are held: the leases are
+// dropped with the connections, reads are refused while it is down, and
+// after it, nothing refunded moves the new buckets.
+func TestLeaseRedisRestart(t *testing.T) {
+	rs := testredis.Start(t)
+	l := newLeased(t, rs, 64, 10*time.Second)
+	r := Rate{Name: "reads", Limit: 100000, Period: time.Minute}
+	const key = "vg:{v:1}:reads"
+	for i := 0; i < 200; i++ {
+		if d, err := l.Allow(one(key, r)); err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+	}
+	rs.Stop()
+	time.Sleep(2 * l.timeout)
+	if _, err := l.Allow(one(key, r)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("read with Redis stopped: %v, want ErrUnavailable", err)
+	}
+	if l.dropped.Load() == 0 {
+		t.Fatal("leases not dropped with Redis gone")
+	}
+	rs.Restart(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d, err := l.Allow(one(key, r))
+		if err == nil && d.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Redis back, still %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// replay counts how many of times (sorted) GCRA with rate r admits.
+func replay(times []time.Time, r Rate) int {
+	var tat int64
+	n := 0
+	for _, at := range times {
+		res, next := gcra(at.UnixNano(), tat, r)
+		if res.Allowed {
+			tat = next
+			n++
+		}
+	}
+	return n
+}
+
+// Three gateways on one Redis, one vendor at 120 reads a minute offered
+// ten times its rate, 80/15/5 over the three with the heavy side moving
+// every 10 s, for three minutes: the reads admitted, merged by the times
+// they were answered, are all admitted by GCRA with burst + ceil(rate ×
+// lease_ttl), and they reach 99 % of what GCRA with the plain burst admits
+// of the same offered reads.
+func TestLeaseBoundAcrossGateways(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three minutes")
+	}
+	t.Parallel()
+	rs := testredis.Start(t)
+	const ttl = time.Second
+	gws := []*leased{newLeased(t, rs, 16, ttl), newLeased(t, rs, 16, ttl), newLeased(t, rs, 16, ttl)}
+	r := Rate{Name: "reads", Limit: 120, Period: time.Minute}
+	const key = "vg:{v:7}:reads"
+	var mu sync.Mutex
+	var offered, admitted []time.Time
+	share := [3]int{80, 15, 5}
+	tick := time.NewTicker(50 * time.Millisecond) // 20 reads a second: ten times the rate
+	defer tick.Stop()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := 0; time.Since(start) < 3*time.Minute; i++ {
+		<-tick.C
+		heavy := int(time.Since(start)/(10*time.Second)) % 3
+		pick := i % 100
+		gw := heavy
+		switch {
+		case pick >= share[0]+share[1]:
+			gw = (heavy + 2) % 3
+		case pick >= share[0]:
+			gw = (heavy + 1) % 3
+		}
+		wg.Add(1)
+		go func(g *leased) {
+			defer wg.Done()
+			at := time.Now()
+			d, err := g.Allow(one(key, r))
+			done := time.Now()
+			mu.Lock()
+			defer mu.Unlock()
+			offered = append(offered, at)
+			if err != nil {
+				t.Errorf("read: %v", err)
+				return
+			}
+			if d.Allowed {
+				admitted = append(admitted, done)
+			}
+		}(gws[gw])
+	}
+	wg.Wait()
+	sort.Slice(offered, func(i, j int) bool { return offered[i].Before(offered[j]) })
+	sort.Slice(admitted, func(i, j int) bool { return admitted[i].Before(admitted[j]) })
+	extra := int(math.Ceil(float64(r.Limit) * ttl.Seconds() / r.Period.Seconds()))
+	bound := r
+	bound.Burst = r.burst() + extra
+	if got := replay(admitted, bound); got != len(admitted) {
+		t.Errorf("GCRA with burst %d admits %d of the %d reads admitted", bound.Burst, got, len(admitted))
+	}
+	ideal := replay(offered, r)
+	if float64(len(admitted)) < 0.99*float64(ideal) {
+		t.Errorf("%d reads admitted, under 99%% of the %d GCRA admits", len(admitted), ideal)
+	}
+	var spent, charged int64
+	for _, g := range gws {
+		spent += g.spent.Load()
+		charged += g.charged.Load()
+	}
+	t.Logf("%d offered, %d admitted (GCRA: %d; bound burst %d), %d from leases, %d buckets charged", len(offered), len(admitted), ideal, bound.Burst, spent, charged)
+}
+
+// Orders at 10 a minute, placed by 20 concurrent clients across three
+// gateways: at most the burst is admitted at once.
+func TestLeaseOrdersAcrossGateways(t *testing.T) {
+	rs := testredis.Start(t)
+	gws := []*leased{newLeased(t, rs, 16, time.Second), newLeased(t, rs, 16, time.Second), newLeased(t, rs, 16, time.Second)}
+	r := Rate{Name: "orders", Limit: 10, Period: time.Minute}
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	for c := 0; c < 20; c++ {
+		wg.Add(1)
+		go func(g *leased) {
+			defer wg.Done()
+			for i := 0; i < 5; i++ {
+				d, err := g.Allow(one("vg:{v:9}:orders", r))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					ok.Add(1)
+				}
+			}
+		}(gws[c%3])
+	}
+	wg.Wait()
+	// 100 orders within well under 6 s: the burst of 10, at most one more
+	// refilled.
+	if n := ok.Load(); n < 10 || n > 11 {
+		t.Fatalf("%d orders admitted, want the burst of 10", n)
+	}
+}
+
+// A reload sends the leases back and applies the new settings: with
+// lease_max 1 every read charges Redis again.
+func TestLeaseReload(t *testing.T) {
+	rs := testredis.Start(t)
+	l := newLeased(t, rs, 16, 10*time.Second)
+	r := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour}
+	const key = "vg:{v:1}:reads"
+	for i := 0; i < 12; i++ {
+		if d, err := l.Allow(one(key, r)); err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+	}
+	if l.granted.Load() == 0 {
+		t.Fatal("no lease granted")
+	}
+	l.SetLeases(1, time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		held := storedTAT(t, l.client, key) - nowSince2017(t, l.client)
+		if math.Round(held) == 12 && l.refunded.Load() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bucket holds %.2f tokens after the reload, want the 12 admitted", held)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := l.charged.Load()
+	for i := 0; i < 10; i++ {
+		if d, err := l.Allow(one(key, r)); err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+	}
+	if n := l.charged.Load() - before; n != 10 {
+		t.Fatalf("lease_max 1 after reload: %d buckets charged for 10 reads", n)
+	}
+}
+
+// The lease table forgets a bucket idle for two lease periods: its memory
+// follows the active vendors, not every vendor ever seen.
+func TestLeaseTableForgetsIdleBuckets(t *testing.T) {
+	rs := testredis.Start(t)
+	l := newLeased(t, rs, 16, 50*time.Millisecond)
+	r := Rate{Name: "reads", Limit: 1000, Period: time.Minute}
+	for i := 0; i < 100; i++ {
+		if _, err := l.Allow(one("vg:{v:"+strconv.Itoa(i)+"}:reads", r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := l.leases.len(); n != 100 {
+		t.Fatalf("%d buckets tracked after 100 vendors' reads", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for l.leases.len() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle buckets still tracked", l.leases.len())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The script keeps redis_rate's stored value: a gateway of an older
+// release (redis_rate's AllowN) and this one share a bucket during a
+// rolling upgrade, each seeing the other's charges.
+func TestScriptSharesRedisRateBuckets(t *testing.T) {
+	rs := testredis.Start(t)
+	l := newLeased(t, rs, 1, time.Second)
+	old := redis_rate.NewLimiter(l.client)
+	r := Rate{Name: "reads", Limit: 120, Period: time.Minute}
+	const key = "vg:{v:1}:reads"
+	res, err := old.AllowN(context.Background(), key, redis_rate.PerMinute(120), 10)
+	if err != nil || res.Allowed != 10 {
+		t.Fatal(res, err)
+	}
+	d, err := l.Allow(one(key, r))
+	if err != nil || !d.Allowed || d.Results[0].Remaining != 109 {
+		t.Fatalf("after 10 by redis_rate: %+v %v, want 109 remaining", d.Results[0], err)
+	}
+	res, err = old.AllowN(context.Background(), key, redis_rate.PerMinute(120), 1)
+	if err != nil || res.Allowed != 1 || res.Remaining < 107 || res.Remaining > 108 {
+		t.Fatalf("redis_rate after ours: %+v %v, want 108 remaining (107 truncated)", res, err)
+	}
+}
