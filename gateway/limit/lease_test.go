@@ -3,6 +3,7 @@ package limit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sort"
 	"strconv"
@@ -496,5 +497,47 @@ func TestScriptSharesRedisRateBuckets(t *testing.T) {
 	res, err = old.AllowN(context.Background(), key, redis_rate.PerMinute(120), 1)
 	if err != nil || res.Allowed != 1 || res.Remaining < 107 || res.Remaining > 108 {
 		t.Fatalf("redis_rate after ours: %+v %v, want 108 remaining (107 truncated)", res, err)
+	}
+}
+
+// On a Redis Cluster, leases are granted and sent back per hash slot:
+// after close, each vendor's bucket holds exactly what was admitted.
+func TestLeaseCluster(t *testing.T) {
+	cl := testredis.StartCluster(t)
+	cl.WaitOK(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	var granted, refunded atomic.Int64
+	r, err := NewRedis(RedisOptions{Client: c, Timeout: 2 * time.Second, Pipeline: true, LeaseMax: 16, LeaseTTL: 10 * time.Second,
+		Leases: LeaseHooks{Granted: func(n int) { granted.Add(int64(n)) }, Refunded: func(n int) { refunded.Add(int64(n)) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rate := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour} // 1 s a token
+	const vendors, reads = 8, 20
+	for i := 0; i < reads; i++ {
+		for v := 0; v < vendors; v++ {
+			if d, err := r.Allow(one(fmt.Sprintf("vg:{v:c%d}:reads", v), rate)); err != nil || !d.Allowed {
+				t.Fatal(d, err)
+			}
+		}
+	}
+	r.Close()
+	if granted.Load() == 0 || refunded.Load() == 0 {
+		t.Fatalf("granted %d, refunded %d: leases unused", granted.Load(), refunded.Load())
+	}
+	for v := 0; v < vendors; v++ {
+		key := fmt.Sprintf("vg:{v:c%d}:reads", v)
+		val, err := c.Get(context.Background(), keyPrefix+key).Float64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm, err := c.Time(context.Background()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held := val - (float64(tm.UnixNano())/1e9 - 1483228800); math.Round(held) != reads {
+			t.Errorf("vendor %d's bucket holds %.2f tokens after close, want the %d admitted", v, held, reads)
+		}
 	}
 }
