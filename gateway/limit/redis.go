@@ -195,12 +195,11 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 		if o.PipelineSenders <= 0 {
 			o.PipelineSenders = 2
 		}
-		r.batch = newBatcher(o.Client, &o, r.cb, h)
-		b := r.batch
 		r.leases = newLeases(o.LeaseMax, o.LeaseTTL, func() bool {
-			return b.conns.now()-b.conns.lastRead.Load() <= int64(o.Timeout)
+			return r.batch.conns.now()-r.batch.conns.lastRead.Load() <= int64(o.Timeout)
 		}, o.Leases)
-		h.lost = r.leases.drop
+		h.lost = r.leases.drop // before the senders start
+		r.batch = newBatcher(o.Client, &o, r.cb, h)
 		r.loopStop, r.loopDone = make(chan struct{}), make(chan struct{})
 		go r.leaseLoop()
 	}
