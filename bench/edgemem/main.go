@@ -67,7 +67,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.gateway, "gateway", "", "gateway binary to measure (default: build ./cmd/gateway of this checkout)")
 	flag.IntVar(&o.conns, "conns", 1000, "attack connections kept open at once")
-	flag.IntVar(&o.peers, "peers", 250, "loopback source addresses (127.0.0.2 onwards) the attack connections are spread over")
+	flag.IntVar(&o.peers, "peers", 250, "loopback source addresses (127.0.0.2 onwards; the good client is 127.0.0.1) the attack connections are spread over")
 	flag.StringVar(&o.mode, "mode", "headers", "headers: send the headers of a POST announcing -body bytes at once, and no body; slowbody: then the body one byte a second; slowheaders: the headers one byte a second")
 	flag.IntVar(&o.body, "body", 1<<20, "announced Content-Length of the attack requests")
 	flag.DurationVar(&o.hold, "hold", 20*time.Second, "how long the attack connections are kept open (a closed one is opened again)")
@@ -223,7 +223,33 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("RSS at the end of \"after\": %.1f MB; live heap: baseline %.1f MB, end %.1f MB (%+.1f %%)\n",
 		mb(after.mem.rssLast), mb(base.mem.liveHeap), mb(after.mem.liveHeap),
 		100*(float64(after.mem.liveHeap)-float64(base.mem.liveHeap))/float64(max(base.mem.liveHeap, 1)))
+	// The attack's cost in the gateway's CPU, per connection: the attack
+	// phase's CPU over the baseline's. The attack's own pace depends on the
+	// machine; this does less.
+	fmt.Printf("attack: %.0f connections a second; gateway CPU per attack connection %.0f µs\n",
+		float64(counts.Opened)/o.hold.Seconds(), (during.mem.cpu-base.mem.cpu)*o.hold.Seconds()/float64(max(counts.Opened, 1))*1e6)
+	if refused, err := refusedCounts("http://" + admin + "/metrics"); err == nil {
+		fmt.Printf("connections refused at accept: %s\n", refused)
+	}
 	return nil
+}
+
+// refusedCounts is the gateway's vendorgate_gateway_connections_refused_total
+// samples, as /metrics prints them.
+func refusedCounts(url string) (string, error) {
+	var req fasthttp.Request
+	var resp fasthttp.Response
+	req.SetRequestURI(url)
+	if err := fasthttp.DoTimeout(&req, &resp, 5*time.Second); err != nil {
+		return "", err
+	}
+	var out []string
+	for _, line := range strings.Split(string(resp.Body()), "\n") {
+		if strings.HasPrefix(line, "vendorgate_gateway_connections_refused_total") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, ", "), nil
 }
 
 func mb(b int64) float64 { return float64(b) / 1e6 }
