@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/signal"
@@ -40,6 +41,10 @@ type attackSettings struct {
 	Body   int           `json:"body"`
 	Mode   string        `json:"mode"`
 	Reopen time.Duration `json:"reopen"`
+	// Jitter adds up to this much, at random, to each pause before a
+	// reopen: 0 keeps the connections in step (those answered together
+	// come back together), more spreads them.
+	Jitter time.Duration `json:"jitter"`
 }
 
 // attackCounts is what the attacker process reports when it stops.
@@ -125,7 +130,7 @@ func (a *attacker) run(ctx context.Context) {
 				a.once(ctx, &d)
 				select {
 				case <-ctx.Done():
-				case <-time.After(a.Reopen):
+				case <-time.After(a.Reopen + rand.N(a.Jitter+1)):
 				}
 			}
 		}(i)

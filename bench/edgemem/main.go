@@ -60,6 +60,7 @@ type options struct {
 	rate     int
 	env      string
 	reopen   time.Duration
+	jitter   time.Duration
 	cpus     cpuSets
 }
 
@@ -75,6 +76,7 @@ func main() {
 	flag.DurationVar(&o.baseline, "baseline", 10*time.Second, "idle observation before the attack")
 	flag.IntVar(&o.rate, "rate", 100, "requests a second of the good client")
 	flag.DurationVar(&o.reopen, "reopen", time.Second, "pause before a connection the gateway answered or closed is opened again")
+	flag.DurationVar(&o.jitter, "jitter", 0, "up to this much more, at random, before each reopen (0: the connections answered together come back together)")
 	flag.StringVar(&o.env, "env", "", "extra gateway environment, comma-separated NAME=value")
 	def := defaultCPUs()
 	flag.StringVar(&o.cpus.attack, "attack-cpus", def.attack, "CPUs of the attack process (taskset list; \"\": not pinned)")
@@ -195,7 +197,7 @@ func run(ctx context.Context, o options) error {
 	_ = warm
 	base := phase("baseline", o.baseline)
 
-	atk, err := startAttack(dir, self, o.cpus.attack, attackSettings{Addr: addr, Conns: o.conns, Peers: o.peers, Body: o.body, Mode: o.mode, Reopen: o.reopen})
+	atk, err := startAttack(dir, self, o.cpus.attack, attackSettings{Addr: addr, Conns: o.conns, Peers: o.peers, Body: o.body, Mode: o.mode, Reopen: o.reopen, Jitter: o.jitter})
 	if err != nil {
 		return err
 	}
