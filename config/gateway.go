@@ -65,6 +65,14 @@ type Gateway struct {
 	// rate_limited and closed. Trusted proxies are exempt. Default 64: a
 	// vendor within its limits needs a handful of keep-alive connections.
 	MaxConnsPerPeer int `yaml:"max_conns_per_peer" env:"GATEWAY_MAX_CONNS_PER_PEER"`
+	// MaxNewConnsPerPeer is the most new connections one TCP peer opens a
+	// second (as many at once, then one every 1/MaxNewConnsPerPeer); one
+	// more is answered 429 rate_limited and closed before it is read.
+	// Trusted proxies are exempt. Default 100: a vendor within the default
+	// read limit (2 a second) opens a few a second even without keep-alive,
+	// while a peer that reopens connections faster than that costs an
+	// accept, a request and a close each time whatever it holds open.
+	MaxNewConnsPerPeer int `yaml:"max_new_conns_per_peer" env:"GATEWAY_MAX_NEW_CONNS_PER_PEER"`
 	// ReadTimeout bounds the reading of a request's headers, from its first
 	// byte (on a new connection, from the accept), and again of its body.
 	// Default 10s.
@@ -242,9 +250,10 @@ func DefaultGateway() *Gateway {
 		Version:       DefaultsVersion,
 
 		// Client bounds.
-		OrderBodyBytes:  16 << 10,
-		MaxConnsPerPeer: 64,
-		ReadTimeout:     10 * time.Second,
+		OrderBodyBytes:     16 << 10,
+		MaxConnsPerPeer:    64,
+		MaxNewConnsPerPeer: 100,
+		ReadTimeout:        10 * time.Second,
 	}
 }
 
@@ -358,6 +367,9 @@ func (c *Gateway) Validate() error {
 	}
 	if c.MaxConnsPerPeer <= 0 {
 		add("max_conns_per_peer must be positive (default 64; list a load balancer in trusted_proxies to exempt it)")
+	}
+	if c.MaxNewConnsPerPeer <= 0 {
+		add("max_new_conns_per_peer must be positive, new connections a second (default 100; list a load balancer in trusted_proxies to exempt it)")
 	}
 	if c.ReadTimeout < time.Second || c.ReadTimeout > 5*time.Minute {
 		add("read_timeout: %s must be between 1s and 5m (default 10s)", c.ReadTimeout)

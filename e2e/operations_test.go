@@ -215,7 +215,9 @@ func TestSecretsNeverLogged(t *testing.T) {
 // TestGracefulShutdownUnderLoad sends SIGTERM to the gateway during a
 // bounded load: every request the gateway accepted is answered.
 func TestGracefulShutdownUnderLoad(t *testing.T) {
-	s := newStack(t, stackOptions{gatewayYAML: "limits:\n  vendor:\n    reads: {rate: 1000000, period: 1m}\n"})
+	// The load opens a connection for each request, from one address:
+	// max_new_conns_per_peer would refuse most of them.
+	s := newStack(t, stackOptions{gatewayYAML: "limits:\n  vendor:\n    reads: {rate: 1000000, period: 1m}\nmax_new_conns_per_peer: 1000000\n"})
 	_, key := s.newVendor("sandbox", "mvr")
 	me := s.gwURLs[0] + "/api/vendor/v1/me"
 

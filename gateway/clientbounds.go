@@ -8,6 +8,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/gateway/connlimit"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/wire"
 )
@@ -25,7 +26,8 @@ import (
 const noBodyBytes = 1
 
 var (
-	errConnsPerPeer = &apierr.Error{Code: apierr.RateLimited, Message: "too many connections from this address; close some and see Retry-After"}
+	errConnsPerPeer    = &apierr.Error{Code: apierr.RateLimited, Message: "too many connections from this address; close some and see Retry-After"}
+	errNewConnsPerPeer = &apierr.Error{Code: apierr.RateLimited, Message: "too many new connections from this address; keep connections alive and see Retry-After"}
 )
 
 // headerReceived is the public server's HeaderReceived, run on the headers
@@ -91,21 +93,26 @@ func (g *Gateway) refuseUnread(ctx *fasthttp.RequestCtx, routeIndex int) {
 	g.finish(ctx, &ex)
 }
 
-// connRefusal is the answer to a connection over the per-peer bound
+// connRefusal is the answer to a connection over a per-peer bound
 // (connlimit.Options.Refusal): 429 rate_limited in the envelope, with the
 // headers every answer carries, and Connection: close. It is written
 // before any request is read, so it names no route.
-func (g *Gateway) connRefusal(dst []byte) []byte {
+func (g *Gateway) connRefusal(dst []byte, over connlimit.Reason) []byte {
+	body := g.connRefusalBody[over]
 	dst = append(dst, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nCache-Control: no-store\r\nRetry-After: 1\r\nConnection: close\r\n"...)
 	dst = append(dst, wire.HeaderRequestID...)
 	dst = append(dst, ": "...)
 	dst = append(dst, g.ridPrefix[:]...)
 	dst = strconv.AppendUint(dst, g.ridSeq.Add(1), 16)
 	dst = append(dst, "\r\nContent-Length: "...)
-	dst = strconv.AppendInt(dst, int64(len(g.connRefusalBody)), 10)
+	dst = strconv.AppendInt(dst, int64(len(body)), 10)
 	dst = append(dst, "\r\n\r\n"...)
-	return append(dst, g.connRefusalBody...)
+	return append(dst, body...)
 }
+
+// onConnRefused counts a connection refused at accept by the bound it was
+// over.
+func (g *Gateway) onConnRefused(over connlimit.Reason) { g.connsRefused[over].Inc() }
 
 // connExempt reports whether a peer's connections are not bounded: the
 // trusted proxies in force, which carry many clients each.

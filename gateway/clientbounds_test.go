@@ -40,7 +40,7 @@ func readAnswer(c net.Conn, d time.Duration) (answer, error) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	a := answer{status: resp.StatusCode, header: resp.Header, body: body}
+	a := answer{status: resp.StatusCode, header: resp.Header, body: body, closes: resp.Close}
 	a.env, a.isEnv = apierr.Parse(body)
 	return a, nil
 }
@@ -238,6 +238,56 @@ func TestBodyLimits(t *testing.T) {
 	})
 }
 
+// A refused key costs a client its connection only when the request's
+// body was not read: a request that carried none (or one within its limit)
+// is answered 401 on a connection that stays open, so that a client
+// retrying with the right key pays no new connection. A POST announcing
+// more than it may send is answered and closed: the unread body would be
+// read as the next request.
+func TestRefusedKeyKeepsConnection(t *testing.T) {
+	b := newTestBackend(t)
+	gw := startGateway(t, b, nil)
+	key, _ := b.addKey("vendor-a", "approved", time.Now().Add(time.Hour))
+	c := dialGateway(t, gw)
+	for _, tc := range []struct{ name, raw string }{
+		{"GET without a key", "GET /api/vendor/v1/me HTTP/1.1\r\nHost: gw\r\n\r\n"},
+		{"POST without a key, no body", "POST /api/vendor/v1/orders HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 0\r\n\r\n"},
+		{"GET with an unknown key", "GET /api/vendor/v1/me HTTP/1.1\r\nHost: gw\r\nX-API-Key: " + signedKey(t) + "\r\n\r\n"},
+	} {
+		if _, err := io.WriteString(c, tc.raw); err != nil {
+			t.Fatalf("%s: the connection was closed: %v", tc.name, err)
+		}
+		a, err := readAnswer(c, 5*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		a.wantError(t, 401, apierr.InvalidAPIKey)
+		if a.closes {
+			t.Fatalf("%s: answered with Connection: close", tc.name)
+		}
+	}
+	if _, err := io.WriteString(c, "GET /api/vendor/v1/me HTTP/1.1\r\nHost: gw\r\nX-API-Key: "+key+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := readAnswer(c, 5*time.Second); err != nil || a.status != 200 {
+		t.Fatalf("the right key on the same connection: %v %d %s", err, a.status, a.body)
+	}
+
+	unread := dialGateway(t, gw)
+	announce(t, unread, "POST", "/api/vendor/v1/orders", "", 1<<20)
+	a, err := readAnswer(unread, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.wantError(t, 401, apierr.InvalidAPIKey)
+	if !a.closes {
+		t.Fatal("a body refused unread: answered without Connection: close")
+	}
+	if _, err := unread.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a body refused unread: the connection stayed open")
+	}
+}
+
 // One peer holds at most max_conns_per_peer connections; one more is
 // answered with the envelope and closed, and a trusted proxy is exempt.
 func TestConnectionsPerPeer(t *testing.T) {
@@ -276,8 +326,8 @@ func TestConnectionsPerPeer(t *testing.T) {
 		if _, err := over.Read(make([]byte, 1)); err == nil {
 			t.Fatal("the refused connection stayed open")
 		}
-		if n := metricValue(t, gw, "vendorgate_gateway_connections_refused_total"); n != 1 {
-			t.Fatalf("connections_refused_total %v, want 1", n)
+		if n := metricValue(t, gw, `vendorgate_gateway_connections_refused_total{reason="open"}`); n != 1 {
+			t.Fatalf(`connections_refused_total{reason="open"} %v, want 1`, n)
 		}
 		// A place given back is taken again.
 		held[0].Close()
@@ -312,7 +362,85 @@ func TestConnectionsPerPeer(t *testing.T) {
 	})
 }
 
-// metricValue reads one unlabelled sample from the gateway's /metrics.
+// One peer opens at most max_new_conns_per_peer connections a second,
+// however few it holds: one more is answered with the envelope and closed,
+// counted with reason "rate"; another peer opening its first at the same
+// moment is served, and a trusted proxy is exempt.
+func TestNewConnectionsPerPeer(t *testing.T) {
+	const rate = 2 // a second: two at once, then one every 500 ms
+	request := func(c net.Conn, key, from string) (answer, error) {
+		_, _ = io.WriteString(c, "GET /api/vendor/v1/me HTTP/1.1\r\nHost: gw\r\nX-Forwarded-For: "+from+"\r\nX-API-Key: "+key+"\r\n\r\n")
+		return readAnswer(c, 5*time.Second)
+	}
+	t.Run("bounded", func(t *testing.T) {
+		b := newTestBackend(t)
+		gw := startGateway(t, b, func(o *Options) {
+			o.Config.MaxNewConnsPerPeer = rate
+			o.Config.Limits.Vendor.Reads.Rate = 1000
+		})
+		key, _ := b.addKey("vendor-a", "approved", time.Now().Add(time.Hour))
+		// Back to back: well within 500 ms of each other.
+		admitted := []net.Conn{dialGatewayFrom(t, gw, "127.0.0.1"), dialGatewayFrom(t, gw, "127.0.0.1")}
+		over := dialGatewayFrom(t, gw, "127.0.0.1")
+		other := dialGatewayFrom(t, gw, "127.0.0.2")
+		a, err := readAnswer(over, 5*time.Second) // answered before it sends anything
+		if err != nil {
+			t.Fatalf("connection %d within the second: %v", rate+1, err)
+		}
+		a.wantError(t, 429, apierr.RateLimited)
+		if a.header.Get("Retry-After") == "" || !strings.Contains(a.env.Message, "new connections") {
+			t.Fatalf("refusal: %v %s", a.header, a.body)
+		}
+		if _, err := over.Read(make([]byte, 1)); err == nil {
+			t.Fatal("the refused connection stayed open")
+		}
+		for i, c := range append(admitted, other) {
+			if a, err := request(c, key, "198.51.100.1"); err != nil || a.status != 200 {
+				t.Fatalf("connection %d: %v %d %s; want it served", i+1, err, a.status, a.body)
+			}
+		}
+		if n := metricValue(t, gw, `vendorgate_gateway_connections_refused_total{reason="rate"}`); n != 1 {
+			t.Fatalf(`connections_refused_total{reason="rate"} %v, want 1`, n)
+		}
+		if n := metricValue(t, gw, `vendorgate_gateway_connections_refused_total{reason="open"}`); n != 0 {
+			t.Fatalf(`connections_refused_total{reason="open"} %v, want 0`, n)
+		}
+	})
+	t.Run("trusted proxy exempt", func(t *testing.T) {
+		b := newTestBackend(t)
+		gw := startGateway(t, b, func(o *Options) {
+			o.Config.MaxNewConnsPerPeer = rate
+			o.Config.Limits.Vendor.Reads.Rate = 1000
+			o.Config.TrustedProxies = config.List{"127.0.0.1"}
+		})
+		key, _ := b.addKey("vendor-a", "approved", time.Now().Add(time.Hour))
+		conns := make([]net.Conn, 5*rate)
+		for i := range conns {
+			conns[i] = dialGatewayFrom(t, gw, "127.0.0.1")
+		}
+		for i, c := range conns {
+			if a, err := request(c, key, "203.0.113.9"); err != nil || a.status != 200 {
+				t.Fatalf("connection %d through a trusted proxy: %v %d %s", i+1, err, a.status, a.body)
+			}
+		}
+	})
+}
+
+// dialGatewayFrom opens a connection to the gateway's public listener from
+// the loopback address src.
+func dialGatewayFrom(t testing.TB, gw *testGateway, src string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", strings.TrimPrefix(gw.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// metricValue reads one sample (its name with its labels, as /metrics
+// prints them) from the gateway's /metrics.
 func metricValue(t testing.TB, gw *testGateway, name string) float64 {
 	t.Helper()
 	resp, err := http.Get(gw.admin + "/metrics")

@@ -28,6 +28,7 @@ import (
 	"vendorgate/gateway/admin"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/backendapi"
+	"vendorgate/gateway/connlimit"
 	"vendorgate/gateway/docs"
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/probe"
@@ -87,13 +88,15 @@ type Gateway struct {
 
 	// Client bounds (clientbounds.go): the body limit and read timeout
 	// headerReceived gives, the router of requests whose body was refused
-	// unread, and the connections per peer Serve admits.
-	orderBodyBytes  int
-	readTimeout     time.Duration
-	unread          *router.Router
-	maxConnsPerPeer int
-	connRefusalBody []byte
-	connsRefused    prometheus.Counter
+	// unread, and the connections per peer Serve admits (open at once, and
+	// new a second) with the bodies of their refusals.
+	orderBodyBytes     int
+	readTimeout        time.Duration
+	unread             *router.Router
+	maxConnsPerPeer    int
+	maxNewConnsPerPeer int
+	connRefusalBody    [connlimit.Rate + 1][]byte             // by connlimit.Reason
+	connsRefused       [connlimit.Rate + 1]prometheus.Counter // by connlimit.Reason
 
 	// vendorRoutes are this gateway's copies of routes (with their plan
 	// and label), docRoutes the documentation routes with their labels:
@@ -169,8 +172,9 @@ func New(o Options) (_ *Gateway, err error) {
 			return nil, err
 		}
 	}
-	g.orderBodyBytes, g.readTimeout, g.maxConnsPerPeer = c.OrderBodyLimit(), c.ReadTimeout, c.MaxConnsPerPeer
-	g.connRefusalBody = errConnsPerPeer.Body()
+	g.orderBodyBytes, g.readTimeout = c.OrderBodyLimit(), c.ReadTimeout
+	g.maxConnsPerPeer, g.maxNewConnsPerPeer = c.MaxConnsPerPeer, c.MaxNewConnsPerPeer
+	g.connRefusalBody[connlimit.Open], g.connRefusalBody[connlimit.Rate] = errConnsPerPeer.Body(), errNewConnsPerPeer.Body()
 	if err := g.renderDocs(sn); err != nil {
 		return nil, err
 	}
@@ -182,9 +186,13 @@ func New(o Options) (_ *Gateway, err error) {
 	g.router = g.newRouter() // assigns the route labels
 	g.metrics = admin.NewMetrics(g.labels)
 	g.metrics.ConfigInfo.WithLabelValues(c.Version).Set(1)
-	g.connsRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_connections_refused_total",
-		Help: "Connections refused with 429 because their peer held max_conns_per_peer already."})
-	g.metrics.Registry.MustRegister(g.connsRefused)
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_connections_refused_total",
+		Help: "Connections refused with 429 at accept, by reason: open (the peer held max_conns_per_peer already), rate (it had opened max_new_conns_per_peer in the last second)."},
+		[]string{"reason"})
+	for r := range g.connsRefused {
+		g.connsRefused[r] = refused.WithLabelValues(connlimit.Reason(r).String())
+	}
+	g.metrics.Registry.MustRegister(refused)
 
 	g.lookup, err = backendapi.New(backendapi.Options{Backends: c.BackendURL, InternalToken: c.InternalToken,
 		Timeout: min(c.Proxy.Timeout, lookupTimeoutMax), MaxConns: lookupMaxConns, BreakerOpenFor: c.Proxy.BreakerOpenFor,

@@ -306,6 +306,7 @@ type answer struct {
 	env    apierr.Detail
 	isEnv  bool
 	echo   map[string]string
+	closes bool // Connection: close (readAnswer only)
 }
 
 // do sends one request; key "" sends none. extra are header pairs.

@@ -26,11 +26,12 @@ func (g *Gateway) Serve(pub, adm net.Listener) error {
 	}
 	g.served = []net.Listener{pub, adm}
 	g.servedMu.Unlock()
-	// Each peer holds at most maxConnsPerPeer connections (trusted proxies
-	// exempt); one more is answered 429 and closed before fasthttp gives it
-	// a goroutine or a buffer.
-	bounded, err := connlimit.NewListener(pub, connlimit.Options{PerPeer: g.maxConnsPerPeer, Exempt: g.connExempt,
-		Refusal: g.connRefusal, OnRefuse: g.connsRefused.Inc})
+	// Each peer holds at most maxConnsPerPeer connections and opens at
+	// most maxNewConnsPerPeer a second (trusted proxies exempt); one more
+	// is answered 429 and closed before fasthttp gives it a goroutine or a
+	// buffer.
+	bounded, err := connlimit.NewListener(pub, connlimit.Options{PerPeer: g.maxConnsPerPeer, NewPerSecond: g.maxNewConnsPerPeer,
+		Exempt: g.connExempt, Refusal: g.connRefusal, OnRefuse: g.onConnRefused})
 	if err != nil {
 		_ = pub.Close()
 		_ = adm.Close()

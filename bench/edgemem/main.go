@@ -9,6 +9,10 @@
 //
 //	cd bench && go run ./edgemem -conns 1000 -mode headers
 //	cd bench && go run ./edgemem -gateway /path/to/other/gateway -conns 1000
+//
+// The attack runs in a process of its own, on the machine's last CPU; the
+// gateway, the good client and the backend on the others (-attack-cpus,
+// -cpus; both "" to pin nothing).
 package main
 
 import (
@@ -27,7 +31,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,13 +60,15 @@ type options struct {
 	rate     int
 	env      string
 	reopen   time.Duration
+	jitter   time.Duration
+	cpus     cpuSets
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.gateway, "gateway", "", "gateway binary to measure (default: build ./cmd/gateway of this checkout)")
 	flag.IntVar(&o.conns, "conns", 1000, "attack connections kept open at once")
-	flag.IntVar(&o.peers, "peers", 250, "loopback source addresses (127.0.0.2 onwards) the attack connections are spread over")
+	flag.IntVar(&o.peers, "peers", 250, "loopback source addresses (127.0.0.2 onwards; the good client is 127.0.0.1) the attack connections are spread over")
 	flag.StringVar(&o.mode, "mode", "headers", "headers: send the headers of a POST announcing -body bytes at once, and no body; slowbody: then the body one byte a second; slowheaders: the headers one byte a second")
 	flag.IntVar(&o.body, "body", 1<<20, "announced Content-Length of the attack requests")
 	flag.DurationVar(&o.hold, "hold", 20*time.Second, "how long the attack connections are kept open (a closed one is opened again)")
@@ -71,8 +76,19 @@ func main() {
 	flag.DurationVar(&o.baseline, "baseline", 10*time.Second, "idle observation before the attack")
 	flag.IntVar(&o.rate, "rate", 100, "requests a second of the good client")
 	flag.DurationVar(&o.reopen, "reopen", time.Second, "pause before a connection the gateway answered or closed is opened again")
+	flag.DurationVar(&o.jitter, "jitter", 0, "up to this much more, at random, before each reopen (0: the connections answered together come back together)")
 	flag.StringVar(&o.env, "env", "", "extra gateway environment, comma-separated NAME=value")
+	def := defaultCPUs()
+	flag.StringVar(&o.cpus.attack, "attack-cpus", def.attack, "CPUs of the attack process (taskset list; \"\": not pinned)")
+	flag.StringVar(&o.cpus.rest, "cpus", def.rest, "CPUs of the gateway, the good client and the backend (taskset list; \"\": not pinned)")
 	flag.Parse()
+	if ok, err := runAttackRole(); ok {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "edgemem attacker:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {
@@ -86,6 +102,13 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("-mode %q: headers, slowbody or slowheaders", o.mode)
 	}
 	raiseFileLimit()
+	if err := pinSelf(o.cpus.rest); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
 	dir, err := os.MkdirTemp("", "edgemem")
 	if err != nil {
 		return err
@@ -137,7 +160,8 @@ func run(ctx context.Context, o options) error {
 	if o.env != "" {
 		env = append(env, strings.Split(o.env, ",")...)
 	}
-	gw, err := childproc.Start(dir, "gateway", env, bin, "-config", conf)
+	name, args := command(o.cpus.rest, bin, "-config", conf)
+	gw, err := childproc.Start(dir, "gateway", env, name, args...)
 	if err != nil {
 		return err
 	}
@@ -147,6 +171,9 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Printf("gateway %s (pid %d), %d attack connections over %d source addresses, mode %s, %d-byte body announced; good client %d req/s\n",
 		bin, gw.Pid(), o.conns, o.peers, o.mode, o.body, o.rate)
+	if o.cpus != (cpuSets{}) {
+		fmt.Printf("CPUs: attack %q, gateway, good client and backend %q\n", o.cpus.attack, o.cpus.rest)
+	}
 
 	mon := &monitor{pid: gw.Pid(), log: filepath.Join(dir, "gateway.log")}
 	good := &goodClient{url: "http://" + addr + mePath, key: key, rate: o.rate}
@@ -170,13 +197,15 @@ func run(ctx context.Context, o options) error {
 	_ = warm
 	base := phase("baseline", o.baseline)
 
-	atk := &attacker{addr: addr, conns: o.conns, peers: o.peers, mode: o.mode, body: o.body, reopen: o.reopen}
-	actx, astop := context.WithCancel(ctx)
-	attackDone := make(chan struct{})
-	go func() { atk.run(actx); close(attackDone) }()
+	atk, err := startAttack(dir, self, o.cpus.attack, attackSettings{Addr: addr, Conns: o.conns, Peers: o.peers, Body: o.body, Mode: o.mode, Reopen: o.reopen, Jitter: o.jitter})
+	if err != nil {
+		return err
+	}
 	during := phase("attack", o.hold)
-	astop()
-	<-attackDone
+	counts, err := atk.stop()
+	if err != nil {
+		return err
+	}
 	after := phase("after", o.after)
 	gstop()
 	wg.Wait()
@@ -186,8 +215,8 @@ func run(ctx context.Context, o options) error {
 	}
 	hwm, _ := procStatus(gw.Pid(), "VmHWM:")
 	fmt.Printf("\nattack: %d connections opened, %d answered (%s), %d cut without an answer, %d refused at dial\n",
-		atk.opened.Load(), atk.answered.Load(), atk.statusList(), atk.cut.Load(), atk.dialFailed.Load())
-	fmt.Printf("\n| phase | VmRSS median | VmRSS max | live heap after last GC | GCs | good p50 | good p99 | good max | good errors |\n|---|---|---|---|---|---|---|---|---|\n")
+		counts.Opened, counts.Answered, counts.statusList(), counts.Cut, counts.DialFailed)
+	fmt.Printf("\n| phase | VmRSS median | VmRSS max | live heap after last GC | GCs | gateway CPU | good p50 | good p99 | good max | good errors |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range []phaseFigures{base, during, after} {
 		fmt.Println(p.row())
 	}
@@ -196,7 +225,33 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("RSS at the end of \"after\": %.1f MB; live heap: baseline %.1f MB, end %.1f MB (%+.1f %%)\n",
 		mb(after.mem.rssLast), mb(base.mem.liveHeap), mb(after.mem.liveHeap),
 		100*(float64(after.mem.liveHeap)-float64(base.mem.liveHeap))/float64(max(base.mem.liveHeap, 1)))
+	// The attack's cost in the gateway's CPU, per connection: the attack
+	// phase's CPU over the baseline's. The attack's own pace depends on the
+	// machine; this does less.
+	fmt.Printf("attack: %.0f connections a second; gateway CPU per attack connection %.0f µs\n",
+		float64(counts.Opened)/o.hold.Seconds(), (during.mem.cpu-base.mem.cpu)*o.hold.Seconds()/float64(max(counts.Opened, 1))*1e6)
+	if refused, err := refusedCounts("http://" + admin + "/metrics"); err == nil {
+		fmt.Printf("connections refused at accept: %s\n", refused)
+	}
 	return nil
+}
+
+// refusedCounts is the gateway's vendorgate_gateway_connections_refused_total
+// samples, as /metrics prints them.
+func refusedCounts(url string) (string, error) {
+	var req fasthttp.Request
+	var resp fasthttp.Response
+	req.SetRequestURI(url)
+	if err := fasthttp.DoTimeout(&req, &resp, 5*time.Second); err != nil {
+		return "", err
+	}
+	var out []string
+	for _, line := range strings.Split(string(resp.Body()), "\n") {
+		if strings.HasPrefix(line, "vendorgate_gateway_connections_refused_total") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, ", "), nil
 }
 
 func mb(b int64) float64 { return float64(b) / 1e6 }
@@ -327,6 +382,9 @@ type monitor struct {
 	rss []int64
 	gcs int
 	off int64 // read so far of the log
+	// The phase's start, and the gateway's CPU time (clock ticks) then.
+	start      time.Time
+	startTicks int64
 	// live is the live heap after the last GC seen, in bytes.
 	live int64
 }
@@ -335,6 +393,9 @@ type memFigures struct {
 	rssMedian, rssMax, rssLast int64
 	liveHeap                   int64
 	gcs                        int
+	// cpu is the gateway's CPU time in the phase over the phase's length
+	// (1 = one CPU busy throughout).
+	cpu float64
 }
 
 var gcLine = regexp.MustCompile(`^gc \d+ @[0-9.]+s [0-9.]+%: .* (\d+)->(\d+)->(\d+) MB, `)
@@ -385,6 +446,8 @@ func (m *monitor) readGCs() {
 func (m *monitor) startPhase() {
 	m.mu.Lock()
 	m.rss, m.gcs = m.rss[:0], 0
+	m.start = time.Now()
+	m.startTicks, _ = cpuTime(m.pid)
 	m.mu.Unlock()
 }
 
@@ -392,6 +455,9 @@ func (m *monitor) endPhase() memFigures {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f := memFigures{liveHeap: m.live, gcs: m.gcs}
+	if ticks, err := cpuTime(m.pid); err == nil {
+		f.cpu = float64(ticks-m.startTicks) / clockTicks / time.Since(m.start).Seconds()
+	}
 	if len(m.rss) == 0 {
 		return f
 	}
@@ -410,8 +476,8 @@ type phaseFigures struct {
 
 func (p phaseFigures) row() string {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }
-	return fmt.Sprintf("| %s | %.1f MB | %.1f MB | %.1f MB | %d | %s | %s | %s | %d of %d |", p.name, mb(p.mem.rssMedian), mb(p.mem.rssMax),
-		mb(p.mem.liveHeap), p.mem.gcs, ms(p.lat.p50), ms(p.lat.p99), ms(p.lat.max), p.lat.errs, p.lat.n+p.lat.errs)
+	return fmt.Sprintf("| %s | %.1f MB | %.1f MB | %.1f MB | %d | %.0f %% | %s | %s | %s | %d of %d |", p.name, mb(p.mem.rssMedian), mb(p.mem.rssMax),
+		mb(p.mem.liveHeap), p.mem.gcs, 100*p.mem.cpu, ms(p.lat.p50), ms(p.lat.p99), ms(p.lat.max), p.lat.errs, p.lat.n+p.lat.errs)
 }
 
 // procStatus reads a kB field of /proc/PID/status.
@@ -429,109 +495,4 @@ func procStatus(pid int, field string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
-}
-
-// attacker keeps conns connections open, each sending the headers of a
-// POST that announces body bytes, without a key, and never the body; a
-// connection the gateway answers or closes is opened again.
-type attacker struct {
-	addr                              string
-	conns, peers, body                int
-	mode                              string
-	reopen                            time.Duration
-	opened, answered, cut, dialFailed atomic.Int64
-	statusMu                          sync.Mutex
-	statuses                          map[int]int
-}
-
-func (a *attacker) run(ctx context.Context) {
-	a.statuses = map[int]int{}
-	var wg sync.WaitGroup
-	for i := 0; i < a.conns; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			src := &net.TCPAddr{IP: net.IPv4(127, 0, byte(i%a.peers/250), byte(2+i%a.peers%250))}
-			d := net.Dialer{LocalAddr: src, Timeout: 5 * time.Second}
-			for ctx.Err() == nil {
-				a.once(ctx, &d)
-				select {
-				case <-ctx.Done():
-				case <-time.After(a.reopen):
-				}
-			}
-		}(i)
-		if i%100 == 99 {
-			time.Sleep(10 * time.Millisecond) // no SYN flood of our own
-		}
-	}
-	wg.Wait()
-}
-
-func (a *attacker) once(ctx context.Context, d *net.Dialer) {
-	c, err := d.DialContext(ctx, "tcp", a.addr)
-	if err != nil {
-		if ctx.Err() == nil {
-			a.dialFailed.Add(1)
-		}
-		return
-	}
-	a.opened.Add(1)
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
-	defer c.Close()
-	head := "POST /api/vendor/v1/orders HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(a.body) + "\r\n\r\n"
-	// The bytes sent one a second: none (headers), the body after the
-	// headers (slowbody), or the headers themselves (slowheaders).
-	next := func(int) byte { return 'x' }
-	n := a.body
-	if a.mode == "slowheaders" {
-		next, n = func(i int) byte { return head[i] }, len(head)
-	} else if _, err := io.WriteString(c, head); err != nil {
-		return
-	}
-	if a.mode != "headers" {
-		go func() {
-			for i := 0; i < n; i++ {
-				if _, err := c.Write([]byte{next(i)}); err != nil {
-					return
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(time.Second):
-				}
-			}
-		}()
-	}
-	// Read the answer if there is one; the connection stays open until the
-	// gateway closes it or the attack ends.
-	br := bufio.NewReader(c)
-	line, err := br.ReadString('\n')
-	if err == nil && strings.HasPrefix(line, "HTTP/1.1 ") && len(line) >= 12 {
-		a.answered.Add(1)
-		code, _ := strconv.Atoi(line[9:12])
-		a.statusMu.Lock()
-		a.statuses[code]++
-		a.statusMu.Unlock()
-		_, _ = io.Copy(io.Discard, br)
-		return
-	}
-	if ctx.Err() == nil {
-		a.cut.Add(1)
-	}
-}
-
-func (a *attacker) statusList() string {
-	a.statusMu.Lock()
-	defer a.statusMu.Unlock()
-	var parts []string
-	for code, n := range a.statuses {
-		parts = append(parts, fmt.Sprintf("%d×%d", n, code))
-	}
-	slices.Sort(parts)
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
 }

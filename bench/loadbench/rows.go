@@ -175,6 +175,7 @@ func (b *bench) startGatewayBin(id, bin string, withRedis bool) (*row, error) {
 		"GATEWAY_REDIS_URL=" + redisURL,
 		"GATEWAY_LOG_LEVEL=warn",
 		"GATEWAY_MAX_CONNS_PER_PEER=100000", // the load comes from one loopback address
+		"GATEWAY_MAX_NEW_CONNS_PER_PEER=100000",
 	}, bin, "-config", cfgPath)
 	if err != nil {
 		r.stop()

@@ -153,6 +153,7 @@ func (s *stack) startGateways(ctx context.Context, gatewayYAML string, redisTime
 			"GATEWAY_KEY_SIGNING_SECRETS=" + signingSecret,
 			"GATEWAY_LOG_LEVEL=warn",
 			"GATEWAY_MAX_CONNS_PER_PEER=100000", // the load comes from one loopback address
+			"GATEWAY_MAX_NEW_CONNS_PER_PEER=100000",
 			"GATEWAY_SHUTDOWN_GRACE=3s",
 		}
 		p, err := childproc.Start(s.dir, fmt.Sprintf("gateway-%d", i+1), env, filepath.Join(s.bins, "gateway"), "-config", cfg)

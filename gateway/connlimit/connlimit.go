@@ -1,9 +1,12 @@
-// Package connlimit bounds the connections one TCP peer holds open at once,
-// at the listener: a connection over the bound is answered with a canned
-// HTTP response and closed before the server gives it a goroutine, a read
-// buffer or a request. fasthttp's own Server.MaxConnsPerIP does the same
-// with a plain-text 429, and counts per IPv6 address where one client holds
-// a whole /64.
+// Package connlimit bounds, at the listener, the connections one TCP peer
+// holds open at once and the new ones it opens a second: a connection over
+// either bound is answered with a canned HTTP response and closed before the
+// server gives it a goroutine, a read buffer or a request. fasthttp's own
+// Server.MaxConnsPerIP bounds the open ones with a plain-text 429, counts
+// per IPv6 address where one client holds a whole /64, and has no bound on
+// the rate: a peer that closes each connection after one request (or whose
+// every request is answered and closed, as a body refused unread is) costs
+// an accept, a goroutine and a close each time, however few it holds.
 package connlimit
 
 import (
@@ -21,17 +24,22 @@ type Options struct {
 	// PerPeer is the most connections one peer (an IPv4 address, an IPv6
 	// /64) holds open at once. Required.
 	PerPeer int
+	// NewPerSecond is the most new connections one peer opens a second,
+	// as many at once, then one every 1/NewPerSecond (GCRA). 0: no bound.
+	NewPerSecond int
 	// Exempt reports whether a peer is never bounded: a trusted proxy
 	// carries many clients on its connections. It is asked on every accept,
 	// so a reload that changes it applies to the next connection. nil: no
 	// peer is exempt.
 	Exempt func(netip.Addr) bool
-	// Refusal appends the answer to a connection over the bound to dst: a
+	// Refusal appends the answer to a connection over a bound to dst: a
 	// whole HTTP response that closes the connection. Required.
-	Refusal func(dst []byte) []byte
-	// OnRefuse is called once for each refused connection (a metric); nil:
-	// nothing is called.
-	OnRefuse func()
+	Refusal func(dst []byte, over Reason) []byte
+	// OnRefuse is called once for each refused connection with the bound
+	// it was over (a metric); nil: nothing is called.
+	OnRefuse func(Reason)
+	// Now is the clock of NewPerSecond. Default time.Now.
+	Now func() time.Time
 	// Linger bounds the time spent on a refused connection: writing the
 	// answer, then reading what the client sent so that closing does not
 	// reset the connection before the client has read the answer. Default
@@ -44,20 +52,55 @@ type Options struct {
 	MaxRefusing int
 }
 
+// Reason is the bound a refused connection was over.
+type Reason int
+
+const (
+	// Open: its peer held PerPeer connections already.
+	Open Reason = iota
+	// Rate: its peer had opened NewPerSecond connections in the last second.
+	Rate
+)
+
+func (r Reason) String() string {
+	if r == Rate {
+		return "rate"
+	}
+	return "open"
+}
+
 // Listener is a net.Listener that bounds the connections per peer.
 type Listener struct {
 	net.Listener
-	o        Options
+	o Options
+	// interval is 1/NewPerSecond and tolerance (NewPerSecond-1) intervals:
+	// a peer's next connection is admitted while its theoretical arrival
+	// time is at most tolerance ahead of now. Both 0 without a rate bound.
+	interval, tolerance time.Duration
+	epoch               time.Time // the origin of peer.tat
+
 	mu       sync.Mutex
-	open     map[netip.Addr]int // by peer (IPv6: the /64's first address)
+	peers    map[netip.Addr]peer // by peer (IPv6: the /64's first address)
+	swept    time.Duration       // when peers was last swept, since epoch
 	refusing atomic.Int64
 	wg       sync.WaitGroup // the lingering refusals
+}
+
+// peer is one peer's state: its open connections and, with a rate bound,
+// its theoretical arrival time (GCRA). A peer with no open connection whose
+// tat has passed is as good as absent, and is deleted.
+type peer struct {
+	open int
+	tat  time.Duration // since Listener.epoch
 }
 
 // NewListener wraps ln.
 func NewListener(ln net.Listener, o Options) (*Listener, error) {
 	if o.PerPeer <= 0 {
 		return nil, errors.New("connlimit: PerPeer must be positive")
+	}
+	if o.NewPerSecond < 0 {
+		return nil, errors.New("connlimit: NewPerSecond must not be negative")
 	}
 	if o.Refusal == nil {
 		return nil, errors.New("connlimit: Refusal required")
@@ -66,7 +109,10 @@ func NewListener(ln net.Listener, o Options) (*Listener, error) {
 		o.Exempt = func(netip.Addr) bool { return false }
 	}
 	if o.OnRefuse == nil {
-		o.OnRefuse = func() {}
+		o.OnRefuse = func(Reason) {}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.Linger <= 0 {
 		o.Linger = time.Second
@@ -74,7 +120,12 @@ func NewListener(ln net.Listener, o Options) (*Listener, error) {
 	if o.MaxRefusing <= 0 {
 		o.MaxRefusing = 256
 	}
-	return &Listener{Listener: ln, o: o, open: make(map[netip.Addr]int)}, nil
+	l := &Listener{Listener: ln, o: o, epoch: o.Now(), peers: make(map[netip.Addr]peer)}
+	if o.NewPerSecond > 0 {
+		l.interval = time.Second / time.Duration(o.NewPerSecond)
+		l.tolerance = time.Duration(o.NewPerSecond-1) * l.interval
+	}
+	return l, nil
 }
 
 // Accept returns the next connection within the bound; the ones over it are
@@ -90,11 +141,12 @@ func (l *Listener) Accept() (net.Conn, error) {
 			return c, nil
 		}
 		key := bucket(addr)
-		if l.admit(key) {
+		refused, over := l.admit(key)
+		if !refused {
 			return &conn{Conn: c, l: l, key: key}, nil
 		}
-		l.o.OnRefuse()
-		l.refuse(c)
+		l.o.OnRefuse(over)
+		l.refuse(c, over)
 	}
 }
 
@@ -109,33 +161,74 @@ func (l *Listener) Close() error {
 func (l *Listener) Open(addr netip.Addr) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.open[bucket(addr.Unmap())]
+	return l.peers[bucket(addr.Unmap())].open
 }
 
-func (l *Listener) admit(key netip.Addr) bool {
+// Peers is the number of peers the listener keeps state for: those with
+// connections open, and those whose recent connections still count
+// against NewPerSecond.
+func (l *Listener) Peers() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := l.open[key]
-	if n >= l.o.PerPeer {
-		return false
+	return len(l.peers)
+}
+
+// admit counts a new connection of key's peer, or says which bound refuses
+// it. A connection refused for the open bound does not count against the
+// rate: the rate bounds what the server is given to serve.
+func (l *Listener) admit(key netip.Addr) (refused bool, over Reason) {
+	now := l.o.Now().Sub(l.epoch)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sweep(now)
+	p := l.peers[key]
+	if p.open >= l.o.PerPeer {
+		return true, Open
 	}
-	l.open[key] = n + 1
-	return true
+	if l.interval > 0 {
+		tat := max(p.tat, now)
+		if tat-now > l.tolerance {
+			return true, Rate
+		}
+		p.tat = tat + l.interval
+	}
+	p.open++
+	l.peers[key] = p
+	return false, 0
 }
 
 func (l *Listener) release(key netip.Addr) {
+	now := l.o.Now().Sub(l.epoch)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if n := l.open[key]; n > 1 {
-		l.open[key] = n - 1
-	} else {
-		delete(l.open, key) // an idle peer costs nothing
+	p := l.peers[key]
+	p.open--
+	if p.open <= 0 && p.tat <= now {
+		delete(l.peers, key) // an idle peer costs nothing
+		return
+	}
+	l.peers[key] = p
+}
+
+// sweep deletes, at most once a second, the peers with no connection open
+// whose rate state has lapsed: a peer that closed its last connection
+// within the last second is kept until then, so the peers kept are at most
+// those with connections open and those that opened one in the last second.
+func (l *Listener) sweep(now time.Duration) {
+	if l.interval == 0 || now-l.swept < time.Second {
+		return
+	}
+	l.swept = now
+	for k, p := range l.peers {
+		if p.open <= 0 && p.tat <= now {
+			delete(l.peers, k)
+		}
 	}
 }
 
 // refuse answers c and closes it, in a goroutine of its own: Accept never
 // waits on a client.
-func (l *Listener) refuse(c net.Conn) {
+func (l *Listener) refuse(c net.Conn, over Reason) {
 	if l.refusing.Add(1) > int64(l.o.MaxRefusing) {
 		l.refusing.Add(-1)
 		_ = c.Close()
@@ -148,7 +241,7 @@ func (l *Listener) refuse(c net.Conn) {
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(l.o.Linger))
 		var buf [512]byte
-		if _, err := c.Write(l.o.Refusal(buf[:0])); err != nil {
+		if _, err := c.Write(l.o.Refusal(buf[:0], over)); err != nil {
 			return
 		}
 		// Half-close, then read until the client closes or the linger

@@ -2,6 +2,7 @@ package connlimit
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -55,7 +56,7 @@ func listen(t *testing.T, o Options) *Listener {
 		t.Fatal(err)
 	}
 	if o.Refusal == nil {
-		o.Refusal = func(dst []byte) []byte {
+		o.Refusal = func(dst []byte, _ Reason) []byte {
 			return append(dst, "HTTP/1.1 429 Too Many Requests\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno"...)
 		}
 	}
@@ -90,8 +91,8 @@ func waitOpen(t *testing.T, l *Listener, n int) {
 }
 
 func TestRefusesOverTheBound(t *testing.T) {
-	refused := make(chan struct{}, 10)
-	l := listen(t, Options{PerPeer: 2, OnRefuse: func() { refused <- struct{}{} }})
+	refused := make(chan Reason, 10)
+	l := listen(t, Options{PerPeer: 2, OnRefuse: func(r Reason) { refused <- r }})
 	a, _ := dial(t, l), dial(t, l)
 	waitOpen(t, l, 2)
 	over := dial(t, l)
@@ -99,19 +100,8 @@ func TestRefusesOverTheBound(t *testing.T) {
 	// reach it whole (no reset for unread bytes).
 	_, _ = io.WriteString(over, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	_ = over.SetReadDeadline(time.Now().Add(5 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(over), nil)
-	if err != nil {
-		t.Fatalf("the third connection: %v", err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 429 || string(body) != "no" {
-		t.Fatalf("%d %q, want the refusal", resp.StatusCode, body)
-	}
-	select {
-	case <-refused:
-	case <-time.After(5 * time.Second):
-		t.Fatal("OnRefuse not called")
-	}
+	expectRefusal(t, over, "the third connection")
+	expectReason(t, refused, Open)
 	// Closing one gives its place back.
 	a.Close()
 	waitOpen(t, l, 1)
@@ -136,4 +126,132 @@ func TestExemptPeerIsNotCounted(t *testing.T) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// expectRefusal reads the refusal from c.
+func expectRefusal(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("%s: %v, want the refusal", what, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 429 || string(body) != "no" {
+		t.Fatalf("%s: %d %q, want the refusal", what, resp.StatusCode, body)
+	}
+}
+
+// expectAdmitted checks that c is held open by the server: no answer, no
+// close.
+func expectAdmitted(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, err := c.Read(make([]byte, 1)); n > 0 || !isTimeout(err) {
+		t.Fatalf("%s was answered or closed: %d %v", what, n, err)
+	}
+}
+
+func expectReason(t *testing.T, refused <-chan Reason, want Reason) {
+	t.Helper()
+	select {
+	case r := <-refused:
+		if r != want {
+			t.Fatalf("refused for %s, want %s", r, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnRefuse not called")
+	}
+}
+
+// clock is a settable Options.Now.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// dialFrom dials l from the loopback address src.
+func dialFrom(t *testing.T, l *Listener, src string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	c, err := d.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// A peer that opens connections faster than NewPerSecond is refused, even
+// though it closes each one and never holds more than one; another peer
+// opening its first at the same moment is not; the bound admits one more
+// every 1/NewPerSecond.
+func TestRefusesOverTheRate(t *testing.T) {
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	refused := make(chan Reason, 10)
+	l := listen(t, Options{PerPeer: 100, NewPerSecond: 4, Now: clk.Now, OnRefuse: func(r Reason) { refused <- r }})
+	for i := range 4 {
+		c := dialFrom(t, l, "127.0.0.1")
+		expectAdmitted(t, c, fmt.Sprintf("connection %d of the second", i+1))
+		c.Close()
+	}
+	waitOpen(t, l, 0)
+	expectRefusal(t, dialFrom(t, l, "127.0.0.1"), "the fifth connection in the same second")
+	expectReason(t, refused, Rate)
+	expectAdmitted(t, dialFrom(t, l, "127.0.0.2"), "another peer's first connection")
+
+	clk.Advance(250 * time.Millisecond) // one interval: one more
+	expectAdmitted(t, dialFrom(t, l, "127.0.0.1"), "the connection one interval later")
+	expectRefusal(t, dialFrom(t, l, "127.0.0.1"), "the next one at the same moment")
+	expectReason(t, refused, Rate)
+	clk.Advance(time.Second) // a whole second: the full burst again
+	for i := range 4 {
+		expectAdmitted(t, dialFrom(t, l, "127.0.0.1"), fmt.Sprintf("connection %d a second later", i+1))
+	}
+}
+
+// A connection refused for the open bound does not use up the rate.
+func TestOpenRefusalDoesNotCountAgainstRate(t *testing.T) {
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	refused := make(chan Reason, 10)
+	l := listen(t, Options{PerPeer: 1, NewPerSecond: 2, Now: clk.Now, OnRefuse: func(r Reason) { refused <- r }})
+	held := dial(t, l)
+	waitOpen(t, l, 1)
+	for range 3 {
+		expectRefusal(t, dial(t, l), "a connection over the open bound")
+		expectReason(t, refused, Open)
+	}
+	held.Close()
+	waitOpen(t, l, 0)
+	expectAdmitted(t, dial(t, l), "the second connection of the second")
+}
+
+// A peer's state is dropped once it holds no connection and its rate has
+// lapsed: a flood of peers passing through leaves nothing behind.
+func TestIdlePeersAreForgotten(t *testing.T) {
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	l := listen(t, Options{PerPeer: 10, NewPerSecond: 10, Now: clk.Now})
+	for _, src := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"} {
+		c := dialFrom(t, l, src)
+		expectAdmitted(t, c, src)
+		c.Close()
+	}
+	for deadline := time.Now().Add(5 * time.Second); l.Open(netip.MustParseAddr("127.0.0.4")) != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the connections were not released")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := l.Peers(); n != 3 {
+		t.Fatalf("%d peers kept within the second of their connections, want 3 (their rate still counts)", n)
+	}
+	clk.Advance(2 * time.Second)
+	expectAdmitted(t, dialFrom(t, l, "127.0.0.5"), "a new peer") // the accept sweeps
+	if n := l.Peers(); n != 1 {
+		t.Fatalf("%d peers kept, want 1 (the one with a connection open)", n)
+	}
 }
