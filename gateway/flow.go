@@ -286,7 +286,6 @@ func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
 	if len(ex.plan.Policy) == 0 {
 		return
 	}
-	ctx.Response.Header.SetBytesV("RateLimit-Policy", ex.plan.Policy)
 	var buf [128]byte
 	b := buf[:0]
 	for i := 0; i < ex.checks.Count; i++ {
@@ -309,9 +308,7 @@ func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, int64((res.ResetAfter+time.Second-1)/time.Second), 10)
 	}
-	if len(b) > 0 {
-		ctx.Response.Header.SetBytesV("RateLimit", b)
-	}
+	respond.SetRateLimit(ctx, ex.plan.Policy, b)
 }
 
 // setRequestID keeps the client's X-Request-Id when it is sane (1-64

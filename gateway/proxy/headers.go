@@ -117,7 +117,7 @@ func delEvery(h *fasthttp.RequestHeader, name string) {
 // backend trusts the identity headers instead), and sets the identity.
 // A Del per listed name would cost a key normalization and a scan each, on
 // every request: only the names found present are deleted.
-func prepareRequest(h *fasthttp.RequestHeader, id *Identity, token string) {
+func prepareRequest(h *fasthttp.RequestHeader, id *Identity, token []byte) {
 	forged := removeHopHeaders(h, false, gatewayHeaders)
 	// Set replaces only the first copy of a name: a client's second
 	// X-Vendor-Id would reach the backend after ours. Delete every copy.
@@ -126,12 +126,14 @@ func prepareRequest(h *fasthttp.RequestHeader, id *Identity, token string) {
 			delEvery(h, name)
 		}
 	}
-	h.Set(wire.HeaderInternalToken, token)
-	h.Set(wire.HeaderVendorID, id.VendorID)
-	h.Set(wire.HeaderKeyID, id.KeyID)
-	h.Set(wire.HeaderEnvironment, id.Environment)
-	h.SetBytesV(wire.HeaderRequestID, id.RequestID)
-	h.SetBytesV(wire.HeaderForwardedFor, id.ClientIP)
+	// The names are written as the server's normalization spells them
+	// (canonical.go): Set would copy and normalize each on every request.
+	h.SetCanonical(canonInternalToken, token)
+	h.SetCanonical(canonVendorID, bytesOf(id.VendorID))
+	h.SetCanonical(canonKeyID, bytesOf(id.KeyID))
+	h.SetCanonical(canonEnvironment, bytesOf(id.Environment))
+	h.SetCanonical(canonRequestID, id.RequestID)
+	h.SetCanonical(canonForwardedFor, id.ClientIP)
 }
 
 // internalResponseHeaders never reach a client.

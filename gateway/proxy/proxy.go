@@ -74,7 +74,7 @@ type Identity struct {
 type Proxy struct {
 	backends []*backend
 	next     atomic.Uint32
-	token    string
+	token    []byte // X-Internal-Token's value
 	timeout  time.Duration
 	observe  func(int, time.Duration)
 }
@@ -112,7 +112,7 @@ func New(o Options) (*Proxy, error) {
 	if o.ObserveUpstream == nil {
 		o.ObserveUpstream = func(int, time.Duration) {}
 	}
-	p := &Proxy{token: o.InternalToken, timeout: o.Timeout, observe: o.ObserveUpstream}
+	p := &Proxy{token: []byte(o.InternalToken), timeout: o.Timeout, observe: o.ObserveUpstream}
 	// Every backend connection is an idleconn.Conn: a buffered call's
 	// DoTimeout deadline stands over headers and body, while a streamed
 	// call, made without one, waits up to Timeout for its answer to begin
