@@ -43,7 +43,11 @@ func removeHopHeaders(h header, framing bool, also []string) (present uint16) {
 		}
 	}
 	var hop uint16
+	lengths := hopLengths | lengthsOf(also)
 	note := func(name []byte) {
+		if !lengths.has(len(name)) {
+			return // no listed name is this long: most names, no comparison
+		}
 		if i := hopIndex(name); i >= 0 {
 			hop |= 1 << i
 		} else if i := indexFold(also, name); i >= 0 {
@@ -62,8 +66,10 @@ func removeHopHeaders(h header, framing bool, also []string) (present uint16) {
 			note(name)
 		}
 	}
+	// All yields Trailer too, which fasthttp keeps apart from the other
+	// headers: a name not walked is not there.
 	for i, name := range hopHeaders {
-		if hop&(1<<i) == 0 && name != fasthttp.HeaderTrailer { // fasthttp may keep Trailer apart from the list walked
+		if hop&(1<<i) == 0 {
 			continue
 		}
 		if framing && (name == fasthttp.HeaderTransferEncoding || name == fasthttp.HeaderConnection) {
@@ -73,6 +79,25 @@ func removeHopHeaders(h header, framing bool, also []string) (present uint16) {
 	}
 	h.ResetConnectionClose()
 	return present
+}
+
+// nameLengths is a set of name lengths below 64.
+type nameLengths uint64
+
+func (l nameLengths) has(n int) bool { return n < 64 && l&(1<<n) != 0 }
+
+// hopLengths holds the length of every hopHeaders name.
+var hopLengths = lengthsOf(hopHeaders)
+
+// lengthsOf is the set of the lengths of names (each under 64 bytes).
+func lengthsOf(names []string) nameLengths {
+	var l nameLengths
+	for _, n := range names {
+		if len(n) < 64 {
+			l |= 1 << len(n)
+		}
+	}
+	return l
 }
 
 // indexFold is the index in names of name (any case), or -1.
