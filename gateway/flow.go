@@ -58,7 +58,7 @@ type exchange struct {
 	hasLimit bool
 	// for the access log
 	err      error         // what fail answered, nil when the request passed
-	upstream time.Duration // the backend's time, measured when the access log is on
+	upstream time.Duration // the backend call's time (proxy.Forward's measurement)
 	trace    requestTrace  // zero when tracing is off
 }
 
@@ -235,13 +235,7 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, id *auth.Identity, rt *route
 		RequestID: ex.requestID(), ClientIP: ex.client.AppendTo(ip[:0])}
 	ex.trace.beginBackend(ctx)
 	var err error
-	if g.accessLog {
-		start := time.Now()
-		err = g.proxy.Forward(ctx, &pid, rt.streams)
-		ex.upstream = time.Since(start)
-	} else {
-		err = g.proxy.Forward(ctx, &pid, rt.streams)
-	}
+	ex.upstream, err = g.proxy.Forward(ctx, &pid, rt.streams)
 	ex.trace.end(err)
 	return err
 }
