@@ -213,17 +213,20 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 	default:
 		return errNotApproved
 	}
-	cs, plan := sn.limits(id, rt)
+	// The checks and the decision (about 1 KB together) are made in place
+	// in ex, where the RateLimit headers read them, not copied there.
+	ex.checks, ex.plan = sn.limits(id, rt)
 	ex.trace.begin(spanLimiter)
-	d, err := g.limiter.Allow(cs)
+	var err error
+	ex.decision, err = g.limiter.Allow(ex.checks)
 	ex.trace.end(err)
-	g.recordLimits(id, &cs, &d, err)
+	g.recordLimits(id, &ex.checks, &ex.decision, err)
 	if err != nil {
 		return err
 	}
-	ex.plan, ex.checks, ex.decision, ex.hasLimit = plan, cs, d, true
-	if !d.Allowed {
-		return &respond.Refusal{Err: errRateLimited, RetryAfter: d.RetryAfter}
+	ex.hasLimit = true
+	if !ex.decision.Allowed {
+		return &respond.Refusal{Err: errRateLimited, RetryAfter: ex.decision.RetryAfter}
 	}
 	return nil
 }
