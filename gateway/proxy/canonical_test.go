@@ -22,3 +22,11 @@ func TestCanonicalNames(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectionIndex: removeHopHeaders reads the Connection bit of its
+// walk at connectionIndex.
+func TestConnectionIndex(t *testing.T) {
+	if hopHeaders[connectionIndex] != fasthttp.HeaderConnection {
+		t.Fatalf("hopHeaders[%d] is %q", connectionIndex, hopHeaders[connectionIndex])
+	}
+}

@@ -13,6 +13,9 @@ import (
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
+// connectionIndex is Connection's index in hopHeaders.
+const connectionIndex = 0
+
 // hopIndex is the index in hopHeaders of name (any case), or -1.
 func hopIndex(name []byte) int { return indexFold(hopHeaders, name) }
 
@@ -33,15 +36,6 @@ type header interface {
 // hop-by-hop ones present (usually none) so that only those cost a Del,
 // reports which of also are present: bit i for also[i].
 func removeHopHeaders(h header, framing bool, also []string) (present uint16) {
-	// Every Connection line counts (RFC 9110 5.3: lines of one name are one
-	// list); Peek would give the first only.
-	for _, c := range h.PeekAll(fasthttp.HeaderConnection) {
-		for _, name := range bytes.Split(c, []byte{','}) {
-			if name = bytes.TrimSpace(name); len(name) > 0 && !bytes.EqualFold(name, []byte("close")) && !bytes.EqualFold(name, []byte("keep-alive")) {
-				h.DelBytes(name)
-			}
-		}
-	}
 	var hop uint16
 	lengths := hopLengths | lengthsOf(also)
 	note := func(name []byte) {
@@ -64,6 +58,19 @@ func removeHopHeaders(h header, framing bool, also []string) (present uint16) {
 	case *fasthttp.ResponseHeader:
 		for name := range h.All() {
 			note(name)
+		}
+	}
+	// The names a Connection header lists go too; the walk said whether
+	// there is one (most requests and answers have none). Every Connection
+	// line counts (RFC 9110 5.3: lines of one name are one list); Peek
+	// would give the first only.
+	if hop&(1<<connectionIndex) != 0 {
+		for _, c := range h.PeekAll(fasthttp.HeaderConnection) {
+			for _, name := range bytes.Split(c, []byte{','}) {
+				if name = bytes.TrimSpace(name); len(name) > 0 && !bytes.EqualFold(name, []byte("close")) && !bytes.EqualFold(name, []byte("keep-alive")) {
+					h.DelBytes(name)
+				}
+			}
 		}
 	}
 	// All yields Trailer too, which fasthttp keeps apart from the other
