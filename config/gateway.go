@@ -74,8 +74,9 @@ type Gateway struct {
 	// accept, a request and a close each time whatever it holds open.
 	MaxNewConnsPerPeer int `yaml:"max_new_conns_per_peer" env:"GATEWAY_MAX_NEW_CONNS_PER_PEER"`
 	// ReadTimeout bounds the reading of a request's headers, from its first
-	// byte (on a new connection, from the accept), and again of its body.
-	// Default 10s.
+	// byte (on a new connection, from the accept), and again of an order's
+	// body (any other request's, at most one byte, is read within the
+	// headers' bound). Default 10s.
 	ReadTimeout time.Duration `yaml:"read_timeout" env:"GATEWAY_READ_TIMEOUT"`
 	// ShutdownDelay keeps serving after SIGTERM while /readyz answers 503,
 	// so a load balancer drains the replica before its listener closes.

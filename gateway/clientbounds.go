@@ -40,10 +40,15 @@ var (
 // more is answered by serveUnread without its body being read. The path is
 // not read here: the router normalises it, and a raw comparison would
 // refuse what it matches.
+//
+// An order's body is read under a fresh read_timeout. Any other request's
+// body (at most noBodyBytes) is read under the one its headers were read
+// under, still running: setting it again would cost every read a clock
+// read and a deadline reset for nothing to read.
 func (g *Gateway) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	rc := fasthttp.RequestConfig{MaxRequestBodySize: noBodyBytes, ReadTimeout: g.readTimeout}
+	rc := fasthttp.RequestConfig{MaxRequestBodySize: noBodyBytes}
 	if h.IsPost() && g.auth.Signed(h.Peek(wire.HeaderAPIKey)) {
-		rc.MaxRequestBodySize = g.orderBodyBytes
+		rc.MaxRequestBodySize, rc.ReadTimeout = g.orderBodyBytes, g.readTimeout
 	}
 	return rc
 }

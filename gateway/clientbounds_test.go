@@ -484,11 +484,19 @@ func TestHeaderReceivedAllocs(t *testing.T) {
 	var h fasthttp.RequestHeader
 	h.SetMethod("POST")
 	h.Set("X-API-Key", key)
-	if rc := gw.g.headerReceived(&h); rc.MaxRequestBodySize != gw.cfg.OrderBodyLimit() {
-		t.Fatalf("a signed POST gets %d bytes, want %d", rc.MaxRequestBodySize, gw.cfg.OrderBodyLimit())
+	// An order's body is read under a fresh read_timeout; any other
+	// request's (at most one byte) under its headers' own, not set again.
+	if rc := gw.g.headerReceived(&h); rc.MaxRequestBodySize != gw.cfg.OrderBodyLimit() || rc.ReadTimeout != gw.cfg.ReadTimeout {
+		t.Fatalf("a signed POST gets %d bytes and read timeout %s, want %d and %s", rc.MaxRequestBodySize, rc.ReadTimeout,
+			gw.cfg.OrderBodyLimit(), gw.cfg.ReadTimeout)
 	}
 	h.Del("X-API-Key")
-	if rc := gw.g.headerReceived(&h); rc.MaxRequestBodySize != noBodyBytes {
-		t.Fatalf("a POST without a key gets %d bytes, want %d", rc.MaxRequestBodySize, noBodyBytes)
+	if rc := gw.g.headerReceived(&h); rc.MaxRequestBodySize != noBodyBytes || rc.ReadTimeout != 0 {
+		t.Fatalf("a POST without a key gets %d bytes and read timeout %s, want %d and none", rc.MaxRequestBodySize, rc.ReadTimeout, noBodyBytes)
+	}
+	h.SetMethod("GET")
+	h.Set("X-API-Key", key)
+	if rc := gw.g.headerReceived(&h); rc.ReadTimeout != 0 {
+		t.Fatalf("a read gets read timeout %s again, want the headers' own", rc.ReadTimeout)
 	}
 }

@@ -58,7 +58,7 @@ type exchange struct {
 	hasLimit bool
 	// for the access log
 	err      error         // what fail answered, nil when the request passed
-	upstream time.Duration // the backend's time, measured when the access log is on
+	upstream time.Duration // the backend call's time (proxy.Forward's measurement)
 	trace    requestTrace  // zero when tracing is off
 }
 
@@ -213,17 +213,20 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 	default:
 		return errNotApproved
 	}
-	cs, plan := sn.limits(id, rt)
+	// The checks and the decision (about 1 KB together) are made in place
+	// in ex, where the RateLimit headers read them, not copied there.
+	ex.checks, ex.plan = sn.limits(id, rt)
 	ex.trace.begin(spanLimiter)
-	d, err := g.limiter.Allow(cs)
+	var err error
+	ex.decision, err = g.limiter.Allow(ex.checks)
 	ex.trace.end(err)
-	g.recordLimits(id, &cs, &d, err)
+	g.recordLimits(id, &ex.checks, &ex.decision, err)
 	if err != nil {
 		return err
 	}
-	ex.plan, ex.checks, ex.decision, ex.hasLimit = plan, cs, d, true
-	if !d.Allowed {
-		return &respond.Refusal{Err: errRateLimited, RetryAfter: d.RetryAfter}
+	ex.hasLimit = true
+	if !ex.decision.Allowed {
+		return &respond.Refusal{Err: errRateLimited, RetryAfter: ex.decision.RetryAfter}
 	}
 	return nil
 }
@@ -235,13 +238,7 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, id *auth.Identity, rt *route
 		RequestID: ex.requestID(), ClientIP: ex.client.AppendTo(ip[:0])}
 	ex.trace.beginBackend(ctx)
 	var err error
-	if g.accessLog {
-		start := time.Now()
-		err = g.proxy.Forward(ctx, &pid, rt.streams)
-		ex.upstream = time.Since(start)
-	} else {
-		err = g.proxy.Forward(ctx, &pid, rt.streams)
-	}
+	ex.upstream, err = g.proxy.Forward(ctx, &pid, rt.streams)
 	ex.trace.end(err)
 	return err
 }
@@ -286,7 +283,6 @@ func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
 	if len(ex.plan.Policy) == 0 {
 		return
 	}
-	ctx.Response.Header.SetBytesV("RateLimit-Policy", ex.plan.Policy)
 	var buf [128]byte
 	b := buf[:0]
 	for i := 0; i < ex.checks.Count; i++ {
@@ -309,9 +305,7 @@ func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, int64((res.ResetAfter+time.Second-1)/time.Second), 10)
 	}
-	if len(b) > 0 {
-		ctx.Response.Header.SetBytesV("RateLimit", b)
-	}
+	respond.SetRateLimit(ctx, ex.plan.Policy, b)
 }
 
 // setRequestID keeps the client's X-Request-Id when it is sane (1-64

@@ -238,7 +238,7 @@ func New(o Options) (_ *Gateway, err error) {
 	// bounded by progress instead (Serve's idleconn listener, proxy.Forward).
 	// headerReceived sets each request's body limit from its headers (the
 	// server's MaxRequestBodySize is then only the ceiling); ReadTimeout
-	// bounds the headers, and headerReceived the body again.
+	// bounds the headers, and headerReceived an order's body again.
 	g.server = &fasthttp.Server{
 		Handler:                       g.serve,
 		ErrorHandler:                  g.serverError,

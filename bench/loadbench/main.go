@@ -257,7 +257,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if out != "" {
-		if err := os.WriteFile(out, []byte(res.document(report)), 0o644); err != nil {
+		doc := res.document(report)
+		if old, err := os.ReadFile(out); err == nil {
+			doc += keptSection(string(old))
+		}
+		if err := os.WriteFile(out, []byte(doc), 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", out, err)
 		}
 		fmt.Fprintf(stderr, "wrote %s\n", out)

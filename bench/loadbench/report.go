@@ -280,14 +280,30 @@ func verdict(met bool) string {
 	return "NOT met"
 }
 
-// document is docs/bench.md: the machine, the method and the report.
+// keptHeading begins the part of docs/bench.md written by hand (the
+// profile of the request path, measured with other tools): a rewrite keeps
+// it, from the heading to the end, after the generated report.
+const keptHeading = "## Where the microseconds go"
+
+// keptSection is the hand-written part of the document old, from
+// keptHeading to its end, or "" when it has none.
+func keptSection(old string) string {
+	i := strings.Index(old, "\n"+keptHeading)
+	if i < 0 {
+		return ""
+	}
+	return old[i:]
+}
+
+// document is docs/bench.md: the machine, the method and the report (the
+// hand-written section after it is kept by the caller, keptSection).
 func (res *results) document(report string) string {
 	e := res.env
 	var sb strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&sb, format, a...) }
 	w("# Load benchmark\n\n")
-	w("Written by `make bench-load` (`%s`); run it again to refresh. Do not edit by hand.\n\n",
-		strings.TrimSpace("cd bench && go run ./loadbench "+strings.Join(res.opts.args, " ")))
+	w("Written by `make bench-load` (`%s`); run it again to refresh. Do not edit by hand, but for the section %q at the end, which a rewrite keeps.\n\n",
+		strings.TrimSpace("cd bench && go run ./loadbench "+strings.Join(res.opts.args, " ")), strings.TrimPrefix(keptHeading, "## "))
 	w("- Date: %s\n", e.date.Format("2006-01-02 15:04 UTC"))
 	w("- Machine: %s, %d cores, Linux %s\n", e.cpu, e.cores, e.kernel)
 	w("- Go: %s; vendorgate commit %s\n", e.goVer, e.commit)

@@ -13,6 +13,9 @@ import (
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
+// connectionIndex is Connection's index in hopHeaders.
+const connectionIndex = 0
+
 // hopIndex is the index in hopHeaders of name (any case), or -1.
 func hopIndex(name []byte) int { return indexFold(hopHeaders, name) }
 
@@ -33,17 +36,12 @@ type header interface {
 // hop-by-hop ones present (usually none) so that only those cost a Del,
 // reports which of also are present: bit i for also[i].
 func removeHopHeaders(h header, framing bool, also []string) (present uint16) {
-	// Every Connection line counts (RFC 9110 5.3: lines of one name are one
-	// list); Peek would give the first only.
-	for _, c := range h.PeekAll(fasthttp.HeaderConnection) {
-		for _, name := range bytes.Split(c, []byte{','}) {
-			if name = bytes.TrimSpace(name); len(name) > 0 && !bytes.EqualFold(name, []byte("close")) && !bytes.EqualFold(name, []byte("keep-alive")) {
-				h.DelBytes(name)
-			}
-		}
-	}
 	var hop uint16
+	lengths := hopLengths | lengthsOf(also)
 	note := func(name []byte) {
+		if !lengths.has(len(name)) {
+			return // no listed name is this long: most names, no comparison
+		}
 		if i := hopIndex(name); i >= 0 {
 			hop |= 1 << i
 		} else if i := indexFold(also, name); i >= 0 {
@@ -62,8 +60,23 @@ func removeHopHeaders(h header, framing bool, also []string) (present uint16) {
 			note(name)
 		}
 	}
+	// The names a Connection header lists go too; the walk said whether
+	// there is one (most requests and answers have none). Every Connection
+	// line counts (RFC 9110 5.3: lines of one name are one list); Peek
+	// would give the first only.
+	if hop&(1<<connectionIndex) != 0 {
+		for _, c := range h.PeekAll(fasthttp.HeaderConnection) {
+			for _, name := range bytes.Split(c, []byte{','}) {
+				if name = bytes.TrimSpace(name); len(name) > 0 && !bytes.EqualFold(name, []byte("close")) && !bytes.EqualFold(name, []byte("keep-alive")) {
+					h.DelBytes(name)
+				}
+			}
+		}
+	}
+	// All yields Trailer too, which fasthttp keeps apart from the other
+	// headers: a name not walked is not there.
 	for i, name := range hopHeaders {
-		if hop&(1<<i) == 0 && name != fasthttp.HeaderTrailer { // fasthttp may keep Trailer apart from the list walked
+		if hop&(1<<i) == 0 {
 			continue
 		}
 		if framing && (name == fasthttp.HeaderTransferEncoding || name == fasthttp.HeaderConnection) {
@@ -73,6 +86,25 @@ func removeHopHeaders(h header, framing bool, also []string) (present uint16) {
 	}
 	h.ResetConnectionClose()
 	return present
+}
+
+// nameLengths is a set of name lengths below 64.
+type nameLengths uint64
+
+func (l nameLengths) has(n int) bool { return n < 64 && l&(1<<n) != 0 }
+
+// hopLengths holds the length of every hopHeaders name.
+var hopLengths = lengthsOf(hopHeaders)
+
+// lengthsOf is the set of the lengths of names (each under 64 bytes).
+func lengthsOf(names []string) nameLengths {
+	var l nameLengths
+	for _, n := range names {
+		if len(n) < 64 {
+			l |= 1 << len(n)
+		}
+	}
+	return l
 }
 
 // indexFold is the index in names of name (any case), or -1.
@@ -117,7 +149,7 @@ func delEvery(h *fasthttp.RequestHeader, name string) {
 // backend trusts the identity headers instead), and sets the identity.
 // A Del per listed name would cost a key normalization and a scan each, on
 // every request: only the names found present are deleted.
-func prepareRequest(h *fasthttp.RequestHeader, id *Identity, token string) {
+func prepareRequest(h *fasthttp.RequestHeader, id *Identity, token []byte) {
 	forged := removeHopHeaders(h, false, gatewayHeaders)
 	// Set replaces only the first copy of a name: a client's second
 	// X-Vendor-Id would reach the backend after ours. Delete every copy.
@@ -126,12 +158,14 @@ func prepareRequest(h *fasthttp.RequestHeader, id *Identity, token string) {
 			delEvery(h, name)
 		}
 	}
-	h.Set(wire.HeaderInternalToken, token)
-	h.Set(wire.HeaderVendorID, id.VendorID)
-	h.Set(wire.HeaderKeyID, id.KeyID)
-	h.Set(wire.HeaderEnvironment, id.Environment)
-	h.SetBytesV(wire.HeaderRequestID, id.RequestID)
-	h.SetBytesV(wire.HeaderForwardedFor, id.ClientIP)
+	// The names are written as the server's normalization spells them
+	// (canonical.go): Set would copy and normalize each on every request.
+	h.SetCanonical(canonInternalToken, token)
+	h.SetCanonical(canonVendorID, bytesOf(id.VendorID))
+	h.SetCanonical(canonKeyID, bytesOf(id.KeyID))
+	h.SetCanonical(canonEnvironment, bytesOf(id.Environment))
+	h.SetCanonical(canonRequestID, id.RequestID)
+	h.SetCanonical(canonForwardedFor, id.ClientIP)
 }
 
 // internalResponseHeaders never reach a client.

@@ -74,7 +74,7 @@ type Identity struct {
 type Proxy struct {
 	backends []*backend
 	next     atomic.Uint32
-	token    string
+	token    []byte // X-Internal-Token's value
 	timeout  time.Duration
 	observe  func(int, time.Duration)
 }
@@ -112,7 +112,7 @@ func New(o Options) (*Proxy, error) {
 	if o.ObserveUpstream == nil {
 		o.ObserveUpstream = func(int, time.Duration) {}
 	}
-	p := &Proxy{token: o.InternalToken, timeout: o.Timeout, observe: o.ObserveUpstream}
+	p := &Proxy{token: []byte(o.InternalToken), timeout: o.Timeout, observe: o.ObserveUpstream}
 	// Every backend connection is an idleconn.Conn: a buffered call's
 	// DoTimeout deadline stands over headers and body, while a streamed
 	// call, made without one, waits up to Timeout for its answer to begin
@@ -229,8 +229,10 @@ func (p *Proxy) pick() (int, *backend) {
 // ctx.Response: with stream, the body still streaming from the backend
 // (report files of any size); without, read whole. An error means
 // nothing usable came back; an *apierr.Error is a backend error answer that
-// was not in the envelope's shape and must be written instead.
-func (p *Proxy) Forward(ctx *fasthttp.RequestCtx, id *Identity, stream bool) error {
+// was not in the envelope's shape and must be written instead. upstream is
+// the backend call's time, as ObserveUpstream was told (for the access
+// log: the one measurement serves both).
+func (p *Proxy) Forward(ctx *fasthttp.RequestCtx, id *Identity, stream bool) (upstream time.Duration, err error) {
 	req := &ctx.Request
 	ctx.Response.StreamBody = stream
 	closeAfter := req.Header.ConnectionClose()
@@ -238,13 +240,14 @@ func (p *Proxy) Forward(ctx *fasthttp.RequestCtx, id *Identity, stream bool) err
 	i, b := p.pick()
 	b.aim(req.URI())
 	start := time.Now()
-	_, err := b.cb.Execute(func() (struct{}, error) {
+	_, err = b.cb.Execute(func() (struct{}, error) {
 		if stream { // bounded by progress on the connection (see New)
 			return struct{}{}, b.hc.Do(req, &ctx.Response)
 		}
 		return struct{}{}, b.hc.DoTimeout(req, &ctx.Response, p.timeout)
 	})
-	p.observe(i, time.Since(start))
+	upstream = time.Since(start)
+	p.observe(i, upstream)
 	if closeAfter {
 		req.Header.SetConnectionClose()
 	}
@@ -252,14 +255,14 @@ func (p *Proxy) Forward(ctx *fasthttp.RequestCtx, id *Identity, stream bool) err
 		ctx.Response.Reset()
 		switch {
 		case errors.Is(err, fasthttp.ErrTimeout):
-			return fmt.Errorf("%w: %s: %w", ErrTimeout, b.name, err)
+			return upstream, fmt.Errorf("%w: %s: %w", ErrTimeout, b.name, err)
 		default:
-			return fmt.Errorf("%w: %s: %w", ErrUnavailable, b.name, err)
+			return upstream, fmt.Errorf("%w: %s: %w", ErrUnavailable, b.name, err)
 		}
 	}
 	stripResponse(&ctx.Response.Header)
 	if ctx.Response.StatusCode() >= 400 {
-		return checkEnvelope(&ctx.Response)
+		return upstream, checkEnvelope(&ctx.Response)
 	}
 	if stream {
 		// The server's write deadline bounds the whole answer; a client on
@@ -269,7 +272,7 @@ func (p *Proxy) Forward(ctx *fasthttp.RequestCtx, id *Identity, stream bool) err
 		// short of Content-Length (or of the last chunk), never end cleanly.
 		idleconn.Stream(ctx)
 	}
-	return nil
+	return upstream, nil
 }
 
 // maxErrorBody bounds how much of a backend error body is read to check it.

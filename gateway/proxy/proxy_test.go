@@ -26,7 +26,7 @@ func TestPrepareRequestReplacesEveryCopy(t *testing.T) {
 			t.Fatal(err)
 		}
 		prepareRequest(&req.Header, &Identity{VendorID: "v", KeyID: "k", Environment: "sandbox",
-			RequestID: []byte("rid"), ClientIP: []byte("127.0.0.1")}, "token")
+			RequestID: []byte("rid"), ClientIP: []byte("127.0.0.1")}, []byte("token"))
 		want := map[string]string{wire.HeaderVendorID: "v", wire.HeaderKeyID: "k", wire.HeaderEnvironment: "sandbox",
 			wire.HeaderRequestID: "rid", wire.HeaderForwardedFor: "127.0.0.1", wire.HeaderInternalToken: "token"}
 		seen := map[string][]string{}

@@ -122,12 +122,34 @@ func RetryAfterSeconds(d time.Duration) int64 {
 // SetRetryAfter sets Retry-After to d in whole seconds (rounded up, >= 1).
 func SetRetryAfter(ctx *fasthttp.RequestCtx, d time.Duration) {
 	var buf [20]byte
-	ctx.Response.Header.SetBytesV("Retry-After", strconv.AppendInt(buf[:0], RetryAfterSeconds(d), 10))
+	ctx.Response.Header.SetCanonical(canonRetryAfter, strconv.AppendInt(buf[:0], RetryAfterSeconds(d), 10))
 }
 
 // Common sets the headers every response carries: Cache-Control: no-store
 // and X-Request-Id. Call it last: proxying replaces the response headers.
 func Common(ctx *fasthttp.RequestCtx, requestID []byte) {
-	ctx.Response.Header.Set("Cache-Control", "no-store")
-	ctx.Response.Header.SetBytesV(wire.HeaderRequestID, requestID)
+	ctx.Response.Header.SetCanonical(canonCacheControl, noStore)
+	ctx.Response.Header.SetCanonical(canonRequestID, requestID)
+}
+
+// The response headers every answer carries, spelled as fasthttp
+// normalizes header names (TestCanonicalNames checks them), so that
+// SetCanonical need not copy and normalize them on every request.
+var (
+	canonCacheControl = []byte("Cache-Control")
+	canonRequestID    = []byte(wire.HeaderRequestID)
+	canonRetryAfter   = []byte("Retry-After")
+	canonPolicy       = []byte("Ratelimit-Policy") // RateLimit-Policy, as normalized
+	canonRateLimit    = []byte("Ratelimit")        // RateLimit, as normalized
+	noStore           = []byte("no-store")
+)
+
+// SetRateLimit sets the RateLimit-Policy and RateLimit fields (IETF draft
+// httpapi-ratelimit-headers) to policy and state; an empty state is left
+// out.
+func SetRateLimit(ctx *fasthttp.RequestCtx, policy, state []byte) {
+	ctx.Response.Header.SetCanonical(canonPolicy, policy)
+	if len(state) > 0 {
+		ctx.Response.Header.SetCanonical(canonRateLimit, state)
+	}
 }
