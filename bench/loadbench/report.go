@@ -202,6 +202,7 @@ func (res *results) markdown() string {
 		}
 	}
 	w("%s", res.targets())
+	w("%s", res.leaseReport())
 	if len(res.notes) > 0 {
 		w("\nNotes:\n")
 		for _, n := range res.notes {
