@@ -202,3 +202,16 @@ func (res *results) leaseTargets(r *row, c cell, m measurement) []string {
 func defaultRows() []string {
 	return slices.DeleteFunc(allRows(), func(id string) bool { return id == rowRedisTTL2 })
 }
+
+// shellArgs joins args as a shell would read them back: an empty argument
+// ("-conns ''") or one with spaces is quoted.
+func shellArgs(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if a == "" || strings.ContainsAny(a, " \t'\"") {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(out, " ")
+}

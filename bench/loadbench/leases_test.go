@@ -62,3 +62,9 @@ func checkLeaseReport(t *testing.T, table string) {
 		t.Errorf("no real-limits bound target:\n%s", section)
 	}
 }
+
+func TestShellArgs(t *testing.T) {
+	if got := shellArgs([]string{"-conns", "", "-rows", "a,b", "-x", "it's"}); got != `-conns '' -rows a,b -x 'it'\''s'` {
+		t.Errorf("shellArgs = %s", got)
+	}
+}

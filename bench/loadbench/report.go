@@ -288,7 +288,7 @@ func (res *results) document(report string) string {
 	w := func(format string, a ...any) { fmt.Fprintf(&sb, format, a...) }
 	w("# Load benchmark\n\n")
 	w("Written by `make bench-load` (`%s`); run it again to refresh. Do not edit by hand.\n\n",
-		strings.TrimSpace("cd bench && go run ./loadbench "+strings.Join(res.opts.args, " ")))
+		strings.TrimSpace("cd bench && go run ./loadbench "+shellArgs(res.opts.args)))
 	w("- Date: %s\n", e.date.Format("2006-01-02 15:04 UTC"))
 	w("- Machine: %s, %d cores, Linux %s\n", e.cpu, e.cores, e.kernel)
 	w("- Go: %s; vendorgate commit %s\n", e.goVer, e.commit)
