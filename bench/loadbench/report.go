@@ -336,9 +336,9 @@ each ratio the median of the per-repetition ratios. A row whose check request do
 responder's exact 200 is skipped, not measured. On a 2-core machine the load generator, the proxy
 and the responder share the cores, as the reference figures of issue 7 did.
 
-Run it with `+"`make bench-load`"+` (about 7 minutes with the defaults: 4 s per run, 3 repetitions,
+Run it with `+"`make bench-load`"+` (about 9 minutes with the defaults: 4 s per run, 3 repetitions,
 the many-vendor load at 64 connections and the one-key load at 16, 64 and 256, bounded by
--max-time); `+"`cd bench && go run ./loadbench -h`"+` lists the flags, for example
+-max-time, then 20 s of real limits per Redis row); `+"`cd bench && go run ./loadbench -h`"+` lists the flags, for example
 `+"`-rows bare,gateway -conns 64 -reps 5`"+` to compare two rows only, or `+"`-out ''`"+` to print without
 writing this file. For scale, issue 7 measured on one of these 2-core machines with wrk (1 thread, 64
 connections): the responder direct at about 75,000 req/s, a bare fasthttp HostClient proxy at about
