@@ -204,7 +204,7 @@ func defaultRows() []string {
 }
 
 // shellArgs joins args as a shell would read them back: an empty argument
-// ("-conns ”") or one with spaces is quoted.
+// (-conns "") or one with spaces is quoted.
 func shellArgs(args []string) string {
 	out := make([]string, len(args))
 	for i, a := range args {
