@@ -37,6 +37,8 @@ type measurement struct {
 	// RedisCommands counts every command Redis ran, a script's own too.
 	RedisCommands int64
 	CPUOK         bool
+	// Leases is what the gateway's lease counters moved over the run.
+	Leases leaseCounts
 }
 
 // keySet is the API keys of one load: one key, or many sent round robin.

@@ -81,6 +81,10 @@ type options struct {
 	maxTime         time.Duration
 	pressure        []string
 	baselineGateway string
+	realLimits      bool
+	realVendors     int
+	realRate        int
+	realDuration    time.Duration
 	args            []string
 }
 
@@ -95,7 +99,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	manyConns := fs.String("many-conns", "64", "connection counts of the many-vendor load, comma-separated (\"\": none)")
 	fs.IntVar(&o.manyKeys, "many-keys", 10000, "keys of the many-vendor load, each its own vendor, sent round robin")
 	fs.IntVar(&o.floodConns, "flood-conns", 64, "connections of the flood runs on the gateway rows (0: skip them)")
-	rows := fs.String("rows", strings.Join(allRows(), ","), "rows to measure, comma-separated, of "+strings.Join(allRows(), ","))
+	rows := fs.String("rows", strings.Join(defaultRows(), ","), "rows to measure, comma-separated, of "+strings.Join(allRows(), ","))
 	fs.StringVar(&o.loadgen, "loadgen", "auto", "load generator: wrk, vegeta, or auto (wrk when installed or installable, else vegeta)")
 	fs.IntVar(&o.threads, "threads", 1, "wrk threads (-t): 1 leaves the other core(s) to the proxy under test")
 	fs.StringVar(&o.out, "out", "docs/bench.md", "write the results here as markdown, relative to the vendorgate checkout (empty: print only)")
@@ -107,6 +111,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.maxTime, "max-time", 12*time.Minute, "stop starting new runs past this time and report what was measured")
 	pressure := fs.String("pressure", "", "after the table, run the gateway rows without and under CPU pressure, Redis healthy: busy (one more spinning process than cores), quota (the gateway alone at 0.3 CPU, cgroup v1), comma-separated (\"\": none)")
 	fs.StringVar(&o.baselineGateway, "baseline-gateway", "", "another gateway binary (say, main's) measured as one more Redis-limited row, for a before/after in one run")
+	realLimitsFlags(fs, &o)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -148,6 +153,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.reps < 1 || o.duration < time.Second {
 		return o, errors.New("-reps must be at least 1 and -duration at least 1s")
+	}
+	if err := o.checkRealLimits(); err != nil {
+		return o, err
 	}
 	switch o.loadgen {
 	case "auto", "wrk", "vegeta":
@@ -193,6 +201,7 @@ type bench struct {
 	one, many, unknown *keySet
 	memKeys            []string
 	flood              *keySet
+	real               *keySet // the vendors of the real-limits load
 	floodVendor        string
 	meBody             []byte
 	backendAddr        string
@@ -250,6 +259,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := b.extras(ctx, res); err != nil {
 		return err
 	}
+	if err := b.realLimitsRuns(ctx, res); err != nil {
+		return err
+	}
 	res.env = collectEnv(b)
 	res.baseline = b.baselineCommit
 	report := res.markdown()
@@ -305,7 +317,7 @@ func (b *bench) setup() error {
 	if err := b.startResponder(); err != nil {
 		return err
 	}
-	if b.has(rowGateway) || b.has(rowGatewayRedis) {
+	if b.has(rowGateway) || len(b.realRows()) > 0 {
 		b.findGateway()
 	}
 	if b.has(rowBaseline) {
@@ -327,8 +339,8 @@ func (b *bench) setup() error {
 			r, err = b.startGateway(rowGateway, false)
 		case rowBaseline:
 			r, err = b.startGateway(rowBaseline, false)
-		case rowGatewayRedis:
-			r, err = b.startGateway(rowGatewayRedis, true)
+		case rowGatewayRedis, rowRedisNoLease, rowRedisTTL2:
+			r, err = b.startGateway(id, true)
 		case rowGatewayRedisBase:
 			r, err = b.startBaselineGateway()
 		case rowNginx:
@@ -408,6 +420,12 @@ func (b *bench) makeKeys() error {
 	if b.memKeys, err = gen(max(b.opts.keys, 0)); err != nil {
 		return err
 	}
+	var real []string
+	if b.opts.realLimits {
+		if real, err = gen(b.opts.realVendors); err != nil {
+			return err
+		}
+	}
 	if err := os.WriteFile(filepath.Join(b.dir, "keys.txt"), []byte(sb.String()), 0o600); err != nil {
 		return err
 	}
@@ -434,6 +452,11 @@ func (b *bench) makeKeys() error {
 	}
 	if b.many, err = b.keySet("many vendors", many); err != nil {
 		return err
+	}
+	if len(real) > 0 {
+		if b.real, err = b.keySet("real limits", real); err != nil {
+			return err
+		}
 	}
 	b.unknown, err = b.keySet("unknown keys", unknown)
 	return err

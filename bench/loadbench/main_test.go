@@ -70,10 +70,11 @@ func TestSmoke(t *testing.T) {
 	_, err := exec.LookPath("redis-server")
 	withRedis := err == nil
 	if withRedis {
-		ids += ",gateway-redis"
+		ids += ",gateway-redis,gateway-redis-lease1"
 	}
 	table, progress := runSmoke(t, "-duration", "1s", "-reps", "1", "-conns", "16", "-many-conns", "16", "-many-keys", "200",
-		"-flood-conns", "8", "-warmup", "0", "-rows", ids, "-keys", "100", "-latency-duration", "0", "-out", doc)
+		"-flood-conns", "8", "-warmup", "0", "-rows", ids, "-keys", "100", "-latency-duration", "0", "-out", doc,
+		"-real-vendors", "20", "-real-duration", "2s")
 	rows := []string{rowLabel(rowBackend), rowLabel(rowBare)}
 	gatewayBuilt := !strings.Contains(table, "skipped: the gateway does not build")
 	if !gatewayBuilt {
@@ -81,7 +82,8 @@ func TestSmoke(t *testing.T) {
 	} else {
 		rows = append(rows, rowLabel(rowGateway))
 		if withRedis {
-			rows = append(rows, rowLabel(rowGatewayRedis))
+			rows = append(rows, rowLabel(rowGatewayRedis), rowLabel(rowRedisNoLease))
+			checkLeaseReport(t, table)
 			if !strings.Contains(table, "**Redis calls per request**") {
 				t.Errorf("no Redis calls per request:\n%s", table)
 			}

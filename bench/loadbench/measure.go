@@ -68,6 +68,7 @@ type results struct {
 	addedP99OK bool
 
 	memory []memoryFigure
+	real   []realFigure
 	env    envInfo
 	// bodyLen is the size of the responder's answer.
 	bodyLen int
@@ -196,6 +197,7 @@ func (b *bench) runLoad(r *row, keys *keySet, conns int, res *results) (measurem
 		}
 	}
 	statusBefore := gatewayOutcomes(r)
+	leasesBefore := readLeaseCounts(r)
 	cpuBefore := b.cpuOf(r)
 	m, err := b.gen.run(r.url, keys, conns, b.opts.duration)
 	if err != nil {
@@ -207,6 +209,7 @@ func (b *bench) runLoad(r *row, keys *keySet, conns int, res *results) (measurem
 	if cpuAfter := b.cpuOf(r); cpuBefore != nil && cpuAfter != nil {
 		m.ProxyCPU, m.RedisCPU, m.CPUOK = cpuAfter[0]-cpuBefore[0], cpuAfter[1]-cpuBefore[1], true
 	}
+	m.Leases = readLeaseCounts(r).minus(leasesBefore)
 	if r.main != nil && r.main.Exited() {
 		r.skip = "exited during the run: " + r.main.Tail()
 		return m, fmt.Errorf("%s", r.skip)
@@ -218,7 +221,7 @@ func (b *bench) runLoad(r *row, keys *keySet, conns int, res *results) (measurem
 		}
 		d := after.diff(before)
 		m.Scripts, m.RedisCommands = d.scriptCalls(), d.total()
-		if res != nil {
+		if res != nil && r.id == rowGatewayRedis {
 			res.redisReads += readsAfter - readsBefore - 1 // less the INFO call that read it
 			for k, v := range d {
 				res.redisCalls[k] += v
@@ -447,6 +450,7 @@ func (s *series) median() (measurement, bool) {
 		out.ProxyCPU += m.ProxyCPU
 		out.RedisCPU += m.RedisCPU
 	}
+	out.Leases = sumLeases(ms)
 	out.CPUOK = true
 	for _, m := range ms {
 		out.CPUOK = out.CPUOK && m.CPUOK

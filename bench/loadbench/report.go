@@ -202,6 +202,7 @@ func (res *results) markdown() string {
 		}
 	}
 	w("%s", res.targets())
+	w("%s", res.leaseReport())
 	if len(res.notes) > 0 {
 		w("\nNotes:\n")
 		for _, n := range res.notes {
@@ -303,7 +304,7 @@ func (res *results) document(report string) string {
 	w := func(format string, a ...any) { fmt.Fprintf(&sb, format, a...) }
 	w("# Load benchmark\n\n")
 	w("Written by `make bench-load` (`%s`); run it again to refresh. Do not edit by hand, but for the section %q at the end, which a rewrite keeps.\n\n",
-		strings.TrimSpace("cd bench && go run ./loadbench "+strings.Join(res.opts.args, " ")), strings.TrimPrefix(keptHeading, "## "))
+		strings.TrimSpace("cd bench && go run ./loadbench "+shellArgs(res.opts.args)), strings.TrimPrefix(keptHeading, "## "))
 	w("- Date: %s\n", e.date.Format("2006-01-02 15:04 UTC"))
 	w("- Machine: %s, %d cores, Linux %s\n", e.cpu, e.cores, e.kernel)
 	w("- Go: %s; vendorgate commit %s\n", e.goVer, e.commit)
@@ -351,9 +352,9 @@ each ratio the median of the per-repetition ratios. A row whose check request do
 responder's exact 200 is skipped, not measured. On a 2-core machine the load generator, the proxy
 and the responder share the cores, as the reference figures of issue 7 did.
 
-Run it with `+"`make bench-load`"+` (about 7 minutes with the defaults: 4 s per run, 3 repetitions,
+Run it with `+"`make bench-load`"+` (about 9 minutes with the defaults: 4 s per run, 3 repetitions,
 the many-vendor load at 64 connections and the one-key load at 16, 64 and 256, bounded by
--max-time); `+"`cd bench && go run ./loadbench -h`"+` lists the flags, for example
+-max-time, then 20 s of real limits per Redis row); `+"`cd bench && go run ./loadbench -h`"+` lists the flags, for example
 `+"`-rows bare,gateway -conns 64 -reps 5`"+` to compare two rows only, or `+"`-out ''`"+` to print without
 writing this file. For scale, issue 7 measured on one of these 2-core machines with wrk (1 thread, 64
 connections): the responder direct at about 75,000 req/s, a bare fasthttp HostClient proxy at about

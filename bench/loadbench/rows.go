@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,11 +49,14 @@ func rowLabel(id string) string {
 	case rowGatewayRedisBase:
 		return "4b vendorgate, Redis limiter, -baseline-gateway"
 	}
+	if l, ok := leaseRowLabel(id); ok {
+		return l
+	}
 	return id
 }
 
 func allRows() []string {
-	return []string{rowBackend, rowBare, rowGateway, rowBaseline, rowGatewayRedis, rowNginx, rowHAProxy}
+	return slices.Concat([]string{rowBackend, rowBare, rowGateway, rowBaseline, rowGatewayRedis}, leaseRows(), []string{rowNginx, rowHAProxy})
 }
 
 // row is one thing measured: a URL, the processes behind it, or the reason
@@ -143,9 +147,15 @@ func (b *bench) startGateway(id string, withRedis bool) (*row, error) {
 
 // startGatewayBin starts gateway binary bin as row id.
 func (b *bench) startGatewayBin(id, bin string, withRedis bool) (*row, error) {
+	return b.startGatewayConfig(id, bin, withRedis, gatewayConfig(b.floodVendor)+leaseSettings(id))
+}
+
+// startGatewayConfig starts gateway binary bin as row id with configuration
+// cfg.
+func (b *bench) startGatewayConfig(id, bin string, withRedis bool, cfg string) (*row, error) {
 	r := &row{id: id}
-	cfgPath := filepath.Join(b.dir, "gateway.yaml")
-	if err := os.WriteFile(cfgPath, []byte(gatewayConfig(b.floodVendor)), 0o644); err != nil {
+	cfgPath := filepath.Join(b.dir, id+".yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
 	redisURL := ""

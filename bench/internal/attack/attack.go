@@ -22,12 +22,30 @@ type Load struct {
 	// Rotate, when not empty, replaces Header: request i carries
 	// Rotate[i % len(Rotate)] (many API keys, each its own vendor).
 	Rotate []http.Header
-	Conns  int
+	// URLs, when not empty, replaces URL the same way: request i goes to
+	// URLs[i % len(URLs)], with Rotate[i % len(Rotate)] when both are set
+	// (one counter, so a URL can name the key it was sent with).
+	URLs  []string
+	Conns int
 	// Rate is requests per second whatever the latency; 0 runs a closed
 	// loop, one worker per connection sending the next request as soon as
 	// the previous answer arrived.
 	Rate     int
 	Duration time.Duration
+	// OnResult, when not nil, is given every request's outcome as it
+	// arrives, from one goroutine.
+	OnResult func(Hit)
+}
+
+// Hit is one request's outcome.
+type Hit struct {
+	URL string
+	// Code is the answer's status, 0 when there was none (an error).
+	Code int
+	// Sent is when the request was sent, Latency how long its answer took:
+	// Sent + Latency is when the answer had arrived.
+	Sent    time.Time
+	Latency time.Duration
 }
 
 // Result is what one run got back.
@@ -77,8 +95,8 @@ func Run(ctx context.Context, l Load) (Result, error) {
 	}
 	atk := vegeta.NewAttacker(opts...)
 	tgt := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: l.URL, Header: l.Header})
-	if len(l.Rotate) > 0 {
-		tgt = rotating(l.URL, l.Rotate)
+	if len(l.Rotate) > 0 || len(l.URLs) > 0 {
+		tgt = rotating(l.URL, l.URLs, l.Rotate, l.Header)
 	}
 	var m vegeta.Metrics
 	out := Result{Statuses: map[int]int64{}}
@@ -90,6 +108,9 @@ func Run(ctx context.Context, l Load) (Result, error) {
 			out.Statuses[int(res.Code)]++
 		}
 		m.Add(res)
+		if l.OnResult != nil {
+			l.OnResult(Hit{URL: res.URL, Code: int(res.Code), Sent: res.Timestamp, Latency: res.Latency})
+		}
 		if ctx.Err() != nil {
 			atk.Stop()
 		}
@@ -110,16 +131,23 @@ func Run(ctx context.Context, l Load) (Result, error) {
 	return out, nil
 }
 
-// rotating is a targeter sending hs round robin; vegeta's workers call it
-// concurrently.
-func rotating(url string, hs []http.Header) vegeta.Targeter {
+// rotating is a targeter sending urls and hs round robin (url and h when
+// either is empty); vegeta's workers call it concurrently.
+func rotating(url string, urls []string, hs []http.Header, h http.Header) vegeta.Targeter {
 	var n atomic.Uint64
 	return func(t *vegeta.Target) error {
 		if t == nil {
 			return vegeta.ErrNilTarget
 		}
 		i := n.Add(1) - 1
-		*t = vegeta.Target{Method: http.MethodGet, URL: url, Header: hs[i%uint64(len(hs))]}
+		tgt := vegeta.Target{Method: http.MethodGet, URL: url, Header: h}
+		if len(urls) > 0 {
+			tgt.URL = urls[i%uint64(len(urls))]
+		}
+		if len(hs) > 0 {
+			tgt.Header = hs[i%uint64(len(hs))]
+		}
+		*t = tgt
 		return nil
 	}
 }

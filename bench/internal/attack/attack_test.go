@@ -77,3 +77,47 @@ func TestRunRotates(t *testing.T) {
 		t.Errorf("%d requests, %d distinct keys seen, want all %d: %v", res.Requests, len(seen), len(hs), seen)
 	}
 }
+
+// URLs and Rotate share one counter, so each URL arrives with its own
+// header; OnResult is told every request with its URL, status and times.
+func TestRunPairsURLsWithHeadersAndReportsHits(t *testing.T) {
+	var mismatched, served atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		if r.URL.Query().Get("k") != r.Header.Get("X-API-Key") {
+			mismatched.Add(1)
+		}
+		if r.URL.Query().Get("k") == "k3" {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	defer srv.Close()
+	var urls []string
+	var hs []http.Header
+	for i := 0; i < 5; i++ {
+		urls = append(urls, fmt.Sprintf("%s/?k=k%d", srv.URL, i))
+		hs = append(hs, http.Header{"X-Api-Key": {fmt.Sprintf("k%d", i)}})
+	}
+	var hits []Hit
+	start := time.Now()
+	res, err := Run(context.Background(), Load{URL: srv.URL, URLs: urls, Rotate: hs, Conns: 4, Rate: 200,
+		Duration: 300 * time.Millisecond, OnResult: func(h Hit) { hits = append(hits, h) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mismatched.Load() != 0 || served.Load() == 0 {
+		t.Errorf("%d of %d requests carried another URL's header", mismatched.Load(), served.Load())
+	}
+	if int64(len(hits)) != res.Requests {
+		t.Fatalf("%d hits for %d requests", len(hits), res.Requests)
+	}
+	for _, h := range hits {
+		want := http.StatusOK
+		if h.URL == urls[3] {
+			want = http.StatusTooManyRequests
+		}
+		if h.Code != want || h.Sent.Before(start) || h.Latency <= 0 || h.Sent.Add(h.Latency).After(time.Now()) {
+			t.Errorf("hit %+v, want status %d, sent after %v, answered by now", h, want, start)
+		}
+	}
+}
