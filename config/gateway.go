@@ -239,7 +239,7 @@ func DefaultGateway() *Gateway {
 		Docs:          Docs{Rate: 60, Window: time.Minute},
 		Redis: Redis{Timeout: 50 * time.Millisecond, WireTimeout: 500 * time.Millisecond, BusyTimeout: time.Second,
 			PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3, BreakerWindow: 3 * time.Second, BreakerFailurePercent: 50,
-			Pipeline: true, LeaseMax: 16, LeaseTTL: time.Second},
+			Pipeline: true, LeaseMax: 16, LeaseTTL: 2 * time.Second},
 		Limits:        defaultLimits(),
 		FailedKeys:    FailedKeys{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute, MaxTracked: 100_000},
 		KeyCache:      KeyCache{Size: 100000, TTL: 30 * time.Second, NegativeTTL: 5 * time.Second},

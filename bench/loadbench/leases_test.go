@@ -47,7 +47,7 @@ func checkLeaseReport(t *testing.T, table string) {
 	}
 	// row, requests, 200, 429, other, charged, from leases, CPU, Redis,
 	// burst, outside, share.
-	for id, burst := range map[string]string{rowGatewayRedis: "122", rowRedisNoLease: "122"} {
+	for id, burst := range map[string]string{rowGatewayRedis: "124", rowRedisNoLease: "124"} {
 		// The lease table's lines name a load after the label; the
 		// real-limits table's a number of requests (20 vendors × 2/s × 2 s).
 		c := find("| " + rowLabel(id) + " | 7")
@@ -58,7 +58,7 @@ func checkLeaseReport(t *testing.T, table string) {
 			t.Errorf("real limits on %s: %q, want every read answered 200 within the bound", id, c)
 		}
 	}
-	if !strings.Contains(section, "real limits (20 vendors): every 200 within GCRA with burst 122: 0 outside (met)") {
+	if !strings.Contains(section, "real limits (20 vendors): every 200 within GCRA with burst 124: 0 outside (met)") {
 		t.Errorf("no real-limits bound target:\n%s", section)
 	}
 }

@@ -306,11 +306,11 @@ func (c realCounts) otherList() string {
 
 // realTargets are issue 21's targets of the real-limits load: the bound
 // holds and at most 0.5 buckets charged per request, with the default
-// leases (and, for comparison, lease_ttl 2s).
+// leases (and, for comparison, lease_ttl 1s).
 func (res *results) realTargets() []string {
 	var out []string
 	for _, f := range res.real {
-		if f.err != nil || (f.row != rowGatewayRedis && f.row != rowRedisTTL2) {
+		if f.err != nil || (f.row != rowGatewayRedis && f.row != rowRedisTTL1) {
 			continue
 		}
 		c := f.counts

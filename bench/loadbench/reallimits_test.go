@@ -83,7 +83,7 @@ func TestReplayVendors(t *testing.T) {
 }
 
 // The real-limits load is on by default with the shape, the
-// lease_ttl 2s row is known but not measured unless asked, and nonsense is
+// lease_ttl 1s row is known but not measured unless asked, and nonsense is
 // refused.
 func TestRealLimitsOptions(t *testing.T) {
 	o, err := parseOptions(nil, io.Discard)
@@ -94,11 +94,11 @@ func TestRealLimitsOptions(t *testing.T) {
 		t.Errorf("defaults %v %d %d %s", o.realLimits, o.realVendors, o.realRate, o.realDuration)
 	}
 	rows := strings.Join(o.rows, ",")
-	if !strings.Contains(rows, "gateway-redis,gateway-redis-lease1,nginx") || strings.Contains(rows, rowRedisTTL2) {
+	if !strings.Contains(rows, "gateway-redis,gateway-redis-lease1,nginx") || strings.Contains(rows, rowRedisTTL1) {
 		t.Errorf("default rows %s", rows)
 	}
-	if o, err := parseOptions([]string{"-rows", "gateway-redis,gateway-redis-ttl2"}, io.Discard); err != nil || len(o.rows) != 2 {
-		t.Errorf("-rows with the lease_ttl 2s row: %v %v", o.rows, err)
+	if o, err := parseOptions([]string{"-rows", "gateway-redis,gateway-redis-ttl1"}, io.Discard); err != nil || len(o.rows) != 2 {
+		t.Errorf("-rows with the lease_ttl 1s row: %v %v", o.rows, err)
 	}
 	if _, err := parseOptions([]string{"-real-rate", "0"}, io.Discard); err == nil {
 		t.Error("-real-rate 0 accepted")
@@ -106,7 +106,7 @@ func TestRealLimitsOptions(t *testing.T) {
 	if _, err := parseOptions([]string{"-real-rate", "0", "-real-limits=false"}, io.Discard); err != nil {
 		t.Errorf("-real-rate 0 without the load: %v", err)
 	}
-	if got := leaseSettings(rowRedisNoLease) + leaseSettings(rowRedisTTL2) + leaseSettings(rowGatewayRedis); got != "redis:\n  lease_max: 1\nredis:\n  lease_ttl: 2s\n" {
+	if got := leaseSettings(rowRedisNoLease) + leaseSettings(rowRedisTTL1) + leaseSettings(rowGatewayRedis); got != "redis:\n  lease_max: 1\nredis:\n  lease_ttl: 1s\n" {
 		t.Errorf("lease settings %q", got)
 	}
 }
