@@ -309,9 +309,20 @@ func identityOf(r *wire.KeyResolution) *Identity {
 	return &Identity{
 		KeyID:       r.KeyID,
 		VendorID:    r.VendorID,
-		Environment: r.Environment,
-		Status:      r.Vendor.Status,
+		Environment: intern(r.Environment, apikey.Sandbox, apikey.Live),
+		Status:      intern(r.Vendor.Status, wire.VendorApproved, wire.VendorPending, wire.VendorSuspended),
 		ExpiresAt:   r.ExpiresAt,
 		Revoked:     r.RevokedAt != nil,
 	}
+}
+
+// intern returns the one of known that equals s, else s: a cached
+// identity then holds no copy of its environment and status of its own.
+func intern(s string, known ...string) string {
+	for _, k := range known {
+		if s == k {
+			return k
+		}
+	}
+	return s
 }
