@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -81,8 +82,14 @@ type options struct {
 	maxTime         time.Duration
 	pressure        []string
 	baselineGateway string
+	sweep           []int
+	sweepWarmup     time.Duration
+	sweepDuration   time.Duration
 	args            []string
 }
+
+// sweepOnly: -sweep without the main table's loads.
+func (o options) sweepOnly() bool { return len(o.sweep) > 0 && len(o.conns)+len(o.manyConns) == 0 }
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
 	o := options{args: args}
@@ -107,8 +114,17 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.maxTime, "max-time", 12*time.Minute, "stop starting new runs past this time and report what was measured")
 	pressure := fs.String("pressure", "", "after the table, run the gateway rows without and under CPU pressure, Redis healthy: busy (one more spinning process than cores), quota (the gateway alone at 0.3 CPU, cgroup v1), comma-separated (\"\": none)")
 	fs.StringVar(&o.baselineGateway, "baseline-gateway", "", "another gateway binary (say, main's) measured as one more Redis-limited row, for a before/after in one run")
+	sweep := fs.String("sweep", "", "active key counts of the vendor-count sweep, comma-separated, for example 1000,10000,100000 (\"\": none); with -conns '' -many-conns '' the sweep alone runs and replaces its section of -out")
+	fs.DurationVar(&o.sweepWarmup, "sweep-warmup", 35*time.Second, "unmeasured round-robin load of each sweep cell after its two passes over the keys (past key_cache.ttl)")
+	fs.DurationVar(&o.sweepDuration, "sweep-duration", 15*time.Second, "measured load of each sweep cell")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if *sweep != "" {
+		var err error
+		if o.sweep, err = parseCounts("-sweep", *sweep); err != nil {
+			return o, err
+		}
 	}
 	for _, m := range strings.Split(*pressure, ",") {
 		switch m = strings.TrimSpace(m); m {
@@ -126,9 +142,10 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if o.manyConns, err = parseCounts("-many-conns", *manyConns); err != nil {
 		return o, err
 	}
-	if len(o.conns)+len(o.manyConns) == 0 {
+	if len(o.conns)+len(o.manyConns) == 0 && len(o.sweep) == 0 {
 		return o, errors.New("-conns and -many-conns are both empty: nothing to measure")
 	}
+
 	if len(o.manyConns) > 0 && o.manyKeys < 2 {
 		return o, errors.New("-many-keys must be at least 2 (or -many-conns '')")
 	}
@@ -145,6 +162,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.baseline != "" {
 		o.rows = withBaseline(o.rows)
+	}
+	if o.sweepOnly() {
+		o.rows = nil // the sweep starts its own gateways
 	}
 	if o.reps < 1 || o.duration < time.Second {
 		return o, errors.New("-reps must be at least 1 and -duration at least 1s")
@@ -192,6 +212,7 @@ type bench struct {
 	// gateway accepts.
 	one, many, unknown *keySet
 	memKeys            []string
+	sweepKeys          []string // the vendor-count sweep's, the largest count of them
 	flood              *keySet
 	floodVendor        string
 	meBody             []byte
@@ -237,6 +258,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := b.setup(); err != nil {
 		return err
 	}
+	if opts.sweepOnly() {
+		return b.sweepAlone(ctx, out, stdout, stderr)
+	}
 	res, err := b.measure(ctx)
 	if err != nil {
 		return err
@@ -250,14 +274,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := b.extras(ctx, res); err != nil {
 		return err
 	}
+	if err := b.sweep(ctx, res); err != nil {
+		return err
+	}
 	res.env = collectEnv(b)
 	res.baseline = b.baselineCommit
-	report := res.markdown()
+	report := res.markdown() + res.sweepTable()
 	if _, err := io.WriteString(stdout, report); err != nil {
 		return err
 	}
 	if out != "" {
-		if err := os.WriteFile(out, []byte(res.document(report)), 0o644); err != nil {
+		doc := res.document(report)
+		if old, err := os.ReadFile(out); err == nil {
+			doc = spliceSweep(doc, string(old)) // a run without -sweep keeps the last sweep
+		}
+		if err := os.WriteFile(out, []byte(doc), 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", out, err)
 		}
 		fmt.Fprintf(stderr, "wrote %s\n", out)
@@ -301,7 +332,7 @@ func (b *bench) setup() error {
 	if err := b.startResponder(); err != nil {
 		return err
 	}
-	if b.has(rowGateway) || b.has(rowGatewayRedis) {
+	if b.has(rowGateway) || b.has(rowGatewayRedis) || len(b.opts.sweep) > 0 {
 		b.findGateway()
 	}
 	if b.has(rowBaseline) {
@@ -403,6 +434,11 @@ func (b *bench) makeKeys() error {
 	}
 	if b.memKeys, err = gen(max(b.opts.keys, 0)); err != nil {
 		return err
+	}
+	if len(b.opts.sweep) > 0 {
+		if b.sweepKeys, err = gen(slices.Max(b.opts.sweep)); err != nil {
+			return err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(b.dir, "keys.txt"), []byte(sb.String()), 0o600); err != nil {
 		return err
