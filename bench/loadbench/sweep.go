@@ -98,9 +98,10 @@ func (b *bench) sweepOne(id string, keys *keySet) sweepFigure {
 		return f
 	}
 	if id == rowGatewayRedis {
-		// The key cache keeps keys long only once its subscription answers.
+		// The key cache keeps keys long only once its subscription answers
+		// (a gateway without the gauge is not waited for).
 		deadline := time.Now().Add(10 * time.Second)
-		for v, _ := metricValue(r.admin, pushedMetric); v != 1 && time.Now().Before(deadline); v, _ = metricValue(r.admin, pushedMetric) {
+		for v, err := metricValue(r.admin, pushedMetric); err == nil && v != 1 && time.Now().Before(deadline); v, err = metricValue(r.admin, pushedMetric) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
@@ -150,15 +151,19 @@ func (b *bench) sweepOne(id string, keys *keySet) sweepFigure {
 		f.err = fmt.Errorf("%d of %d requests failed (%s)", f.steady.Failed, f.steady.Requests, f.steady.FailedDetail)
 		return f
 	}
-	after := func(name string) float64 {
+	// A gateway older than the refreshes and pushed metrics (-gateway) has
+	// neither: it refreshes nothing, and its pushed state is unknown (-1).
+	after := func(name string, required bool) float64 {
 		v, err := metricValue(r.admin, name)
-		if err != nil && f.err == nil {
+		if err != nil && required && f.err == nil {
 			f.err = err
 		}
 		return v - before[name]
 	}
-	f.misses, f.refreshes, f.evictions = after(missesMetric), after(refreshesMetric), after(evictionsMetric)
-	f.pushed, _ = metricValue(r.admin, pushedMetric)
+	f.misses, f.refreshes, f.evictions = after(missesMetric, true), after(refreshesMetric, false), after(evictionsMetric, true)
+	if f.pushed, err = metricValue(r.admin, pushedMetric); err != nil {
+		f.pushed = -1
+	}
 	if rss, err := rssKiB(r.main.Pid()); err == nil {
 		f.rssKiB = rss
 	} else if f.err == nil {
@@ -193,13 +198,13 @@ func (res *results) sweepTable() string {
 	w("requests that waited on a key lookup (the key cache's misses) over all requests; lookups/s counts\n")
 	w("those and the background refreshes (no request waits on one). CPU is the gateway process's, per\n")
 	w("request. Load average after the sweep: %s.\n\n", res.sweepLoadAfter)
-	w("| active keys | limiter | req/s | CPU per request | waited on a lookup | key lookups/s (keys/600 s) | evictions | RSS | RSS − 60 MB per key | first pass: CPU per request (second pass) | first pass wall |\n")
+	w("| active keys | limiter | req/s | CPU per request | waited on a lookup | key lookups/s (keys/600 s) | evictions | RSS | (RSS − 60 MB) / keys | first pass: CPU per request (second pass) | first pass wall |\n")
 	w("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, f := range res.sweep {
 		mode := "in-process"
 		if f.row == rowGatewayRedis {
 			mode = "Redis"
-			if f.pushed != 1 {
+			if f.pushed == 0 {
 				mode += " (invalidations not flowing)"
 			}
 		}
