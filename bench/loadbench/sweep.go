@@ -147,9 +147,8 @@ func (b *bench) sweepOne(id string, keys *keySet) sweepFigure {
 		return f
 	}
 	f.steady.ProxyCPU, f.steady.CPUOK = c1-c0, true
-	if f.steady.Failed > 0 {
-		f.err = fmt.Errorf("%d of %d requests failed (%s)", f.steady.Failed, f.steady.Requests, f.steady.FailedDetail)
-		return f
+	if f.steady.Failed > 0 { // reported beside the figures (a 503 of the Redis limiter on a busy machine)
+		b.logf("sweep %d keys, %s: %d of %d requests failed (%s)", f.keys, rowLabel(id), f.steady.Failed, f.steady.Requests, f.steady.FailedDetail)
 	}
 	// A gateway older than the refreshes and pushed metrics (-gateway) has
 	// neither: it refreshes nothing, and its pushed state is unknown (-1).
@@ -198,8 +197,8 @@ func (res *results) sweepTable() string {
 	w("requests that waited on a key lookup (the key cache's misses) over all requests; lookups/s counts\n")
 	w("those and the background refreshes (no request waits on one). CPU is the gateway process's, per\n")
 	w("request. Load average after the sweep: %s.\n\n", res.sweepLoadAfter)
-	w("| active keys | limiter | req/s | CPU per request | waited on a lookup | key lookups/s (keys/600 s) | evictions | RSS | (RSS − 60 MB) / keys | first pass: CPU per request (second pass) | first pass wall |\n")
-	w("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	w("| active keys | limiter | req/s | CPU per request | waited on a lookup | key lookups/s (keys/600 s) | evictions | RSS | (RSS − 60 MB) / keys | first pass: CPU per request (second pass) | first pass wall | failed |\n")
+	w("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, f := range res.sweep {
 		mode := "in-process"
 		if f.row == rowGatewayRedis {
@@ -209,15 +208,15 @@ func (res *results) sweepTable() string {
 			}
 		}
 		if f.err != nil {
-			w("| %d | %s | failed: %s |  |  |  |  |  |  |  |  |\n", f.keys, mode, oneLine(f.err.Error()))
+			w("| %d | %s | failed: %s |  |  |  |  |  |  |  |  |  |\n", f.keys, mode, oneLine(f.err.Error()))
 			continue
 		}
 		n := float64(f.keys)
-		w("| %d | %s | %.0f | %s | %.3f %% (%.0f) | %.1f (%.1f) | %.0f | %.0f MB | %.0f B | %s (%s) | %s |\n",
+		w("| %d | %s | %.0f | %s | %.3f %% (%.0f) | %.1f (%.1f) | %.0f | %.0f MB | %.0f B | %s (%s) | %s | %d |\n",
 			f.keys, mode, f.steady.RPS, perRequest(f.steady.ProxyCPU, f.steady.Requests),
 			100*f.misses/float64(max(f.steady.Requests, 1)), f.misses, f.lookupsPerSecond(), n/600,
 			f.evictions, float64(f.rssKiB)/1024, (float64(f.rssKiB)*1024-60e6)/n,
-			perRequest(f.coldCPU, int64(f.keys)), perRequest(f.warmCPU, int64(f.keys)), f.coldWall.Round(10*time.Millisecond))
+			perRequest(f.coldCPU, int64(f.keys)), perRequest(f.warmCPU, int64(f.keys)), f.coldWall.Round(10*time.Millisecond), f.steady.Failed)
 	}
 	w("\n%s", res.sweepRatios())
 	return sb.String()
