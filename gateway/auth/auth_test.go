@@ -434,3 +434,28 @@ func TestPushedEntriesLiveLongUntilAGap(t *testing.T) {
 		t.Fatal("a lookup that raced a gap was cached")
 	}
 }
+
+// TestShortEntriesRefreshFromHalfTheirLife: without pushes a working key
+// is due for a refresh from at most half of TTL, so that a key requested
+// every 15 s is refreshed before it expires; not before two fifths.
+func TestShortEntriesRefreshFromHalfTheirLife(t *testing.T) {
+	clk := &clock{}
+	c := NewCache(CacheOptions{TTL: 30 * time.Second, Now: clk.now})
+	sums := make([][32]byte, 256)
+	for i := range sums {
+		sums[i] = Sum([]byte(fmt.Sprint("key-", i)))
+		c.Put(&sums[i], &Identity{VendorID: "v"}, c.Generation())
+	}
+	clk.advance(11 * time.Second)
+	for i := range sums {
+		if _, _, refresh := c.Get(&sums[i]); refresh {
+			t.Fatalf("key %d due for a refresh at 11 s of 30", i)
+		}
+	}
+	clk.advance(4 * time.Second)
+	for i := range sums {
+		if _, found, refresh := c.Get(&sums[i]); !found || !refresh {
+			t.Fatalf("key %d at 15 s of 30: found %v, refresh %v", i, found, refresh)
+		}
+	}
+}

@@ -49,10 +49,10 @@ type CacheOptions struct {
 // evict a working key. Lookups by hash take the same path whatever the
 // secret, so its timing says nothing about a key.
 //
-// A working key is due for a refresh (Get says so) during the last eighth
-// to quarter of its life, the point set by its hash so that keys cached
-// together are not refreshed together; the authenticator refreshes it in
-// the background, and requests keep using the entry meanwhile.
+// A working key is due for a refresh (Get says so) before it expires
+// (refreshPoint), the point set by its hash so that keys cached together
+// are not refreshed together; the authenticator refreshes it in the
+// background, and requests keep using the entry meanwhile.
 type Cache struct {
 	pos, neg  cacheTable
 	ttl       int64
@@ -164,11 +164,18 @@ func (c *Cache) Refreshing() { c.refreshes.Add(1) }
 func (c *Cache) Generation() uint64 { return c.gen.Load() }
 
 // refreshPoint is when an entry of sum living from now until expires is
-// due for a refresh: between three quarters and seven eighths of its life,
-// spread by the key's hash.
-func refreshPoint(sum *[32]byte, now, expires int64) int64 {
+// due for a refresh, spread by the key's hash: between three quarters and
+// seven eighths of a long life (pushed: a key requested every minute or so
+// is refreshed once per life, well under PushedTTL's lookups), between two
+// fifths and a half of a short one (TTL: a window of 15 s of 30, so that a
+// key requested every few seconds is refreshed before it expires rather
+// than looked up on the request path).
+func (c *Cache) refreshPoint(sum *[32]byte, now, expires int64) int64 {
 	life := expires - now
-	return now + life/4*3 + life/8*int64(sum[1])/256
+	if life > c.ttl {
+		return now + life/4*3 + life/8*int64(sum[1])/256
+	}
+	return now + life/5*2 + life/10*int64(sum[1])/256
 }
 
 // Put stores id (nil: unknown key) unless an invalidation or a change of
@@ -211,7 +218,7 @@ func (c *Cache) Put(sum *[32]byte, id *Identity, gen uint64) {
 		e = cacheEntry{id: id, expires: now + c.ttl}
 	}
 	if e.refresh == 0 {
-		e.refresh = refreshPoint(sum, now, e.expires)
+		e.refresh = c.refreshPoint(sum, now, e.expires)
 	}
 	_, existed := sh.m[*sum]
 	sh.m[*sum] = e
@@ -300,7 +307,7 @@ func (c *Cache) PushesStopped(lastHeard time.Time) {
 				if e.expires > bound {
 					e.expires = bound
 					if e.refresh != never {
-						e.refresh = min(e.refresh, refreshPoint(&k, now, bound))
+						e.refresh = min(e.refresh, c.refreshPoint(&k, now, bound))
 					}
 					sh.m[k] = e
 				}
