@@ -203,7 +203,7 @@ func (res *results) sweepTable() string {
 		mode := "in-process"
 		if f.row == rowGatewayRedis {
 			mode = "Redis"
-			if f.pushed == 0 {
+			if f.pushed == 0 && f.err == nil {
 				mode += " (invalidations not flowing)"
 			}
 		}
