@@ -85,6 +85,7 @@ type options struct {
 	sweep           []int
 	sweepWarmup     time.Duration
 	sweepDuration   time.Duration
+	sweepPushedTTL  time.Duration
 	args            []string
 }
 
@@ -116,6 +117,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.baselineGateway, "baseline-gateway", "", "another gateway binary (say, main's) measured as one more Redis-limited row, for a before/after in one run")
 	sweep := fs.String("sweep", "", "active key counts of the vendor-count sweep, comma-separated, for example 1000,10000,100000 (\"\": none); with -conns '' -many-conns '' the sweep alone runs and replaces its section of -out")
 	fs.DurationVar(&o.sweepWarmup, "sweep-warmup", 35*time.Second, "unmeasured round-robin load of each sweep cell after its two passes over the keys (past key_cache.ttl)")
+	fs.DurationVar(&o.sweepPushedTTL, "sweep-pushed-ttl", 0, "the gateways' key_cache.pushed_ttl (0: their default, 15m): shorter, so that a sweep sees keys refreshed while invalidations are pushed")
 	fs.DurationVar(&o.sweepDuration, "sweep-duration", 30*time.Second, "measured load of each sweep cell (at least key_cache.ttl, so that a cache without pushes expires each key once in it)")
 	if err := fs.Parse(args); err != nil {
 		return o, err

@@ -196,7 +196,11 @@ func (res *results) sweepTable() string {
 	w("(every key cached), then %s of round-robin load unmeasured and %s measured. \"Waited\" is the\n", o.sweepWarmup, o.sweepDuration)
 	w("requests that waited on a key lookup (the key cache's misses) over all requests; lookups/s counts\n")
 	w("those and the background refreshes (no request waits on one). CPU is the gateway process's, per\n")
-	w("request. Load average after the sweep: %s.\n\n", res.sweepLoadAfter)
+	w("request. Load average after the sweep: %s.\n", res.sweepLoadAfter)
+	if o.sweepPushedTTL > 0 {
+		w("The gateways ran with key_cache.pushed_ttl %s (-sweep-pushed-ttl).\n", o.sweepPushedTTL)
+	}
+	w("\n")
 	w("| active keys | limiter | req/s | CPU per request | waited on a lookup | key lookups/s (keys/600 s) | evictions | RSS | (RSS − 60 MB) / keys | first pass: CPU per request (second pass) | first pass wall | failed |\n")
 	w("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, f := range res.sweep {
