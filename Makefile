@@ -4,7 +4,7 @@ BIN      := bin
 BINARIES := gateway backend vendorctl
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(HOME)/go/bin/staticcheck)
 
-.PHONY: all build run test bench bench-go bench-load lint lint-openapi clean
+.PHONY: all build run test bench bench-go bench-load bench-sweep lint lint-openapi clean
 
 all: build
 
@@ -34,6 +34,12 @@ bench-go:
 # 3b beside this checkout's, measured in the same interleaved run.
 bench-load: build
 	cd bench && $(GO) run ./loadbench $(if $(BASELINE),-baseline $(BASELINE)) $(LOADBENCH_FLAGS)
+
+# The vendor-count sweep alone (about 8 minutes): replaces its section of
+# docs/bench.md. SWEEP=1000,10000 for other counts.
+SWEEP ?= 1000,10000,100000
+bench-sweep: build
+	cd bench && $(GO) run ./loadbench -sweep $(SWEEP) -conns '' -many-conns '' $(LOADBENCH_FLAGS)
 
 lint:
 	@scripts/check-binaries.sh

@@ -200,8 +200,15 @@ type Docs struct {
 type KeyCache struct {
 	// Size is the most entries kept. Default 100000.
 	Size int `yaml:"size" env:"GATEWAY_KEY_CACHE_SIZE"`
-	// TTL of a resolved key. Default 30s: the staleness bound without Redis.
+	// TTL of a resolved key. Default 30s: the staleness bound without Redis,
+	// or while the invalidation subscription is broken.
 	TTL time.Duration `yaml:"ttl" env:"GATEWAY_KEY_CACHE_TTL"`
+	// PushedTTL of a working key cached while the backend's invalidations
+	// reach the gateway through Redis: a revocation drops it at once, so it
+	// lives long, and is refreshed in the background before it expires. A
+	// gap in the subscription shortens it to TTL. Default 15m (also when 0);
+	// at least TTL.
+	PushedTTL time.Duration `yaml:"pushed_ttl" env:"GATEWAY_KEY_CACHE_PUSHED_TTL"`
 	// NegativeTTL of an unknown key. Default 5s.
 	NegativeTTL time.Duration `yaml:"negative_ttl" env:"GATEWAY_KEY_CACHE_NEGATIVE_TTL"`
 	// NegativeSize is the most unknown and revoked keys kept, in a cache of
@@ -242,7 +249,7 @@ func DefaultGateway() *Gateway {
 			Pipeline: true, LeaseMax: 16, LeaseTTL: 2 * time.Second},
 		Limits:        defaultLimits(),
 		FailedKeys:    FailedKeys{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute, MaxTracked: 100_000},
-		KeyCache:      KeyCache{Size: 100000, TTL: 30 * time.Second, NegativeTTL: 5 * time.Second},
+		KeyCache:      KeyCache{Size: 100000, TTL: 30 * time.Second, PushedTTL: 15 * time.Minute, NegativeTTL: 5 * time.Second},
 		Proxy:         Proxy{Timeout: 10 * time.Second, MaxConns: 512, BreakerOpenFor: 5 * time.Second, BreakerFailures: 5, StreamIdleTimeout: 30 * time.Second},
 		MaxBodyBytes:  1 << 20,
 		ShutdownGrace: 15 * time.Second,
@@ -346,6 +353,9 @@ func (c *Gateway) Validate() error {
 	}
 	if c.KeyCache.Size <= 0 || c.KeyCache.TTL <= 0 || c.KeyCache.NegativeTTL <= 0 {
 		add("key_cache: size, ttl and negative_ttl must be positive")
+	}
+	if c.KeyCache.PushedTTL != 0 && c.KeyCache.PushedTTL < c.KeyCache.TTL {
+		add("key_cache.pushed_ttl (%s) must be at least key_cache.ttl (%s)", c.KeyCache.PushedTTL, c.KeyCache.TTL)
 	}
 	if c.KeyCache.NegativeSize < 0 {
 		add("key_cache.negative_size must not be negative (0: a tenth of key_cache.size)")

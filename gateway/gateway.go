@@ -212,12 +212,13 @@ func New(o Options) (_ *Gateway, err error) {
 	// shared with other replicas and read by operators in real minutes.
 	g.usage = usage.New(usage.Options{Store: usageStore, Interval: c.Usage.FlushInterval, OnFlush: g.onUsageFlush})
 	cache := auth.NewCache(auth.CacheOptions{Size: c.KeyCache.Size, NegativeSize: c.KeyCache.NegativeSize,
-		TTL: c.KeyCache.TTL, NegativeTTL: c.KeyCache.NegativeTTL, Now: o.Now})
+		TTL: c.KeyCache.TTL, PushedTTL: c.KeyCache.PushedTTL, NegativeTTL: c.KeyCache.NegativeTTL, Now: o.Now})
 	g.registerKeyCache(cache)
 	if g.subClient != nil {
 		g.subscriber = auth.Subscribe(g.subClient, cache, g.log)
 	}
-	g.auth, err = auth.New(auth.Options{Prefixes: prefixes, Signer: signer, Cache: cache, Lookup: g.lookup, Now: o.Now, Usage: g.usage})
+	g.auth, err = auth.New(auth.Options{Prefixes: prefixes, Signer: signer, Cache: cache, Lookup: g.lookup, Now: o.Now, Usage: g.usage,
+		MaxRefreshes: lookupMaxConns / 4})
 	if err != nil {
 		return nil, err
 	}

@@ -56,6 +56,8 @@ type testBackend struct {
 	addr    string
 	srv     *fasthttp.Server
 	delay   atomic.Int64 // ns, for /slow
+	// hold, when set, holds every key lookup until it is closed.
+	hold atomic.Pointer[chan struct{}]
 	// report, when set, answers the report routes instead (under mu).
 	report fasthttp.RequestHandler
 }
@@ -166,6 +168,9 @@ func (b *testBackend) handle(ctx *fasthttp.RequestCtx) {
 	}
 	if h, ok := strings.CutPrefix(path, wire.KeyLookupPath); ok {
 		b.lookups.Add(1)
+		if h := b.hold.Load(); h != nil {
+			<-*h
+		}
 		b.mu.Lock()
 		r, found := b.keys[h]
 		b.mu.Unlock()

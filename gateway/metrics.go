@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sony/gobreaker/v2"
 
+	"vendorgate/gateway/admin"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/limit"
 )
@@ -75,9 +76,10 @@ func (g *Gateway) onLimiterBreakerOpen(kind limit.FailureKind, why string, reope
 
 // registerKeyCache exports the key cache's counters.
 func (g *Gateway) registerKeyCache(cache *auth.Cache) {
-	g.metrics.RegisterKeyCache(func() (uint64, uint64, uint64, uint64) {
+	g.metrics.RegisterKeyCache(func() admin.KeyCacheCounts {
 		s := cache.Stats()
-		return s.Hits, s.Misses, s.Evictions, s.Invalidations
+		return admin.KeyCacheCounts{Hits: s.Hits, Misses: s.Misses, Refreshes: s.Refreshes, Evictions: s.Evictions,
+			Invalidations: s.Invalidations, Entries: s.Entries, Pushed: cache.Pushed()}
 	})
 }
 

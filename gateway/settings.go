@@ -50,11 +50,7 @@ func compile(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 	if sn.def, err = newTable(rows, ""); err != nil {
 		return nil, err
 	}
-	var prevLayout *limit.Layout
-	if prev != nil {
-		prevLayout = prev.layout
-	}
-	sn.layout = limit.NewLayout(sn.def.Policies, prevLayout)
+	tables := []*limit.Table{sn.def}
 	for _, v := range overriddenVendors(rows) {
 		if sn.overrides == nil {
 			sn.overrides = make(map[string]*limit.Table)
@@ -62,7 +58,14 @@ func compile(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 		if sn.overrides[v], err = newTable(rows, v); err != nil {
 			return nil, err
 		}
+		tables = append(tables, sn.overrides[v])
 	}
+	var prevLayout *limit.Layout
+	if prev != nil {
+		prevLayout = prev.layout
+	}
+	// Keys hold bucket names only for the rows some table checks.
+	sn.layout = limit.LayoutOf(tables, prevLayout)
 	return sn, nil
 }
 

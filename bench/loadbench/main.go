@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -85,8 +86,15 @@ type options struct {
 	realVendors     int
 	realRate        int
 	realDuration    time.Duration
+	sweep           []int
+	sweepWarmup     time.Duration
+	sweepDuration   time.Duration
+	sweepPushedTTL  time.Duration
 	args            []string
 }
+
+// sweepOnly: -sweep without the main table's loads.
+func (o options) sweepOnly() bool { return len(o.sweep) > 0 && len(o.conns)+len(o.manyConns) == 0 }
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
 	o := options{args: args}
@@ -112,8 +120,18 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	pressure := fs.String("pressure", "", "after the table, run the gateway rows without and under CPU pressure, Redis healthy: busy (one more spinning process than cores), quota (the gateway alone at 0.3 CPU, cgroup v1), comma-separated (\"\": none)")
 	fs.StringVar(&o.baselineGateway, "baseline-gateway", "", "another gateway binary (say, main's) measured as one more Redis-limited row, for a before/after in one run")
 	realLimitsFlags(fs, &o)
+	sweep := fs.String("sweep", "", "active key counts of the vendor-count sweep, comma-separated, for example 1000,10000,100000 (\"\": none); with -conns '' -many-conns '' the sweep alone runs and replaces its section of -out")
+	fs.DurationVar(&o.sweepWarmup, "sweep-warmup", 35*time.Second, "unmeasured round-robin load of each sweep cell after its two passes over the keys (past key_cache.ttl)")
+	fs.DurationVar(&o.sweepPushedTTL, "sweep-pushed-ttl", 0, "the gateways' key_cache.pushed_ttl (0: their default, 15m): shorter, so that a sweep sees keys refreshed while invalidations are pushed")
+	fs.DurationVar(&o.sweepDuration, "sweep-duration", 30*time.Second, "measured load of each sweep cell (at least key_cache.ttl, so that a cache without pushes expires each key once in it)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if *sweep != "" {
+		var err error
+		if o.sweep, err = parseCounts("-sweep", *sweep); err != nil {
+			return o, err
+		}
 	}
 	for _, m := range strings.Split(*pressure, ",") {
 		switch m = strings.TrimSpace(m); m {
@@ -131,9 +149,10 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if o.manyConns, err = parseCounts("-many-conns", *manyConns); err != nil {
 		return o, err
 	}
-	if len(o.conns)+len(o.manyConns) == 0 {
+	if len(o.conns)+len(o.manyConns) == 0 && len(o.sweep) == 0 {
 		return o, errors.New("-conns and -many-conns are both empty: nothing to measure")
 	}
+
 	if len(o.manyConns) > 0 && o.manyKeys < 2 {
 		return o, errors.New("-many-keys must be at least 2 (or -many-conns '')")
 	}
@@ -150,6 +169,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.baseline != "" {
 		o.rows = withBaseline(o.rows)
+	}
+	if o.sweepOnly() {
+		o.rows = nil // the sweep starts its own gateways
 	}
 	if o.reps < 1 || o.duration < time.Second {
 		return o, errors.New("-reps must be at least 1 and -duration at least 1s")
@@ -200,6 +222,7 @@ type bench struct {
 	// gateway accepts.
 	one, many, unknown *keySet
 	memKeys            []string
+	sweepKeys          []string // the vendor-count sweep's, the largest count of them
 	flood              *keySet
 	real               *keySet // the vendors of the real-limits load
 	floodVendor        string
@@ -246,6 +269,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := b.setup(); err != nil {
 		return err
 	}
+	if opts.sweepOnly() {
+		return b.sweepAlone(ctx, out, stdout, stderr)
+	}
 	res, err := b.measure(ctx)
 	if err != nil {
 		return err
@@ -262,15 +288,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := b.realLimitsRuns(ctx, res); err != nil {
 		return err
 	}
+	if err := b.sweep(ctx, res); err != nil {
+		return err
+	}
 	res.env = collectEnv(b)
 	res.baseline = b.baselineCommit
-	report := res.markdown()
+	report := res.markdown() + res.sweepTable()
 	if _, err := io.WriteString(stdout, report); err != nil {
 		return err
 	}
 	if out != "" {
 		doc := res.document(report)
 		if old, err := os.ReadFile(out); err == nil {
+			doc = spliceSweep(doc, string(old)) // a run without -sweep keeps the last sweep
 			doc += keptSection(string(old))
 		}
 		if err := os.WriteFile(out, []byte(doc), 0o644); err != nil {
@@ -317,7 +347,7 @@ func (b *bench) setup() error {
 	if err := b.startResponder(); err != nil {
 		return err
 	}
-	if b.has(rowGateway) || len(b.realRows()) > 0 {
+	if b.has(rowGateway) || b.has(rowGatewayRedis) || len(b.realRows()) > 0 || len(b.opts.sweep) > 0 {
 		b.findGateway()
 	}
 	if b.has(rowBaseline) {
@@ -423,6 +453,11 @@ func (b *bench) makeKeys() error {
 	var real []string
 	if b.opts.realLimits {
 		if real, err = gen(b.opts.realVendors); err != nil {
+			return err
+		}
+	}
+	if len(b.opts.sweep) > 0 {
+		if b.sweepKeys, err = gen(slices.Max(b.opts.sweep)); err != nil {
 			return err
 		}
 	}

@@ -42,10 +42,13 @@ func (o options) cells() []cell {
 
 // results is what the report is made of.
 type results struct {
-	opts  options
-	gen   string
-	rows  []*row
-	cells map[string]map[cell]*series
+	opts options
+	// The vendor-count sweep (-sweep): its cells, or why it did not run.
+	sweep                     []sweepFigure
+	sweepNote, sweepLoadAfter string
+	gen                       string
+	rows                      []*row
+	cells                     map[string]map[cell]*series
 	// repsDone counts complete repetitions; cut says why the runs stopped
 	// early, if they did.
 	repsDone int

@@ -176,7 +176,7 @@ func (b *bench) startGatewayConfig(id, bin string, withRedis bool, cfg string) (
 	if err != nil {
 		return nil, err
 	}
-	p, err := childproc.Start(b.dir, id, []string{
+	env := []string{
 		"GATEWAY_LISTEN=" + addr,
 		"GATEWAY_ADMIN_LISTEN=" + admin,
 		"GATEWAY_BACKEND_URL=http://" + b.backendAddr,
@@ -186,7 +186,11 @@ func (b *bench) startGatewayConfig(id, bin string, withRedis bool, cfg string) (
 		"GATEWAY_LOG_LEVEL=warn",
 		"GATEWAY_MAX_CONNS_PER_PEER=100000", // the load comes from one loopback address
 		"GATEWAY_MAX_NEW_CONNS_PER_PEER=100000",
-	}, bin, "-config", cfgPath)
+	}
+	if b.opts.sweepPushedTTL > 0 {
+		env = append(env, "GATEWAY_KEY_CACHE_PUSHED_TTL="+b.opts.sweepPushedTTL.String())
+	}
+	p, err := childproc.Start(b.dir, id, env, bin, "-config", cfgPath)
 	if err != nil {
 		r.stop()
 		r.skip = err.Error()

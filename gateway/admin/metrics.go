@@ -157,24 +157,54 @@ func NewMetrics(routes []string) *Metrics {
 	return m
 }
 
+// KeyCacheCounts are the key cache's counters and state.
+type KeyCacheCounts struct {
+	// Misses are requests that waited for a key lookup, Refreshes lookups
+	// made in the background (no request waited).
+	Hits, Misses, Refreshes, Evictions, Invalidations uint64
+	Entries                                           int
+	// Pushed: invalidations reach the cache (working keys kept long).
+	Pushed bool
+}
+
 // KeyCacheStats reads the key cache's counters.
-type KeyCacheStats func() (hits, misses, evictions, invalidations uint64)
+type KeyCacheStats func() KeyCacheCounts
 
 // RegisterKeyCache exports the key cache's own counters: the cache counts
 // with atomics and Prometheus reads them only when scraped.
 func (m *Metrics) RegisterKeyCache(stats KeyCacheStats) {
-	pick := func(i int) func() float64 {
-		return func() float64 {
-			h, mi, e, inv := stats()
-			return float64([]uint64{h, mi, e, inv}[i])
-		}
+	get := []func(KeyCacheCounts) uint64{
+		func(c KeyCacheCounts) uint64 { return c.Hits },
+		func(c KeyCacheCounts) uint64 { return c.Misses },
+		func(c KeyCacheCounts) uint64 { return c.Refreshes },
+		func(c KeyCacheCounts) uint64 { return c.Evictions },
+		func(c KeyCacheCounts) uint64 { return c.Invalidations },
 	}
-	for i, name := range []string{"hits", "misses", "evictions", "invalidations"} {
+	help := []string{"Key cache hits.",
+		"Key cache misses: requests that waited for a key lookup.",
+		"Key lookups made in the background to refresh a cached key before it expires (no request waits for them).",
+		"Key cache evictions.",
+		"Key cache invalidations."}
+	for i, name := range []string{"hits", "misses", "refreshes", "evictions", "invalidations"} {
+		get := get[i]
 		m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "vendorgate_gateway_key_cache_" + name + "_total",
-			Help: "Key cache " + name + ".",
-		}, pick(i)))
+			Help: help[i],
+		}, func() float64 { return float64(get(stats())) }))
 	}
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "vendorgate_gateway_key_cache_entries",
+		Help: "Working keys in the key cache.",
+	}, func() float64 { return float64(stats().Entries) }))
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "vendorgate_gateway_key_cache_pushed",
+		Help: "1 while the backend's key invalidations reach the gateway (cached keys live key_cache.pushed_ttl), 0 otherwise (key_cache.ttl).",
+	}, func() float64 {
+		if stats().Pushed {
+			return 1
+		}
+		return 0
+	}))
 }
 
 // Request counts one answered request.

@@ -83,7 +83,16 @@ type Options struct {
 	// Usage hands each resolved identity its vendor's usage counter; nil
 	// counts nothing.
 	Usage *usage.Recorder
+	// MaxRefreshes bounds the background refreshes in flight (lookups no
+	// request waits for), so that they leave the lookup pool to the
+	// requests that miss. Default 16.
+	MaxRefreshes int
 }
+
+// refreshRetry is how long a working key whose refresh failed is served
+// before a request tries to refresh it again (it expires meanwhile as it
+// would have).
+const refreshRetry = time.Second
 
 // Authenticator resolves keys.
 type Authenticator struct {
@@ -98,8 +107,12 @@ type Authenticator struct {
 	// cache entry expires, every request presenting it misses at once: one
 	// lookup answers them all, instead of a burst that fills the lookup
 	// pool (its failures would trip the lookup breaker and answer 503).
-	flightMu sync.Mutex
-	flights  map[[32]byte]*flight
+	// A background refresh is a flight too: a request that misses the
+	// same key meanwhile joins it, and a key is refreshed once at a time.
+	flightMu     sync.Mutex
+	flights      map[[32]byte]*flight
+	refreshing   int // refreshes in flight (under flightMu)
+	maxRefreshes int
 }
 
 // flight is one lookup in progress; done closes when id and err are set.
@@ -122,8 +135,11 @@ func New(o Options) (*Authenticator, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.MaxRefreshes <= 0 {
+		o.MaxRefreshes = 16
+	}
 	return &Authenticator{prefixes: o.Prefixes, signer: o.Signer, cache: o.Cache, lookup: o.Lookup, now: o.Now, usage: o.Usage,
-		flights: make(map[[32]byte]*flight)}, nil
+		flights: make(map[[32]byte]*flight), maxRefreshes: o.MaxRefreshes}, nil
 }
 
 // Cache is the authenticator's cache, for invalidation.
@@ -165,7 +181,10 @@ func (a *Authenticator) Authenticate(raw []byte, sum *[32]byte) (*Identity, erro
 	// The cache first: it holds only keys whose MAC verified when they were
 	// looked up (sum is the SHA-256 of the whole key), so a hit needs no
 	// HMAC again, the cost of every request of every working key.
-	id, found := a.cache.Get(sum)
+	id, found, refresh := a.cache.Get(sum)
+	if refresh {
+		a.refresh(sum, id)
+	}
 	if !found {
 		// A key we did not sign is refused here: it is never cached, so a
 		// flood of random keys neither reaches the backend nor evicts real
@@ -209,7 +228,7 @@ func (a *Authenticator) resolve(sum *[32]byte) (*Identity, error) {
 	f := &flight{gen: gen, done: make(chan struct{})}
 	a.flights[*sum] = f
 	a.flightMu.Unlock()
-	f.id, f.err = a.resolveOnce(sum, gen)
+	f.id, f.err = a.resolveOnce(sum, gen, nil)
 	a.flightMu.Lock()
 	if a.flights[*sum] == f {
 		delete(a.flights, *sum)
@@ -219,7 +238,49 @@ func (a *Authenticator) resolve(sum *[32]byte) (*Identity, error) {
 	return f.id, f.err
 }
 
-func (a *Authenticator) resolveOnce(sum *[32]byte, gen uint64) (*Identity, error) {
+// refresh looks sum, cached as old and due for a refresh, up again in the
+// background: the request goes on with old. Nothing happens while a lookup
+// of the key is in flight already, or while MaxRefreshes are (a later
+// request of the key starts it, while the entry lives).
+func (a *Authenticator) refresh(sum *[32]byte, old *Identity) {
+	gen := a.cache.Generation()
+	a.flightMu.Lock()
+	if _, ok := a.flights[*sum]; ok || a.refreshing >= a.maxRefreshes {
+		a.flightMu.Unlock()
+		return
+	}
+	key := *sum
+	f := &flight{gen: gen, done: make(chan struct{})}
+	a.flights[key] = f
+	a.refreshing++
+	a.flightMu.Unlock()
+	a.cache.Refreshing()
+	go func() {
+		f.id, f.err = a.resolveOnce(&key, gen, old)
+		if f.err != nil {
+			a.cache.Postpone(&key, refreshRetry)
+		}
+		a.flightMu.Lock()
+		if a.flights[key] == f {
+			delete(a.flights, key)
+		}
+		a.refreshing--
+		a.flightMu.Unlock()
+		close(f.done)
+	}()
+}
+
+// RefreshesInFlight is the number of background refreshes running.
+func (a *Authenticator) RefreshesInFlight() int {
+	a.flightMu.Lock()
+	defer a.flightMu.Unlock()
+	return a.refreshing
+}
+
+// resolveOnce looks sum up and caches the answer. old, when set, is the
+// identity cached before: it is kept when the answer says the same, so
+// that its bucket names are not built again.
+func (a *Authenticator) resolveOnce(sum *[32]byte, gen uint64, old *Identity) (*Identity, error) {
 	var h [64]byte
 	hex.Encode(h[:], sum[:])
 	res, err := a.lookup.Lookup(string(h[:]))
@@ -230,18 +291,38 @@ func (a *Authenticator) resolveOnce(sum *[32]byte, gen uint64) (*Identity, error
 	if res != nil {
 		id = identityOf(res)
 		id.Usage = a.usage.For(id.VendorID)
+		if old != nil && old.same(id) {
+			id = old
+		}
 	}
 	a.cache.Put(sum, id, gen)
 	return id, nil
+}
+
+// same reports whether id says what o says.
+func (id *Identity) same(o *Identity) bool {
+	return id.KeyID == o.KeyID && id.VendorID == o.VendorID && id.Environment == o.Environment && id.Status == o.Status &&
+		id.ExpiresAt.Equal(o.ExpiresAt) && id.Revoked == o.Revoked && id.Usage == o.Usage
 }
 
 func identityOf(r *wire.KeyResolution) *Identity {
 	return &Identity{
 		KeyID:       r.KeyID,
 		VendorID:    r.VendorID,
-		Environment: r.Environment,
-		Status:      r.Vendor.Status,
+		Environment: intern(r.Environment, apikey.Sandbox, apikey.Live),
+		Status:      intern(r.Vendor.Status, wire.VendorApproved, wire.VendorPending, wire.VendorSuspended),
 		ExpiresAt:   r.ExpiresAt,
 		Revoked:     r.RevokedAt != nil,
 	}
+}
+
+// intern returns the one of known that equals s, else s: a cached
+// identity then holds no copy of its environment and status of its own.
+func intern(s string, known ...string) string {
+	for _, k := range known {
+		if s == k {
+			return k
+		}
+	}
+	return s
 }

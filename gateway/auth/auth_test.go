@@ -114,7 +114,7 @@ func TestLookupRacingInvalidationIsNotCached(t *testing.T) {
 	gen := c.Generation()
 	c.InvalidateVendor("v1") // the revocation lands while the lookup is in flight
 	c.Put(&sum, &Identity{VendorID: "v1"}, gen)
-	if _, found := c.Get(&sum); found {
+	if _, found, _ := c.Get(&sum); found {
 		t.Fatal("a stale lookup was cached")
 	}
 }
@@ -183,7 +183,7 @@ func TestNegativeEntriesNeverEvictWorkingKeys(t *testing.T) {
 		c.Put(&sum, id, c.Generation())
 	}
 	for i := range good {
-		if id, found := c.Get(&good[i]); !found || id == nil {
+		if id, found, _ := c.Get(&good[i]); !found || id == nil {
 			t.Fatalf("working key %d evicted by negative entries", i)
 		}
 	}
@@ -192,7 +192,7 @@ func TestNegativeEntriesNeverEvictWorkingKeys(t *testing.T) {
 	}
 	// A revocation moves the key to the negative table.
 	c.Put(&good[0], &Identity{VendorID: "v1", Revoked: true}, c.Generation())
-	if id, found := c.Get(&good[0]); !found || id == nil || !id.Revoked {
+	if id, found, _ := c.Get(&good[0]); !found || id == nil || !id.Revoked {
 		t.Fatalf("revoked key: %+v %v", id, found)
 	}
 	if s := c.Stats(); s.Entries != len(good)-1 {
@@ -355,5 +355,107 @@ func TestBucketsFollowTheLayout(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { id.Buckets(l2) }); n != 0 {
 		t.Fatalf("%v allocations per request once built", n)
+	}
+}
+
+// TestCacheHoldsItsSize: a cache of size N holds N distinct keys, however
+// they hash, and evicts only past N (the bound is the table's, not each
+// shard's).
+func TestCacheHoldsItsSize(t *testing.T) {
+	const n = 10000
+	c := NewCache(CacheOptions{Size: n})
+	sums := make([][32]byte, n)
+	for i := range sums {
+		sums[i] = Sum([]byte(fmt.Sprint("key-", i)))
+		c.Put(&sums[i], &Identity{VendorID: fmt.Sprint("v", i)}, c.Generation())
+	}
+	if s := c.Stats(); s.Entries != n || s.Evictions != 0 {
+		t.Fatalf("%d keys in a cache of %d: %+v", n, n, s)
+	}
+	for i := range sums {
+		if _, found, _ := c.Get(&sums[i]); !found {
+			t.Fatalf("key %d evicted", i)
+		}
+	}
+	extra := Sum([]byte("one more"))
+	c.Put(&extra, &Identity{VendorID: "v"}, c.Generation())
+	if s := c.Stats(); s.Entries != n || s.Evictions != 1 {
+		t.Fatalf("one key past the size: %+v", s)
+	}
+	if _, found, _ := c.Get(&extra); !found {
+		t.Fatal("the key just stored was the one evicted")
+	}
+}
+
+// clock is a settable time for the cache.
+type clock struct{ ns atomic.Int64 }
+
+func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// TestPushedEntriesLiveLongUntilAGap: while pushes flow a working key lives
+// PushedTTL, and is due for a refresh only in the last quarter of it; a gap
+// shortens it to TTL from the last moment pushes were heard.
+func TestPushedEntriesLiveLongUntilAGap(t *testing.T) {
+	clk := &clock{}
+	clk.ns.Store(time.Hour.Nanoseconds())
+	c := NewCache(CacheOptions{TTL: 30 * time.Second, PushedTTL: 10 * time.Minute, Now: clk.now})
+	a, b := Sum([]byte("a")), Sum([]byte("b"))
+	c.Put(&a, &Identity{VendorID: "v"}, c.Generation()) // no pushes yet: TTL
+	c.PushesFlowing()
+	c.Put(&b, &Identity{VendorID: "v"}, c.Generation())
+	clk.advance(time.Minute)
+	if _, found, _ := c.Get(&a); found {
+		t.Fatal("a key stored before pushes flowed outlived TTL")
+	}
+	if _, found, refresh := c.Get(&b); !found || refresh {
+		t.Fatalf("pushed key after a minute: found %v, refresh %v", found, refresh)
+	}
+	clk.advance(7*time.Minute + 30*time.Second) // 8.5 of 10 minutes
+	if _, found, refresh := c.Get(&b); !found || !refresh {
+		t.Fatalf("pushed key at 85%% of its life: found %v, refresh %v", found, refresh)
+	}
+	lastHeard := clk.now()
+	clk.advance(2 * time.Second)
+	c.PushesStopped(lastHeard)
+	if _, found, _ := c.Get(&b); !found {
+		t.Fatal("a gap dropped a key at once instead of keeping it TTL from the last push")
+	}
+	clk.advance(29 * time.Second)
+	if _, found, _ := c.Get(&b); found {
+		t.Fatal("a key outlived TTL after the pushes stopped")
+	}
+	// A lookup that started while pushes flowed is not stored after a gap.
+	c.PushesFlowing()
+	gen := c.Generation()
+	c.PushesStopped(clk.now())
+	c.Put(&a, &Identity{VendorID: "v"}, gen)
+	if _, found, _ := c.Get(&a); found {
+		t.Fatal("a lookup that raced a gap was cached")
+	}
+}
+
+// TestShortEntriesRefreshFromHalfTheirLife: without pushes a working key
+// is due for a refresh from at most half of TTL, so that a key requested
+// every 15 s is refreshed before it expires; not before two fifths.
+func TestShortEntriesRefreshFromHalfTheirLife(t *testing.T) {
+	clk := &clock{}
+	c := NewCache(CacheOptions{TTL: 30 * time.Second, Now: clk.now})
+	sums := make([][32]byte, 256)
+	for i := range sums {
+		sums[i] = Sum([]byte(fmt.Sprint("key-", i)))
+		c.Put(&sums[i], &Identity{VendorID: "v"}, c.Generation())
+	}
+	clk.advance(11 * time.Second)
+	for i := range sums {
+		if _, _, refresh := c.Get(&sums[i]); refresh {
+			t.Fatalf("key %d due for a refresh at 11 s of 30", i)
+		}
+	}
+	clk.advance(4 * time.Second)
+	for i := range sums {
+		if _, found, refresh := c.Get(&sums[i]); !found || !refresh {
+			t.Fatalf("key %d at 15 s of 30: found %v, refresh %v", i, found, refresh)
+		}
 	}
 }

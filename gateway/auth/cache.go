@@ -1,25 +1,40 @@
 package auth
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // cacheShards spreads entries over locks; a key's SHA-256 picks its shard.
+// The bound is on the whole table, not per shard: keys hash unevenly.
 const cacheShards = 64
+
+// evictionSample is how many entries eviction looks at to pick one.
+const evictionSample = 8
+
+// never is the refresh time of an entry that is never refreshed.
+const never = math.MaxInt64
 
 // CacheOptions bounds the key cache.
 type CacheOptions struct {
-	// Size is the most working keys (and expired ones) kept. Default 100000.
+	// Size is the most working keys (and expired ones) kept: a cache of
+	// size N holds N keys before it evicts one. Default 100000.
 	Size int
 	// NegativeSize is the most unknown and revoked keys kept. They live in a
 	// table of their own, so that a flood of them never evicts a working
 	// key. Default a tenth of Size (at least cacheShards).
 	NegativeSize int
-	// TTL of a resolved key. Default 30s: without Redis invalidation it is
-	// the bound on how long a revocation can go unseen.
+	// TTL of a resolved key while the backend's invalidations do not reach
+	// the cache (no Redis, or the subscription broken). Default 30s: the
+	// bound on how long a revocation can go unseen.
 	TTL time.Duration
+	// PushedTTL of a working key stored while invalidations reach the cache
+	// (PushesFlowing): a revocation drops it at once, so it may live long.
+	// A gap in the pushes shortens it to TTL from the gap's start. Default
+	// 15m; never shorter than TTL.
+	PushedTTL time.Duration
 	// NegativeTTL of an unknown key. Default 5s: long enough to shield the
 	// backend from a flood of one bad key, short enough that a new key
 	// works at once.
@@ -33,21 +48,31 @@ type CacheOptions struct {
 // are kept in two tables, each bounded, so that negative entries never
 // evict a working key. Lookups by hash take the same path whatever the
 // secret, so its timing says nothing about a key.
+//
+// A working key is due for a refresh (Get says so) before it expires
+// (refreshPoint), the point set by its hash so that keys cached together
+// are not refreshed together; the authenticator refreshes it in the
+// background, and requests keep using the entry meanwhile.
 type Cache struct {
-	pos, neg cacheTable
-	ttl      int64
-	negTTL   int64
-	now      func() time.Time
-	// gen counts invalidations: a lookup that started before one must not
-	// cache what it read.
-	gen           atomic.Uint64
+	pos, neg  cacheTable
+	ttl       int64
+	pushedTTL int64
+	negTTL    int64
+	now       func() time.Time
+	// gen counts invalidations and changes of the push state: a lookup
+	// that started before one must not cache what it read.
+	gen atomic.Uint64
+	// pushes is whether invalidations reach the cache (PushesFlowing).
+	pushes        atomic.Bool
 	invalidations atomic.Uint64
+	refreshes     atomic.Uint64
 }
 
 // cacheTable is one bounded table of entries, spread over locks.
 type cacheTable struct {
-	shards   [cacheShards]cacheShard
-	perShard int
+	shards [cacheShards]cacheShard
+	size   int64
+	count  atomic.Int64
 }
 
 type cacheShard struct {
@@ -62,12 +87,14 @@ type cacheShard struct {
 type cacheEntry struct {
 	id      *Identity // nil: the key is unknown
 	expires int64     // unix ns
+	refresh int64     // unix ns from which a request starts a refresh; never for negative entries
 }
 
 // negative reports whether id belongs in the negative table.
 func negative(id *Identity) bool { return id == nil || id.Revoked }
 
-// NewCache returns an empty cache.
+// NewCache returns an empty cache. Invalidations count as not pushed until
+// PushesFlowing.
 func NewCache(o CacheOptions) *Cache {
 	if o.Size <= 0 {
 		o.Size = 100000
@@ -78,20 +105,24 @@ func NewCache(o CacheOptions) *Cache {
 	if o.TTL <= 0 {
 		o.TTL = 30 * time.Second
 	}
+	if o.PushedTTL <= 0 {
+		o.PushedTTL = 15 * time.Minute
+	}
+	o.PushedTTL = max(o.PushedTTL, o.TTL)
 	if o.NegativeTTL <= 0 {
 		o.NegativeTTL = 5 * time.Second
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	c := &Cache{ttl: int64(o.TTL), negTTL: int64(o.NegativeTTL), now: o.Now}
+	c := &Cache{ttl: int64(o.TTL), pushedTTL: int64(o.PushedTTL), negTTL: int64(o.NegativeTTL), now: o.Now}
 	c.pos.init(o.Size)
 	c.neg.init(o.NegativeSize)
 	return c
 }
 
 func (t *cacheTable) init(size int) {
-	t.perShard = max(1, size/cacheShards)
+	t.size = int64(size)
 	for i := range t.shards {
 		t.shards[i].m = make(map[[32]byte]cacheEntry)
 	}
@@ -100,10 +131,11 @@ func (t *cacheTable) init(size int) {
 func (t *cacheTable) shard(sum *[32]byte) *cacheShard { return &t.shards[sum[0]%cacheShards] }
 
 // Get returns the entry for sum. found is false on a miss or an expired
-// entry; id is nil for an unknown key. It counts hits; the caller counts a
+// entry; id is nil for an unknown key. refresh is true when the entry, a
+// working key, is due for a refresh. It counts hits; the caller counts a
 // miss with Missed once the key is worth a lookup (a key that fails its MAC
 // is no miss of this cache).
-func (c *Cache) Get(sum *[32]byte) (id *Identity, found bool) {
+func (c *Cache) Get(sum *[32]byte) (id *Identity, found, refresh bool) {
 	now := c.now().UnixNano()
 	sh := c.pos.shard(sum)
 	sh.mu.RLock()
@@ -116,64 +148,177 @@ func (c *Cache) Get(sum *[32]byte) (id *Identity, found bool) {
 		nsh.mu.RUnlock()
 	}
 	if !ok || e.expires <= now {
-		return nil, false
+		return nil, false, false
 	}
 	sh.hits.Add(1)
-	return e.id, true
+	return e.id, true, e.refresh <= now
 }
 
 // Missed counts a miss of sum.
 func (c *Cache) Missed(sum *[32]byte) { c.pos.shard(sum).misses.Add(1) }
 
+// Refreshing counts a refresh started (a lookup no request waits for).
+func (c *Cache) Refreshing() { c.refreshes.Add(1) }
+
 // Generation is read before a lookup and handed to Put.
 func (c *Cache) Generation() uint64 { return c.gen.Load() }
 
-// Put stores id (nil: unknown key) unless an invalidation happened since gen
-// was read, so that a lookup racing a revocation does not cache the old
-// answer. Unknown and revoked keys go to the negative table.
+// refreshPoint is when an entry of sum living from now until expires is
+// due for a refresh, spread by the key's hash: between three quarters and
+// seven eighths of a long life (pushed: a key requested every minute or so
+// is refreshed once per life, well under PushedTTL's lookups), between two
+// fifths and a half of a short one (TTL: a window of 15 s of 30, so that a
+// key requested every few seconds is refreshed before it expires rather
+// than looked up on the request path).
+func (c *Cache) refreshPoint(sum *[32]byte, now, expires int64) int64 {
+	life := expires - now
+	if life > c.ttl {
+		return now + life/4*3 + life/8*int64(sum[1])/256
+	}
+	return now + life/5*2 + life/10*int64(sum[1])/256
+}
+
+// Put stores id (nil: unknown key) unless an invalidation or a change of
+// the push state happened since gen was read, so that a lookup racing a
+// revocation does not cache the old answer. Unknown and revoked keys go to
+// the negative table.
 func (c *Cache) Put(sum *[32]byte, id *Identity, gen uint64) {
-	ttl, into, other := c.ttl, &c.pos, &c.neg
+	now := c.now().UnixNano()
+	into, other := &c.pos, &c.neg
 	if negative(id) {
 		into, other = &c.neg, &c.pos
-		if id == nil {
-			ttl = c.negTTL
-		}
 	}
-	now := c.now().UnixNano()
 	// A key that moved between tables (revoked since it was cached) leaves
 	// the other one; the two locks are never held together.
 	osh := other.shard(sum)
 	osh.mu.Lock()
-	delete(osh.m, *sum)
+	if _, ok := osh.m[*sum]; ok {
+		delete(osh.m, *sum)
+		other.count.Add(-1)
+	}
 	osh.mu.Unlock()
 	sh := into.shard(sum)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	if c.gen.Load() != gen {
+		sh.mu.Unlock()
 		return
 	}
-	if _, ok := sh.m[*sum]; !ok && len(sh.m) >= into.perShard {
-		sh.evictOne(now)
+	// Read under the lock, after gen: a gap that starts after this point
+	// shortens this entry too (PushesStopped walks the shards after
+	// changing gen).
+	var e cacheEntry
+	switch {
+	case id == nil:
+		e = cacheEntry{expires: now + c.negTTL, refresh: never}
+	case id.Revoked:
+		e = cacheEntry{id: id, expires: now + c.ttl, refresh: never}
+	case c.pushes.Load():
+		e = cacheEntry{id: id, expires: now + c.pushedTTL}
+	default:
+		e = cacheEntry{id: id, expires: now + c.ttl}
 	}
-	sh.m[*sum] = cacheEntry{id: id, expires: now + ttl}
+	if e.refresh == 0 {
+		e.refresh = c.refreshPoint(sum, now, e.expires)
+	}
+	_, existed := sh.m[*sum]
+	sh.m[*sum] = e
+	sh.mu.Unlock()
+	if !existed && into.count.Add(1) > into.size {
+		into.evictOne(sum, now)
+	}
 }
 
-// evictOne removes an expired entry if one of the first few looked at is,
-// else an arbitrary one (map order is random): bounded memory without an
-// LRU list on the hot path.
-func (sh *cacheShard) evictOne(now int64) {
-	var victim [32]byte
-	n := 0
-	for k, e := range sh.m {
-		victim = k
-		if e.expires <= now || n >= 8 {
-			break
+// evictOne removes one entry other than keep: an expired one if one of the
+// first few looked at is, else the one of them that expires first (map
+// order is random: a sample, without an LRU list on the hot path). It
+// starts at keep's shard and moves on while a shard has nothing else.
+func (t *cacheTable) evictOne(keep *[32]byte, now int64) {
+	start := int(keep[0] % cacheShards)
+	for i := 0; i < cacheShards; i++ {
+		sh := &t.shards[(start+i)%cacheShards]
+		sh.mu.Lock()
+		var victim [32]byte
+		found := false
+		soonest := int64(math.MaxInt64)
+		n := 0
+		for k, e := range sh.m {
+			if k == *keep {
+				continue
+			}
+			if e.expires < soonest {
+				victim, soonest, found = k, e.expires, true
+			}
+			if e.expires <= now {
+				break
+			}
+			if n++; n >= evictionSample {
+				break
+			}
 		}
-		n++
+		if found {
+			delete(sh.m, victim)
+			t.count.Add(-1)
+			sh.evictions.Add(1)
+		}
+		sh.mu.Unlock()
+		if found {
+			return
+		}
 	}
-	delete(sh.m, victim)
-	sh.evictions.Add(1)
 }
+
+// Postpone moves the refresh of sum's working entry to at least d from now,
+// after a refresh failed: the entry serves until it expires, and requests
+// meanwhile do not retry the lookup each.
+func (c *Cache) Postpone(sum *[32]byte, d time.Duration) {
+	at := c.now().UnixNano() + int64(d)
+	sh := c.pos.shard(sum)
+	sh.mu.Lock()
+	if e, ok := sh.m[*sum]; ok && e.refresh < at {
+		e.refresh = at
+		sh.m[*sum] = e
+	}
+	sh.mu.Unlock()
+}
+
+// PushesFlowing says that the backend's invalidations reach the cache from
+// now on: working keys stored from now live PushedTTL. Entries stored
+// before keep their expiry (TTL), since pushes may have been missed.
+func (c *Cache) PushesFlowing() {
+	c.gen.Add(1) // a lookup that started before must not be stored for long
+	c.pushes.Store(true)
+}
+
+// PushesStopped says that invalidations may have been missed since
+// lastHeard, the last time the subscription was known to work: every
+// entry expires at most TTL after it (its refresh is due at once for an
+// entry older than that bound allows), as if the cache had never had
+// pushes.
+func (c *Cache) PushesStopped(lastHeard time.Time) {
+	c.pushes.Store(false)
+	c.gen.Add(1)
+	now := c.now().UnixNano()
+	bound := lastHeard.UnixNano() + c.ttl
+	for _, t := range []*cacheTable{&c.pos, &c.neg} {
+		for i := range t.shards {
+			sh := &t.shards[i]
+			sh.mu.Lock()
+			for k, e := range sh.m {
+				if e.expires > bound {
+					e.expires = bound
+					if e.refresh != never {
+						e.refresh = min(e.refresh, c.refreshPoint(&k, now, bound))
+					}
+					sh.m[k] = e
+				}
+			}
+			sh.mu.Unlock()
+		}
+	}
+}
+
+// Pushed reports whether invalidations reach the cache.
+func (c *Cache) Pushed() bool { return c.pushes.Load() }
 
 // InvalidateKey drops the entry of one key hash.
 func (c *Cache) InvalidateKey(sum *[32]byte) {
@@ -183,6 +328,7 @@ func (c *Cache) InvalidateKey(sum *[32]byte) {
 		sh.mu.Lock()
 		if _, ok := sh.m[*sum]; ok {
 			delete(sh.m, *sum)
+			t.count.Add(-1)
 			c.invalidations.Add(1)
 		}
 		sh.mu.Unlock()
@@ -200,6 +346,7 @@ func (c *Cache) InvalidateVendor(vendorID string) {
 			for k, e := range sh.m {
 				if e.id != nil && e.id.VendorID == vendorID {
 					delete(sh.m, k)
+					t.count.Add(-1)
 					c.invalidations.Add(1)
 				}
 			}
@@ -208,8 +355,7 @@ func (c *Cache) InvalidateVendor(vendorID string) {
 	}
 }
 
-// Purge drops everything, for when invalidations may have been missed (the
-// subscription was re-established).
+// Purge drops everything.
 func (c *Cache) Purge() {
 	c.gen.Add(1)
 	for _, t := range []*cacheTable{&c.pos, &c.neg} {
@@ -218,6 +364,7 @@ func (c *Cache) Purge() {
 			sh.mu.Lock()
 			n := len(sh.m)
 			clear(sh.m)
+			t.count.Add(-int64(n))
 			sh.mu.Unlock()
 			c.invalidations.Add(uint64(n))
 		}
@@ -226,29 +373,26 @@ func (c *Cache) Purge() {
 
 // Stats are the cache's counters since start, for metrics. Entries counts
 // working keys, NegativeEntries unknown and revoked ones; Evictions both.
+// Misses are requests that waited for a lookup, Refreshes lookups no
+// request waited for.
 type Stats struct {
-	Hits, Misses, Evictions, Invalidations uint64
-	Entries, NegativeEntries               int
+	Hits, Misses, Refreshes, Evictions, Invalidations uint64
+	Entries, NegativeEntries                          int
 }
 
 // Stats sums the shards' counters.
 func (c *Cache) Stats() Stats {
 	var s Stats
-	for ti, t := range []*cacheTable{&c.pos, &c.neg} {
+	for _, t := range []*cacheTable{&c.pos, &c.neg} {
 		for i := range t.shards {
 			sh := &t.shards[i]
 			s.Hits += sh.hits.Load()
 			s.Misses += sh.misses.Load()
 			s.Evictions += sh.evictions.Load()
-			sh.mu.RLock()
-			if ti == 0 {
-				s.Entries += len(sh.m)
-			} else {
-				s.NegativeEntries += len(sh.m)
-			}
-			sh.mu.RUnlock()
 		}
 	}
+	s.Entries, s.NegativeEntries = int(c.pos.count.Load()), int(c.neg.count.Load())
+	s.Refreshes = c.refreshes.Load()
 	s.Invalidations = c.invalidations.Load()
 	return s
 }

@@ -58,6 +58,9 @@ type Layout struct {
 type layoutRow struct {
 	scope  Scope
 	suffix string // the bucket's name after the vendor's tag (and key id)
+	// unnamed: no table of the load checks the row, so keys hold no
+	// bucket name for it (LayoutOf).
+	unnamed bool
 }
 
 // NewLayout returns the layout of rows; prev when it is the same, so that
@@ -72,6 +75,27 @@ func NewLayout(rows []Policy, prev *Layout) *Layout {
 			suffix = strings.TrimPrefix(suffix, "key-")
 		}
 		l.rows[i] = layoutRow{scope: p.Scope, suffix: suffix}
+	}
+	if prev != nil && equalRows(prev.rows, l.rows) {
+		return prev
+	}
+	return l
+}
+
+// LayoutOf is the layout of tables compiled from the same rows (a load's
+// defaults and each override; at least one): only the rows some table
+// checks get bucket names, so that a key holds none for a policy off
+// everywhere (the per-key rows, by default). prev is returned when it is
+// the same.
+func LayoutOf(tables []*Table, prev *Layout) *Layout {
+	rows := tables[0].Policies
+	l := NewLayout(rows, nil)
+	for i := range l.rows {
+		checked := false
+		for _, t := range tables {
+			checked = checked || t.Policies[i].valid()
+		}
+		l.rows[i].unnamed = !checked
 	}
 	if prev != nil && equalRows(prev.rows, l.rows) {
 		return prev
@@ -96,24 +120,57 @@ type Bucket struct {
 	Key, Twin string
 }
 
-// Buckets are one key's bucket names under Layout, by policy index.
+// Buckets are one key's bucket names under Layout, by policy index (up to
+// the last row named; an unnamed row's names are empty).
 type Buckets struct {
 	Layout *Layout
-	Names  [MaxPolicies]Bucket
+	Names  []Bucket
 }
 
 // Buckets builds the bucket names of a key: every bucket of a vendor shares
 // the hash tag {v:<vendor_id>}, so that a Redis Cluster keeps one request's
-// buckets in one slot.
+// buckets in one slot. The names are substrings of one string ("name:twin"
+// for each row, the twin's name ending where the row's is followed by
+// ":twin"): one allocation per key, not two per row.
 func (l *Layout) Buckets(vendorID, keyID string) *Buckets {
-	b := &Buckets{Layout: l}
+	const twin = ":twin"
 	tag := "vg:{v:" + vendorID + "}:"
+	n, rows := 0, 0
 	for i, r := range l.rows {
-		name := tag + r.suffix
-		if r.scope == PerKey {
-			name = tag + "k:" + keyID + ":" + r.suffix
+		if r.unnamed {
+			continue
 		}
-		b.Names[i] = Bucket{Key: name, Twin: name + ":twin"}
+		rows = i + 1
+		n += len(tag) + len(r.suffix) + len(twin)
+		if r.scope == PerKey {
+			n += len("k:") + len(keyID) + len(":")
+		}
+	}
+	var sb strings.Builder
+	sb.Grow(n)
+	var ends [MaxPolicies][2]int
+	for i, r := range l.rows[:rows] {
+		if r.unnamed {
+			continue
+		}
+		start := sb.Len()
+		sb.WriteString(tag)
+		if r.scope == PerKey {
+			sb.WriteString("k:")
+			sb.WriteString(keyID)
+			sb.WriteString(":")
+		}
+		sb.WriteString(r.suffix)
+		ends[i] = [2]int{start, sb.Len()}
+		sb.WriteString(twin)
+	}
+	all := sb.String()
+	b := &Buckets{Layout: l, Names: make([]Bucket, rows)}
+	for i, r := range l.rows[:rows] {
+		if !r.unnamed {
+			start, end := ends[i][0], ends[i][1]
+			b.Names[i] = Bucket{Key: all[start:end], Twin: all[start : end+len(twin)]}
+		}
 	}
 	return b
 }

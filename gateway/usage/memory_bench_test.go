@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -68,4 +69,45 @@ func BenchmarkRedisMemory10kVendors(b *testing.B) {
 	keys := srv.Do(b, "DBSIZE")
 	b.ReportMetric((used()-before)/1e6, "MB")
 	b.Logf("keys: %s", keys)
+}
+
+// BenchmarkLocalMemory10kVendors is BenchmarkRedisMemory10kVendors for the
+// in-process store (a gateway without Redis): the same day of buckets, and
+// the live heap they take.
+func BenchmarkLocalMemory10kVendors(b *testing.B) {
+	const vendors = 10000
+	now := time.Now()
+	nowMin := now.Unix() / 60
+	rows := make([]Row, vendors)
+	for i := range rows {
+		rows[i].Vendor = uuid.NewString()
+		rows[i].Values[0], rows[i].Values[1], rows[i].Values[3] = 100, 7, 9
+	}
+	var ds []*Delta
+	for h := int64(25); h >= 1; h-- {
+		ds = append(ds, &Delta{ID: "h" + strconv.FormatInt(h, 10), Minute: nowMin - h*60 - 60, Rows: rows})
+	}
+	for m := int64(59); m >= 0; m-- {
+		ds = append(ds, &Delta{ID: "m" + strconv.FormatInt(m, 10), Minute: nowMin - m, Rows: rows})
+	}
+	var st *Local
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		before := heapInUse()
+		st = NewLocal(func() time.Time { return now })
+		b.StartTimer()
+		for _, d := range ds {
+			st.Apply([]*Delta{d})
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(heapInUse()-before)/1e6, "MB")
+		runtime.KeepAlive(st)
+	}
+}
+
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }

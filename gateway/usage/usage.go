@@ -38,11 +38,13 @@ const (
 const numValues = MaxPolicies * numCounters
 
 // Counter holds one vendor's counts since the last flush. Its methods are
-// safe for concurrent use and a nil Counter counts nothing.
+// safe for concurrent use and a nil Counter counts nothing. A count is 32
+// bits: a flush (at most a minute apart) empties it long before four
+// billion requests of one vendor and policy. The vendor's name is the
+// Recorder's map key: a gateway holds one Counter per active vendor.
 type Counter struct {
-	vendor string
-	c      [numValues]atomic.Uint64
-	idle   int // flushes in a row with nothing counted (Recorder.mu)
+	c    [numValues]atomic.Uint32
+	idle int32 // flushes in a row with nothing counted (Recorder.mu)
 }
 
 // Allowed counts a request the policy allowed.
@@ -124,7 +126,7 @@ func (r *Recorder) For(vendor string) *Counter {
 	defer r.mu.Unlock()
 	c, ok := r.counters[vendor]
 	if !ok {
-		c = &Counter{vendor: vendor}
+		c = new(Counter)
 		r.counters[vendor] = c
 	}
 	return c
@@ -197,7 +199,10 @@ func (r *Recorder) Flush() {
 		}
 	}
 	// Deltas appended meanwhile cannot exist: Flush holds flushMu and only
-	// Flush appends; keep what failed, oldest first.
+	// Flush appends; keep what failed, oldest first, and let the applied
+	// ones go (the array past kept still pointed at them: a vendor's row
+	// held until the next flush).
+	clear(r.pending[len(kept):])
 	r.pending = kept
 	pending := len(r.pending)
 	r.mu.Unlock()
@@ -213,12 +218,12 @@ func (r *Recorder) collect(at time.Time) *Delta {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var rows []Row
-	idleFlushes := int(time.Hour / r.o.Interval)
+	idleFlushes := int32(time.Hour / r.o.Interval)
 	for v, c := range r.counters {
 		var row Row
 		any := false
 		for i := range c.c {
-			n := c.c[i].Swap(0)
+			n := uint64(c.c[i].Swap(0))
 			row.Values[i] = n
 			any = any || n > 0
 		}

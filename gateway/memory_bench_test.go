@@ -1,0 +1,76 @@
+package gateway
+
+import (
+	"net"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/config"
+	"vendorgate/shared/wire"
+)
+
+// BenchmarkMemoryPerVendor reports the heap a gateway keeps per active key,
+// each its own vendor: one proxied request per key through the handler
+// (in-process limiter, default policies, usage counted), then the live heap
+// after a collection, against the heap before the first request (the test
+// backend's own records of the keys are already counted there). Run with
+// -memprofile and `go tool pprof -sample_index=inuse_space` to see what
+// holds it.
+func BenchmarkMemoryPerVendor(b *testing.B) {
+	const keys = 20000
+	for range b.N {
+		b.StopTimer()
+		be := newTestBackend(b)
+		gw := startGateway(b, be, func(o *Options) {
+			o.Config.Limits.Vendor.Reads = config.Limit{Rate: 1 << 30, Period: time.Second}
+			o.Config.KeyCache.Size = 100000
+			// Seldom a flush during the run: what a vendor holds between flushes,
+			// not the in-process usage store's minutes.
+			o.Config.Usage.FlushInterval = time.Minute
+			o.DisableAccessLog = true
+		})
+		ks := make([]string, keys)
+		for i := range ks {
+			ks[i], _ = be.addKey("vendor-"+strconv.Itoa(i)+"-0123456789abcdef0123456789ab", wire.VendorApproved, time.Now().Add(time.Hour))
+		}
+		h := gw.g.Handler()
+		peer := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
+		var req fasthttp.Request
+		var ctx fasthttp.RequestCtx
+		send := func(key string) {
+			req.Reset()
+			req.Header.SetMethod("GET")
+			req.SetRequestURI("/api/vendor/v1/orders/fast")
+			req.Header.Set(wire.HeaderAPIKey, key)
+			ctx.Init(&req, peer, nil)
+			h(&ctx)
+			if ctx.Response.StatusCode() != 200 {
+				b.Fatalf("status %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+			}
+			ctx.Response.Reset()
+		}
+		send(ks[0]) // pools, connections and metric children exist before counting
+		before := liveHeap()
+		b.StartTimer()
+		for _, k := range ks {
+			send(k)
+		}
+		b.StopTimer()
+		after := liveHeap()
+		b.ReportMetric(float64(after-before)/keys, "B/vendor")
+		runtime.KeepAlive(gw)
+		runtime.KeepAlive(be)
+	}
+}
+
+func liveHeap() int64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
