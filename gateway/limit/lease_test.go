@@ -562,3 +562,64 @@ func BenchmarkLeasedAllow(b *testing.B) {
 		}
 	}
 }
+
+// Refunds of many buckets at once all reach Redis: at close, each of
+// 9,600 buckets holds exactly what was admitted.
+func TestLeaseRefundManyBuckets(t *testing.T) {
+	rs := testredis.Start(t)
+	l := newLeased(t, rs, 16, time.Minute)
+	r := Rate{Name: "reads", Limit: 360, Burst: 1000, Period: time.Hour} // 10 s a token
+	const requests, reads = 1200, 3                                      // 8 buckets a request; the third read takes a lease
+	checks := func(i int) Checks {
+		var cs Checks
+		for j := 0; j < MaxChecks; j++ {
+			cs.Add(Check{Key: fmt.Sprintf("vg:{v:%d}:b%d", i, j), Rate: r})
+		}
+		return cs
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < requests; i += 16 {
+				for n := 0; n < reads; n++ {
+					if d, err := l.Allow(checks(i)); err != nil || !d.Allowed {
+						t.Errorf("request %d read %d: %+v %v", i, n+1, d, err)
+						return
+					}
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	if l.granted.Load() < requests*MaxChecks {
+		t.Fatalf("%d tokens leased, want one a bucket", l.granted.Load())
+	}
+	l.Close()
+	now := nowSince2017(t, l.client)
+	pipe := l.client.Pipeline()
+	var cmds []*redis.StringCmd
+	for i := 0; i < requests; i++ {
+		for j := 0; j < MaxChecks; j++ {
+			cmds = append(cmds, pipe.Get(context.Background(), keyPrefix+fmt.Sprintf("vg:{v:%d}:b%d", i, j)))
+		}
+	}
+	if _, err := pipe.Exec(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wrong := 0
+	for _, cmd := range cmds {
+		tat, err := cmd.Float64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Round((tat-now)/10) != reads {
+			wrong++
+		}
+	}
+	if wrong > 0 {
+		t.Fatalf("%d of %d buckets do not hold the %d reads admitted after close (%d tokens refunded)",
+			wrong, len(cmds), reads, l.refunded.Load())
+	}
+}

@@ -272,28 +272,31 @@ func (r *Redis) ping(ctx context.Context) error {
 	return r.client.Ping(ctx).Err()
 }
 
+// refundsPerScript bounds the keys of one refund script: the script reads
+// its keys with one MGET of them all, and Lua unpacks at most about 8,000
+// values at once.
+const refundsPerScript = 1000
+
 // sendRefunds sends unused lease tokens back in one script run (one per
-// hash slot with a Cluster, pipelined). A refund that fails is lost: the
-// tokens come back as the bucket refills.
+// hash slot with a Cluster, and one per refundsPerScript keys, pipelined).
+// A refund that fails is lost: the tokens come back as the bucket refills.
 func (r *Redis) sendRefunds(refs []refund) {
 	if len(refs) == 0 || r.cb.State() == gobreaker.StateOpen {
 		return
 	}
 	var keys [][]string
 	var args [][]any
-	index := make(map[uint16]int)
+	index := make(map[uint16]int) // a slot's script still filling
 	_, cluster := r.client.(*redis.ClusterClient)
 	for _, f := range refs {
-		i := 0
+		var s uint16
 		if cluster {
-			s := slot(f.key)
-			var ok bool
-			if i, ok = index[s]; !ok {
-				i = len(keys)
-				index[s] = i
-				keys, args = append(keys, nil), append(args, nil)
-			}
-		} else if len(keys) == 0 {
+			s = slot(f.key)
+		}
+		i, ok := index[s]
+		if !ok || len(keys[i]) == refundsPerScript {
+			i = len(keys)
+			index[s] = i
 			keys, args = append(keys, nil), append(args, nil)
 		}
 		keys[i] = append(keys[i], f.key)
