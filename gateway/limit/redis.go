@@ -201,7 +201,7 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 		h.lost = r.leases.drop // before the senders start
 		r.batch = newBatcher(o.Client, &o, r.cb, h)
 		r.loopStop, r.loopDone = make(chan struct{}), make(chan struct{})
-		go r.leaseLoop()
+		go r.leaseLoop(o.Timeout)
 	}
 	return r, nil
 }
@@ -233,10 +233,11 @@ func (r *Redis) Close() {
 // leaseLoop keeps the leases honest: a heartbeat to Redis while leases are
 // held and nothing else was answered within half the timeout (a failed one
 // drops them all); every quarter lease period, the refunds of expired
-// leases; at a reload and at Close, the refunds of them all.
-func (r *Redis) leaseLoop() {
+// leases; at a reload and at Close, the refunds of them all. timeout is
+// the limiter's (a ping waits as long as a request).
+func (r *Redis) leaseLoop(timeout time.Duration) {
 	defer close(r.loopDone)
-	beat := max(r.timeout/2, 5*time.Millisecond)
+	beat := max(timeout/2, 5*time.Millisecond)
 	t := time.NewTicker(beat)
 	defer t.Stop()
 	var lastSweep int64
@@ -249,7 +250,7 @@ func (r *Redis) leaseLoop() {
 		}
 		now := time.Now().UnixNano()
 		if r.leases.held(now) && r.batch.conns.now()-r.batch.conns.lastRead.Load() > int64(beat) {
-			ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			if err := r.ping(ctx); err != nil {
 				r.leases.drop()
 			}
