@@ -35,7 +35,7 @@ import (
 // what is still in the bucket's future, never another gateway's later
 // charge). It is honoured only while Redis has answered this gateway within
 // the limiter's timeout (a heartbeat keeps that known while leases are
-// held); a failed round trip or the breaker opening drops every lease, and
+// held; with a Cluster, every master must have answered it); a failed round trip or the breaker opening drops every lease, and
 // its tokens are lost until the bucket refills.
 type leases struct {
 	max   atomic.Int64 // tokens asked at most per bucket; 1: no leases

@@ -513,7 +513,7 @@ func TestLeaseCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rate := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour} // 1 s a token
+	rate := Rate{Name: "reads", Limit: 360, Burst: 1000, Period: time.Hour} // 10 s a token: the test's seconds under -race drain none
 	const vendors, reads = 8, 20
 	for i := 0; i < reads; i++ {
 		for v := 0; v < vendors; v++ {
@@ -536,7 +536,7 @@ func TestLeaseCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if held := val - (float64(tm.UnixNano())/1e9 - 1483228800); math.Round(held) != reads {
+		if held := (val - (float64(tm.UnixNano())/1e9 - 1483228800)) / 10; math.Round(held) != reads {
 			t.Errorf("vendor %d's bucket holds %.2f tokens after close, want the %d admitted", v, held, reads)
 		}
 	}
@@ -560,6 +560,68 @@ func BenchmarkLeasedAllow(b *testing.B) {
 		if d, err := r.Allow(cs); err != nil || !d.Allowed {
 			b.Fatal(d, err)
 		}
+	}
+}
+
+// On a Redis Cluster, a lease is honoured only while the node holding its
+// bucket answers: with that node silent past the timeout, a busy bucket's
+// read is refused although another node keeps answering the same gateway.
+func TestLeaseClusterSilentNode(t *testing.T) {
+	cl := testredis.StartCluster(t)
+	cl.WaitOK(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1, ContextTimeoutEnabled: true,
+		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+	t.Cleanup(func() { c.Close() })
+	var granted atomic.Int64
+	const timeout = 100 * time.Millisecond
+	r, err := NewRedis(RedisOptions{Client: c, Timeout: timeout, WireTimeout: 300 * time.Millisecond, BusyTimeout: 2 * time.Second,
+		Pipeline: true, LeaseMax: 16, LeaseTTL: 10 * time.Second, Leases: LeaseHooks{Granted: func(n int) { granted.Add(int64(n)) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	const busy = "vg:{v:s0}:reads"
+	node := cl.NodeFor(t, keyPrefix+busy)
+	other := ""
+	for v := 1; other == ""; v++ {
+		if k := fmt.Sprintf("vg:{v:s%d}:reads", v); cl.NodeFor(t, keyPrefix+k) != node {
+			other = k
+		}
+	}
+	leasedRate := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour}
+	for i := 0; i < 20 || !r.leases.holds(busy, time.Now().UnixNano()); i++ {
+		if d, err := r.Allow(one(busy, leasedRate)); err != nil || !d.Allowed || i == 100 {
+			t.Fatal("no lease held after 100 reads", d, err)
+		}
+	}
+	// The other vendor's reads go to their node each time (a burst of 3
+	// leaves nothing to lease) and keep this gateway hearing from Redis.
+	unleased := Rate{Name: "reads", Limit: 1000000, Burst: 3, Period: time.Minute}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if d, err := r.Allow(one(other, unleased)); err != nil || !d.Allowed {
+				t.Errorf("the answering node's vendor: %+v %v", d, err)
+			}
+		}
+	}()
+	node.Pause()
+	time.Sleep(3 * timeout)
+	d, err := r.Allow(one(busy, leasedRate))
+	node.Resume()
+	close(stop)
+	wg.Wait()
+	t.Logf("read with its node silent: %v", err)
+	if err == nil && d.Allowed {
+		t.Fatalf("read admitted from a lease with its node silent for %s (timeout %s)", 3*timeout, timeout)
 	}
 }
 

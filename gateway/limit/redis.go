@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,8 +126,13 @@ type Redis struct {
 	charged   func(n int)
 	// returnAll asks the lease loop to send every lease back (a reload).
 	returnAll atomic.Bool
-	loopStop  chan struct{}
-	loopDone  chan struct{}
+	// cluster: leases are honoured only while every master answers the
+	// lease loop's pings; pinged is when the last ping that all answered
+	// was sent (batch.conns' clock).
+	cluster  bool
+	pinged   atomic.Int64
+	loopStop chan struct{}
+	loopDone chan struct{}
 }
 
 type deniedShard struct {
@@ -195,8 +201,11 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 		if o.PipelineSenders <= 0 {
 			o.PipelineSenders = 2
 		}
+		_, r.cluster = o.Client.(*redis.ClusterClient)
+		r.pinged.Store(math.MinInt64 / 2)
 		r.leases = newLeases(o.LeaseMax, o.LeaseTTL, func() bool {
-			return r.batch.conns.now()-r.batch.conns.lastRead.Load() <= int64(o.Timeout)
+			now := r.batch.conns.now()
+			return now-r.batch.conns.lastRead.Load() <= int64(o.Timeout) && (!r.cluster || now-r.pinged.Load() <= int64(o.Timeout))
 		}, o.Leases)
 		h.lost = r.leases.drop // before the senders start
 		r.batch = newBatcher(o.Client, &o, r.cb, h)
@@ -231,8 +240,9 @@ func (r *Redis) Close() {
 }
 
 // leaseLoop keeps the leases honest: a heartbeat to Redis while leases are
-// held and nothing else was answered within half the timeout (a failed one
-// drops them all); every quarter lease period, the refunds of expired
+// held and nothing else was answered within half the timeout, or with a
+// Cluster every half timeout to every master (another node's answers say
+// nothing of a bucket's own; a failed heartbeat drops every lease); every quarter lease period, the refunds of expired
 // leases; at a reload and at Close, the refunds of them all. timeout is
 // the limiter's (a ping waits as long as a request).
 func (r *Redis) leaseLoop(timeout time.Duration) {
@@ -249,10 +259,13 @@ func (r *Redis) leaseLoop(timeout time.Duration) {
 		case <-t.C:
 		}
 		now := time.Now().UnixNano()
-		if r.leases.held(now) && r.batch.conns.now()-r.batch.conns.lastRead.Load() > int64(beat) {
+		if r.leases.held(now) && (r.cluster || r.batch.conns.now()-r.batch.conns.lastRead.Load() > int64(beat)) {
+			sent := r.batch.conns.now()
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			if err := r.ping(ctx); err != nil {
 				r.leases.drop()
+			} else {
+				r.pinged.Store(sent)
 			}
 			cancel()
 		}
