@@ -685,3 +685,86 @@ func TestLeaseRefundManyBuckets(t *testing.T) {
 			wrong, len(cmds), reads, l.refunded.Load())
 	}
 }
+
+// A single gateway keeps the edges with several checks a request (the
+// vendor's and the key's limits, each with a shadow twin) and concurrent
+// requests: of 160 reads at once, exactly the vendor's 120 are admitted,
+// and after close each enforced bucket holds exactly what was admitted.
+func TestLeaseEdgesSeveralChecksConcurrent(t *testing.T) {
+	rs := testredis.Start(t)
+	l := newLeased(t, rs, 16, 10*time.Second)
+	vendor := Rate{Name: "reads", Limit: 120, Period: time.Hour} // 30 s a token: no refill within the test
+	key := Rate{Name: "key-reads", Limit: 1000, Period: time.Hour}
+	shadowVendor := Rate{Name: "reads", Limit: 60, Period: time.Hour, Shadow: true}
+	shadowKey := Rate{Name: "key-reads", Limit: 2000, Period: time.Hour, Shadow: true}
+	cs := func() Checks {
+		var cs Checks
+		cs.Add(Check{Key: "vg:{v:1}:reads", Rate: vendor})
+		cs.Add(Check{Key: "vg:{v:1}:reads:shadow", Rate: shadowVendor, Twin: true})
+		cs.Add(Check{Key: "vg:{v:1}:k:1:reads", Rate: key})
+		cs.Add(Check{Key: "vg:{v:1}:k:1:reads:shadow", Rate: shadowKey, Twin: true})
+		return cs
+	}
+	var allowed, shadowDenied atomic.Int64
+	concurrently(16, func(int) {
+		for i := 0; i < 10; i++ {
+			d, err := l.Allow(cs())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if d.Allowed {
+				allowed.Add(1)
+				if d.ShadowDenied {
+					shadowDenied.Add(1)
+				}
+			}
+		}
+	})
+	if allowed.Load() != 120 || shadowDenied.Load() != 60 {
+		t.Fatalf("%d of 160 admitted (%d shadow-denied), want 120 (60)", allowed.Load(), shadowDenied.Load())
+	}
+	l.Close()
+	now := nowSince2017(t, l.client)
+	for _, b := range []struct {
+		key      string
+		emission float64
+		want     float64
+	}{{"vg:{v:1}:reads", 30, 120}, {"vg:{v:1}:k:1:reads", 3.6, 120}, {"vg:{v:1}:reads:shadow", 60, 60}, {"vg:{v:1}:k:1:reads:shadow", 1.8, 120}} {
+		if held := (storedTAT(t, l.client, b.key) - now) / b.emission; math.Round(held) != b.want {
+			t.Errorf("%s holds %.2f tokens after close, want %.0f", b.key, held, b.want)
+		}
+	}
+}
+
+// Close racing requests: once Close returned, no request is admitted, and
+// every token leased went back (the busy bucket holds what was admitted).
+func TestLeaseCloseRacingRequests(t *testing.T) {
+	rs := testredis.Start(t)
+	l := newLeased(t, rs, 16, 10*time.Second)
+	r := Rate{Name: "reads", Limit: 360, Burst: 100000, Period: time.Hour} // 10 s a token
+	const key = "vg:{v:1}:reads"
+	var admitted, after atomic.Int64
+	var closed atomic.Bool
+	time.AfterFunc(200*time.Millisecond, func() { l.Close(); closed.Store(true) })
+	concurrently(32, func(int) {
+		for !closed.Load() || after.Load() < 1000 {
+			wasClosed := closed.Load()
+			d, err := l.Allow(one(key, r))
+			if err == nil && d.Allowed {
+				admitted.Add(1)
+				if wasClosed {
+					t.Errorf("admitted after Close returned")
+				}
+			}
+			if wasClosed {
+				after.Add(1)
+			}
+		}
+	})
+	held := (storedTAT(t, l.client, key) - nowSince2017(t, l.client)) / 10
+	if math.Round(held) != float64(admitted.Load()) {
+		t.Fatalf("bucket holds %.2f tokens after close, want the %d admitted (%d leased, %d refunded)",
+			held, admitted.Load(), l.granted.Load(), l.refunded.Load())
+	}
+}

@@ -126,6 +126,11 @@ type Redis struct {
 	charged   func(n int)
 	// returnAll asks the lease loop to send every lease back (a reload).
 	returnAll atomic.Bool
+	// closing is read-held by each leased decision under way; Close takes
+	// it to set closed, so that the last refunds come after every grant
+	// and no lease is spent after Close.
+	closing sync.RWMutex
+	closed  bool
 	// cluster: leases are honoured only while every master answers the
 	// lease loop's pings; pinged is when the last ping that all answered
 	// was sent (batch.conns' clock).
@@ -225,14 +230,17 @@ func (r *Redis) SetLeases(max int, ttl time.Duration) {
 	r.returnAll.Store(true)
 }
 
-// Close sends the leases back, then stops the pipelining goroutines (when
-// Pipeline is on); calls made afterwards fail with ErrUnavailable. It
-// does not close the client.
+// Close waits for the leased decisions under way, sends the leases back,
+// then stops the pipelining goroutines (when Pipeline is on); calls made
+// afterwards fail with ErrUnavailable. It does not close the client.
 func (r *Redis) Close() {
 	if r.batch == nil {
 		return
 	}
 	r.closeOnce.Do(func() {
+		r.closing.Lock()
+		r.closed = true
+		r.closing.Unlock()
 		close(r.loopStop)
 		<-r.loopDone
 		r.batch.close()
@@ -360,11 +368,17 @@ func (r *Redis) Allow(cs Checks) (Decision, error) {
 	var d Decision
 	var err error
 	if r.leases != nil && r.leases.on() {
+		r.closing.RLock()
+		if r.closed {
+			r.closing.RUnlock()
+			return Decision{}, fmt.Errorf("%w: %w", ErrUnavailable, errClosed)
+		}
 		var again bool
 		d, again, err = r.allowLeased(&cs, now, true)
 		if again {
 			d, _, err = r.allowLeased(&cs, now, false)
 		}
+		r.closing.RUnlock()
 	} else {
 		if d, ok := r.remembered(&cs, nil, now); ok {
 			return d, nil
