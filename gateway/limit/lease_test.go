@@ -768,3 +768,39 @@ func TestLeaseCloseRacingRequests(t *testing.T) {
 			held, admitted.Load(), l.granted.Load(), l.refunded.Load())
 	}
 }
+
+// A refund gives back all of the lease that is still in the bucket's
+// future, a part of a token included: a lease whose one unused token is
+// 0.6 of an emission interval in the future at a reload leaves the bucket
+// whole, as if the token had never been leased.
+func TestLeaseRefundKeepsNoFraction(t *testing.T) {
+	rs := testredis.Start(t)
+	a := newLeased(t, rs, 16, time.Minute)
+	b := newLeased(t, rs, 1, time.Second)
+	r := Rate{Name: "reads", Limit: 1800, Burst: 1000, Period: time.Hour} // 2 s a token
+	const key = "vg:{v:1}:reads"
+	for i := 0; i < 3; i++ { // the third read takes a lease of one more
+		if d, err := a.Allow(one(key, r)); err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+	}
+	if a.granted.Load() != 1 {
+		t.Fatalf("%d tokens leased, want 1", a.granted.Load())
+	}
+	// Wait until the leased token is 0.6 of a token in the future, then
+	// reload: the refund goes out within a heartbeat.
+	g := storedTAT(t, a.client, key)
+	time.Sleep(time.Duration((g - 1.2 - nowSince2017(t, a.client)) * float64(time.Second)))
+	a.SetLeases(16, time.Minute)
+	for a.refunded.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	// Sent in the same loop turn: wait for the bucket to move (a while).
+	for end := time.Now().Add(400 * time.Millisecond); storedTAT(t, a.client, key) == g && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	d, err := b.Allow(one(key, r))
+	if err != nil || !d.Allowed || d.Results[0].Remaining != 999 {
+		t.Fatalf("after the refund: %+v %v, want 999 remaining of the 1000 burst", d.Results[0], err)
+	}
+}
