@@ -126,11 +126,11 @@ type Redis struct {
 	charged   func(n int)
 	// returnAll asks the lease loop to send every lease back (a reload).
 	returnAll atomic.Bool
-	// closing is read-held by each leased decision under way; Close takes
-	// it to set closed, so that the last refunds come after every grant
-	// and no lease is spent after Close.
+	// closing is read-held by each leased decision's Redis call and its
+	// grants; Close sets closed under it, so that the last refunds come
+	// after every grant and no lease is spent after Close.
 	closing sync.RWMutex
-	closed  bool
+	closed  atomic.Bool
 	// cluster: leases are honoured only while every master answers the
 	// lease loop's pings; pinged is when the last ping that all answered
 	// was sent (batch.conns' clock).
@@ -238,8 +238,8 @@ func (r *Redis) Close() {
 		return
 	}
 	r.closeOnce.Do(func() {
-		r.closing.Lock()
-		r.closed = true
+		r.closing.Lock() // the grants under way are in
+		r.closed.Store(true)
 		r.closing.Unlock()
 		close(r.loopStop)
 		<-r.loopDone
@@ -368,17 +368,14 @@ func (r *Redis) Allow(cs Checks) (Decision, error) {
 	var d Decision
 	var err error
 	if r.leases != nil && r.leases.on() {
-		r.closing.RLock()
-		if r.closed {
-			r.closing.RUnlock()
-			return Decision{}, fmt.Errorf("%w: %w", ErrUnavailable, errClosed)
+		if r.closed.Load() {
+			return Decision{}, errLimiterClosed
 		}
 		var again bool
 		d, again, err = r.allowLeased(&cs, now, true)
 		if again {
 			d, _, err = r.allowLeased(&cs, now, false)
 		}
-		r.closing.RUnlock()
 	} else {
 		if d, ok := r.remembered(&cs, nil, now); ok {
 			return d, nil
@@ -427,6 +424,9 @@ func (r *Redis) allowRedis(cs *Checks) (Decision, error) {
 // ones asks one token of every bucket.
 var ones = [MaxChecks]int{1, 1, 1, 1, 1, 1, 1, 1}
 
+// errLimiterClosed answers a leased decision after Close.
+var errLimiterClosed = fmt.Errorf("%w: %w", ErrUnavailable, errClosed)
+
 // errOpen answers a call the open breaker refuses.
 var errOpen = fmt.Errorf("%w: breaker %s: %w", ErrUnavailable, BreakerName, gobreaker.ErrOpenState)
 
@@ -474,6 +474,12 @@ func (r *Redis) allowLeased(cs *Checks, clock int64, first bool) (d Decision, ag
 	if r.cb.State() == gobreaker.StateOpen {
 		giveBack()
 		return Decision{}, false, errOpen
+	}
+	r.closing.RLock() // until the grants are in
+	defer r.closing.RUnlock()
+	if r.closed.Load() {
+		giveBack()
+		return Decision{}, false, errLimiterClosed
 	}
 	rd, grants, err := r.call(&rest, &want)
 	if err != nil {
