@@ -804,3 +804,64 @@ func TestLeaseRefundKeepsNoFraction(t *testing.T) {
 		t.Fatalf("after the refund: %+v %v, want 999 remaining of the 1000 burst", d.Results[0], err)
 	}
 }
+
+// A token given back to a lease already sent back (a reload while its
+// request waited on Redis for another bucket, which refused) is not sent
+// back a second time: the second refund would erase another gateway's
+// charge made just before.
+func TestLeaseGiveBackAfterRefund(t *testing.T) {
+	rs := testredis.Start(t)
+	a := newLeased(t, rs, 16, time.Minute)
+	b := newLeased(t, rs, 1, time.Second)
+	r := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour} // 1 s a token
+	scarce := Rate{Name: "key-reads", Limit: 1, Period: time.Hour}
+	const key, other = "vg:{v:1}:reads", "vg:{v:1}:k:1:reads"
+	for a.granted.Load()-a.spent.Load() < 3 { // a lease of 3 unused at least
+		if d, err := a.Allow(one(key, r)); err != nil || !d.Allowed || a.charged.Load() > 20 {
+			t.Fatal("no lease of 3", d, err)
+		}
+	}
+	if d, err := b.Allow(one(other, scarce)); err != nil || !d.Allowed {
+		t.Fatal(d, err)
+	}
+	// Wait until all but two of the lease's unused tokens have drained,
+	// then let the other gateway charge 4.
+	unused := a.granted.Load() - a.spent.Load()
+	g := storedTAT(t, a.client, key)
+	time.Sleep(time.Duration((g - 2 - nowSince2017(t, a.client)) * float64(time.Second)))
+	for i := 0; i < 4; i++ {
+		if d, err := b.Allow(one(key, r)); err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+	}
+	want := nowSince2017(t, a.client) + 4 // b's 4 from now; a's own charges have drained
+	// A request of both buckets takes a token of a's lease and waits on
+	// Redis (paused) for the scarce one; meanwhile a reload sends the rest
+	// of the lease back; Redis refuses the scarce bucket, and the token
+	// goes back to the lease.
+	spent := a.spent.Load()
+	rs.Pause()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var cs Checks
+		cs.Add(Check{Key: key, Rate: r})
+		cs.Add(Check{Key: other, Rate: scarce})
+		if d, err := a.Allow(cs); err == nil && d.Allowed {
+			t.Error("admitted beyond the scarce bucket")
+		}
+	}()
+	for a.spent.Load() == spent { // its token taken
+		time.Sleep(time.Millisecond)
+	}
+	a.SetLeases(16, time.Minute)
+	for a.refunded.Load() < unused-1 {
+		time.Sleep(time.Millisecond)
+	}
+	rs.Resume()
+	<-done
+	a.Close()
+	if got := storedTAT(t, a.client, key); got < want-0.1 {
+		t.Fatalf("the bucket holds %.2f tokens after the refunds, want at least the other gateway's 4", got-want+4)
+	}
+}
