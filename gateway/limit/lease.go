@@ -35,7 +35,7 @@ import (
 // what is still in the bucket's future, never another gateway's later
 // charge). It is honoured only while Redis has answered this gateway within
 // the limiter's timeout (a heartbeat keeps that known while leases are
-// held); a failed round trip or the breaker opening drops every lease, and
+// held; with a Cluster, every master must have answered it); a failed round trip or the breaker opening drops every lease, and
 // its tokens are lost until the bucket refills.
 type leases struct {
 	max   atomic.Int64 // tokens asked at most per bucket; 1: no leases
@@ -82,7 +82,7 @@ type bucketLease struct {
 	tokens     int32  // unused tokens of the lease
 	burst      int32  // the bucket's burst at the grant
 	remGrant   int32  // what Redis had left at the grant
-	gen        uint32 // bumped at each grant: a token given back to an older lease is dropped
+	gen        uint32 // bumped at each grant, refund and drop: a token given back to an older lease is lost
 	epoch      uint64 // leases.epoch at the grant
 	expires    int64  // unix ns
 	grantedAt  int64  // unix ns
@@ -195,7 +195,9 @@ func (e *bucketLease) result(now int64) Result {
 }
 
 // giveBack returns a token taken for a request that was refused after all
-// (another of its buckets refused it), to the lease it came from.
+// (another of its buckets refused it), to the lease it came from, unless
+// that lease was granted anew, sent back or dropped meanwhile (the token
+// is lost).
 func (l *leases) giveBack(key string, gen uint32, now int64) {
 	sh := l.shard(key)
 	sh.mu.Lock()
@@ -255,9 +257,13 @@ func (l *leases) grant(key string, r Rate, res Result, granted int, tatUS int64,
 }
 
 // refund queues e's unused tokens to go back; the caller holds e's shard.
+// A token taken from the lease meanwhile cannot be given back to it: a
+// second refund of the lease would reckon what is still in the future
+// again, and could erase a later charge.
 func (l *leases) refund(key string, e *bucketLease) {
 	n := int(e.tokens)
 	e.tokens = 0
+	e.gen++
 	l.mu.Lock()
 	l.refunds = append(l.refunds, refund{key: keyPrefix + key, emission: float64(e.emission) / float64(time.Second),
 		unused: n, tatGrantUS: e.tatGrantUS})
@@ -271,6 +277,7 @@ func (l *leases) refund(key string, e *bucketLease) {
 func (l *leases) dropped(e *bucketLease) {
 	n := int(e.tokens)
 	e.tokens = 0
+	e.gen++
 	if l.hooks.Dropped != nil {
 		l.hooks.Dropped(n)
 	}

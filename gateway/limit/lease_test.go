@@ -513,7 +513,7 @@ func TestLeaseCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rate := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour} // 1 s a token
+	rate := Rate{Name: "reads", Limit: 360, Burst: 1000, Period: time.Hour} // 10 s a token: the test's seconds under -race drain none
 	const vendors, reads = 8, 20
 	for i := 0; i < reads; i++ {
 		for v := 0; v < vendors; v++ {
@@ -536,7 +536,7 @@ func TestLeaseCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if held := val - (float64(tm.UnixNano())/1e9 - 1483228800); math.Round(held) != reads {
+		if held := (val - (float64(tm.UnixNano())/1e9 - 1483228800)) / 10; math.Round(held) != reads {
 			t.Errorf("vendor %d's bucket holds %.2f tokens after close, want the %d admitted", v, held, reads)
 		}
 	}
@@ -560,5 +560,308 @@ func BenchmarkLeasedAllow(b *testing.B) {
 		if d, err := r.Allow(cs); err != nil || !d.Allowed {
 			b.Fatal(d, err)
 		}
+	}
+}
+
+// On a Redis Cluster, a lease is honoured only while the node holding its
+// bucket answers: with that node silent past the timeout, a busy bucket's
+// read is refused although another node keeps answering the same gateway.
+func TestLeaseClusterSilentNode(t *testing.T) {
+	cl := testredis.StartCluster(t)
+	cl.WaitOK(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1, ContextTimeoutEnabled: true,
+		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+	t.Cleanup(func() { c.Close() })
+	var granted atomic.Int64
+	const timeout = 100 * time.Millisecond
+	r, err := NewRedis(RedisOptions{Client: c, Timeout: timeout, WireTimeout: 300 * time.Millisecond, BusyTimeout: 2 * time.Second,
+		Pipeline: true, LeaseMax: 16, LeaseTTL: 10 * time.Second, Leases: LeaseHooks{Granted: func(n int) { granted.Add(int64(n)) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	const busy = "vg:{v:s0}:reads"
+	node := cl.NodeFor(t, keyPrefix+busy)
+	other := ""
+	for v := 1; other == ""; v++ {
+		if k := fmt.Sprintf("vg:{v:s%d}:reads", v); cl.NodeFor(t, keyPrefix+k) != node {
+			other = k
+		}
+	}
+	leasedRate := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour}
+	for i := 0; i < 20 || !r.leases.holds(busy, time.Now().UnixNano()); i++ {
+		if d, err := r.Allow(one(busy, leasedRate)); err != nil || !d.Allowed || i == 100 {
+			t.Fatal("no lease held after 100 reads", d, err)
+		}
+	}
+	// The other vendor's reads go to their node each time (a burst of 3
+	// leaves nothing to lease) and keep this gateway hearing from Redis.
+	unleased := Rate{Name: "reads", Limit: 1000000, Burst: 3, Period: time.Minute}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if d, err := r.Allow(one(other, unleased)); err != nil || !d.Allowed {
+				t.Errorf("the answering node's vendor: %+v %v", d, err)
+			}
+		}
+	}()
+	node.Pause()
+	time.Sleep(3 * timeout)
+	d, err := r.Allow(one(busy, leasedRate))
+	node.Resume()
+	close(stop)
+	wg.Wait()
+	t.Logf("read with its node silent: %v", err)
+	if err == nil && d.Allowed {
+		t.Fatalf("read admitted from a lease with its node silent for %s (timeout %s)", 3*timeout, timeout)
+	}
+}
+
+// Refunds of many buckets at once all reach Redis: at close, each of
+// 9,600 buckets holds exactly what was admitted.
+func TestLeaseRefundManyBuckets(t *testing.T) {
+	rs := testredis.Start(t)
+	l := newLeased(t, rs, 16, time.Minute)
+	r := Rate{Name: "reads", Limit: 360, Burst: 1000, Period: time.Hour} // 10 s a token
+	const requests, reads = 1200, 3                                      // 8 buckets a request; the third read takes a lease
+	checks := func(i int) Checks {
+		var cs Checks
+		for j := 0; j < MaxChecks; j++ {
+			cs.Add(Check{Key: fmt.Sprintf("vg:{v:%d}:b%d", i, j), Rate: r})
+		}
+		return cs
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < requests; i += 16 {
+				for n := 0; n < reads; n++ {
+					if d, err := l.Allow(checks(i)); err != nil || !d.Allowed {
+						t.Errorf("request %d read %d: %+v %v", i, n+1, d, err)
+						return
+					}
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	if l.granted.Load() < requests*MaxChecks {
+		t.Fatalf("%d tokens leased, want one a bucket", l.granted.Load())
+	}
+	l.Close()
+	now := nowSince2017(t, l.client)
+	pipe := l.client.Pipeline()
+	var cmds []*redis.StringCmd
+	for i := 0; i < requests; i++ {
+		for j := 0; j < MaxChecks; j++ {
+			cmds = append(cmds, pipe.Get(context.Background(), keyPrefix+fmt.Sprintf("vg:{v:%d}:b%d", i, j)))
+		}
+	}
+	if _, err := pipe.Exec(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wrong := 0
+	for _, cmd := range cmds {
+		tat, err := cmd.Float64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Round((tat-now)/10) != reads {
+			wrong++
+		}
+	}
+	if wrong > 0 {
+		t.Fatalf("%d of %d buckets do not hold the %d reads admitted after close (%d tokens refunded)",
+			wrong, len(cmds), reads, l.refunded.Load())
+	}
+}
+
+// A single gateway keeps the edges with several checks a request (the
+// vendor's and the key's limits, each with a shadow twin) and concurrent
+// requests: of 160 reads at once, exactly the vendor's 120 are admitted,
+// and after close each enforced bucket holds exactly what was admitted.
+func TestLeaseEdgesSeveralChecksConcurrent(t *testing.T) {
+	rs := testredis.Start(t)
+	l := newLeased(t, rs, 16, 10*time.Second)
+	vendor := Rate{Name: "reads", Limit: 120, Period: time.Hour} // 30 s a token: no refill within the test
+	key := Rate{Name: "key-reads", Limit: 1000, Period: time.Hour}
+	shadowVendor := Rate{Name: "reads", Limit: 60, Period: time.Hour, Shadow: true}
+	shadowKey := Rate{Name: "key-reads", Limit: 2000, Period: time.Hour, Shadow: true}
+	cs := func() Checks {
+		var cs Checks
+		cs.Add(Check{Key: "vg:{v:1}:reads", Rate: vendor})
+		cs.Add(Check{Key: "vg:{v:1}:reads:shadow", Rate: shadowVendor, Twin: true})
+		cs.Add(Check{Key: "vg:{v:1}:k:1:reads", Rate: key})
+		cs.Add(Check{Key: "vg:{v:1}:k:1:reads:shadow", Rate: shadowKey, Twin: true})
+		return cs
+	}
+	var allowed, shadowDenied atomic.Int64
+	concurrently(16, func(int) {
+		for i := 0; i < 10; i++ {
+			d, err := l.Allow(cs())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if d.Allowed {
+				allowed.Add(1)
+				if d.ShadowDenied {
+					shadowDenied.Add(1)
+				}
+			}
+		}
+	})
+	if allowed.Load() != 120 || shadowDenied.Load() != 60 {
+		t.Fatalf("%d of 160 admitted (%d shadow-denied), want 120 (60)", allowed.Load(), shadowDenied.Load())
+	}
+	l.Close()
+	now := nowSince2017(t, l.client)
+	for _, b := range []struct {
+		key      string
+		emission float64
+		want     float64
+	}{{"vg:{v:1}:reads", 30, 120}, {"vg:{v:1}:k:1:reads", 3.6, 120}, {"vg:{v:1}:reads:shadow", 60, 60}, {"vg:{v:1}:k:1:reads:shadow", 1.8, 120}} {
+		if held := (storedTAT(t, l.client, b.key) - now) / b.emission; math.Round(held) != b.want {
+			t.Errorf("%s holds %.2f tokens after close, want %.0f", b.key, held, b.want)
+		}
+	}
+}
+
+// Close racing requests: once Close returned, no request is admitted, and
+// every token leased went back (the busy bucket holds what was admitted).
+func TestLeaseCloseRacingRequests(t *testing.T) {
+	rs := testredis.Start(t)
+	l := newLeased(t, rs, 16, 10*time.Second)
+	r := Rate{Name: "reads", Limit: 360, Burst: 100000, Period: time.Hour} // 10 s a token
+	const key = "vg:{v:1}:reads"
+	var admitted, after atomic.Int64
+	var closed atomic.Bool
+	time.AfterFunc(200*time.Millisecond, func() { l.Close(); closed.Store(true) })
+	concurrently(32, func(int) {
+		for !closed.Load() || after.Load() < 1000 {
+			wasClosed := closed.Load()
+			d, err := l.Allow(one(key, r))
+			if err == nil && d.Allowed {
+				admitted.Add(1)
+				if wasClosed {
+					t.Errorf("admitted after Close returned")
+				}
+			}
+			if wasClosed {
+				after.Add(1)
+			}
+		}
+	})
+	held := (storedTAT(t, l.client, key) - nowSince2017(t, l.client)) / 10
+	if math.Round(held) != float64(admitted.Load()) {
+		t.Fatalf("bucket holds %.2f tokens after close, want the %d admitted (%d leased, %d refunded)",
+			held, admitted.Load(), l.granted.Load(), l.refunded.Load())
+	}
+}
+
+// A refund gives back all of the lease that is still in the bucket's
+// future, a part of a token included: a lease whose one unused token is
+// 0.6 of an emission interval in the future at a reload leaves the bucket
+// whole, as if the token had never been leased.
+func TestLeaseRefundKeepsNoFraction(t *testing.T) {
+	rs := testredis.Start(t)
+	a := newLeased(t, rs, 16, time.Minute)
+	b := newLeased(t, rs, 1, time.Second)
+	r := Rate{Name: "reads", Limit: 1800, Burst: 1000, Period: time.Hour} // 2 s a token
+	const key = "vg:{v:1}:reads"
+	for i := 0; i < 3; i++ { // the third read takes a lease of one more
+		if d, err := a.Allow(one(key, r)); err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+	}
+	if a.granted.Load() != 1 {
+		t.Fatalf("%d tokens leased, want 1", a.granted.Load())
+	}
+	// Wait until the leased token is 0.6 of a token in the future, then
+	// reload: the refund goes out within a heartbeat.
+	g := storedTAT(t, a.client, key)
+	time.Sleep(time.Duration((g - 1.2 - nowSince2017(t, a.client)) * float64(time.Second)))
+	a.SetLeases(16, time.Minute)
+	for a.refunded.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	// Sent in the same loop turn: wait for the bucket to move (a while).
+	for end := time.Now().Add(400 * time.Millisecond); storedTAT(t, a.client, key) == g && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	d, err := b.Allow(one(key, r))
+	if err != nil || !d.Allowed || d.Results[0].Remaining != 999 {
+		t.Fatalf("after the refund: %+v %v, want 999 remaining of the 1000 burst", d.Results[0], err)
+	}
+}
+
+// A token given back to a lease already sent back (a reload while its
+// request waited on Redis for another bucket, which refused) is not sent
+// back a second time: the second refund would erase another gateway's
+// charge made just before.
+func TestLeaseGiveBackAfterRefund(t *testing.T) {
+	rs := testredis.Start(t)
+	a := newLeased(t, rs, 16, time.Minute)
+	b := newLeased(t, rs, 1, time.Second)
+	r := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour} // 1 s a token
+	scarce := Rate{Name: "key-reads", Limit: 1, Period: time.Hour}
+	const key, other = "vg:{v:1}:reads", "vg:{v:1}:k:1:reads"
+	for a.granted.Load()-a.spent.Load() < 3 { // a lease of 3 unused at least
+		if d, err := a.Allow(one(key, r)); err != nil || !d.Allowed || a.charged.Load() > 20 {
+			t.Fatal("no lease of 3", d, err)
+		}
+	}
+	if d, err := b.Allow(one(other, scarce)); err != nil || !d.Allowed {
+		t.Fatal(d, err)
+	}
+	// Wait until all but two of the lease's unused tokens have drained,
+	// then let the other gateway charge 4.
+	unused := a.granted.Load() - a.spent.Load()
+	g := storedTAT(t, a.client, key)
+	time.Sleep(time.Duration((g - 2 - nowSince2017(t, a.client)) * float64(time.Second)))
+	for i := 0; i < 4; i++ {
+		if d, err := b.Allow(one(key, r)); err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+	}
+	want := nowSince2017(t, a.client) + 4 // b's 4 from now; a's own charges have drained
+	// A request of both buckets takes a token of a's lease and waits on
+	// Redis (paused) for the scarce one; meanwhile a reload sends the rest
+	// of the lease back; Redis refuses the scarce bucket, and the token
+	// goes back to the lease.
+	spent := a.spent.Load()
+	rs.Pause()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var cs Checks
+		cs.Add(Check{Key: key, Rate: r})
+		cs.Add(Check{Key: other, Rate: scarce})
+		if d, err := a.Allow(cs); err == nil && d.Allowed {
+			t.Error("admitted beyond the scarce bucket")
+		}
+	}()
+	for a.spent.Load() == spent { // its token taken
+		time.Sleep(time.Millisecond)
+	}
+	a.SetLeases(16, time.Minute)
+	for a.refunded.Load() < unused-1 {
+		time.Sleep(time.Millisecond)
+	}
+	rs.Resume()
+	<-done
+	a.Close()
+	if got := storedTAT(t, a.client, key); got < want-0.1 {
+		t.Fatalf("the bucket holds %.2f tokens after the refunds, want at least the other gateway's 4", got-want+4)
 	}
 }

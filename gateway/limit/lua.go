@@ -13,7 +13,8 @@ import "github.com/redis/go-redis/v9"
 // came, and a bucket that two calls of the batch share is charged in that
 // order (the second call sees the first's charge). Every bucket is read by
 // one MGET and every bucket written is SET once, at the end, with its last
-// value and an expiry at its reset.
+// value and an expiry at its reset (deleted when a refund left it whole:
+// a missing bucket is a whole one).
 //
 // ARGV is, per call, the number of its keys n, then for an admission
 // (n > 0) four values per key: the emission interval and the burst offset
@@ -29,10 +30,11 @@ import "github.com/redis/go-redis/v9"
 //
 // n = 0 is a refund of one key: the emission interval in seconds, the
 // unused tokens u and the bucket's TAT after the grant in microseconds
-// since 2017 (g). The bucket's TAT goes back by min(u, floor((g - now) /
-// emission)) emission intervals, only when the stored TAT is not below g: a
-// bucket that expired, was flushed or lost with a restart or a failover
-// keeps what it has, and a later charge by another gateway (the stored TAT
+// since 2017 (g). The bucket's TAT goes back by min(u × emission, g - now)
+// (what of the lease is still in the future, a part of a token included:
+// a floor would keep up to a token charged for nothing), only when the
+// stored TAT is not below g: a bucket that expired, was flushed or lost
+// with a restart or a failover keeps what it has, and a later charge by another gateway (the stored TAT
 // past g) stays charged. A refund answers nothing.
 //
 // KEYS are every call's buckets in call order (a bucket may appear more
@@ -73,9 +75,9 @@ while a <= nargv do
     k = k + 1
     local stored = tats[key]
     if stored and stored >= g - 0.000001 then
-      local u = math.min(unused, math.floor((g - now) / emission + 0.000001))
-      if u > 0 then
-        tats[key] = stored - u * emission
+      local back = math.min(unused * emission, g - now)
+      if back > 0 then
+        tats[key] = stored - back
         dirty[key] = true
       end
     end
@@ -127,6 +129,8 @@ for key in pairs(dirty) do
   local reset_after = tats[key] - now
   if reset_after > 0 then
     redis.call("SET", key, tats[key], "EX", math.ceil(reset_after))
+  else
+    redis.call("DEL", key)
   end
 end
 return out

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,8 +126,18 @@ type Redis struct {
 	charged   func(n int)
 	// returnAll asks the lease loop to send every lease back (a reload).
 	returnAll atomic.Bool
-	loopStop  chan struct{}
-	loopDone  chan struct{}
+	// closing is read-held by each leased decision's Redis call and its
+	// grants; Close sets closed under it, so that the last refunds come
+	// after every grant and no lease is spent after Close.
+	closing sync.RWMutex
+	closed  atomic.Bool
+	// cluster: leases are honoured only while every master answers the
+	// lease loop's pings; pinged is when the last ping that all answered
+	// was sent (batch.conns' clock).
+	cluster  bool
+	pinged   atomic.Int64
+	loopStop chan struct{}
+	loopDone chan struct{}
 }
 
 type deniedShard struct {
@@ -195,13 +206,16 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 		if o.PipelineSenders <= 0 {
 			o.PipelineSenders = 2
 		}
+		_, r.cluster = o.Client.(*redis.ClusterClient)
+		r.pinged.Store(math.MinInt64 / 2)
 		r.leases = newLeases(o.LeaseMax, o.LeaseTTL, func() bool {
-			return r.batch.conns.now()-r.batch.conns.lastRead.Load() <= int64(o.Timeout)
+			now := r.batch.conns.now()
+			return now-r.batch.conns.lastRead.Load() <= int64(o.Timeout) && (!r.cluster || now-r.pinged.Load() <= int64(o.Timeout))
 		}, o.Leases)
 		h.lost = r.leases.drop // before the senders start
 		r.batch = newBatcher(o.Client, &o, r.cb, h)
 		r.loopStop, r.loopDone = make(chan struct{}), make(chan struct{})
-		go r.leaseLoop()
+		go r.leaseLoop(o.Timeout)
 	}
 	return r, nil
 }
@@ -216,14 +230,17 @@ func (r *Redis) SetLeases(max int, ttl time.Duration) {
 	r.returnAll.Store(true)
 }
 
-// Close sends the leases back, then stops the pipelining goroutines (when
-// Pipeline is on); calls made afterwards fail with ErrUnavailable. It
-// does not close the client.
+// Close waits for the leased decisions under way, sends the leases back,
+// then stops the pipelining goroutines (when Pipeline is on); calls made
+// afterwards fail with ErrUnavailable. It does not close the client.
 func (r *Redis) Close() {
 	if r.batch == nil {
 		return
 	}
 	r.closeOnce.Do(func() {
+		r.closing.Lock() // the grants under way are in
+		r.closed.Store(true)
+		r.closing.Unlock()
 		close(r.loopStop)
 		<-r.loopDone
 		r.batch.close()
@@ -231,12 +248,14 @@ func (r *Redis) Close() {
 }
 
 // leaseLoop keeps the leases honest: a heartbeat to Redis while leases are
-// held and nothing else was answered within half the timeout (a failed one
-// drops them all); every quarter lease period, the refunds of expired
-// leases; at a reload and at Close, the refunds of them all.
-func (r *Redis) leaseLoop() {
+// held and nothing else was answered within half the timeout, or with a
+// Cluster every half timeout to every master (another node's answers say
+// nothing of a bucket's own; a failed heartbeat drops every lease); every quarter lease period, the refunds of expired
+// leases; at a reload and at Close, the refunds of them all. timeout is
+// the limiter's (a ping waits as long as a request).
+func (r *Redis) leaseLoop(timeout time.Duration) {
 	defer close(r.loopDone)
-	beat := max(r.timeout/2, 5*time.Millisecond)
+	beat := max(timeout/2, 5*time.Millisecond)
 	t := time.NewTicker(beat)
 	defer t.Stop()
 	var lastSweep int64
@@ -248,10 +267,13 @@ func (r *Redis) leaseLoop() {
 		case <-t.C:
 		}
 		now := time.Now().UnixNano()
-		if r.leases.held(now) && r.batch.conns.now()-r.batch.conns.lastRead.Load() > int64(beat) {
-			ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+		if r.leases.held(now) && (r.cluster || r.batch.conns.now()-r.batch.conns.lastRead.Load() > int64(beat)) {
+			sent := r.batch.conns.now()
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			if err := r.ping(ctx); err != nil {
 				r.leases.drop()
+			} else {
+				r.pinged.Store(sent)
 			}
 			cancel()
 		}
@@ -272,28 +294,31 @@ func (r *Redis) ping(ctx context.Context) error {
 	return r.client.Ping(ctx).Err()
 }
 
+// refundsPerScript bounds the keys of one refund script: the script reads
+// its keys with one MGET of them all, and Lua unpacks at most about 8,000
+// values at once.
+const refundsPerScript = 1000
+
 // sendRefunds sends unused lease tokens back in one script run (one per
-// hash slot with a Cluster, pipelined). A refund that fails is lost: the
-// tokens come back as the bucket refills.
+// hash slot with a Cluster, and one per refundsPerScript keys, pipelined).
+// A refund that fails is lost: the tokens come back as the bucket refills.
 func (r *Redis) sendRefunds(refs []refund) {
 	if len(refs) == 0 || r.cb.State() == gobreaker.StateOpen {
 		return
 	}
 	var keys [][]string
 	var args [][]any
-	index := make(map[uint16]int)
+	index := make(map[uint16]int) // a slot's script still filling
 	_, cluster := r.client.(*redis.ClusterClient)
 	for _, f := range refs {
-		i := 0
+		var s uint16
 		if cluster {
-			s := slot(f.key)
-			var ok bool
-			if i, ok = index[s]; !ok {
-				i = len(keys)
-				index[s] = i
-				keys, args = append(keys, nil), append(args, nil)
-			}
-		} else if len(keys) == 0 {
+			s = slot(f.key)
+		}
+		i, ok := index[s]
+		if !ok || len(keys[i]) == refundsPerScript {
+			i = len(keys)
+			index[s] = i
 			keys, args = append(keys, nil), append(args, nil)
 		}
 		keys[i] = append(keys[i], f.key)
@@ -343,6 +368,9 @@ func (r *Redis) Allow(cs Checks) (Decision, error) {
 	var d Decision
 	var err error
 	if r.leases != nil && r.leases.on() {
+		if r.closed.Load() {
+			return Decision{}, errLimiterClosed
+		}
 		var again bool
 		d, again, err = r.allowLeased(&cs, now, true)
 		if again {
@@ -396,6 +424,9 @@ func (r *Redis) allowRedis(cs *Checks) (Decision, error) {
 // ones asks one token of every bucket.
 var ones = [MaxChecks]int{1, 1, 1, 1, 1, 1, 1, 1}
 
+// errLimiterClosed answers a leased decision after Close.
+var errLimiterClosed = fmt.Errorf("%w: %w", ErrUnavailable, errClosed)
+
 // errOpen answers a call the open breaker refuses.
 var errOpen = fmt.Errorf("%w: breaker %s: %w", ErrUnavailable, BreakerName, gobreaker.ErrOpenState)
 
@@ -443,6 +474,12 @@ func (r *Redis) allowLeased(cs *Checks, clock int64, first bool) (d Decision, ag
 	if r.cb.State() == gobreaker.StateOpen {
 		giveBack()
 		return Decision{}, false, errOpen
+	}
+	r.closing.RLock() // until the grants are in
+	defer r.closing.RUnlock()
+	if r.closed.Load() {
+		giveBack()
+		return Decision{}, false, errLimiterClosed
 	}
 	rd, grants, err := r.call(&rest, &want)
 	if err != nil {
