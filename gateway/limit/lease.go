@@ -1,7 +1,10 @@
 package limit
 
 import (
+	"cmp"
 	"hash/maphash"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,7 +82,12 @@ type bucketLease struct {
 	win, last int64
 	cur, prev int32
 
-	tokens     int32  // unused tokens of the lease
+	tokens int32 // unused tokens of the lease
+	// older of tokens are an earlier grant's, merged in (two requests'
+	// grants at once), charged up to olderTAT; they are spent first and
+	// refunded by their own TAT.
+	older      int32
+	olderTAT   int64
 	burst      int32  // the bucket's burst at the grant
 	remGrant   int32  // what Redis had left at the grant
 	gen        uint32 // bumped at each grant, refund and drop: a token given back to an older lease is lost
@@ -146,6 +154,9 @@ func (l *leases) take(key string, now int64) (res Result, gen uint32, want int, 
 			l.refund(key, &e)
 		case l.fresh():
 			e.tokens--
+			if e.older > 0 {
+				e.older--
+			}
 			e.cur++
 			e.last = now
 			res = e.result(now)
@@ -158,8 +169,10 @@ func (l *leases) take(key string, now int64) (res Result, gen uint32, want int, 
 			return res, gen, 0, true
 		}
 	}
+	// A lease still holding tokens (Redis not heard from lately) needs no
+	// more: the request asks Redis for its own token only.
 	want = 1
-	if m := l.max.Load(); m > 1 && e.last != 0 && now-e.last < ttl {
+	if m := l.max.Load(); m > 1 && e.tokens == 0 && e.last != 0 && now-e.last < ttl {
 		f := float64(now-e.win) / float64(ttl)
 		est := float64(e.cur) + float64(e.prev)*(1-f)
 		want = int(min(max(est+0.5, 1), float64(m)))
@@ -222,8 +235,14 @@ func (l *leases) grant(key string, r Rate, res Result, granted int, tatUS int64,
 	e.last = now
 	current := epoch == l.epoch.Load()
 	// A lease still good (requests asked at once, or while Redis had not
-	// answered lately) is kept, and takes the new tokens in: the later TAT
-	// covers both grants, the earlier expiry bounds them.
+	// answered lately) is kept, and takes the new tokens in as a second
+	// segment: the merged lease keeps the earlier expiry (no token lives
+	// past its own charge plus lease_ttl, replies may be handled out of
+	// order), and each segment is refunded by its own grant's TAT, so that
+	// a refund never reckons another gateway's charges made between the
+	// two grants as this lease's. A third grant folds the two earliest
+	// segments into one under the earlier TAT (a refund of it may then
+	// give back less than it could, never more).
 	merge := e.tokens > 0 && current && e.epoch == epoch && now < e.expires
 	if e.tokens > 0 && !merge {
 		if e.epoch == l.epoch.Load() {
@@ -234,19 +253,21 @@ func (l *leases) grant(key string, r Rate, res Result, granted int, tatUS int64,
 	}
 	if granted > 1 && current {
 		if merge {
-			e.tokens += int32(granted - 1)
+			e.addSegment(int32(granted-1), tatUS)
+			e.expires = min(e.expires, sent+l.ttl.Load())
 		} else {
 			e.tokens = int32(granted - 1)
+			e.older = 0
 			e.gen++
 			e.epoch = epoch
 			e.expires = sent + l.ttl.Load()
+			e.tatGrantUS = tatUS
 		}
 		e.grantedAt = now
 		e.burst = int32(r.burst())
 		e.remGrant = int32(res.Remaining)
 		e.resetGrant = int64(res.ResetAfter)
 		e.emission = int64(r.Period) / int64(r.Limit)
-		e.tatGrantUS = tatUS
 		l.lastGrant.Store(now)
 	}
 	sh.m[key] = e
@@ -256,17 +277,52 @@ func (l *leases) grant(key string, r Rate, res Result, granted int, tatUS int64,
 	}
 }
 
+// addSegment merges n tokens granted up to tatUS into e's lease, which
+// holds tokens: the segment with the latest TAT stays the newer one, the
+// others are the older, under the earliest of their TATs.
+func (e *bucketLease) addSegment(n int32, tatUS int64) {
+	newer := e.tokens - e.older
+	switch {
+	case tatUS >= e.tatGrantUS: // the usual order: the new grant is the latest
+		if e.older > 0 {
+			e.olderTAT = min(e.olderTAT, e.tatGrantUS)
+		} else {
+			e.olderTAT = e.tatGrantUS
+		}
+		e.older += newer
+		e.tatGrantUS = tatUS
+	case e.older > 0: // an earlier grant's reply came last
+		e.older += n
+		e.olderTAT = min(e.olderTAT, tatUS)
+	default:
+		e.older, e.olderTAT = n, tatUS
+	}
+	e.tokens += n
+}
+
 // refund queues e's unused tokens to go back; the caller holds e's shard.
 // A token taken from the lease meanwhile cannot be given back to it: a
 // second refund of the lease would reckon what is still in the future
 // again, and could erase a later charge.
 func (l *leases) refund(key string, e *bucketLease) {
-	n := int(e.tokens)
-	e.tokens = 0
+	// The later segment first: a refund applies only while the stored TAT
+	// is at least its grant's, and the later one's is the higher.
+	if n := int(e.tokens - e.older); n > 0 {
+		l.queue(key, e.emission, n, e.tatGrantUS)
+	}
+	if e.older > 0 {
+		l.queue(key, e.emission, int(e.older), e.olderTAT)
+	}
+	e.tokens, e.older = 0, 0
 	e.gen++
+}
+
+// queue queues n unused tokens of key's lease, granted up to tatUS, to go
+// back.
+func (l *leases) queue(key string, emission int64, n int, tatUS int64) {
 	l.mu.Lock()
-	l.refunds = append(l.refunds, refund{key: keyPrefix + key, emission: float64(e.emission) / float64(time.Second),
-		unused: n, tatGrantUS: e.tatGrantUS})
+	l.refunds = append(l.refunds, refund{key: keyPrefix + key, emission: float64(emission) / float64(time.Second),
+		unused: n, tatGrantUS: tatUS})
 	l.mu.Unlock()
 	if l.hooks.Refunded != nil {
 		l.hooks.Refunded(n)
@@ -276,7 +332,7 @@ func (l *leases) refund(key string, e *bucketLease) {
 // dropped loses e's unused tokens; the caller holds e's shard.
 func (l *leases) dropped(e *bucketLease) {
 	n := int(e.tokens)
-	e.tokens = 0
+	e.tokens, e.older = 0, 0
 	e.gen++
 	if l.hooks.Dropped != nil {
 		l.hooks.Dropped(n)
@@ -327,6 +383,15 @@ func (l *leases) sweep(now int64, all bool) []refund {
 	out := l.refunds
 	l.refunds = nil
 	l.mu.Unlock()
+	// A bucket's refunds go back latest grant first: each applies only
+	// while the stored TAT is at least its grant's, and an earlier one
+	// applied first would lower it below a later grant's.
+	slices.SortStableFunc(out, func(a, b refund) int {
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.tatGrantUS, a.tatGrantUS)
+	})
 	return out
 }
 

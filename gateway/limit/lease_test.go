@@ -865,3 +865,34 @@ func TestLeaseGiveBackAfterRefund(t *testing.T) {
 		t.Fatalf("the bucket holds %.2f tokens after the refunds, want at least the other gateway's 4", got-want+4)
 	}
 }
+
+// Two grants merged into one lease (two requests' calls at once) keep each
+// grant's TAT for its own tokens, and the earlier expiry, whatever order
+// the replies came in: a refund never reckons the charges other gateways
+// made between the two grants as this lease's.
+func TestLeaseMergedGrantsKeepTheirTATs(t *testing.T) {
+	for _, order := range []string{"in order", "reversed"} {
+		t.Run(order, func(t *testing.T) {
+			l := newLeases(16, time.Second, func() bool { return true }, LeaseHooks{})
+			r := Rate{Name: "reads", Limit: 60, Period: time.Minute}
+			now := time.Now().UnixNano()
+			first := func() { l.grant("b", r, Result{Remaining: 50}, 5, 1_000_000, 0, now, now) }
+			second := func() { l.grant("b", r, Result{Remaining: 40}, 4, 9_000_000, 0, now+int64(time.Millisecond), now) }
+			if order == "in order" {
+				first()
+				second()
+			} else {
+				second()
+				first()
+			}
+			if _, _, _, ok := l.take("b", now); !ok { // spends the earlier grant's first
+				t.Fatal("no token from the merged lease")
+			}
+			got := l.sweep(now, true)
+			want := []refund{{key: keyPrefix + "b", emission: 1, unused: 3, tatGrantUS: 9_000_000}, {key: keyPrefix + "b", emission: 1, unused: 3, tatGrantUS: 1_000_000}}
+			if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+				t.Fatalf("refunds %+v, want %+v", got, want)
+			}
+		})
+	}
+}
