@@ -383,7 +383,7 @@ func TestNewConnectionsPerPeer(t *testing.T) {
 		admitted := []net.Conn{dialGatewayFrom(t, gw, "127.0.0.1"), dialGatewayFrom(t, gw, "127.0.0.1")}
 		over := dialGatewayFrom(t, gw, "127.0.0.1")
 		other := dialGatewayFrom(t, gw, "127.0.0.2")
-		a, err := readAnswer(over, 5*time.Second) // answered before it sends anything
+		a, err := request(over, key, "198.51.100.1") // answered, refused, once it asks
 		if err != nil {
 			t.Fatalf("connection %d within the second: %v", rate+1, err)
 		}
@@ -498,5 +498,39 @@ func TestHeaderReceivedAllocs(t *testing.T) {
 	h.Set("X-API-Key", key)
 	if rc := gw.g.headerReceived(&h); rc.ReadTimeout != 0 {
 		t.Fatalf("a read gets read timeout %s again, want the headers' own", rc.ReadTimeout)
+	}
+}
+
+// A client refused for opening connections too fast gets the 429 envelope
+// as the answer to its request, as an HTTP client expects, not an answer
+// before it asked (Go's client calls that a broken connection).
+func TestRefusedConnectionAnswersTheRequest(t *testing.T) {
+	b := newTestBackend(t)
+	gw := startGateway(t, b, func(o *Options) {
+		o.Config.MaxNewConnsPerPeer = 1
+		o.Config.Limits.Vendor.Reads.Rate = 1000
+	})
+	key, _ := b.addKey("vendor-a", "approved", time.Now().Add(time.Hour))
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	refused := 0
+	for i := 0; i < 20; i++ {
+		req, _ := http.NewRequest("GET", gw.url+"/api/vendor/v1/me", nil)
+		req.Header.Set("X-API-Key", key)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("request %d: %v; want an answer (200, or 429 for a connection over the bound)", i+1, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case 200:
+		case 429:
+			refused++
+		default:
+			t.Fatalf("request %d: %d", i+1, resp.StatusCode)
+		}
+	}
+	if refused == 0 {
+		t.Fatal("20 connections back to back at a bound of 1 a second: none refused")
 	}
 }

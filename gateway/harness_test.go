@@ -259,6 +259,10 @@ func testConfig(b *testBackend) *config.Gateway {
 	c.Redis.Timeout, c.Redis.PoolSize = 250*time.Millisecond, 16
 	c.Redis.BreakerOpenFor, c.Redis.BreakerFailures = 300*time.Millisecond, 3
 	c.MaxBodyBytes = 1 << 16
+	// Every test client is 127.0.0.1, and Go's client opens a connection
+	// for each request past its two idle ones: the new-connections bound
+	// is the clientbounds tests' to set.
+	c.MaxNewConnsPerPeer = 100000
 	c.Version = "test"
 	return c
 }

@@ -1,6 +1,6 @@
 // Package connlimit bounds, at the listener, the connections one TCP peer
 // holds open at once and the new ones it opens a second: a connection over
-// either bound is answered with a canned HTTP response and closed before the
+// either bound is answered with a canned HTTP response, once its request has begun, and closed before the
 // server gives it a goroutine, a read buffer or a request. fasthttp's own
 // Server.MaxConnsPerIP bounds the open ones with a plain-text 429, counts
 // per IPv6 address where one client holds a whole /64, and has no bound on
@@ -240,7 +240,14 @@ func (l *Listener) refuse(c net.Conn, over Reason) {
 		defer l.refusing.Add(-1)
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(l.o.Linger))
+		// Answer once the client has begun its request: an answer before
+		// it asked is, to an HTTP client (Go's among them), a broken
+		// connection rather than a 429. A client that sends nothing is
+		// closed unanswered when the linger ends.
 		var buf [512]byte
+		if _, err := c.Read(buf[:]); err != nil {
+			return
+		}
 		if _, err := c.Write(l.o.Refusal(buf[:0], over)); err != nil {
 			return
 		}

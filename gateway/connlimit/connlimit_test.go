@@ -131,6 +131,10 @@ func isTimeout(err error) bool {
 // expectRefusal reads the refusal from c.
 func expectRefusal(t *testing.T, c net.Conn, what string) {
 	t.Helper()
+	// The refusal answers the client's request, once it has begun.
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
