@@ -131,6 +131,7 @@ func TestClientBoundsOnTheBinary(t *testing.T) {
 			}
 		}
 		over := dialFrom(t, "127.0.0.30", addr)
+		_, _ = io.WriteString(over, "GET /api/vendor/v1/me HTTP/1.1\r\nHost: gw\r\nX-API-Key: "+key+"\r\n\r\n")
 		status, body, hdr, err := readStatus(over)
 		if err != nil || status != 429 || !strings.Contains(body, `"rate_limited"`) || hdr.Get("Retry-After") == "" || hdr.Get("X-Request-Id") == "" {
 			t.Fatalf("connection %d: %v %d %s %v; want the 429 envelope", bound+1, err, status, body, hdr)
