@@ -249,17 +249,7 @@ func TestLeaseFailsClosed(t *testing.T) {
 		t.Fatalf("read from a lease with Redis paused: %v, want ErrUnavailable", err)
 	}
 	t.Logf("refused after %s with Redis paused", time.Since(start))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d, err := l.Allow(one(key, r))
-		if err == nil && d.Allowed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Redis back, still %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	allowedAgain(t, l, one(key, r))
 }
 
 // Restarted Redis (its buckets gone) while leases are held: the leases are
@@ -284,11 +274,17 @@ func TestLeaseRedisRestart(t *testing.T) {
 		t.Fatal("leases not dropped with Redis gone")
 	}
 	rs.Restart(t)
+	allowedAgain(t, l, one(key, r))
+}
+
+// allowedAgain waits, up to 10 s, until Redis is back and cs is allowed.
+func allowedAgain(t *testing.T, l *leased, cs Checks) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		d, err := l.Allow(one(key, r))
+		d, err := l.Allow(cs)
 		if err == nil && d.Allowed {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("Redis back, still %v", err)
