@@ -86,8 +86,11 @@ type bucketLease struct {
 	// older of tokens are an earlier grant's, merged in (two requests'
 	// grants at once), charged up to olderTAT; they are spent first and
 	// refunded by their own TAT.
-	older      int32
-	olderTAT   int64
+	older    int32
+	olderTAT int64
+	// olderAfter of older are positioned past olderTAT (a later grant's
+	// tokens folded in): their refund is not capped at olderTAT.
+	olderAfter int32
 	burst      int32  // the bucket's burst at the grant
 	remGrant   int32  // what Redis had left at the grant
 	gen        uint32 // bumped at each grant, refund and drop: a token given back to an older lease is lost
@@ -105,6 +108,9 @@ type refund struct {
 	emission   float64
 	unused     int
 	tatGrantUS int64
+	// after of unused are positioned past tatGrantUS (a later grant's,
+	// folded in): the refund may reach that far past it.
+	after int
 }
 
 func newLeases(max int, ttl time.Duration, fresh func() bool, h LeaseHooks) *leases {
@@ -155,7 +161,8 @@ func (l *leases) take(key string, now int64) (res Result, gen uint32, want int, 
 		case l.fresh():
 			e.tokens--
 			if e.older > 0 {
-				e.older--
+				e.older-- // the earliest first
+				e.olderAfter = min(e.olderAfter, e.older)
 			}
 			e.cur++
 			e.last = now
@@ -257,7 +264,7 @@ func (l *leases) grant(key string, r Rate, res Result, granted int, tatUS int64,
 			e.expires = min(e.expires, sent+l.ttl.Load())
 		} else {
 			e.tokens = int32(granted - 1)
-			e.older = 0
+			e.older, e.olderAfter = 0, 0
 			e.gen++
 			e.epoch = epoch
 			e.expires = sent + l.ttl.Load()
@@ -285,7 +292,7 @@ func (e *bucketLease) addSegment(n int32, tatUS int64) {
 	switch {
 	case tatUS >= e.tatGrantUS: // the usual order: the new grant is the latest
 		if e.older > 0 {
-			e.olderTAT = min(e.olderTAT, e.tatGrantUS)
+			e.olderAfter += newer // past olderTAT, up to the last grant's
 		} else {
 			e.olderTAT = e.tatGrantUS
 		}
@@ -308,21 +315,21 @@ func (l *leases) refund(key string, e *bucketLease) {
 	// The later segment first: a refund applies only while the stored TAT
 	// is at least its grant's, and the later one's is the higher.
 	if n := int(e.tokens - e.older); n > 0 {
-		l.queue(key, e.emission, n, e.tatGrantUS)
+		l.queue(key, e.emission, n, e.tatGrantUS, 0)
 	}
 	if e.older > 0 {
-		l.queue(key, e.emission, int(e.older), e.olderTAT)
+		l.queue(key, e.emission, int(e.older), e.olderTAT, int(e.olderAfter))
 	}
-	e.tokens, e.older = 0, 0
+	e.tokens, e.older, e.olderAfter = 0, 0, 0
 	e.gen++
 }
 
 // queue queues n unused tokens of key's lease, granted up to tatUS, to go
 // back.
-func (l *leases) queue(key string, emission int64, n int, tatUS int64) {
+func (l *leases) queue(key string, emission int64, n int, tatUS int64, after int) {
 	l.mu.Lock()
 	l.refunds = append(l.refunds, refund{key: keyPrefix + key, emission: float64(emission) / float64(time.Second),
-		unused: n, tatGrantUS: tatUS})
+		unused: n, tatGrantUS: tatUS, after: after})
 	l.mu.Unlock()
 	if l.hooks.Refunded != nil {
 		l.hooks.Refunded(n)
@@ -332,7 +339,7 @@ func (l *leases) queue(key string, emission int64, n int, tatUS int64) {
 // dropped loses e's unused tokens; the caller holds e's shard.
 func (l *leases) dropped(e *bucketLease) {
 	n := int(e.tokens)
-	e.tokens, e.older = 0, 0
+	e.tokens, e.older, e.olderAfter = 0, 0, 0
 	e.gen++
 	if l.hooks.Dropped != nil {
 		l.hooks.Dropped(n)

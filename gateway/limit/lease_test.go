@@ -892,3 +892,26 @@ func TestLeaseMergedGrantsKeepTheirTATs(t *testing.T) {
 		})
 	}
 }
+
+// A third grant merged into a lease folds the two earlier segments under
+// the earlier TAT, counting the tokens positioned past it: their refund
+// reaches that far, instead of being capped at the earlier grant's future
+// (which kept 30 tokens of a per-key bucket charged for nothing in
+// TestLeaseEdgesSeveralChecksConcurrent).
+func TestLeaseFoldedSegmentsRefundInFull(t *testing.T) {
+	l := newLeases(16, time.Second, func() bool { return true }, LeaseHooks{})
+	r := Rate{Name: "reads", Limit: 60, Period: time.Minute}
+	now := time.Now().UnixNano()
+	for _, tat := range []int64{1_000_000, 3_000_000, 5_000_000} { // three grants of two tokens
+		l.grant("b", r, Result{Remaining: 50}, 3, tat, 0, now, now)
+	}
+	if _, _, _, ok := l.take("b", now); !ok { // the earliest grant's first
+		t.Fatal("no token from the lease")
+	}
+	got := l.sweep(now, true)
+	want := []refund{{key: keyPrefix + "b", emission: 1, unused: 2, tatGrantUS: 5_000_000},
+		{key: keyPrefix + "b", emission: 1, unused: 3, tatGrantUS: 1_000_000, after: 2}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("refunds %+v, want %+v", got, want)
+	}
+}

@@ -29,8 +29,10 @@ import "github.com/redis/go-redis/v9"
 // lease is one token, the request's own).
 //
 // n = 0 is a refund of one key: the emission interval in seconds, the
-// unused tokens u and the bucket's TAT after the grant in microseconds
-// since 2017 (g). The bucket's TAT goes back by min(u × emission, g - now)
+// unused tokens u, the bucket's TAT after the grant in microseconds since
+// 2017 (g), and a of the u that a later grant of the same lease charged
+// past g. The bucket's TAT goes back by min(u × emission, g - now + a ×
+// emission)
 // (what of the lease is still in the future, a part of a token included:
 // a floor would keep up to a token charged for nothing), only when the
 // stored TAT is not below g: a bucket that expired, was flushed or lost
@@ -71,11 +73,12 @@ while a <= nargv do
     local emission = tonumber(ARGV[a])
     local unused = tonumber(ARGV[a + 1])
     local g = tonumber(ARGV[a + 2]) / 1000000
-    a = a + 3
+    local after = tonumber(ARGV[a + 3])
+    a = a + 4
     k = k + 1
     local stored = tats[key]
     if stored and stored >= g - 0.000001 then
-      local back = math.min(unused * emission, g - now)
+      local back = math.min(unused * emission, g - now + after * emission)
       if back > 0 then
         tats[key] = stored - back
         dirty[key] = true

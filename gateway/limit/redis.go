@@ -322,7 +322,7 @@ func (r *Redis) sendRefunds(refs []refund) {
 			keys, args = append(keys, nil), append(args, nil)
 		}
 		keys[i] = append(keys[i], f.key)
-		args[i] = append(args[i], 0, f.emission, f.unused, f.tatGrantUS)
+		args[i] = append(args[i], 0, f.emission, f.unused, f.tatGrantUS, f.after)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.batch.wire)
 	defer cancel()
