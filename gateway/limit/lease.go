@@ -146,7 +146,9 @@ func (l *leases) shard(key string) *leaseShard {
 // (the lease current and Redis answering), it takes it and returns the
 // bucket's result and the lease's generation, ok; otherwise it returns how
 // many tokens the request's Redis call should ask for the bucket.
-func (l *leases) take(key string, now int64) (res Result, gen uint32, want int, ok bool) {
+// answered says Redis has just answered this request (its second pass):
+// the lease is honoured without asking whether Redis answered lately.
+func (l *leases) take(key string, now int64, answered bool) (res Result, gen uint32, want int, ok bool) {
 	ttl := l.ttl.Load()
 	sh := l.shard(key)
 	sh.mu.Lock()
@@ -158,7 +160,7 @@ func (l *leases) take(key string, now int64) (res Result, gen uint32, want int, 
 			l.dropped(&e)
 		case now >= e.expires:
 			l.refund(key, &e)
-		case l.fresh():
+		case answered || l.fresh():
 			e.tokens--
 			if e.older > 0 {
 				e.older-- // the earliest first

@@ -881,7 +881,7 @@ func TestLeaseMergedGrantsKeepTheirTATs(t *testing.T) {
 				second()
 				first()
 			}
-			if _, _, _, ok := l.take("b", now); !ok { // spends the earlier grant's first
+			if _, _, _, ok := l.take("b", now, false); !ok { // spends the earlier grant's first
 				t.Fatal("no token from the merged lease")
 			}
 			got := l.sweep(now, true)
@@ -905,7 +905,7 @@ func TestLeaseFoldedSegmentsRefundInFull(t *testing.T) {
 	for _, tat := range []int64{1_000_000, 3_000_000, 5_000_000} { // three grants of two tokens
 		l.grant("b", r, Result{Remaining: 50}, 3, tat, 0, now, now)
 	}
-	if _, _, _, ok := l.take("b", now); !ok { // the earliest grant's first
+	if _, _, _, ok := l.take("b", now, false); !ok { // the earliest grant's first
 		t.Fatal("no token from the lease")
 	}
 	got := l.sweep(now, true)

@@ -447,7 +447,7 @@ func (r *Redis) allowLeased(cs *Checks, clock int64, first bool) (d Decision, ag
 	var rest Checks
 	var want, idx [MaxChecks]int // by rest's index: tokens asked, index in cs
 	for i := 0; i < cs.Count; i++ {
-		res, gen, w, ok := r.leases.take(cs.List[i].Key, now)
+		res, gen, w, ok := r.leases.take(cs.List[i].Key, now, !first)
 		if ok {
 			d.Results[i], gens[i], held[i] = res, gen, true
 			continue
