@@ -62,9 +62,8 @@ type hooks struct {
 	busy    func()
 	open    func(kind FailureKind, why string, reopened bool)
 	// lost is told that Redis failed (a failed round trip, the breaker
-	// opening): the leases go with it. answered, that a round trip was
-	// answered. Both set by the limiter, before any call.
-	lost, answered func()
+	// opening): the leases go with it. Set by the limiter, before any call.
+	lost func()
 	// last is the kind of the latest failed round trip; counts are the
 	// breaker's counts when it last tripped (written and read under the
 	// breaker's lock: OnTrip and OnStateChange both run under it).
@@ -80,12 +79,6 @@ func (h *hooks) onFailure(err error) {
 	}
 	if h.failure != nil {
 		h.failure(k, err)
-	}
-}
-
-func (h *hooks) onAnswer() {
-	if h.answered != nil {
-		h.answered()
 	}
 }
 

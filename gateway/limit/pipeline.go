@@ -360,9 +360,6 @@ func (b *batcher) send(batch []*call) {
 	if failed != nil && !late {
 		b.hooks.onFailure(failed)
 	}
-	if failed == nil {
-		b.hooks.onAnswer()
-	}
 	for i, g := range groups {
 		v, err := cmds[i].Slice()
 		if late {
