@@ -2,6 +2,9 @@ package usage
 
 import (
 	"errors"
+	"math/rand/v2"
+	"reflect"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -333,5 +336,54 @@ func TestParseWindow(t *testing.T) {
 		if _, err := ParseWindow(in); !errors.Is(err, ErrWindow) {
 			t.Errorf("ParseWindow(%q) err = %v, want ErrWindow", in, err)
 		}
+	}
+}
+
+// The Redis store's script and the in-process store add the same flushes to
+// the same buckets: every counter of every policy, zeros between counts,
+// vendors in some flushes only, two minutes of one hour, and each hour's
+// peak minute demand per policy.
+func TestRedisAddsAsLocalDoes(t *testing.T) {
+	clk := newClock()
+	srv := testredis.Start(t)
+	rs, ls := redisStore(t, srv), NewLocal(clk.Now)
+	rng := rand.New(rand.NewPCG(1, 2))
+	vendors := []string{vendorA, vendorB, "0b1e9c53-6d2a-4f71-9e84-2c5d7a3f6b10"}
+	first := clk.Now().Unix() / 60
+	for f := 0; f < 40; f++ {
+		d := &Delta{ID: "d-" + strconv.Itoa(f), Minute: first + int64(f%2)}
+		for _, v := range vendors {
+			if rng.IntN(3) == 0 {
+				continue // not in this flush
+			}
+			row := Row{Vendor: v}
+			for i := range row.Values {
+				if rng.IntN(4) == 0 {
+					row.Values[i] = uint64(rng.IntN(1000))
+				}
+			}
+			d.Rows = append(d.Rows, row)
+		}
+		for name, st := range map[string]Store{"redis": rs, "local": ls} {
+			if errs := st.Apply([]*Delta{d}); errs != nil && errs[0] != nil {
+				t.Fatalf("%s: %v", name, errs[0])
+			}
+		}
+	}
+	minutes, hours := []int64{first, first + 1}, []int64{first / 60}
+	want, err := ls.Read(minutes, hours)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rs.Read(minutes, hours)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want.Minutes[first]) != len(vendors) || len(want.Hours[first/60]) != len(vendors) {
+		t.Fatalf("the in-process store holds %d vendors in the first minute, %d in the hour; want %d",
+			len(want.Minutes[first]), len(want.Hours[first/60]), len(vendors))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("redis buckets\n%+v\nin-process\n%+v", got, want)
 	}
 }
