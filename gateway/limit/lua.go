@@ -131,7 +131,8 @@ end
 for key in pairs(dirty) do
   local reset_after = tats[key] - now
   if reset_after > 0 then
-    redis.call("SET", key, tats[key], "EX", math.ceil(reset_after))
+    local us = math.floor(tats[key] * 1000000 + 0.5)
+    redis.call("SET", key, string.format("%d.%06d", math.floor(us / 1000000), us % 1000000), "EX", string.format("%d", math.ceil(reset_after)))
   else
     redis.call("DEL", key)
   end
