@@ -67,7 +67,8 @@ type LeaseHooks struct {
 	Spent func()
 	// Refunded: unused tokens queued to go back (at expiry, reload, close).
 	Refunded func(n int)
-	// Dropped: unused tokens lost with Redis (a failure, the breaker).
+	// Dropped: unused tokens lost with Redis (a failure, the breaker), or
+	// given back by a refused request after their lease was sent back.
 	Dropped func(n int)
 }
 
@@ -94,7 +95,10 @@ type bucketLease struct {
 	olderAfter int32
 	burst      int32  // the bucket's burst at the grant
 	remGrant   int32  // what Redis had left at the grant
-	gen        uint32 // bumped at each grant, refund and drop: a token given back to an older lease is lost
+	gen        uint32 // bumped at each grant, refund and drop
+	// refunded: bit i set when the lease of generation gen-1-i was sent
+	// back or dropped rather than spent to the end (see giveBack).
+	refunded   uint8
 	epoch      uint64 // leases.epoch at the grant
 	expires    int64  // unix ns
 	grantedAt  int64  // unix ns
@@ -149,7 +153,7 @@ func (l *leases) shard(key string) *leaseShard {
 // many tokens the request's Redis call should ask for the bucket.
 // answered says Redis has just answered this request (its second pass):
 // the lease is honoured without asking whether Redis answered lately.
-func (l *leases) take(key string, now int64, answered bool) (res Result, gen uint32, want int, ok bool) {
+func (l *leases) take(key string, now int64, answered bool) (res Result, t ticket, want int, ok bool) {
 	ttl := l.ttl.Load()
 	sh := l.shard(key)
 	sh.mu.Lock()
@@ -162,21 +166,22 @@ func (l *leases) take(key string, now int64, answered bool) (res Result, gen uin
 		case now >= e.expires:
 			l.refund(key, &e)
 		case answered || l.fresh():
+			t = ticket{gen: e.gen, epoch: e.epoch, tatUS: e.tatGrantUS}
 			e.tokens--
-			if e.older > 0 {
-				e.older-- // the earliest first
+			if e.older > 0 { // the earliest first
+				t.older, t.after, t.tatUS = true, e.older <= e.olderAfter, e.olderTAT
+				e.older--
 				e.olderAfter = min(e.olderAfter, e.older)
 			}
 			e.cur++
 			e.last = now
 			res = e.result(now)
-			gen = e.gen
 			sh.m[key] = e
 			sh.mu.Unlock()
 			if l.hooks.Spent != nil {
 				l.hooks.Spent()
 			}
-			return res, gen, 0, true
+			return res, t, 0, true
 		}
 	}
 	// A lease still holding tokens (Redis not heard from lately) needs no
@@ -189,7 +194,16 @@ func (l *leases) take(key string, now int64, answered bool) (res Result, gen uin
 	}
 	sh.m[key] = e
 	sh.mu.Unlock()
-	return Result{}, 0, want, false
+	return Result{}, ticket{}, want, false
+}
+
+// ticket is a token taken from a lease: enough to give it back.
+type ticket struct {
+	gen   uint32
+	epoch uint64
+	tatUS int64 // the TAT of the grant it came from
+	older bool  // from the older segment
+	after bool  // of the older segment's tokens positioned past its TAT
 }
 
 // roll moves the demand windows on to now.
@@ -218,17 +232,48 @@ func (e *bucketLease) result(now int64) Result {
 }
 
 // giveBack returns a token taken for a request that was refused after all
-// (another of its buckets refused it), to the lease it came from, unless
-// that lease was granted anew, sent back or dropped meanwhile (the token
-// is lost).
-func (l *leases) giveBack(key string, gen uint32, now int64) {
+// (another of its buckets refused it). It goes back to the lease it came
+// from, expired or not (an expired lease is sent back whole later). When
+// that lease has run out and been granted anew meanwhile (other requests
+// spent the rest), the token joins the new lease's older segment, under
+// the earlier of the two grants' TATs: its grant was never sent back, and
+// one refund of the segment reckons its future once. When its lease was
+// sent back or dropped meanwhile, or Redis failed since, the token is lost
+// (a second refund of one grant would reckon its future twice and could
+// erase another gateway's later charge): its bucket stays charged for it
+// until it refills.
+func (l *leases) giveBack(key string, t ticket, now int64) {
 	sh := l.shard(key)
 	sh.mu.Lock()
-	if e, ok := sh.m[key]; ok && e.gen == gen && e.epoch == l.epoch.Load() && now < e.expires {
+	e, ok := sh.m[key]
+	back := ok && t.epoch == l.epoch.Load() && e.epoch == t.epoch
+	switch {
+	case !back:
+	case e.gen == t.gen && !t.older && t.tatUS == e.tatGrantUS:
+		e.tokens++ // the segment it came from
+	case e.gen == t.gen,
+		// t's lease was spent to the end (not sent back), and e is live.
+		e.gen-t.gen <= 8 && e.refunded&(1<<(e.gen-t.gen-1)) == 0 && e.tokens > 0 && now < e.expires:
+		if t.after { // positioned past t.tatUS: a whole interval at most
+			if e.older == 0 {
+				e.olderTAT = t.tatUS
+			}
+			e.older++
+			e.olderAfter++
+		} else {
+			e.addOlder(1, t.tatUS)
+		}
 		e.tokens++
+	default:
+		back = false
+	}
+	if back {
 		sh.m[key] = e
 	}
 	sh.mu.Unlock()
+	if !back && l.hooks.Dropped != nil {
+		l.hooks.Dropped(1)
+	}
 }
 
 // grant is what Redis granted a request's call for one bucket of rate r:
@@ -268,6 +313,7 @@ func (l *leases) grant(key string, r Rate, res Result, granted int, tatUS int64,
 		} else {
 			e.tokens = int32(granted - 1)
 			e.older, e.olderAfter = 0, 0
+			e.refunded <<= 1 // the last lease was spent to the end, or sent back above
 			e.gen++
 			e.epoch = epoch
 			e.expires = sent + l.ttl.Load()
@@ -301,13 +347,31 @@ func (e *bucketLease) addSegment(n int32, tatUS int64) {
 		}
 		e.older += newer
 		e.tatGrantUS = tatUS
-	case e.older > 0: // an earlier grant's reply came last
-		e.older += n
-		e.olderTAT = min(e.olderTAT, tatUS)
-	default:
-		e.older, e.olderTAT = n, tatUS
+	default: // an earlier grant's reply came last
+		e.addOlder(n, tatUS)
 	}
 	e.tokens += n
+}
+
+// addOlder counts n tokens positioned at or before tatUS (µs) in e's older
+// segment (the caller counts them in e.tokens). The segment keeps the
+// earliest TAT, and the tokens past it count as after: a refund gives back
+// at most what lies in the future below the TAT and a whole emission
+// interval for each of those, never more than they can hold.
+func (e *bucketLease) addOlder(n int32, tatUS int64) {
+	switch {
+	case e.older == 0:
+		e.older, e.olderTAT, e.olderAfter = n, tatUS, 0
+	case tatUS == e.olderTAT:
+		e.older += n
+	case tatUS < e.olderTAT: // the segment's tokens now lie past its TAT
+		e.olderAfter = e.older
+		e.older += n
+		e.olderTAT = tatUS
+	default: // the new tokens lie past it
+		e.older += n
+		e.olderAfter += n
+	}
 }
 
 // refund queues e's unused tokens to go back; the caller holds e's shard.
@@ -324,6 +388,7 @@ func (l *leases) refund(key string, e *bucketLease) {
 		l.queue(key, e.emission, int(e.older), e.olderTAT, int(e.olderAfter))
 	}
 	e.tokens, e.older, e.olderAfter = 0, 0, 0
+	e.refunded = e.refunded<<1 | 1
 	e.gen++
 }
 
@@ -343,6 +408,7 @@ func (l *leases) queue(key string, emission int64, n int, tatUS int64, after int
 func (l *leases) dropped(e *bucketLease) {
 	n := int(e.tokens)
 	e.tokens, e.older, e.olderAfter = 0, 0, 0
+	e.refunded = e.refunded<<1 | 1
 	e.gen++
 	if l.hooks.Dropped != nil {
 		l.hooks.Dropped(n)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -728,7 +729,8 @@ func TestLeaseEdgesSeveralChecksConcurrent(t *testing.T) {
 		want     float64
 	}{{"vg:{v:1}:reads", 30, 120}, {"vg:{v:1}:k:1:reads", 3.6, 120}, {"vg:{v:1}:reads:shadow", 60, 60}, {"vg:{v:1}:k:1:reads:shadow", 1.8, 120}} {
 		if held := (storedTAT(t, l.client, b.key) - now) / b.emission; math.Round(held) != b.want {
-			t.Errorf("%s holds %.2f tokens after close, want %.0f", b.key, held, b.want)
+			t.Errorf("%s holds %.2f tokens after close, want %.0f (leased %d, spent %d, refunded %d, dropped %d, charged %d)",
+				b.key, held, b.want, l.granted.Load(), l.spent.Load(), l.refunded.Load(), l.dropped.Load(), l.charged.Load())
 		}
 	}
 }
@@ -790,7 +792,7 @@ func TestLeaseRefundKeepsNoFraction(t *testing.T) {
 	a.SetLeases(16, time.Minute)
 	for end := time.Now().Add(5 * time.Second); a.refunded.Load() == 0; {
 		if time.Now().After(end) {
-			t.Fatal("no refund within 5 s of the reload")
+			t.Fatalf("no refund within 5 s of the reload (%d leased, %d spent, %d dropped)", a.granted.Load(), a.spent.Load(), a.dropped.Load())
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -917,4 +919,65 @@ func TestLeaseFoldedSegmentsRefundInFull(t *testing.T) {
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("refunds %+v, want %+v", got, want)
 	}
+}
+
+// A token given back by a refused request goes back to the lease it came
+// from, or, when that lease ran out and a new one was granted meanwhile,
+// to the new lease's older segment under its own grant's TAT: either way
+// it is refunded once, with its grant's future. When its lease was sent
+// back meanwhile it is lost (a second refund of one grant could erase
+// another gateway's later charge), and counted as dropped.
+func TestLeaseTokensGivenBack(t *testing.T) {
+	r := Rate{Name: "reads", Limit: 60, Period: time.Minute}
+	now := time.Now().UnixNano()
+	var dropped int
+	newL := func() *leases {
+		return newLeases(16, time.Second, func() bool { return true }, LeaseHooks{Dropped: func(n int) { dropped += n }})
+	}
+	take := func(l *leases) ticket {
+		t.Helper()
+		_, tk, _, ok := l.take("b", now, false)
+		if !ok {
+			t.Fatal("no token from the lease")
+		}
+		return tk
+	}
+	check := func(got, want []refund) {
+		t.Helper()
+		if !slices.Equal(got, want) {
+			t.Fatalf("refunds %+v, want %+v", got, want)
+		}
+	}
+	b := keyPrefix + "b"
+
+	t.Run("after a new grant", func(t *testing.T) {
+		l := newL()
+		l.grant("b", r, Result{Remaining: 50}, 4, 2_000_000, 0, now, now) // 3 leased
+		t1, t2, _ := take(l), take(l), take(l)
+		l.grant("b", r, Result{Remaining: 40}, 3, 8_000_000, 0, now, now) // ran out: 2 more
+		l.giveBack("b", t1, now)
+		l.giveBack("b", t2, now)
+		check(l.sweep(now, true), []refund{{key: b, emission: 1, unused: 2, tatGrantUS: 8_000_000},
+			{key: b, emission: 1, unused: 2, tatGrantUS: 2_000_000}})
+	})
+	t.Run("to its expired lease", func(t *testing.T) {
+		l := newL()
+		l.grant("b", r, Result{Remaining: 50}, 4, 2_000_000, 0, now, now)
+		t1 := take(l)
+		l.giveBack("b", t1, now+int64(2*time.Second)) // past the lease's life, not yet swept
+		check(l.sweep(now+int64(2*time.Second), false), []refund{{key: b, emission: 1, unused: 3, tatGrantUS: 2_000_000}})
+	})
+	t.Run("after its lease was sent back", func(t *testing.T) {
+		l := newL()
+		dropped = 0
+		l.grant("b", r, Result{Remaining: 50}, 4, 2_000_000, 0, now, now)
+		t1 := take(l)
+		check(l.sweep(now, true), []refund{{key: b, emission: 1, unused: 2, tatGrantUS: 2_000_000}})
+		l.grant("b", r, Result{Remaining: 40}, 3, 8_000_000, 0, now, now)
+		l.giveBack("b", t1, now)
+		if dropped != 1 {
+			t.Fatalf("%d tokens dropped, want the one given back", dropped)
+		}
+		check(l.sweep(now, true), []refund{{key: b, emission: 1, unused: 2, tatGrantUS: 8_000_000}})
+	})
 }

@@ -442,14 +442,14 @@ var errOpen = fmt.Errorf("%w: breaker %s: %w", ErrUnavailable, BreakerName, gobr
 func (r *Redis) allowLeased(cs *Checks, clock int64, first bool) (d Decision, again bool, err error) {
 	now := time.Now().UnixNano()
 	epoch := r.leases.epoch.Load()
-	var gens [MaxChecks]uint32
+	var tickets [MaxChecks]ticket
 	var held [MaxChecks]bool
 	var rest Checks
 	var want, idx [MaxChecks]int // by rest's index: tokens asked, index in cs
 	for i := 0; i < cs.Count; i++ {
-		res, gen, w, ok := r.leases.take(cs.List[i].Key, now, !first)
+		res, t, w, ok := r.leases.take(cs.List[i].Key, now, !first)
 		if ok {
-			d.Results[i], gens[i], held[i] = res, gen, true
+			d.Results[i], tickets[i], held[i] = res, t, true
 			continue
 		}
 		idx[rest.Count], want[rest.Count] = i, w
@@ -463,7 +463,7 @@ func (r *Redis) allowLeased(cs *Checks, clock int64, first bool) (d Decision, ag
 	giveBack := func() {
 		for i := 0; i < cs.Count; i++ {
 			if held[i] {
-				r.leases.giveBack(cs.List[i].Key, gens[i], now)
+				r.leases.giveBack(cs.List[i].Key, tickets[i], now)
 			}
 		}
 	}
