@@ -220,7 +220,7 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 	var err error
 	ex.decision, err = g.limiter.Allow(ex.checks)
 	ex.trace.end(err)
-	g.recordLimits(id, &ex.checks, &ex.decision, err)
+	g.recordLimits(sn, id, &ex.checks, &ex.decision, err)
 	if err != nil {
 		return err
 	}

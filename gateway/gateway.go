@@ -163,7 +163,6 @@ func New(o Options) (_ *Gateway, err error) {
 			g.release() // the goroutines and clients started before the failure
 		}
 	}()
-	g.snap.Store(sn)
 	prefixes := c.KeyPrefixes.APIKey()
 	if len(o.OpenAPI) > 0 {
 		g.docs, err = docs.NewHandler(docs.HandlerOptions{Document: o.OpenAPI, PublicBaseURL: c.PublicBaseURL, Prefixes: prefixes,
@@ -185,6 +184,8 @@ func New(o Options) (_ *Gateway, err error) {
 
 	g.router = g.newRouter() // assigns the route labels
 	g.metrics = admin.NewMetrics(g.labels)
+	sn.countDecisions(g.metrics)
+	g.snap.Store(sn)
 	g.metrics.ConfigInfo.WithLabelValues(c.Version).Set(1)
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_connections_refused_total",
 		Help: "Connections refused with 429 at accept, by reason: open (the peer held max_conns_per_peer already), rate (it had opened max_new_conns_per_peer in the last second)."},

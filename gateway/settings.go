@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"vendorgate/config"
+	"vendorgate/gateway/admin"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/clientip"
 	"vendorgate/gateway/limit"
@@ -25,6 +26,10 @@ type snapshot struct {
 	layout    *limit.Layout
 	def       *limit.Table
 	overrides map[string]*limit.Table
+	// decisions are the decision counters of each row (a check's Policy
+	// index; a row's name is the same in every table), set by
+	// countDecisions before the snapshot serves.
+	decisions []*admin.Decisions
 }
 
 // compileValid validates c, a complete configuration, and compiles its
@@ -67,6 +72,15 @@ func compile(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 	// Keys hold bucket names only for the rows some table checks.
 	sn.layout = limit.LayoutOf(tables, prevLayout)
 	return sn, nil
+}
+
+// countDecisions resolves the decision counters of sn's rows once, so that
+// a request counts its decisions by row index.
+func (sn *snapshot) countDecisions(m *admin.Metrics) {
+	sn.decisions = make([]*admin.Decisions, len(sn.policies))
+	for i, r := range sn.policies {
+		sn.decisions[i] = m.Decisions(r.Name)
+	}
 }
 
 // newTable compiles rows with vendor's overrides applied ("" for the
