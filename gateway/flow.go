@@ -64,9 +64,15 @@ type exchange struct {
 
 func (ex *exchange) requestID() []byte { return ex.rid[:ex.ridLen] }
 
-// serve is the public handler: the router inside a panic guard.
+// serve is the public handler: the routes with parameters (matched
+// without copying their values: paramRoute), then the router, inside a
+// panic guard.
 func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	defer g.recoverPanic(ctx)
+	if h := g.paramRoutes.handler(ctx); h != nil {
+		h(ctx)
+		return
+	}
 	g.router.Handler(ctx)
 }
 

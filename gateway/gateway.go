@@ -83,8 +83,11 @@ type Gateway struct {
 	respond  *respond.Writer
 	metrics  *admin.Metrics
 	router   *router.Router
-	labels   routeLabels // route label values by index, assigned by newRouter
-	server   *fasthttp.Server
+	// paramRoutes match the vendor routes with parameters ahead of router
+	// (set by newRouter).
+	paramRoutes paramRoutes
+	labels      routeLabels // route label values by index, assigned by newRouter
+	server      *fasthttp.Server
 
 	// Client bounds (clientbounds.go): the body limit and read timeout
 	// headerReceived gives, the router of requests whose body was refused
