@@ -219,9 +219,11 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 	default:
 		return errNotApproved
 	}
-	// The checks and the decision (about 1 KB together) are made in place
-	// in ex, where the RateLimit headers read them, not copied there.
-	ex.checks, ex.plan = sn.limits(id, rt)
+	// The checks and the decision (about 1 KB together) are kept in ex,
+	// where the RateLimit headers read them; the checks are made there in
+	// place. The limiter takes a copy (an interface call by value does not
+	// allocate).
+	ex.plan = sn.limits(id, rt, &ex.checks)
 	ex.trace.begin(spanLimiter)
 	var err error
 	ex.decision, err = g.limiter.Allow(ex.checks)

@@ -146,11 +146,12 @@ func (sn *snapshot) table(vendor string) *limit.Table {
 	return sn.def
 }
 
-// limits returns the checks of a request to rt by identity id, and the
-// plan they came from (its RateLimit-Policy value).
-func (sn *snapshot) limits(id *auth.Identity, rt *route) (limit.Checks, *limit.Plan) {
+// limits sets cs to the checks of a request to rt by identity id and
+// returns the plan they came from (its RateLimit-Policy value).
+func (sn *snapshot) limits(id *auth.Identity, rt *route, cs *limit.Checks) *limit.Plan {
 	p := sn.table(id.VendorID).Plan(rt.plan)
-	return p.Checks(id.Buckets(sn.layout)), p
+	p.Checks(cs, id.Buckets(sn.layout))
+	return p
 }
 
 // usageLimits is policy p's name, quota and period for vendor as
