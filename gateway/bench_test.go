@@ -60,9 +60,15 @@ func newHandlerRig(tb testing.TB, mod func(*Options)) *handlerRig {
 // read sends one proxied read through the handler, reusing req and ctx as
 // the server does, and checks that the backend's 200 came back.
 func (r *handlerRig) read(req *fasthttp.Request, ctx *fasthttp.RequestCtx) error {
+	return r.readPath(req, ctx, "/api/vendor/v1/orders/fast")
+}
+
+// readPath is read of path (a path ending in /fast: the test backend
+// answers it without allocating).
+func (r *handlerRig) readPath(req *fasthttp.Request, ctx *fasthttp.RequestCtx, path string) error {
 	req.Reset()
 	req.Header.SetMethod("GET")
-	req.SetRequestURI("/api/vendor/v1/orders/fast")
+	req.SetRequestURI(path)
 	req.Header.Set(wire.HeaderAPIKey, r.key)
 	ctx.Init(req, r.peer, nil)
 	r.h(ctx)

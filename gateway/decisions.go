@@ -10,18 +10,18 @@ import (
 )
 
 // recordLimits keeps the books of one limiter decision: the decision
-// metric of each check, the vendor's usage counts by policy index, and a
+// metric of each check (its counters resolved in sn), the vendor's usage counts by policy index, and a
 // log line for each refusal a shadow limit would have made. err is the
 // limiter's failure (every check counted unavailable), except a request
 // shed because the node cannot keep up (limit.ErrBusy, counted apart).
-func (g *Gateway) recordLimits(id *auth.Identity, cs *limit.Checks, d *limit.Decision, err error) {
+func (g *Gateway) recordLimits(sn *snapshot, id *auth.Identity, cs *limit.Checks, d *limit.Decision, err error) {
 	if errors.Is(err, limit.ErrBusy) {
 		return // shed: counted by the limiter, not a decision
 	}
 	if err != nil {
 		for i := 0; i < cs.Count; i++ {
 			if !cs.List[i].Twin { // a request, not its shadow twin
-				g.metrics.Decision(cs.List[i].Rate.Name, admin.Unavailable)
+				sn.decisions[cs.List[i].Policy].Count(admin.Unavailable)
 			}
 		}
 		return
@@ -43,7 +43,7 @@ func (g *Gateway) recordLimits(id *auth.Identity, cs *limit.Checks, d *limit.Dec
 		default:
 			outcome = admin.Limited
 		}
-		g.metrics.Decision(c.Rate.Name, outcome)
+		sn.decisions[c.Policy].Count(outcome)
 		switch outcome {
 		case admin.Limited:
 			id.Usage.Limited(p)

@@ -64,9 +64,15 @@ type exchange struct {
 
 func (ex *exchange) requestID() []byte { return ex.rid[:ex.ridLen] }
 
-// serve is the public handler: the router inside a panic guard.
+// serve is the public handler: the routes with parameters (matched
+// without copying their values: paramRoute), then the router, inside a
+// panic guard.
 func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	defer g.recoverPanic(ctx)
+	if h := g.paramRoutes.handler(ctx); h != nil {
+		h(ctx)
+		return
+	}
 	g.router.Handler(ctx)
 }
 
@@ -213,14 +219,16 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 	default:
 		return errNotApproved
 	}
-	// The checks and the decision (about 1 KB together) are made in place
-	// in ex, where the RateLimit headers read them, not copied there.
-	ex.checks, ex.plan = sn.limits(id, rt)
+	// The checks and the decision (about 1 KB together) are kept in ex,
+	// where the RateLimit headers read them; the checks are made there in
+	// place. The limiter takes a copy (an interface call by value does not
+	// allocate).
+	ex.plan = sn.limits(id, rt, &ex.checks)
 	ex.trace.begin(spanLimiter)
 	var err error
 	ex.decision, err = g.limiter.Allow(ex.checks)
 	ex.trace.end(err)
-	g.recordLimits(id, &ex.checks, &ex.decision, err)
+	g.recordLimits(sn, id, &ex.checks, &ex.decision, err)
 	if err != nil {
 		return err
 	}

@@ -83,8 +83,11 @@ type Gateway struct {
 	respond  *respond.Writer
 	metrics  *admin.Metrics
 	router   *router.Router
-	labels   routeLabels // route label values by index, assigned by newRouter
-	server   *fasthttp.Server
+	// paramRoutes match the vendor routes with parameters ahead of router
+	// (set by newRouter).
+	paramRoutes paramRoutes
+	labels      routeLabels // route label values by index, assigned by newRouter
+	server      *fasthttp.Server
 
 	// Client bounds (clientbounds.go): the body limit and read timeout
 	// headerReceived gives, the router of requests whose body was refused
@@ -163,7 +166,6 @@ func New(o Options) (_ *Gateway, err error) {
 			g.release() // the goroutines and clients started before the failure
 		}
 	}()
-	g.snap.Store(sn)
 	prefixes := c.KeyPrefixes.APIKey()
 	if len(o.OpenAPI) > 0 {
 		g.docs, err = docs.NewHandler(docs.HandlerOptions{Document: o.OpenAPI, PublicBaseURL: c.PublicBaseURL, Prefixes: prefixes,
@@ -185,6 +187,8 @@ func New(o Options) (_ *Gateway, err error) {
 
 	g.router = g.newRouter() // assigns the route labels
 	g.metrics = admin.NewMetrics(g.labels)
+	sn.countDecisions(g.metrics)
+	g.snap.Store(sn)
 	g.metrics.ConfigInfo.WithLabelValues(c.Version).Set(1)
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_connections_refused_total",
 		Help: "Connections refused with 429 at accept, by reason: open (the peer held max_conns_per_peer already), rate (it had opened max_new_conns_per_peer in the last second)."},

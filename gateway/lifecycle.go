@@ -129,6 +129,7 @@ func (g *Gateway) Reload(c *config.Gateway) error {
 		g.metrics.ConfigReloads.WithLabelValues("error").Inc()
 		return fmt.Errorf("reload: %w", err)
 	}
+	sn.countDecisions(g.metrics)
 	old := g.snap.Swap(sn)
 	if g.redisLim != nil {
 		// Leases taken under the old limits go back; the new lease

@@ -92,3 +92,42 @@ func TestPolicyOfUnknownClassRefused(t *testing.T) {
 		t.Fatalf("New = %v, want the unknown class named", err)
 	}
 }
+
+// TestReloadedPolicyDecisions: a reload that puts another policy in a
+// row's place counts its decisions under the new name from the next
+// request on (the decision counters are resolved per row when the settings
+// are compiled, not looked up by name per request).
+func TestReloadedPolicyDecisions(t *testing.T) {
+	b := newTestBackend(t)
+	gw := startGateway(t, b, func(o *Options) {
+		o.Config.Limits.Policies = []config.Policy{{Name: "downloads-a", Scope: config.ScopeVendor, Class: "reports",
+			Limit: config.Limit{Rate: 5, Period: time.Minute}}}
+	})
+	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	report := gw.url + "/api/vendor/v1/orders/o1/reports/mvr"
+	if a := do(t, "GET", report, key); a.status != 200 {
+		t.Fatalf("download: %d %s", a.status, a.body)
+	}
+	c := *gw.cfg
+	c.Limits.Policies = []config.Policy{{Name: "downloads-b", Scope: config.ScopeVendor, Class: "reports",
+		Limit: config.Limit{Rate: 5, Period: time.Minute}}}
+	c.Version = "v2"
+	if err := gw.g.Reload(&c); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if a := do(t, "GET", report, key); a.status != 200 {
+			t.Fatalf("download %d after the reload: %d %s", i, a.status, a.body)
+		}
+	}
+	m := scrape(t, gw)
+	for _, want := range []string{
+		`vendorgate_gateway_limiter_decisions_total{limit="downloads-a",outcome="allowed"} 1`,
+		`vendorgate_gateway_limiter_decisions_total{limit="downloads-b",outcome="allowed"} 2`,
+		`vendorgate_gateway_limiter_decisions_total{limit="reads",outcome="allowed"} 3`,
+	} {
+		if !strings.Contains(m, want+"\n") {
+			t.Fatalf("metrics lack %s:\n%s", want, grep(m, "limiter_decisions"))
+		}
+	}
+}

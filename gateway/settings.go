@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"vendorgate/config"
+	"vendorgate/gateway/admin"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/clientip"
 	"vendorgate/gateway/limit"
@@ -25,6 +26,10 @@ type snapshot struct {
 	layout    *limit.Layout
 	def       *limit.Table
 	overrides map[string]*limit.Table
+	// decisions are the decision counters of each row (a check's Policy
+	// index; a row's name is the same in every table), set by
+	// countDecisions before the snapshot serves.
+	decisions []*admin.Decisions
 }
 
 // compileValid validates c, a complete configuration, and compiles its
@@ -67,6 +72,15 @@ func compile(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 	// Keys hold bucket names only for the rows some table checks.
 	sn.layout = limit.LayoutOf(tables, prevLayout)
 	return sn, nil
+}
+
+// countDecisions resolves the decision counters of sn's rows once, so that
+// a request counts its decisions by row index.
+func (sn *snapshot) countDecisions(m *admin.Metrics) {
+	sn.decisions = make([]*admin.Decisions, len(sn.policies))
+	for i, r := range sn.policies {
+		sn.decisions[i] = m.Decisions(r.Name)
+	}
 }
 
 // newTable compiles rows with vendor's overrides applied ("" for the
@@ -132,11 +146,12 @@ func (sn *snapshot) table(vendor string) *limit.Table {
 	return sn.def
 }
 
-// limits returns the checks of a request to rt by identity id, and the
-// plan they came from (its RateLimit-Policy value).
-func (sn *snapshot) limits(id *auth.Identity, rt *route) (limit.Checks, *limit.Plan) {
+// limits sets cs to the checks of a request to rt by identity id and
+// returns the plan they came from (its RateLimit-Policy value).
+func (sn *snapshot) limits(id *auth.Identity, rt *route, cs *limit.Checks) *limit.Plan {
 	p := sn.table(id.VendorID).Plan(rt.plan)
-	return p.Checks(id.Buckets(sn.layout)), p
+	p.Checks(cs, id.Buckets(sn.layout))
+	return p
 }
 
 // usageLimits is policy p's name, quota and period for vendor as

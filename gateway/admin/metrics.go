@@ -55,10 +55,11 @@ type Metrics struct {
 	routes, methods []string
 	// durations are RequestDuration's children by route index.
 	durations []prometheus.Observer
-	// decisions caches LimiterDecisions' children by limit name (a handful,
-	// from the settings), copied on write: the hot path reads a map without
-	// a lock and without hashing label values.
-	decisions   atomic.Pointer[map[string]*[outcomes]atomic.Pointer[prometheus.Counter]]
+	// decisions are LimiterDecisions' counters by limit name (a handful,
+	// from the settings), the same for a name across reloads: the gateway
+	// resolves them when it compiles its policy table, so that counting a
+	// decision neither reads a map nor hashes label values.
+	decisions   map[string]*Decisions
 	decisionsMu sync.Mutex
 }
 
@@ -146,7 +147,7 @@ func NewMetrics(routes []string) *Metrics {
 	for _, e := range []string{"granted", "refunded", "dropped"} {
 		m.LeaseTokens.WithLabelValues(e)
 	}
-	m.decisions.Store(&map[string]*[outcomes]atomic.Pointer[prometheus.Counter]{})
+	m.decisions = make(map[string]*Decisions)
 	reg.MustRegister(m.requests, m.RequestDuration, m.UpstreamDuration, m.LimiterDecisions, m.RedisCallDuration,
 		m.RedisErrors, m.RedisUnsent, m.RedisBreakerTrips, m.LimiterShed, m.BucketsCharged, m.LeaseAdmissions, m.LeaseTokens, m.NodeSchedLateness, m.RedisSilenceGrace, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ConfigInfo, m.ConfigReloads,
 		m.UsageFlushes, m.UsagePending, m.UsageDropped)
@@ -242,29 +243,36 @@ func (m *Metrics) ObserveRequest(route int, d time.Duration, traceID string) {
 	m.durations[route].Observe(d.Seconds())
 }
 
-// Decision counts one limiter decision of the limit named name. A child
-// is made on its first use, so that an outcome never seen is not exported.
-func (m *Metrics) Decision(name string, o Outcome) {
-	cs, ok := (*m.decisions.Load())[name]
-	if !ok {
-		m.decisionsMu.Lock()
-		old := *m.decisions.Load()
-		if cs, ok = old[name]; !ok {
-			cs = new([outcomes]atomic.Pointer[prometheus.Counter])
-			next := make(map[string]*[outcomes]atomic.Pointer[prometheus.Counter], len(old)+1)
-			for k, v := range old {
-				next[k] = v
-			}
-			next[name] = cs
-			m.decisions.Store(&next)
-		}
-		m.decisionsMu.Unlock()
-	}
-	if c := cs[o].Load(); c != nil {
+// Decisions are one limit's decision counters. Each outcome's child of
+// LimiterDecisions is made at its first count, so that an outcome never
+// seen is not exported; from then on a count is an atomic load and an add.
+type Decisions struct {
+	vec       *prometheus.CounterVec
+	name      string
+	byOutcome [outcomes]atomic.Pointer[prometheus.Counter]
+}
+
+// Count counts one decision of outcome o.
+func (d *Decisions) Count(o Outcome) {
+	if c := d.byOutcome[o].Load(); c != nil {
 		(*c).Inc()
 		return
 	}
-	c := m.LimiterDecisions.WithLabelValues(name, outcomeLabels[o])
-	cs[o].Store(&c)
+	c := d.vec.WithLabelValues(d.name, outcomeLabels[o])
+	d.byOutcome[o].Store(&c)
 	c.Inc()
+}
+
+// Decisions returns the decision counters of the limit named name, the
+// same ones on every call: resolved once per policy when the gateway
+// compiles its table, not per request.
+func (m *Metrics) Decisions(name string) *Decisions {
+	m.decisionsMu.Lock()
+	defer m.decisionsMu.Unlock()
+	d, ok := m.decisions[name]
+	if !ok {
+		d = &Decisions{vec: m.LimiterDecisions, name: name}
+		m.decisions[name] = d
+	}
+	return d
 }

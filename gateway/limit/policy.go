@@ -238,18 +238,20 @@ func NewTable(rows []Policy, routeClasses [][]string) (*Table, error) {
 // Plan returns the plan of the route at index route.
 func (t *Table) Plan(route int) *Plan { return &t.plans[route] }
 
-// Checks are the plan's checks on a key's buckets b.
-func (p *Plan) Checks(b *Buckets) Checks {
-	cs := Checks{Count: p.count, List: p.checks}
-	for i := 0; i < cs.Count; i++ {
+// Checks sets cs to the plan's checks on a key's buckets b, in place: the
+// first Count of its List (the rest is left as it was, unread), not the
+// whole List copied and returned by value.
+func (p *Plan) Checks(cs *Checks, b *Buckets) {
+	cs.Count = p.count
+	for i := 0; i < p.count; i++ {
 		c := &cs.List[i]
+		*c = p.checks[i]
 		if c.Twin {
 			c.Key = b.Names[c.Policy].Twin
 		} else {
 			c.Key = b.Names[c.Policy].Key
 		}
 	}
-	return cs
 }
 
 // appendPolicy appends r to a RateLimit-Policy value: "name";q=quota;w=seconds.
