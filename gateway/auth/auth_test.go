@@ -459,3 +459,44 @@ func TestShortEntriesRefreshFromHalfTheirLife(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduledRefreshRunsAFifthOfTTLBeforeExpiry: a short entry found due
+// is refreshed a fifth of TTL before it expires, once (a second request
+// schedules nothing more); a pushed entry with more than TTL left is
+// refreshed at once; a gap that shortens a scheduled entry makes it due
+// again by half TTL (its scheduled refresh would come too late).
+func TestScheduledRefreshRunsAFifthOfTTLBeforeExpiry(t *testing.T) {
+	clk := &clock{}
+	clk.ns.Store(time.Hour.Nanoseconds())
+	c := NewCache(CacheOptions{TTL: 30 * time.Second, PushedTTL: 10 * time.Minute, Now: clk.now})
+	a, b := Sum([]byte("a")), Sum([]byte("b"))
+	c.Put(&a, &Identity{VendorID: "v"}, c.Generation())
+	stored := clk.now().UnixNano()
+	clk.advance(15 * time.Second)
+	due, expires, ok := c.Schedule(&a)
+	if !ok || expires != stored+int64(30*time.Second) || due != expires-int64(6*time.Second) {
+		t.Fatalf("short entry: due %v before expiry, ok %v", time.Duration(expires-due), ok)
+	}
+	if _, _, refresh := c.Get(&a); refresh {
+		t.Fatal("a scheduled entry is still due for a refresh")
+	}
+	if _, _, ok := c.Schedule(&a); ok {
+		t.Fatal("an entry was scheduled twice")
+	}
+	if _, ok := c.Scheduled(&a, expires); !ok {
+		t.Fatal("the scheduled entry is not found as scheduled")
+	}
+
+	c.PushesFlowing()
+	c.Put(&b, &Identity{VendorID: "v"}, c.Generation())
+	clk.advance(9 * time.Minute)
+	now := clk.now().UnixNano()
+	if due, _, ok := c.Schedule(&b); !ok || due != now {
+		t.Fatalf("pushed entry with a minute left: due in %v, ok %v", time.Duration(due-now), ok)
+	}
+	c.PushesStopped(clk.now())
+	clk.advance(15 * time.Second)
+	if _, found, refresh := c.Get(&b); !found || !refresh {
+		t.Fatalf("half TTL after a gap, the shortened entry: found %v, refresh %v (want due again)", found, refresh)
+	}
+}

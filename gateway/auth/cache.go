@@ -14,8 +14,12 @@ const cacheShards = 64
 // evictionSample is how many entries eviction looks at to pick one.
 const evictionSample = 8
 
-// never is the refresh time of an entry that is never refreshed.
-const never = math.MaxInt64
+// never is the refresh time of an entry that is never refreshed, scheduled
+// that of one whose refresh is scheduled (Schedule).
+const (
+	never     = math.MaxInt64
+	scheduled = math.MaxInt64 - 1
+)
 
 // CacheOptions bounds the key cache.
 type CacheOptions struct {
@@ -267,6 +271,44 @@ func (t *cacheTable) evictOne(keep *[32]byte, now int64) {
 	}
 }
 
+// Schedule marks sum's working entry, due for a refresh, as scheduled and
+// says when its refresh should run (due, unix ns) and the entry's expiry;
+// ok is false when there is no such entry, or its refresh is not due or
+// scheduled already. An entry with more than TTL left (cached while pushes
+// flow) is refreshed at once; one with less, a fifth of TTL before it
+// expires, so that a key requested at least once per half TTL is looked
+// up about once per TTL rather than once per request.
+func (c *Cache) Schedule(sum *[32]byte) (due, expires int64, ok bool) {
+	now := c.now().UnixNano()
+	sh := c.pos.shard(sum)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.m[*sum]
+	if !ok || e.id == nil || e.refresh > now || e.expires <= now {
+		return 0, 0, false
+	}
+	due = now
+	if e.expires-now <= c.ttl {
+		due = max(now, e.expires-c.ttl/5)
+	}
+	e.refresh = scheduled
+	sh.m[*sum] = e
+	return due, e.expires, true
+}
+
+// Scheduled returns the identity of sum's entry if it is the one a refresh
+// was scheduled for (expires), its refresh still scheduled.
+func (c *Cache) Scheduled(sum *[32]byte, expires int64) (*Identity, bool) {
+	sh := c.pos.shard(sum)
+	sh.mu.RLock()
+	e, ok := sh.m[*sum]
+	sh.mu.RUnlock()
+	if !ok || e.id == nil || e.refresh != scheduled || e.expires != expires {
+		return nil, false
+	}
+	return e.id, true
+}
+
 // Postpone moves the refresh of sum's working entry to at least d from now,
 // after a refresh failed: the entry serves until it expires, and requests
 // meanwhile do not retry the lookup each.
@@ -274,7 +316,7 @@ func (c *Cache) Postpone(sum *[32]byte, d time.Duration) {
 	at := c.now().UnixNano() + int64(d)
 	sh := c.pos.shard(sum)
 	sh.mu.Lock()
-	if e, ok := sh.m[*sum]; ok && e.refresh < at {
+	if e, ok := sh.m[*sum]; ok && (e.refresh < at || e.refresh == scheduled) {
 		e.refresh = at
 		sh.m[*sum] = e
 	}
