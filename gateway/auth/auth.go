@@ -256,6 +256,10 @@ func (a *Authenticator) refresh(sum *[32]byte) {
 // meanwhile joins the lookup.
 func (a *Authenticator) refreshNow(it *refreshItem) {
 	gen := a.cache.Generation()
+	if a.cache.now().UnixNano() >= it.expires {
+		a.cache.RefreshLate()
+		return
+	}
 	old, ok := a.cache.Scheduled(&it.sum, it.expires)
 	if !ok {
 		return
@@ -272,6 +276,7 @@ func (a *Authenticator) refreshNow(it *refreshItem) {
 	a.cache.Refreshing()
 	f.id, f.err = a.resolveOnce(&it.sum, gen, old)
 	if f.err != nil {
+		a.cache.RefreshFailed()
 		a.cache.Postpone(&it.sum, refreshRetry)
 	}
 	a.flightMu.Lock()

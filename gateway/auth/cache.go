@@ -70,6 +70,10 @@ type Cache struct {
 	pushes        atomic.Bool
 	invalidations atomic.Uint64
 	refreshes     atomic.Uint64
+	// refreshFailures counts background lookups that failed, refreshesLate
+	// scheduled refreshes that found their entry expired before a lookup
+	// slot came free (the lookups cannot keep up).
+	refreshFailures, refreshesLate atomic.Uint64
 }
 
 // cacheTable is one bounded table of entries, spread over locks.
@@ -163,6 +167,12 @@ func (c *Cache) Missed(sum *[32]byte) { c.pos.shard(sum).misses.Add(1) }
 
 // Refreshing counts a refresh started (a lookup no request waits for).
 func (c *Cache) Refreshing() { c.refreshes.Add(1) }
+
+// RefreshFailed counts a background lookup that failed.
+func (c *Cache) RefreshFailed() { c.refreshFailures.Add(1) }
+
+// RefreshLate counts a scheduled refresh whose entry expired before it ran.
+func (c *Cache) RefreshLate() { c.refreshesLate.Add(1) }
 
 // Generation is read before a lookup and handed to Put.
 func (c *Cache) Generation() uint64 { return c.gen.Load() }
@@ -416,9 +426,11 @@ func (c *Cache) Purge() {
 // Stats are the cache's counters since start, for metrics. Entries counts
 // working keys, NegativeEntries unknown and revoked ones; Evictions both.
 // Misses are requests that waited for a lookup, Refreshes lookups no
-// request waited for.
+// request waited for (RefreshFailures of them failed); RefreshesLate are
+// scheduled refreshes that found their entry expired before they ran.
 type Stats struct {
 	Hits, Misses, Refreshes, Evictions, Invalidations uint64
+	RefreshFailures, RefreshesLate                    uint64
 	Entries, NegativeEntries                          int
 }
 
@@ -436,5 +448,6 @@ func (c *Cache) Stats() Stats {
 	s.Entries, s.NegativeEntries = int(c.pos.count.Load()), int(c.neg.count.Load())
 	s.Refreshes = c.refreshes.Load()
 	s.Invalidations = c.invalidations.Load()
+	s.RefreshFailures, s.RefreshesLate = c.refreshFailures.Load(), c.refreshesLate.Load()
 	return s
 }
