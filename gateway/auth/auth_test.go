@@ -71,8 +71,8 @@ func TestCacheHitAndInvalidation(t *testing.T) {
 		if err != nil || id.KeyID != "k1" {
 			t.Fatalf("%v %+v", err, id)
 		}
-		if b := id.Buckets(layout).Names; b[0] != (limit.Bucket{Key: "vg:{v:v1}:reads", Twin: "vg:{v:v1}:reads:twin"}) ||
-			b[1] != (limit.Bucket{Key: "vg:{v:v1}:k:k1:reads", Twin: "vg:{v:v1}:k:k1:reads:twin"}) {
+		if b := id.Buckets(layout); b.Name(0) != (limit.Bucket{Key: "vg:{v:v1}:reads", Twin: "vg:{v:v1}:reads:twin"}) ||
+			b.Name(1) != (limit.Bucket{Key: "vg:{v:v1}:k:k1:reads", Twin: "vg:{v:v1}:k:k1:reads:twin"}) {
 			t.Fatalf("buckets %+v", b)
 		}
 	}
@@ -350,8 +350,8 @@ func TestBucketsFollowTheLayout(t *testing.T) {
 		t.Fatal("a layout with another row is the previous one")
 	}
 	b2 := id.Buckets(l2)
-	if b2 == b1 || b2.Names[2].Key != "vg:{v:v1}:report-downloads" || b2.Names[1].Key != "vg:{v:v1}:orders" {
-		t.Fatalf("buckets after the layout changed: %+v", b2.Names)
+	if b2 == b1 || b2.Name(2).Key != "vg:{v:v1}:report-downloads" || b2.Name(1).Key != "vg:{v:v1}:orders" {
+		t.Fatalf("buckets after the layout changed: %+v %+v", b2.Name(1), b2.Name(2))
 	}
 	if n := testing.AllocsPerRun(100, func() { id.Buckets(l2) }); n != 0 {
 		t.Fatalf("%v allocations per request once built", n)
