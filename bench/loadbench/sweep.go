@@ -249,6 +249,9 @@ func (res *results) sweepTable() string {
 	if o.sweepPushedTTL > 0 {
 		w("The gateways ran with key_cache.pushed_ttl %s (-sweep-pushed-ttl).\n", o.sweepPushedTTL)
 	}
+	if o.sweepMemLimit != "" {
+		w("The gateways ran with GOMEMLIMIT=%s (-sweep-gomemlimit).\n", o.sweepMemLimit)
+	}
 	w("\n")
 	w("| active keys | limiter | req/s | CPU per request | waited on a lookup | key lookups/s (keys/600 s) | evictions | RSS | (RSS − 60 MB) / keys | first pass: CPU per request (second pass) | first pass wall | failed |\n")
 	w("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
