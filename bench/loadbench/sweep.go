@@ -23,7 +23,8 @@ import (
 //     against it is what a cold start costs;
 //  3. wrk round robin over the keys for -sweep-warmup (past key_cache.ttl,
 //     so that keys cached without pushes are in their refresh cycle);
-//  4. wrk for -sweep-duration, measured: req/s, the gateway's CPU per
+//  4. wrk for -sweep-duration, the rotation going on from the key where
+//     the warm-up stopped, measured: req/s, the gateway's CPU per
 //     request, the requests that waited on a key lookup (the key cache's
 //     misses), the lookups per second (misses and background refreshes),
 //     evictions, and the gateway's RSS at the end.
@@ -136,7 +137,19 @@ func (b *bench) sweepOne(id string, keys *keySet) sweepFigure {
 	if f.warmWall, f.warmCPU, _, f.err = pass(); f.err != nil {
 		return f
 	}
-	if _, f.err = b.gen.run(r.url, keys, 64, b.opts.sweepWarmup); f.err != nil {
+	warm, err := b.gen.run(r.url, keys, 64, b.opts.sweepWarmup)
+	if err != nil {
+		f.err = err
+		return f
+	}
+	// The measured run goes on from the key where the warm-up stopped: a
+	// load generator starts its rotation at the first key, and starting
+	// again there would leave the keys past that point unvisited for
+	// longer than a round (not the steady state: a key requested every
+	// round would find its entry expired).
+	from := int(warm.Requests % int64(len(keys.keys)))
+	rotated := append(append(make([]string, 0, len(keys.keys)), keys.keys[from:]...), keys.keys[:from]...)
+	if keys, f.err = b.keySet(fmt.Sprintf("sweep %d from %d", len(keys.keys), from), rotated); f.err != nil {
 		return f
 	}
 	before := map[string]float64{}
@@ -242,7 +255,8 @@ func (res *results) sweepTable() string {
 	o := res.opts
 	w("A fresh gateway per cell, each key its own vendor, %d connections (%s): the first pass sends every\n", 64, res.gen)
 	w("key once (64 at a time; each is looked up on the request path), a second pass the same again\n")
-	w("(every key cached), then %s of round-robin load unmeasured and %s measured. \"Waited\" is the\n", o.sweepWarmup, o.sweepDuration)
+	w("(every key cached), then %s of round-robin load unmeasured and %s measured (the rotation going on\n", o.sweepWarmup, o.sweepDuration)
+	w("from the key where the unmeasured load stopped, so that every key is requested once per round). \"Waited\" is the\n")
 	w("requests that waited on a key lookup (the key cache's misses) over all requests; lookups/s counts\n")
 	w("those and the background refreshes (no request waits on one). CPU is the gateway process's, per\n")
 	w("request. Load average after the sweep: %s.\n", res.sweepLoadAfter)
