@@ -222,7 +222,7 @@ func New(o Options) (_ *Gateway, err error) {
 		g.subscriber = auth.Subscribe(g.subClient, cache, g.log)
 	}
 	g.auth, err = auth.New(auth.Options{Prefixes: prefixes, Signer: signer, Cache: cache, Lookup: g.lookup, Now: o.Now, Usage: g.usage,
-		MaxRefreshes: lookupMaxConns / 4})
+		MaxRefreshes: lookupMaxConns / 2})
 	if err != nil {
 		return nil, err
 	}

@@ -58,6 +58,8 @@ type testBackend struct {
 	delay   atomic.Int64 // ns, for /slow
 	// hold, when set, holds every key lookup until it is closed.
 	hold atomic.Pointer[chan struct{}]
+	// lookupDelay (ns) slows every key lookup down.
+	lookupDelay atomic.Int64
 	// report, when set, answers the report routes instead (under mu).
 	report fasthttp.RequestHandler
 }
@@ -171,6 +173,7 @@ func (b *testBackend) handle(ctx *fasthttp.RequestCtx) {
 		if h := b.hold.Load(); h != nil {
 			<-*h
 		}
+		time.Sleep(time.Duration(b.lookupDelay.Load()))
 		b.mu.Lock()
 		r, found := b.keys[h]
 		b.mu.Unlock()

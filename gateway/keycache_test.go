@@ -1,11 +1,16 @@
 package gateway
 
 import (
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"vendorgate/config"
+	"vendorgate/gateway/auth"
 	"vendorgate/shared/testredis"
 	"vendorgate/shared/wire"
 )
@@ -132,5 +137,86 @@ func TestSubscriptionGapShortensCachedKeys(t *testing.T) {
 	wantOK(t, me, key)
 	if n := b.lookups.Load(); n != 2 {
 		t.Fatalf("%d lookups: the gap did not shorten the cached key", n)
+	}
+}
+
+// TestKeysRequestedEveryHalfTTLNeverWait: without pushes, many keys, each
+// requested a little more often than once per half of key_cache.ttl, with a
+// slow key lookup: after the first pass no request waits on a lookup (every
+// key is refreshed in the background before it expires), and the backend
+// is asked about each key about once per TTL, not once per request.
+func TestKeysRequestedEveryHalfTTLNeverWait(t *testing.T) {
+	const (
+		keys     = 300
+		ttl      = 4 * time.Second
+		interval = 1800 * time.Millisecond // each key's, just under half the TTL
+		rounds   = 6                       // the first one caches every key, unpaced
+		workers  = 16
+	)
+	b := newTestBackend(t)
+	b.lookupDelay.Store(int64(150 * time.Millisecond))
+	gw := startGateway(t, b, func(o *Options) {
+		o.Config.KeyCache.TTL = ttl
+		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 1000, Period: time.Minute}
+	})
+	list := make([]string, keys)
+	for i := range list {
+		list[i], _ = b.addKey(fmt.Sprintf("vendor-%d", i), wire.VendorApproved, time.Now().Add(time.Hour))
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+	me := gw.url + "/api/vendor/v1/me"
+	cache := gw.g.auth.Cache()
+	var afterFirst auth.Stats
+	var lookupsAfterFirst int64
+	start := time.Now()
+	var failed atomic.Int64
+	for r := range rounds {
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < keys; i += workers {
+					if r > 0 {
+						time.Sleep(time.Until(start.Add(time.Duration(r-1)*interval + time.Duration(i)*interval/keys)))
+					}
+					req, _ := http.NewRequest("GET", me, nil)
+					req.Header.Set(wire.HeaderAPIKey, list[i])
+					resp, err := client.Do(req)
+					if err != nil {
+						failed.Add(1)
+						continue
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						failed.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if r == 0 {
+			afterFirst, lookupsAfterFirst = cache.Stats(), b.lookups.Load()
+			start = time.Now()
+		} else if late := time.Since(start) - time.Duration(r)*interval; late > interval/4 {
+			t.Logf("round %d ended %v late: the client could not keep the pace", r, late)
+		}
+	}
+	s := cache.Stats()
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d requests failed", n)
+	}
+	waited, lookups := s.Misses-afterFirst.Misses, b.lookups.Load()-lookupsAfterFirst
+	elapsed := time.Duration(rounds-1) * interval
+	t.Logf("after the first pass: %d of %d requests waited, %d lookups (%d refreshes) in %v", waited, keys*(rounds-1), lookups,
+		s.Refreshes-afterFirst.Refreshes, elapsed)
+	if waited != 0 {
+		t.Errorf("%d requests waited on a key lookup after the first pass, want 0", waited)
+	}
+	// Once per TTL per key would be keys × elapsed / ttl; once per request
+	// keys × (rounds − 1).
+	if most := int64(keys * float64(elapsed) / float64(ttl) * 1.5); lookups > most {
+		t.Errorf("%d lookups, want at most %d (about one per key per TTL)", lookups, most)
 	}
 }

@@ -103,6 +103,9 @@ func (g *Gateway) release() {
 	if g.subscriber != nil {
 		_ = g.subscriber.Close()
 	}
+	if g.auth != nil {
+		g.auth.Close()
+	}
 	if g.subClient != nil {
 		_ = g.subClient.Close()
 	}

@@ -78,8 +78,13 @@ func (g *Gateway) onLimiterBreakerOpen(kind limit.FailureKind, why string, reope
 func (g *Gateway) registerKeyCache(cache *auth.Cache) {
 	g.metrics.RegisterKeyCache(func() admin.KeyCacheCounts {
 		s := cache.Stats()
+		scheduled := 0
+		if g.auth != nil {
+			scheduled = g.auth.RefreshesScheduled()
+		}
 		return admin.KeyCacheCounts{Hits: s.Hits, Misses: s.Misses, Refreshes: s.Refreshes, Evictions: s.Evictions,
-			Invalidations: s.Invalidations, Entries: s.Entries, Pushed: cache.Pushed()}
+			Invalidations: s.Invalidations, RefreshFailures: s.RefreshFailures, RefreshesLate: s.RefreshesLate,
+			RefreshesScheduled: scheduled, Entries: s.Entries, Pushed: cache.Pushed()}
 	})
 }
 

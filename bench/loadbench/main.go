@@ -90,6 +90,8 @@ type options struct {
 	sweepWarmup     time.Duration
 	sweepDuration   time.Duration
 	sweepPushedTTL  time.Duration
+	sweepHeap       string
+	sweepMemLimit   string
 	args            []string
 }
 
@@ -123,6 +125,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	sweep := fs.String("sweep", "", "active key counts of the vendor-count sweep, comma-separated, for example 1000,10000,100000 (\"\": none); with -conns '' -many-conns '' the sweep alone runs and replaces its section of -out")
 	fs.DurationVar(&o.sweepWarmup, "sweep-warmup", 35*time.Second, "unmeasured round-robin load of each sweep cell after its two passes over the keys (past key_cache.ttl)")
 	fs.DurationVar(&o.sweepPushedTTL, "sweep-pushed-ttl", 0, "the gateways' key_cache.pushed_ttl (0: their default, 15m): shorter, so that a sweep sees keys refreshed while invalidations are pushed")
+	fs.StringVar(&o.sweepHeap, "sweep-heap", "", "a directory where each sweep cell's gateway heap profile (heap-KEYS-ROW.pb.gz, after a collection) and runtime memory statistics (heap-KEYS-ROW.txt) are written at the end of its measured run (\"\": none)")
+	fs.StringVar(&o.sweepMemLimit, "sweep-gomemlimit", "", "GOMEMLIMIT of every gateway this run starts, meant for a sweep alone (for example 150MiB; \"\": none): the operator setting that trades GC CPU for RSS")
 	fs.DurationVar(&o.sweepDuration, "sweep-duration", 30*time.Second, "measured load of each sweep cell (at least key_cache.ttl, so that a cache without pushes expires each key once in it)")
 	if err := fs.Parse(args); err != nil {
 		return o, err

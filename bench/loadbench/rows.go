@@ -190,6 +190,12 @@ func (b *bench) startGatewayConfig(id, bin string, withRedis bool, cfg string) (
 	if b.opts.sweepPushedTTL > 0 {
 		env = append(env, "GATEWAY_KEY_CACHE_PUSHED_TTL="+b.opts.sweepPushedTTL.String())
 	}
+	if b.opts.sweepMemLimit != "" {
+		env = append(env, "GOMEMLIMIT="+b.opts.sweepMemLimit)
+	}
+	if b.opts.sweepHeap != "" { // the admin listener's /debug/pprof/ answers with it
+		env = append(env, "GATEWAY_ADMIN_TOKEN="+heapToken)
+	}
 	p, err := childproc.Start(b.dir, id, env, bin, "-config", cfgPath)
 	if err != nil {
 		r.stop()

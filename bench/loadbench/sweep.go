@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // The vendor-count sweep (-sweep 1000,10000,100000): for each count of
@@ -19,7 +23,8 @@ import (
 //     against it is what a cold start costs;
 //  3. wrk round robin over the keys for -sweep-warmup (past key_cache.ttl,
 //     so that keys cached without pushes are in their refresh cycle);
-//  4. wrk for -sweep-duration, measured: req/s, the gateway's CPU per
+//  4. wrk for -sweep-duration, the rotation going on from the key where
+//     the warm-up stopped, measured: req/s, the gateway's CPU per
 //     request, the requests that waited on a key lookup (the key cache's
 //     misses), the lookups per second (misses and background refreshes),
 //     evictions, and the gateway's RSS at the end.
@@ -36,8 +41,11 @@ type sweepFigure struct {
 
 	steady                       measurement
 	misses, refreshes, evictions float64
-	pushed                       float64
-	rssKiB                       int
+	// Refreshes that found their entry expired (the lookups did not keep
+	// up), that failed, and those waiting at the end.
+	late, refreshFailed, scheduled float64
+	pushed                         float64
+	rssKiB                         int
 }
 
 // sweepRows are the rows the sweep measures, in order.
@@ -46,6 +54,9 @@ var sweepRows = []string{rowGateway, rowGatewayRedis}
 // Key cache metrics (docs/CONTRACTS.md).
 const (
 	refreshesMetric = "vendorgate_gateway_key_cache_refreshes_total"
+	lateMetric      = "vendorgate_gateway_key_cache_refreshes_late_total"
+	failedMetric    = "vendorgate_gateway_key_cache_refresh_failures_total"
+	scheduledMetric = "vendorgate_gateway_key_cache_refreshes_scheduled"
 	evictionsMetric = "vendorgate_gateway_key_cache_evictions_total"
 	pushedMetric    = "vendorgate_gateway_key_cache_pushed"
 )
@@ -73,9 +84,9 @@ func (b *bench) sweep(ctx context.Context, res *results) error {
 			if f.err != nil {
 				b.logf("sweep %d keys, %s: %v", n, rowLabel(id), f.err)
 			} else {
-				b.logf("sweep %d keys, %-34s %7.0f req/s  cpu %s/req  waited %.3f%%  lookups %.1f/s  rss %d MB",
+				b.logf("sweep %d keys, %-34s %7.0f req/s  cpu %s/req  waited %.3f%%  lookups %.1f/s  rss %d MB  refreshes late %.0f, failed %.0f, waiting at the end %.0f",
 					n, rowLabel(id), f.steady.RPS, perRequest(f.steady.ProxyCPU, f.steady.Requests),
-					100*f.misses/float64(max(f.steady.Requests, 1)), f.lookupsPerSecond(), f.rssKiB/1024)
+					100*f.misses/float64(max(f.steady.Requests, 1)), f.lookupsPerSecond(), f.rssKiB/1024, f.late, f.refreshFailed, f.scheduled)
 			}
 			res.sweep = append(res.sweep, f)
 		}
@@ -126,11 +137,23 @@ func (b *bench) sweepOne(id string, keys *keySet) sweepFigure {
 	if f.warmWall, f.warmCPU, _, f.err = pass(); f.err != nil {
 		return f
 	}
-	if _, f.err = b.gen.run(r.url, keys, 64, b.opts.sweepWarmup); f.err != nil {
+	warm, err := b.gen.run(r.url, keys, 64, b.opts.sweepWarmup)
+	if err != nil {
+		f.err = err
+		return f
+	}
+	// The measured run goes on from the key where the warm-up stopped: a
+	// load generator starts its rotation at the first key, and starting
+	// again there would leave the keys past that point unvisited for
+	// longer than a round (not the steady state: a key requested every
+	// round would find its entry expired).
+	from := int(warm.Requests % int64(len(keys.keys)))
+	rotated := append(append(make([]string, 0, len(keys.keys)), keys.keys[from:]...), keys.keys[:from]...)
+	if keys, f.err = b.keySet(fmt.Sprintf("sweep %d from %d", len(keys.keys), from), rotated); f.err != nil {
 		return f
 	}
 	before := map[string]float64{}
-	for _, name := range []string{missesMetric, refreshesMetric, evictionsMetric} {
+	for _, name := range []string{missesMetric, refreshesMetric, evictionsMetric, lateMetric, failedMetric} {
 		before[name], _ = metricValue(r.admin, name)
 	}
 	c0, err := cpuTime(r.main.Pid())
@@ -160,8 +183,15 @@ func (b *bench) sweepOne(id string, keys *keySet) sweepFigure {
 		return v - before[name]
 	}
 	f.misses, f.refreshes, f.evictions = after(missesMetric, true), after(refreshesMetric, false), after(evictionsMetric, true)
+	f.late, f.refreshFailed = after(lateMetric, false), after(failedMetric, false)
+	f.scheduled, _ = metricValue(r.admin, scheduledMetric)
 	if f.pushed, err = metricValue(r.admin, pushedMetric); err != nil {
 		f.pushed = -1
+	}
+	if b.opts.sweepHeap != "" {
+		if err := saveHeap(r.admin, filepath.Join(b.opts.sweepHeap, fmt.Sprintf("heap-%d-%s", f.keys, id))); err != nil {
+			b.logf("sweep %d keys, %s: heap profile: %v", f.keys, rowLabel(id), err)
+		}
 	}
 	if rss, err := rssKiB(r.main.Pid()); err == nil {
 		f.rssKiB = rss
@@ -169,6 +199,38 @@ func (b *bench) sweepOne(id string, keys *keySet) sweepFigure {
 		f.err = err
 	}
 	return f
+}
+
+// heapToken is the sweep gateways' admin token when -sweep-heap asks for
+// their heap profiles.
+const heapToken = "loadbench-heap-profile-token"
+
+// saveHeap writes the heap profile of the gateway whose admin listener is
+// admin, after a collection, to base.pb.gz and its runtime memory
+// statistics (the text profile's end) to base.txt.
+func saveHeap(admin, base string) error {
+	for _, p := range []struct{ query, file string }{{"gc=1", base + ".pb.gz"}, {"debug=1", base + ".txt"}} {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		req.SetRequestURI("http://" + admin + "/debug/pprof/heap?" + p.query)
+		req.Header.Set("Authorization", "Bearer "+heapToken)
+		err := fasthttp.DoTimeout(req, resp, 30*time.Second)
+		if err == nil && resp.StatusCode() != fasthttp.StatusOK {
+			err = fmt.Errorf("%s answered %d", req.URI(), resp.StatusCode())
+		}
+		if err == nil {
+			body := resp.Body()
+			if i := bytes.Index(body, []byte("\n# runtime.MemStats")); i >= 0 {
+				body = body[i+1:]
+			}
+			err = os.WriteFile(p.file, body, 0o644)
+		}
+		fasthttp.ReleaseRequest(req)
+		fasthttp.ReleaseResponse(resp)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (f sweepFigure) lookupsPerSecond() float64 {
@@ -193,12 +255,16 @@ func (res *results) sweepTable() string {
 	o := res.opts
 	w("A fresh gateway per cell, each key its own vendor, %d connections (%s): the first pass sends every\n", 64, res.gen)
 	w("key once (64 at a time; each is looked up on the request path), a second pass the same again\n")
-	w("(every key cached), then %s of round-robin load unmeasured and %s measured. \"Waited\" is the\n", o.sweepWarmup, o.sweepDuration)
+	w("(every key cached), then %s of round-robin load unmeasured and %s measured (the rotation going on\n", o.sweepWarmup, o.sweepDuration)
+	w("from the key where the unmeasured load stopped, so that every key is requested once per round). \"Waited\" is the\n")
 	w("requests that waited on a key lookup (the key cache's misses) over all requests; lookups/s counts\n")
 	w("those and the background refreshes (no request waits on one). CPU is the gateway process's, per\n")
 	w("request. Load average after the sweep: %s.\n", res.sweepLoadAfter)
 	if o.sweepPushedTTL > 0 {
 		w("The gateways ran with key_cache.pushed_ttl %s (-sweep-pushed-ttl).\n", o.sweepPushedTTL)
+	}
+	if o.sweepMemLimit != "" {
+		w("The gateways ran with GOMEMLIMIT=%s (-sweep-gomemlimit).\n", o.sweepMemLimit)
 	}
 	w("\n")
 	w("| active keys | limiter | req/s | CPU per request | waited on a lookup | key lookups/s (keys/600 s) | evictions | RSS | (RSS − 60 MB) / keys | first pass: CPU per request (second pass) | first pass wall | failed |\n")

@@ -163,7 +163,12 @@ type KeyCacheCounts struct {
 	// Misses are requests that waited for a key lookup, Refreshes lookups
 	// made in the background (no request waited).
 	Hits, Misses, Refreshes, Evictions, Invalidations uint64
-	Entries                                           int
+	// RefreshFailures are background lookups that failed, RefreshesLate
+	// scheduled refreshes whose entry expired before a lookup slot came
+	// free, RefreshesScheduled those waiting now.
+	RefreshFailures, RefreshesLate uint64
+	RefreshesScheduled             int
+	Entries                        int
 	// Pushed: invalidations reach the cache (working keys kept long).
 	Pushed bool
 }
@@ -180,13 +185,17 @@ func (m *Metrics) RegisterKeyCache(stats KeyCacheStats) {
 		func(c KeyCacheCounts) uint64 { return c.Refreshes },
 		func(c KeyCacheCounts) uint64 { return c.Evictions },
 		func(c KeyCacheCounts) uint64 { return c.Invalidations },
+		func(c KeyCacheCounts) uint64 { return c.RefreshFailures },
+		func(c KeyCacheCounts) uint64 { return c.RefreshesLate },
 	}
 	help := []string{"Key cache hits.",
 		"Key cache misses: requests that waited for a key lookup.",
 		"Key lookups made in the background to refresh a cached key before it expires (no request waits for them).",
 		"Key cache evictions.",
-		"Key cache invalidations."}
-	for i, name := range []string{"hits", "misses", "refreshes", "evictions", "invalidations"} {
+		"Key cache invalidations.",
+		"Background key lookups that failed (the entry serves until it expires; a request a second later retries).",
+		"Scheduled refreshes whose entry expired before a lookup slot came free: the lookups do not keep up with the keys' TTL."}
+	for i, name := range []string{"hits", "misses", "refreshes", "evictions", "invalidations", "refresh_failures", "refreshes_late"} {
 		get := get[i]
 		m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "vendorgate_gateway_key_cache_" + name + "_total",
@@ -197,6 +206,10 @@ func (m *Metrics) RegisterKeyCache(stats KeyCacheStats) {
 		Name: "vendorgate_gateway_key_cache_entries",
 		Help: "Working keys in the key cache.",
 	}, func() float64 { return float64(stats().Entries) }))
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "vendorgate_gateway_key_cache_refreshes_scheduled",
+		Help: "Background refreshes waiting for their time or a lookup slot.",
+	}, func() float64 { return float64(stats().RefreshesScheduled) }))
 	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vendorgate_gateway_key_cache_pushed",
 		Help: "1 while the backend's key invalidations reach the gateway (cached keys live key_cache.pushed_ttl), 0 otherwise (key_cache.ttl).",

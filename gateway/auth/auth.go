@@ -84,8 +84,9 @@ type Options struct {
 	// counts nothing.
 	Usage *usage.Recorder
 	// MaxRefreshes bounds the background refreshes in flight (lookups no
-	// request waits for), so that they leave the lookup pool to the
-	// requests that miss. Default 16.
+	// request waits for), so that they leave part of the lookup pool to
+	// the requests that miss; those due meanwhile wait in due order.
+	// Default 16.
 	MaxRefreshes int
 }
 
@@ -109,10 +110,10 @@ type Authenticator struct {
 	// pool (its failures would trip the lookup breaker and answer 503).
 	// A background refresh is a flight too: a request that misses the
 	// same key meanwhile joins it, and a key is refreshed once at a time.
-	flightMu     sync.Mutex
-	flights      map[[32]byte]*flight
-	refreshing   int // refreshes in flight (under flightMu)
-	maxRefreshes int
+	flightMu   sync.Mutex
+	flights    map[[32]byte]*flight
+	refreshing int // refreshes in flight (under flightMu)
+	refresher  refresher
 }
 
 // flight is one lookup in progress; done closes when id and err are set.
@@ -138,8 +139,10 @@ func New(o Options) (*Authenticator, error) {
 	if o.MaxRefreshes <= 0 {
 		o.MaxRefreshes = 16
 	}
-	return &Authenticator{prefixes: o.Prefixes, signer: o.Signer, cache: o.Cache, lookup: o.Lookup, now: o.Now, usage: o.Usage,
-		flights: make(map[[32]byte]*flight), maxRefreshes: o.MaxRefreshes}, nil
+	a := &Authenticator{prefixes: o.Prefixes, signer: o.Signer, cache: o.Cache, lookup: o.Lookup, now: o.Now, usage: o.Usage,
+		flights: make(map[[32]byte]*flight)}
+	a.refresher = refresher{a: a, max: o.MaxRefreshes}
+	return a, nil
 }
 
 // Cache is the authenticator's cache, for invalidation.
@@ -183,7 +186,7 @@ func (a *Authenticator) Authenticate(raw []byte, sum *[32]byte) (*Identity, erro
 	// HMAC again, the cost of every request of every working key.
 	id, found, refresh := a.cache.Get(sum)
 	if refresh {
-		a.refresh(sum, id)
+		a.refresh(sum)
 	}
 	if !found {
 		// A key we did not sign is refused here: it is never cached, so a
@@ -238,37 +241,60 @@ func (a *Authenticator) resolve(sum *[32]byte) (*Identity, error) {
 	return f.id, f.err
 }
 
-// refresh looks sum, cached as old and due for a refresh, up again in the
-// background: the request goes on with old. Nothing happens while a lookup
-// of the key is in flight already, or while MaxRefreshes are (a later
-// request of the key starts it, while the entry lives).
-func (a *Authenticator) refresh(sum *[32]byte, old *Identity) {
+// refresh schedules a background lookup of sum, whose entry is due for a
+// refresh (Cache.Schedule sets when): the request goes on with the cached
+// identity. Nothing happens while a refresh of the entry is scheduled or
+// in flight.
+func (a *Authenticator) refresh(sum *[32]byte) {
+	if due, expires, ok := a.cache.Schedule(sum); ok {
+		a.refresher.add(refreshItem{due: due, expires: expires, sum: *sum})
+	}
+}
+
+// refreshNow looks the scheduled entry of it up, unless a later entry or a
+// lookup of the key in flight made it stale. A request that misses the key
+// meanwhile joins the lookup.
+func (a *Authenticator) refreshNow(it *refreshItem) {
 	gen := a.cache.Generation()
+	if a.cache.now().UnixNano() >= it.expires {
+		a.cache.RefreshLate()
+		return
+	}
+	old, ok := a.cache.Scheduled(&it.sum, it.expires)
+	if !ok {
+		return
+	}
 	a.flightMu.Lock()
-	if _, ok := a.flights[*sum]; ok || a.refreshing >= a.maxRefreshes {
+	if _, ok := a.flights[it.sum]; ok {
 		a.flightMu.Unlock()
 		return
 	}
-	key := *sum
 	f := &flight{gen: gen, done: make(chan struct{})}
-	a.flights[key] = f
+	a.flights[it.sum] = f
 	a.refreshing++
 	a.flightMu.Unlock()
 	a.cache.Refreshing()
-	go func() {
-		f.id, f.err = a.resolveOnce(&key, gen, old)
-		if f.err != nil {
-			a.cache.Postpone(&key, refreshRetry)
-		}
-		a.flightMu.Lock()
-		if a.flights[key] == f {
-			delete(a.flights, key)
-		}
-		a.refreshing--
-		a.flightMu.Unlock()
-		close(f.done)
-	}()
+	f.id, f.err = a.resolveOnce(&it.sum, gen, old)
+	if f.err != nil {
+		a.cache.RefreshFailed()
+		a.cache.Postpone(&it.sum, refreshRetry)
+	}
+	a.flightMu.Lock()
+	if a.flights[it.sum] == f {
+		delete(a.flights, it.sum)
+	}
+	a.refreshing--
+	a.flightMu.Unlock()
+	close(f.done)
 }
+
+// Close stops the background refreshes: those scheduled are dropped, and
+// those in flight finish.
+func (a *Authenticator) Close() { a.refresher.close() }
+
+// RefreshesScheduled is the number of background refreshes waiting for
+// their time or for a lookup slot.
+func (a *Authenticator) RefreshesScheduled() int { return a.refresher.scheduled() }
 
 // RefreshesInFlight is the number of background refreshes running.
 func (a *Authenticator) RefreshesInFlight() int {

@@ -71,8 +71,8 @@ func TestCacheHitAndInvalidation(t *testing.T) {
 		if err != nil || id.KeyID != "k1" {
 			t.Fatalf("%v %+v", err, id)
 		}
-		if b := id.Buckets(layout).Names; b[0] != (limit.Bucket{Key: "vg:{v:v1}:reads", Twin: "vg:{v:v1}:reads:twin"}) ||
-			b[1] != (limit.Bucket{Key: "vg:{v:v1}:k:k1:reads", Twin: "vg:{v:v1}:k:k1:reads:twin"}) {
+		if b := id.Buckets(layout); b.Name(0) != (limit.Bucket{Key: "vg:{v:v1}:reads", Twin: "vg:{v:v1}:reads:twin"}) ||
+			b.Name(1) != (limit.Bucket{Key: "vg:{v:v1}:k:k1:reads", Twin: "vg:{v:v1}:k:k1:reads:twin"}) {
 			t.Fatalf("buckets %+v", b)
 		}
 	}
@@ -350,8 +350,8 @@ func TestBucketsFollowTheLayout(t *testing.T) {
 		t.Fatal("a layout with another row is the previous one")
 	}
 	b2 := id.Buckets(l2)
-	if b2 == b1 || b2.Names[2].Key != "vg:{v:v1}:report-downloads" || b2.Names[1].Key != "vg:{v:v1}:orders" {
-		t.Fatalf("buckets after the layout changed: %+v", b2.Names)
+	if b2 == b1 || b2.Name(2).Key != "vg:{v:v1}:report-downloads" || b2.Name(1).Key != "vg:{v:v1}:orders" {
+		t.Fatalf("buckets after the layout changed: %+v %+v", b2.Name(1), b2.Name(2))
 	}
 	if n := testing.AllocsPerRun(100, func() { id.Buckets(l2) }); n != 0 {
 		t.Fatalf("%v allocations per request once built", n)
@@ -457,5 +457,46 @@ func TestShortEntriesRefreshFromHalfTheirLife(t *testing.T) {
 		if _, found, refresh := c.Get(&sums[i]); !found || !refresh {
 			t.Fatalf("key %d at 15 s of 30: found %v, refresh %v", i, found, refresh)
 		}
+	}
+}
+
+// TestScheduledRefreshRunsAFifthOfTTLBeforeExpiry: a short entry found due
+// is refreshed a fifth of TTL before it expires, once (a second request
+// schedules nothing more); a pushed entry with more than TTL left is
+// refreshed at once; a gap that shortens a scheduled entry makes it due
+// again by half TTL (its scheduled refresh would come too late).
+func TestScheduledRefreshRunsAFifthOfTTLBeforeExpiry(t *testing.T) {
+	clk := &clock{}
+	clk.ns.Store(time.Hour.Nanoseconds())
+	c := NewCache(CacheOptions{TTL: 30 * time.Second, PushedTTL: 10 * time.Minute, Now: clk.now})
+	a, b := Sum([]byte("a")), Sum([]byte("b"))
+	c.Put(&a, &Identity{VendorID: "v"}, c.Generation())
+	stored := clk.now().UnixNano()
+	clk.advance(15 * time.Second)
+	due, expires, ok := c.Schedule(&a)
+	if !ok || expires != stored+int64(30*time.Second) || due != expires-int64(6*time.Second) {
+		t.Fatalf("short entry: due %v before expiry, ok %v", time.Duration(expires-due), ok)
+	}
+	if _, _, refresh := c.Get(&a); refresh {
+		t.Fatal("a scheduled entry is still due for a refresh")
+	}
+	if _, _, ok := c.Schedule(&a); ok {
+		t.Fatal("an entry was scheduled twice")
+	}
+	if _, ok := c.Scheduled(&a, expires); !ok {
+		t.Fatal("the scheduled entry is not found as scheduled")
+	}
+
+	c.PushesFlowing()
+	c.Put(&b, &Identity{VendorID: "v"}, c.Generation())
+	clk.advance(9 * time.Minute)
+	now := clk.now().UnixNano()
+	if due, _, ok := c.Schedule(&b); !ok || due != now {
+		t.Fatalf("pushed entry with a minute left: due in %v, ok %v", time.Duration(due-now), ok)
+	}
+	c.PushesStopped(clk.now())
+	clk.advance(15 * time.Second)
+	if _, found, refresh := c.Get(&b); !found || !refresh {
+		t.Fatalf("half TTL after a gap, the shortened entry: found %v, refresh %v (want due again)", found, refresh)
 	}
 }

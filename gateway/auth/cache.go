@@ -14,8 +14,12 @@ const cacheShards = 64
 // evictionSample is how many entries eviction looks at to pick one.
 const evictionSample = 8
 
-// never is the refresh time of an entry that is never refreshed.
-const never = math.MaxInt64
+// never is the refresh time of an entry that is never refreshed, scheduled
+// that of one whose refresh is scheduled (Schedule).
+const (
+	never     = math.MaxInt64
+	scheduled = math.MaxInt64 - 1
+)
 
 // CacheOptions bounds the key cache.
 type CacheOptions struct {
@@ -66,6 +70,10 @@ type Cache struct {
 	pushes        atomic.Bool
 	invalidations atomic.Uint64
 	refreshes     atomic.Uint64
+	// refreshFailures counts background lookups that failed, refreshesLate
+	// scheduled refreshes that found their entry expired before a lookup
+	// slot came free (the lookups cannot keep up).
+	refreshFailures, refreshesLate atomic.Uint64
 }
 
 // cacheTable is one bounded table of entries, spread over locks.
@@ -159,6 +167,12 @@ func (c *Cache) Missed(sum *[32]byte) { c.pos.shard(sum).misses.Add(1) }
 
 // Refreshing counts a refresh started (a lookup no request waits for).
 func (c *Cache) Refreshing() { c.refreshes.Add(1) }
+
+// RefreshFailed counts a background lookup that failed.
+func (c *Cache) RefreshFailed() { c.refreshFailures.Add(1) }
+
+// RefreshLate counts a scheduled refresh whose entry expired before it ran.
+func (c *Cache) RefreshLate() { c.refreshesLate.Add(1) }
 
 // Generation is read before a lookup and handed to Put.
 func (c *Cache) Generation() uint64 { return c.gen.Load() }
@@ -267,6 +281,44 @@ func (t *cacheTable) evictOne(keep *[32]byte, now int64) {
 	}
 }
 
+// Schedule marks sum's working entry, due for a refresh, as scheduled and
+// says when its refresh should run (due, unix ns) and the entry's expiry;
+// ok is false when there is no such entry, or its refresh is not due or
+// scheduled already. An entry with more than TTL left (cached while pushes
+// flow) is refreshed at once; one with less, a fifth of TTL before it
+// expires, so that a key requested at least once per half TTL is looked
+// up about once per TTL rather than once per request.
+func (c *Cache) Schedule(sum *[32]byte) (due, expires int64, ok bool) {
+	now := c.now().UnixNano()
+	sh := c.pos.shard(sum)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.m[*sum]
+	if !ok || e.id == nil || e.refresh > now || e.expires <= now {
+		return 0, 0, false
+	}
+	due = now
+	if e.expires-now <= c.ttl {
+		due = max(now, e.expires-c.ttl/5)
+	}
+	e.refresh = scheduled
+	sh.m[*sum] = e
+	return due, e.expires, true
+}
+
+// Scheduled returns the identity of sum's entry if it is the one a refresh
+// was scheduled for (expires), its refresh still scheduled.
+func (c *Cache) Scheduled(sum *[32]byte, expires int64) (*Identity, bool) {
+	sh := c.pos.shard(sum)
+	sh.mu.RLock()
+	e, ok := sh.m[*sum]
+	sh.mu.RUnlock()
+	if !ok || e.id == nil || e.refresh != scheduled || e.expires != expires {
+		return nil, false
+	}
+	return e.id, true
+}
+
 // Postpone moves the refresh of sum's working entry to at least d from now,
 // after a refresh failed: the entry serves until it expires, and requests
 // meanwhile do not retry the lookup each.
@@ -274,7 +326,7 @@ func (c *Cache) Postpone(sum *[32]byte, d time.Duration) {
 	at := c.now().UnixNano() + int64(d)
 	sh := c.pos.shard(sum)
 	sh.mu.Lock()
-	if e, ok := sh.m[*sum]; ok && e.refresh < at {
+	if e, ok := sh.m[*sum]; ok && (e.refresh < at || e.refresh == scheduled) {
 		e.refresh = at
 		sh.m[*sum] = e
 	}
@@ -374,9 +426,11 @@ func (c *Cache) Purge() {
 // Stats are the cache's counters since start, for metrics. Entries counts
 // working keys, NegativeEntries unknown and revoked ones; Evictions both.
 // Misses are requests that waited for a lookup, Refreshes lookups no
-// request waited for.
+// request waited for (RefreshFailures of them failed); RefreshesLate are
+// scheduled refreshes that found their entry expired before they ran.
 type Stats struct {
 	Hits, Misses, Refreshes, Evictions, Invalidations uint64
+	RefreshFailures, RefreshesLate                    uint64
 	Entries, NegativeEntries                          int
 }
 
@@ -394,5 +448,6 @@ func (c *Cache) Stats() Stats {
 	s.Entries, s.NegativeEntries = int(c.pos.count.Load()), int(c.neg.count.Load())
 	s.Refreshes = c.refreshes.Load()
 	s.Invalidations = c.invalidations.Load()
+	s.RefreshFailures, s.RefreshesLate = c.refreshFailures.Load(), c.refreshesLate.Load()
 	return s
 }

@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -26,13 +27,18 @@ func TestLayoutOfNamesCheckedRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := LayoutOf([]*Table{def}, nil).Buckets("v1", "k1")
-	if len(b.Names) != 1 || b.Names[0] != (Bucket{Key: "vg:{v:v1}:reads", Twin: "vg:{v:v1}:reads:twin"}) {
-		t.Fatalf("defaults only: %+v", b.Names)
+	if b.Len() != 1 || b.Name(0) != (Bucket{Key: "vg:{v:v1}:reads", Twin: "vg:{v:v1}:reads:twin"}) {
+		t.Fatalf("defaults only: %d rows, %+v", b.Len(), b.Name(0))
 	}
 	l := LayoutOf([]*Table{def, over}, nil)
 	b = l.Buckets("v1", "k1")
-	if len(b.Names) != 2 || b.Names[1] != (Bucket{Key: "vg:{v:v1}:k:k1:reads", Twin: "vg:{v:v1}:k:k1:reads:twin"}) {
-		t.Fatalf("with an override enabling key-reads: %+v", b.Names)
+	if b.Len() != 2 || b.Name(1) != (Bucket{Key: "vg:{v:v1}:k:k1:reads", Twin: "vg:{v:v1}:k:k1:reads:twin"}) {
+		t.Fatalf("with an override enabling key-reads: %d rows, %+v", b.Len(), b.Name(1))
+	}
+	long := strings.Repeat("v", 70000)
+	if b := l.Buckets(long, "k1"); b.Name(1) != (Bucket{Key: "vg:{v:" + long + "}:k:k1:reads", Twin: "vg:{v:" + long + "}:k:k1:reads:twin"}) ||
+		b.Name(0).Key != "vg:{v:"+long+"}:reads" || b.Len() != 2 {
+		t.Fatal("names past 64 KiB are not the names")
 	}
 	if LayoutOf([]*Table{def, over}, l) != l {
 		t.Fatal("the same tables made another layout")

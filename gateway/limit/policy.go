@@ -2,6 +2,7 @@ package limit
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -121,10 +122,42 @@ type Bucket struct {
 }
 
 // Buckets are one key's bucket names under Layout, by policy index (up to
-// the last row named; an unnamed row's names are empty).
+// the last row named; an unnamed row's names are empty). They are kept for
+// every cached key: one string and where each row's name is in it (64
+// bytes and the string), not a Bucket of two string headers per row.
 type Buckets struct {
 	Layout *Layout
-	Names  []Bucket
+	all    string
+	// spans[i] is row i's name in all (its twin's name runs on to
+	// ":twin"); zero for an unnamed row or one past the last named.
+	spans [MaxPolicies]struct{ start, end uint16 }
+	// long holds the names instead when all is too long for spans (a
+	// vendor or key id of thousands of bytes).
+	long *[MaxPolicies]Bucket
+}
+
+const twinSuffix = ":twin"
+
+// Name is row i's bucket names.
+func (b *Buckets) Name(i int) Bucket {
+	if b.long != nil {
+		return b.long[i]
+	}
+	sp := b.spans[i]
+	if sp.end == 0 {
+		return Bucket{}
+	}
+	return Bucket{Key: b.all[sp.start:sp.end], Twin: b.all[sp.start : int(sp.end)+len(twinSuffix)]}
+}
+
+// Len is the number of rows up to the last named one.
+func (b *Buckets) Len() int {
+	for i := MaxPolicies; i > 0; i-- {
+		if b.Name(i-1).Key != "" {
+			return i
+		}
+	}
+	return 0
 }
 
 // Buckets builds the bucket names of a key: every bucket of a vendor shares
@@ -133,7 +166,6 @@ type Buckets struct {
 // for each row, the twin's name ending where the row's is followed by
 // ":twin"): one allocation per key, not two per row.
 func (l *Layout) Buckets(vendorID, keyID string) *Buckets {
-	const twin = ":twin"
 	tag := "vg:{v:" + vendorID + "}:"
 	n, rows := 0, 0
 	for i, r := range l.rows {
@@ -141,7 +173,7 @@ func (l *Layout) Buckets(vendorID, keyID string) *Buckets {
 			continue
 		}
 		rows = i + 1
-		n += len(tag) + len(r.suffix) + len(twin)
+		n += len(tag) + len(r.suffix) + len(twinSuffix)
 		if r.scope == PerKey {
 			n += len("k:") + len(keyID) + len(":")
 		}
@@ -162,14 +194,22 @@ func (l *Layout) Buckets(vendorID, keyID string) *Buckets {
 		}
 		sb.WriteString(r.suffix)
 		ends[i] = [2]int{start, sb.Len()}
-		sb.WriteString(twin)
+		sb.WriteString(twinSuffix)
 	}
 	all := sb.String()
-	b := &Buckets{Layout: l, Names: make([]Bucket, rows)}
+	b := &Buckets{Layout: l, all: all}
+	if len(all) > math.MaxUint16 {
+		b.long = new([MaxPolicies]Bucket)
+	}
 	for i, r := range l.rows[:rows] {
-		if !r.unnamed {
-			start, end := ends[i][0], ends[i][1]
-			b.Names[i] = Bucket{Key: all[start:end], Twin: all[start : end+len(twin)]}
+		if r.unnamed {
+			continue
+		}
+		start, end := ends[i][0], ends[i][1]
+		if b.long != nil {
+			b.long[i] = Bucket{Key: all[start:end], Twin: all[start : end+len(twinSuffix)]}
+		} else {
+			b.spans[i].start, b.spans[i].end = uint16(start), uint16(end)
 		}
 	}
 	return b
@@ -247,9 +287,9 @@ func (p *Plan) Checks(cs *Checks, b *Buckets) {
 		c := &cs.List[i]
 		*c = p.checks[i]
 		if c.Twin {
-			c.Key = b.Names[c.Policy].Twin
+			c.Key = b.Name(c.Policy).Twin
 		} else {
-			c.Key = b.Names[c.Policy].Key
+			c.Key = b.Name(c.Policy).Key
 		}
 	}
 }
