@@ -24,8 +24,9 @@ import (
 // for each request of the bucket this gateway admitted over the last lease
 // period (two windows of lease_ttl, the older weighted by how much of it is
 // still within a period: what the next period is likely to ask), at most
-// lease_max in all; a bucket whose previous request came a lease period ago or
-// more gets no lease. Lease_max 1 is no lease at all: every request asks
+// lease_max in all. A bucket with at most one request in the last period,
+// or whose previous request came a lease period ago or more, gets no
+// lease. Lease_max 1 is no lease at all: every request asks
 // Redis, strictly exact.
 //
 // What leases cost in exactness: a token charged at t and spent up to
@@ -190,7 +191,9 @@ func (l *leases) take(key string, now int64, answered bool) (res Result, t ticke
 	if m := l.max.Load(); m > 1 && e.tokens == 0 && e.last != 0 && now-e.last < ttl {
 		f := float64(now-e.win) / float64(ttl)
 		est := float64(e.cur) + float64(e.prev)*(1-f)
-		want = int(min(1+est+0.5, float64(m)))
+		if est >= 1.5 { // more than one request in the last period
+			want = int(min(1+est+0.5, float64(m)))
+		}
 	}
 	sh.m[key] = e
 	sh.mu.Unlock()
