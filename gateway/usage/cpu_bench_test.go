@@ -2,14 +2,10 @@ package usage
 
 import (
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
-
-	"vendorgate/shared/testredis"
 )
 
 // BenchmarkRedisApplyCPU flushes 10,000 vendors' counts into one minute, as
@@ -19,26 +15,8 @@ import (
 // usage view's share of Redis' work, beside the limiter's.
 func BenchmarkRedisApplyCPU(b *testing.B) {
 	const vendors = 10000
-	srv := testredis.Start(b)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
-	defer c.Close()
-	st, err := NewRedis(RedisOptions{Client: c, Timeout: 10 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cpu := func() float64 {
-		var sum float64
-		for _, l := range strings.Split(srv.Do(b, "INFO", "cpu"), "\n") {
-			l = strings.TrimSpace(l)
-			for _, name := range []string{"used_cpu_user:", "used_cpu_sys:"} {
-				if v, ok := strings.CutPrefix(l, name); ok {
-					n, _ := strconv.ParseFloat(v, 64)
-					sum += n
-				}
-			}
-		}
-		return sum
-	}
+	srv, st := benchStore(b)
+	cpu := func() float64 { return infoSum(b, srv, "cpu", "used_cpu_user", "used_cpu_sys") }
 	rows := make([]Row, vendors)
 	for i := range rows {
 		rows[i].Vendor = uuid.NewString()

@@ -2,6 +2,7 @@ package usage
 
 import (
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,24 +20,8 @@ import (
 // and reports the memory the usage keys take.
 func BenchmarkRedisMemory10kVendors(b *testing.B) {
 	const vendors = 10000
-	srv := testredis.Start(b)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
-	defer c.Close()
-	st, err := NewRedis(RedisOptions{Client: c, Timeout: 10 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	used := func() float64 {
-		info := srv.Do(b, "INFO", "memory")
-		for _, l := range strings.Split(info, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(l), "used_memory:"); ok {
-				n, _ := strconv.ParseFloat(v, 64)
-				return n
-			}
-		}
-		b.Fatal("no used_memory in INFO")
-		return 0
-	}
+	srv, st := benchStore(b)
+	used := func() float64 { return infoSum(b, srv, "memory", "used_memory") }
 	ids := make([]string, vendors)
 	for i := range ids {
 		ids[i] = uuid.NewString()
@@ -110,4 +95,34 @@ func heapInUse() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
+}
+
+// benchStore starts a Redis for a benchmark and a store on it.
+func benchStore(b *testing.B) (*testredis.Server, *Redis) {
+	srv := testredis.Start(b)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	b.Cleanup(func() { _ = c.Close() })
+	st, err := NewRedis(RedisOptions{Client: c, Timeout: 10 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return srv, st
+}
+
+// infoSum is the sum of the named numeric fields of an INFO section.
+func infoSum(b *testing.B, srv *testredis.Server, section string, names ...string) float64 {
+	var sum float64
+	found := false
+	for _, l := range strings.Split(srv.Do(b, "INFO", section), "\n") {
+		name, v, ok := strings.Cut(strings.TrimSpace(l), ":")
+		if ok && slices.Contains(names, name) {
+			n, _ := strconv.ParseFloat(v, 64)
+			sum += n
+			found = true
+		}
+	}
+	if !found {
+		b.Fatalf("no %v in INFO %s", names, section)
+	}
+	return sum
 }
