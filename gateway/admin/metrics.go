@@ -109,7 +109,7 @@ func NewMetrics(routes []string) *Metrics {
 		LeaseAdmissions: prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_limiter_lease_admissions_total",
 			Help: "Requests admitted from this gateway's leases without a Redis call."}),
 		LeaseTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_limiter_lease_tokens_total",
-			Help: "Leased tokens by event: granted (charged in Redis beyond the requests' own), refunded (unused, sent back at expiry, reload or shutdown), dropped (lost with a Redis failure until the bucket refills)."}, []string{"event"}),
+			Help: "Leased tokens by event: granted (charged in Redis beyond the requests' own), refunded (unused, sent back at expiry, reload or shutdown), dropped (lost until the bucket refills: with a Redis failure, or given back by a refused request after their lease was sent back)."}, []string{"event"}),
 		NodeSchedLateness: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_node_sched_lateness_seconds",
 			Help: "How late the gateway's goroutines woke at most over about the last second (a probe's short sleeps, limiter callers' timers): what the grace a silent Redis is given is made of. About 0 on a quiet node; with a Redis limiter only."}),
 		RedisSilenceGrace: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_redis_silence_grace_seconds",

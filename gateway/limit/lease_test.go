@@ -29,6 +29,16 @@ type leased struct {
 	dropped          atomic.Int64
 }
 
+// admit sends n reads of key under r, each of which must be admitted.
+func (l *leased) admit(t *testing.T, key string, r Rate, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if d, err := l.Allow(one(key, r)); err != nil || !d.Allowed {
+			t.Fatalf("read %d of %d: %+v %v", i+1, n, d, err)
+		}
+	}
+}
+
 func newLeased(t *testing.T, rs *testredis.Server, max int, ttl time.Duration) *leased {
 	t.Helper()
 	l := &leased{client: redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true,
@@ -173,19 +183,11 @@ func TestLeaseRefundKeepsOthersCharges(t *testing.T) {
 	b := newLeased(t, rs, 1, time.Second)
 	r := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour} // 1 s a token
 	const key = "vg:{v:1}:reads"
-	for i := 0; i < 12; i++ { // demand builds; a lease comes
-		if d, err := a.Allow(one(key, r)); err != nil || !d.Allowed {
-			t.Fatal(d, err)
-		}
-	}
+	a.admit(t, key, r, 12) // demand builds; a lease comes
 	if a.granted.Load() == 0 {
 		t.Fatal("no lease granted")
 	}
-	for i := 0; i < 5; i++ { // the other gateway charges after the grant
-		if d, err := b.Allow(one(key, r)); err != nil || !d.Allowed {
-			t.Fatal(d, err)
-		}
-	}
+	b.admit(t, key, r, 5) // the other gateway charges after the grant
 	a.Close()
 	if a.refunded.Load() == 0 {
 		t.Fatal("nothing refunded at close")
@@ -204,11 +206,7 @@ func TestLeaseRefundAfterFlush(t *testing.T) {
 	b := newLeased(t, rs, 1, time.Second)
 	r := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour}
 	const key = "vg:{v:1}:reads"
-	for i := 0; i < 12; i++ {
-		if d, err := a.Allow(one(key, r)); err != nil || !d.Allowed {
-			t.Fatal(d, err)
-		}
-	}
+	a.admit(t, key, r, 12)
 	if a.granted.Load() == 0 {
 		t.Fatal("no lease granted")
 	}
@@ -233,11 +231,7 @@ func TestLeaseFailsClosed(t *testing.T) {
 	l := newLeased(t, rs, 64, 10*time.Second)
 	r := Rate{Name: "reads", Limit: 100000, Period: time.Minute}
 	const key = "vg:{v:1}:reads"
-	for i := 0; i < 200; i++ {
-		if d, err := l.Allow(one(key, r)); err != nil || !d.Allowed {
-			t.Fatal(d, err)
-		}
-	}
+	l.admit(t, key, r, 200)
 	if l.granted.Load() == 0 {
 		t.Fatal("no lease granted")
 	}
@@ -261,11 +255,7 @@ func TestLeaseRedisRestart(t *testing.T) {
 	l := newLeased(t, rs, 64, 10*time.Second)
 	r := Rate{Name: "reads", Limit: 100000, Period: time.Minute}
 	const key = "vg:{v:1}:reads"
-	for i := 0; i < 200; i++ {
-		if d, err := l.Allow(one(key, r)); err != nil || !d.Allowed {
-			t.Fatal(d, err)
-		}
-	}
+	l.admit(t, key, r, 200)
 	rs.Stop()
 	time.Sleep(2 * l.timeout)
 	if _, err := l.Allow(one(key, r)); !errors.Is(err, ErrUnavailable) {
@@ -420,11 +410,7 @@ func TestLeaseReload(t *testing.T) {
 	l := newLeased(t, rs, 16, 10*time.Second)
 	r := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour}
 	const key = "vg:{v:1}:reads"
-	for i := 0; i < 12; i++ {
-		if d, err := l.Allow(one(key, r)); err != nil || !d.Allowed {
-			t.Fatal(d, err)
-		}
-	}
+	l.admit(t, key, r, 12)
 	if l.granted.Load() == 0 {
 		t.Fatal("no lease granted")
 	}
@@ -441,11 +427,7 @@ func TestLeaseReload(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	before := l.charged.Load()
-	for i := 0; i < 10; i++ {
-		if d, err := l.Allow(one(key, r)); err != nil || !d.Allowed {
-			t.Fatal(d, err)
-		}
-	}
+	l.admit(t, key, r, 10)
 	if n := l.charged.Load() - before; n != 10 {
 		t.Fatalf("lease_max 1 after reload: %d buckets charged for 10 reads", n)
 	}
@@ -777,11 +759,7 @@ func TestLeaseRefundKeepsNoFraction(t *testing.T) {
 	b := newLeased(t, rs, 1, time.Second)
 	r := Rate{Name: "reads", Limit: 1800, Burst: 1000, Period: time.Hour} // 2 s a token
 	const key = "vg:{v:1}:reads"
-	for i := 0; i < 3; i++ { // the third read takes a lease of one more (lease_max 2)
-		if d, err := a.Allow(one(key, r)); err != nil || !d.Allowed {
-			t.Fatal(d, err)
-		}
-	}
+	a.admit(t, key, r, 3) // the third read takes a lease of one more (lease_max 2)
 	if a.granted.Load() != 1 || a.spent.Load() != 0 {
 		t.Fatalf("%d tokens leased, %d spent; want 1 leased, unspent", a.granted.Load(), a.spent.Load())
 	}
@@ -830,11 +808,7 @@ func TestLeaseGiveBackAfterRefund(t *testing.T) {
 	unused := a.granted.Load() - a.spent.Load()
 	g := storedTAT(t, a.client, key)
 	time.Sleep(time.Duration((g - 2 - nowSince2017(t, a.client)) * float64(time.Second)))
-	for i := 0; i < 4; i++ {
-		if d, err := b.Allow(one(key, r)); err != nil || !d.Allowed {
-			t.Fatal(d, err)
-		}
-	}
+	b.admit(t, key, r, 4)
 	want := nowSince2017(t, a.client) + 4 // b's 4 from now; a's own charges have drained
 	// A request of both buckets takes a token of a's lease and waits on
 	// Redis (paused) for the scarce one; meanwhile a reload sends the rest
