@@ -10,6 +10,7 @@ all: build
 
 build:
 	@mkdir -p $(BIN)
+	@[ -x $(BIN)/gateway ] || echo "building $(addprefix $(BIN)/,$(BINARIES)): the first build fetches and compiles the Go modules and takes a few minutes"
 	@for b in $(BINARIES); do $(GO) build -trimpath -o $(BIN)/$$b ./cmd/$$b || exit 1; done
 	@echo "built $(addprefix $(BIN)/,$(BINARIES))"
 

@@ -1,13 +1,16 @@
 package e2e
 
 import (
-	"bufio"
+	"bytes"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,83 +18,161 @@ import (
 	"vendorgate/shared/testredis"
 )
 
-// runScript runs scripts/run.sh (make run) on free ports and a database in
-// dir with extra environment, until its banner is out; it returns the
-// banner and the environment vendorctl needs, and stops it at cleanup.
-func runScript(t *testing.T, dir string, extra map[string]string) (banner string, ctlEnv []string) {
+// scriptRun is one scripts/run.sh (make run) started by a test.
+type scriptRun struct {
+	cmd    *exec.Cmd
+	env    map[string]string // the addresses and database it was given
+	done   chan struct{}     // closed when it has exited
+	err    error             // its exit, once done is closed
+	stdout lineWriter
+	stderr lineWriter
+}
+
+// scriptEnv is run.sh's environment for a stack on free ports with its
+// database in dir: only the listen addresses, so that every URL it passes
+// on or prints is its own derivation.
+func scriptEnv(t *testing.T, dir string, extra map[string]string) map[string]string {
+	port := func() string { return "127.0.0.1:" + strconv.Itoa(testredis.FreePort(t)) }
+	env := map[string]string{
+		"BIN_DIR": binDir, "BACKEND_LISTEN": port(), "BACKEND_ADMIN_LISTEN": port(),
+		"BACKEND_DATABASE": filepath.Join(dir, "vg.db"), "BACKEND_REPORTS_DIR": filepath.Join(dir, "reports"),
+		"GATEWAY_LISTEN": port(), "GATEWAY_ADMIN_LISTEN": port(),
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return env
+}
+
+// startScript starts run.sh with env (and none of the caller's VENDORCTL_,
+// GATEWAY_ or BACKEND_ variables); it is stopped at cleanup.
+func startScript(t *testing.T, env map[string]string) *scriptRun {
 	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := func() string { return "127.0.0.1:" + strconv.Itoa(testredis.FreePort(t)) }
-	listen, admin, gw, gwAdmin := port(), port(), port(), port()
-	env := map[string]string{
-		"BIN_DIR": binDir, "BACKEND_LISTEN": listen, "BACKEND_ADMIN_LISTEN": admin,
-		"BACKEND_DATABASE": filepath.Join(dir, "vg.db"), "BACKEND_REPORTS_DIR": filepath.Join(dir, "reports"),
-		"GATEWAY_LISTEN": gw, "GATEWAY_ADMIN_LISTEN": gwAdmin, "GATEWAY_BACKEND_URL": "http://" + listen,
-		"GATEWAY_PUBLIC_BASE_URL": "http://" + gw, "BACKEND_PUBLIC_BASE_URL": "http://" + gw,
-	}
-	for k, v := range extra {
-		env[k] = v
-	}
-	cmd := exec.Command("bash", filepath.Join(root, "scripts", "run.sh"))
+	r := &scriptRun{env: env, done: make(chan struct{})}
+	r.cmd = exec.Command("bash", filepath.Join(root, "scripts", "run.sh"))
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "VENDORCTL_") && !strings.HasPrefix(kv, "GATEWAY_") && !strings.HasPrefix(kv, "BACKEND_") {
-			cmd.Env = append(cmd.Env, kv)
+			r.cmd.Env = append(r.cmd.Env, kv)
 		}
 	}
 	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+		r.cmd.Env = append(r.cmd.Env, k+"="+v)
 	}
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
+	r.cmd.Stderr = io.MultiWriter(os.Stderr, &r.stderr)
+	r.cmd.Stdout = &r.stdout
+	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
+	go func() {
+		r.err = r.cmd.Wait()
+		close(r.done)
+	}()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = r.cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-done:
+		case <-r.done:
 		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
+			_ = r.cmd.Process.Kill()
 		}
 	})
-	lines := make(chan string)
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
+	return r
+}
+
+// banner waits for run.sh's banner and returns its output up to there;
+// it fails the test when the script ends first.
+func (r *scriptRun) banner(t *testing.T) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if out, ok := r.stdout.upTo("Ctrl-C stops both."); ok {
+			return out
 		}
-		close(lines)
-		_ = cmd.Wait()
-	}()
-	var b strings.Builder
-	timeout := time.After(60 * time.Second)
-	for {
 		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("run.sh ended before its banner:\n%s", b.String())
-			}
-			b.WriteString(l + "\n")
-			if strings.HasPrefix(l, "Ctrl-C stops both.") {
-				go func() {
-					for range lines {
-					}
-				}()
-				ctl := append(os.Environ(), "VENDORCTL_ADMIN_URL=http://"+admin, "VENDORCTL_ADMIN_TOKEN=dev-admin-token-change-me")
-				return b.String(), ctl
-			}
-		case <-timeout:
-			t.Fatalf("no banner from run.sh within 60s:\n%s", b.String())
+		case <-r.done:
+			t.Fatalf("run.sh ended (%v) before its banner:\n%s\nstderr:\n%s", r.err, r.stdout.String(), r.stderr.String())
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	t.Fatalf("no banner from run.sh within 60s:\n%s", r.stdout.String())
+	return ""
+}
+
+// exit waits for run.sh to end by itself and returns its exit code and
+// what it printed on both streams.
+func (r *scriptRun) exit(t *testing.T, within time.Duration) (int, string) {
+	t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(within):
+		t.Fatalf("run.sh still running after %v:\n%s", within, r.stdout.String())
+	}
+	code := 0
+	if ee, isExit := r.err.(*exec.ExitError); isExit {
+		code = ee.ExitCode()
+	} else if r.err != nil {
+		t.Fatalf("run.sh: %v", r.err)
+	}
+	return code, r.stdout.String() + r.stderr.String()
+}
+
+// stop ends run.sh as Ctrl-C does and waits for it: it exits 0.
+func (r *scriptRun) stop(t *testing.T) {
+	t.Helper()
+	_ = r.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-r.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("run.sh still running 30s after SIGINT")
+	}
+	if r.err != nil {
+		t.Errorf("run.sh stopped by SIGINT: %v, want exit 0", r.err)
+	}
+}
+
+// ctlEnv is the environment vendorctl needs against the run's backend.
+func (r *scriptRun) ctlEnv() []string {
+	return append(os.Environ(), "VENDORCTL_ADMIN_URL=http://"+r.env["BACKEND_ADMIN_LISTEN"], "VENDORCTL_ADMIN_TOKEN=dev-admin-token-change-me")
+}
+
+// lineWriter keeps what a process writes, safe to read while it runs.
+type lineWriter struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	return len(p), nil
+}
+
+func (w *lineWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.buf)
+}
+
+// upTo returns what was written up to and including the line that starts
+// with prefix, once there is one.
+func (w *lineWriter) upTo(prefix string) (string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := 0; i < len(w.buf); {
+		j := bytes.IndexByte(w.buf[i:], '\n')
+		if j < 0 {
+			return "", false
+		}
+		if bytes.HasPrefix(w.buf[i:], []byte(prefix)) {
+			return string(w.buf[:i+j+1]), true
+		}
+		i += j + 1
+	}
+	return "", false
 }
 
 var (
@@ -111,7 +192,11 @@ func TestMakeRunBanner(t *testing.T) {
 	var orderIDs []string
 	// 250ms: the binaries are built with -race (as in newStack).
 	for run, extra := range []map[string]string{nil, {"GATEWAY_REDIS_URL": testredis.Start(t).URL(), "GATEWAY_REDIS_TIMEOUT": "250ms"}} {
-		banner, ctl := runScript(t, dir, extra)
+		// One run after the other on the same database, as a user would:
+		// the second may not open the first one's database while it runs.
+		sr := startScript(t, scriptEnv(t, dir, extra))
+		banner, ctl := sr.banner(t), sr.ctlEnv()
+		defer sr.stop(t)
 		for _, want := range []string{"VENDORCTL_ADMIN_TOKEN='dev-admin-token-change-me'", "VENDORCTL_GATEWAY_ADMIN_TOKEN='dev-gateway-admin-token-change-me'",
 			"the admin_token settings of", "config/examples/backend.yaml (the backend's)"} {
 			if !strings.Contains(banner, want) {
@@ -170,8 +255,92 @@ func TestMakeRunBanner(t *testing.T) {
 			t.Errorf("without Redis the banner does not say revocation waits for the cache TTL:\n%s", banner)
 		}
 		t.Logf("run %d banner:\n%s", run, banner)
+		sr.stop(t)
 	}
 	if orderIDs[0] == orderIDs[1] {
 		t.Errorf("the second run's order line answered the first run's order %s", orderIDs[0])
 	}
+}
+
+// TestMakeRunOwnsItsStack: make run derives every address it passes on or
+// prints from the listen addresses it was given (the banner's curl lines
+// reach its own gateway, whose backend URL and public base URL are its
+// own), refuses to start a second stack on a port that answers already or
+// on the first one's database, naming what is in use and never printing a
+// banner, and exits non-zero when one of its processes stops on its own.
+func TestMakeRunOwnsItsStack(t *testing.T) {
+	dir := t.TempDir()
+	first := startScript(t, scriptEnv(t, dir, nil))
+	banner := first.banner(t)
+	gw := first.env["GATEWAY_LISTEN"]
+	_, gwPort, _ := strings.Cut(gw, ":")
+	public := "http://localhost:" + gwPort
+	if !strings.Contains(banner, "gateway on "+public+" (proxying to http://"+first.env["BACKEND_LISTEN"]+")") {
+		t.Errorf("the banner does not name the gateway and backend it was given (%s, %s):\n%s", gw, first.env["BACKEND_LISTEN"], banner)
+	}
+	if strings.Contains(banner, ":8080") || strings.Contains(banner, ":8081") || strings.Contains(banner, ":8082") {
+		t.Errorf("the banner names a default port although every listen address was moved:\n%s", banner)
+	}
+	key, idem, url, body := bannerKey.FindStringSubmatch(banner), bannerIdem.FindStringSubmatch(banner),
+		bannerURL.FindStringSubmatch(banner), bannerBody.FindStringSubmatch(banner)
+	if key == nil || idem == nil || url == nil || body == nil {
+		t.Fatalf("no order curl line in the banner:\n%s", banner)
+	}
+	if !strings.HasPrefix(url[1], public+"/") {
+		t.Errorf("the banner's order line goes to %s, not the gateway it started (%s)", url[1], public)
+	}
+	r := do(t, "POST", url[1], key[1], []byte(body[1]), map[string]string{"Idempotency-Key": idem[1]})
+	if r.status != 202 {
+		t.Fatalf("the banner's order line answers %d %s", r.status, r.body)
+	}
+	var o order
+	decode(t, string(r.body), &o)
+	if !strings.HasPrefix(o.Poll.URL, public+"/api/vendor/v1/orders/") || !strings.HasPrefix(r.header.Get("Location"), public+"/") {
+		t.Errorf("the order's poll.url %q and Location %q are not on the gateway's address %s", o.Poll.URL, r.header.Get("Location"), public)
+	}
+
+	t.Run("same ports", func(t *testing.T) {
+		code, out := startScript(t, first.env).exit(t, 30*time.Second)
+		if code == 0 || !strings.Contains(out, "port "+gwPort+" (gateway listen") || !strings.Contains(out, "in use") {
+			t.Errorf("a second make run on the first one's ports: exit %d, want non-zero naming port %s in use:\n%s", code, gwPort, out)
+		}
+		if strings.Contains(out, "vendorgate is up") {
+			t.Errorf("a second make run that could not start printed the banner:\n%s", out)
+		}
+	})
+	t.Run("same database", func(t *testing.T) {
+		env := scriptEnv(t, t.TempDir(), map[string]string{"BACKEND_DATABASE": first.env["BACKEND_DATABASE"]})
+		code, out := startScript(t, env).exit(t, 30*time.Second)
+		if code == 0 || !strings.Contains(out, "the database "+first.env["BACKEND_DATABASE"]+" is in use") {
+			t.Errorf("a second make run on the first one's database: exit %d, want non-zero naming the database:\n%s", code, out)
+		}
+		if strings.Contains(out, "vendorgate is up") {
+			t.Errorf("a second make run that could not start printed the banner:\n%s", out)
+		}
+	})
+	t.Run("a process stops", func(t *testing.T) {
+		// The backend is the run's child whose command line names its config.
+		children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", first.cmd.Process.Pid, first.cmd.Process.Pid))
+		if err != nil {
+			t.Skipf("cannot list run.sh's children: %v", err)
+		}
+		killed := false
+		for _, f := range strings.Fields(string(children)) {
+			cmdline, _ := os.ReadFile("/proc/" + f + "/cmdline")
+			if strings.Contains(string(cmdline), "backend.yaml") {
+				pid, _ := strconv.Atoi(f)
+				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				killed = true
+			}
+		}
+		if !killed {
+			t.Fatalf("no backend among run.sh's children %q", children)
+		}
+		code, out := first.exit(t, 30*time.Second)
+		if code == 0 || !strings.Contains(out, "the backend stopped") {
+			t.Errorf("make run after its backend was killed: exit %d, want non-zero saying the backend stopped:\n%s", code, out)
+		}
+	})
 }

@@ -3,6 +3,13 @@
 # Prints a ready-to-paste curl line with a fresh sandbox key; Ctrl-C stops both.
 # GATEWAY_REDIS_URL=redis://... limits in Redis; the backend then publishes
 # revocations on the same Redis (BACKEND_REDIS_URL), so they are immediate.
+#
+# Every address it passes on or prints is derived from the listen addresses
+# it was given (GATEWAY_LISTEN, GATEWAY_ADMIN_LISTEN, BACKEND_LISTEN,
+# BACKEND_ADMIN_LISTEN, or the config files): the gateway's backend URL, the
+# public base URL, vendorctl's URLs. It refuses to start when one of those
+# ports already answers or when another make run holds the same database, and
+# it exits non-zero when one of its processes stops on its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +19,51 @@ GATEWAY_CONFIG=${GATEWAY_CONFIG:-config/examples/gateway.yaml}
 
 # setting FILE KEY: a top-level scalar of a config file, unquoted.
 setting() { sed -n "s/^$2: *\"\{0,1\}\([^\"]*\)\"\{0,1\}.*/\1/p" "$1" | head -1; }
+# dial_host ADDR: the host to connect to for a listen address (":8080" and
+# "0.0.0.0:8080" listen on every address; loopback answers for them).
+dial_host() {
+	local h=${1%:*}
+	case "$h" in "" | 0.0.0.0 | "[::]") echo 127.0.0.1 ;; *) echo "$h" ;; esac
+}
+# show_host ADDR: the host to print in a URL for a listen address.
+show_host() {
+	local h=${1%:*}
+	case "$h" in "" | 0.0.0.0 | "[::]" | 127.0.0.1 | "[::1]") echo localhost ;; *) echo "$h" ;; esac
+}
+port_of() { echo "${1##*:}"; }
+# answers ADDR: something accepts connections on the listen address.
+answers() {
+	local h
+	h=$(dial_host "$1")
+	h=${h#[}
+	h=${h%]}
+	(exec 3<>"/dev/tcp/$h/$(port_of "$1")") 2>/dev/null
+}
+# http_ok ADDR PATH: a GET of PATH on the listen address answers 200.
+http_ok() {
+	local h line
+	h=$(dial_host "$1")
+	h=${h#[}
+	h=${h%]}
+	(
+		exec 3<>"/dev/tcp/$h/$(port_of "$1")" || exit 1
+		printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$2" "$h" >&3
+		read -r -t 2 line <&3 || exit 1
+		[[ $line == "HTTP/1."?" 200 "* ]]
+	) 2>/dev/null
+}
+
+backend_listen=${BACKEND_LISTEN:-$(setting "$BACKEND_CONFIG" listen)}
+backend_admin=${BACKEND_ADMIN_LISTEN:-$(setting "$BACKEND_CONFIG" admin_listen)}
+gateway_listen=${GATEWAY_LISTEN:-$(setting "$GATEWAY_CONFIG" listen)}
+gateway_admin=${GATEWAY_ADMIN_LISTEN:-$(setting "$GATEWAY_CONFIG" admin_listen)}
+database=${BACKEND_DATABASE:-$(setting "$BACKEND_CONFIG" database)}
+
+public="http://$(show_host "$gateway_listen"):$(port_of "$gateway_listen")"
+export GATEWAY_BACKEND_URL=${GATEWAY_BACKEND_URL:-http://$(dial_host "$backend_listen"):$(port_of "$backend_listen")}
+export GATEWAY_PUBLIC_BASE_URL=${GATEWAY_PUBLIC_BASE_URL:-${BACKEND_PUBLIC_BASE_URL:-$public}}
+export BACKEND_PUBLIC_BASE_URL=${BACKEND_PUBLIC_BASE_URL:-$GATEWAY_PUBLIC_BASE_URL}
+public=$GATEWAY_PUBLIC_BASE_URL
 
 if [ -n "${GATEWAY_REDIS_URL:-}" ]; then
 	export BACKEND_REDIS_URL=${BACKEND_REDIS_URL:-$GATEWAY_REDIS_URL}
@@ -19,31 +71,77 @@ if [ -n "${GATEWAY_REDIS_URL:-}" ]; then
 		export BACKEND_REDIS_MASTER_NAME=${BACKEND_REDIS_MASTER_NAME:-$GATEWAY_REDIS_MASTER_NAME}
 	fi
 fi
-export VENDORCTL_ADMIN_URL=${VENDORCTL_ADMIN_URL:-http://${BACKEND_ADMIN_LISTEN:-$(setting "$BACKEND_CONFIG" admin_listen)}}
+backend_admin_url="http://$(dial_host "$backend_admin"):$(port_of "$backend_admin")"
+gateway_admin_url="http://$(dial_host "$gateway_admin"):$(port_of "$gateway_admin")"
+export VENDORCTL_ADMIN_URL=${VENDORCTL_ADMIN_URL:-$backend_admin_url}
 export VENDORCTL_ADMIN_TOKEN=${VENDORCTL_ADMIN_TOKEN:-${BACKEND_ADMIN_TOKEN:-$(setting "$BACKEND_CONFIG" admin_token)}}
-export VENDORCTL_GATEWAY_ADMIN_URL=${VENDORCTL_GATEWAY_ADMIN_URL:-http://${GATEWAY_ADMIN_LISTEN:-$(setting "$GATEWAY_CONFIG" admin_listen)}}
+export VENDORCTL_GATEWAY_ADMIN_URL=${VENDORCTL_GATEWAY_ADMIN_URL:-$gateway_admin_url}
 export VENDORCTL_GATEWAY_ADMIN_TOKEN=${VENDORCTL_GATEWAY_ADMIN_TOKEN:-${GATEWAY_ADMIN_TOKEN:-$(setting "$GATEWAY_CONFIG" admin_token)}}
-mkdir -p var
+
+# Another process on one of the ports would answer in our place: the
+# banner would then describe a stack this run did not start.
+for pair in "gateway listen:GATEWAY_LISTEN:$gateway_listen" "gateway admin_listen:GATEWAY_ADMIN_LISTEN:$gateway_admin" \
+	"backend listen:BACKEND_LISTEN:$backend_listen" "backend admin_listen:BACKEND_ADMIN_LISTEN:$backend_admin"; do
+	what=${pair%%:*}
+	rest=${pair#*:}
+	var=${rest%%:*}
+	addr=${rest#*:}
+	if answers "$addr"; then
+		echo "make run: port $(port_of "$addr") ($what, $addr) is in use by another process:" \
+			"stop it (another make run?) or set $var to a free address" >&2
+		exit 1
+	fi
+done
+
+mkdir -p var "$(dirname "$database")"
+# One stack a database: two backends on one SQLite file would both sweep
+# and work the same orders.
+exec 9>"$database.run-lock"
+if ! flock -n 9; then
+	echo "make run: the database $database is in use by another make run:" \
+		"stop it, or set BACKEND_DATABASE to another file" >&2
+	exit 1
+fi
 
 pids=()
-stop() {
+names=()
+cleanup() {
+	local rc=$?
 	trap - INT TERM EXIT
 	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	echo "vendorgate stopped"
+	exit "$rc"
 }
-trap stop INT TERM EXIT
+trap cleanup EXIT
+trap 'exit 0' INT TERM
 
-"$BIN_DIR/backend" -config "$BACKEND_CONFIG" &
-pids+=($!)
-for _ in $(seq 1 100); do
-	"$BIN_DIR/vendorctl" vendor list >/dev/null 2>&1 && break
-	kill -0 "${pids[0]}" 2>/dev/null || { echo "backend did not start" >&2; exit 1; }
-	sleep 0.1
-done
+# start NAME ADMIN_LISTEN ARGS...: starts a binary and waits until its admin
+# listener answers /healthz while the process is still alive (the ports
+# were free, so the answer is its own).
+start() {
+	local name=$1 admin=$2
+	shift 2
+	"$BIN_DIR/$name" "$@" &
+	pids+=($!)
+	names+=("$name")
+	local pid=$!
+	for _ in $(seq 1 300); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			echo "make run: the $name did not start (its error is above)" >&2
+			exit 1
+		fi
+		if http_ok "$admin" /healthz; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "make run: the $name did not answer on its admin listener $admin within 30s" >&2
+	exit 1
+}
 
-"$BIN_DIR/gateway" -config "$GATEWAY_CONFIG" &
-pids+=($!)
+start backend "$backend_admin" -config "$BACKEND_CONFIG"
+start gateway "$gateway_admin" -config "$GATEWAY_CONFIG"
 
 vendor=$("$BIN_DIR/vendorctl" vendor list | awk '/Sandbox Demo Vendor/ && /sandbox/ {print $1; exit}')
 if [ -z "$vendor" ]; then
@@ -51,8 +149,6 @@ if [ -z "$vendor" ]; then
 	exit 1
 fi
 key=$("$BIN_DIR/vendorctl" -o json key issue "$vendor" | grep -o '"key": *"[^"]*"' | cut -d'"' -f4)
-listen=${GATEWAY_LISTEN:-$(setting "$GATEWAY_CONFIG" listen)}
-port=${listen##*:}
 # A new Idempotency-Key each run: the same one would answer with the
 # previous run's order (same key, same body: the same order).
 idem="demo-$(date +%Y%m%d-%H%M%S)-$$"
@@ -63,16 +159,18 @@ else
 fi
 cat <<MSG
 
-vendorgate is up: gateway on :${port}, backend admin on ${VENDORCTL_ADMIN_URL}.
+vendorgate is up: gateway on ${public} (proxying to ${GATEWAY_BACKEND_URL}), backend admin on ${VENDORCTL_ADMIN_URL}.
 A sandbox key was issued for "Sandbox Demo Vendor" (shown once). Try:
 
-  curl -s -H 'X-API-Key: ${key}' http://localhost:${port}/api/vendor/v1/me
+  curl -s -H 'X-API-Key: ${key}' ${public}/api/vendor/v1/me
 
 Place a sandbox order (license numbers ending 0002, 0003, 0004 are held for review):
 
   curl -s -H 'X-API-Key: ${key}' -H 'Content-Type: application/json' -H 'Idempotency-Key: ${idem}' \\
     -d '{"mc_number":"MC-123456","driver":{"first_name":"Ann","last_name":"Lee","date_of_birth":"1980-02-03","license_number":"D1234567","license_state":"TX"},"services":["mvr","psp","cdlis","driver_reviews"]}' \\
-    http://localhost:${port}/api/vendor/v1/orders
+    ${public}/api/vendor/v1/orders
+
+The API's documentation: ${public}/docs
 
 Operate it with vendorctl from another shell. Its tokens are the admin_token settings of
 ${BACKEND_CONFIG} (the backend's) and ${GATEWAY_CONFIG} (the gateway's, for usage):
@@ -84,4 +182,17 @@ ${BACKEND_CONFIG} (the backend's) and ${GATEWAY_CONFIG} (the gateway's, for usag
 A revoked key is refused ${revocation}.
 Ctrl-C stops both.
 MSG
-wait -n "${pids[@]}" || true
+
+# A process that stops on its own takes the stack down with it, and the
+# exit status says so.
+set +e
+wait -n "${pids[@]}"
+rc=$?
+set -e
+for i in "${!pids[@]}"; do
+	if ! kill -0 "${pids[$i]}" 2>/dev/null; then
+		echo "make run: the ${names[$i]} stopped (exit status $rc); stopping the rest" >&2
+	fi
+done
+[ "$rc" -ne 0 ] || rc=1
+exit "$rc"
