@@ -46,6 +46,11 @@ func TestAddedPolicy(t *testing.T) {
 		if rl := a.header.Get("RateLimit"); !strings.Contains(rl, `"report-downloads";r=0;`) {
 			t.Fatalf("refused download RateLimit %q", rl)
 		}
+		// The refusal took no read token (a decision is all-or-nothing):
+		// its reads entry says what is left, 5 - 2, not one fewer.
+		if rl := a.header.Get("RateLimit"); !strings.HasPrefix(rl, `"reads";r=3;`) {
+			t.Fatalf("refused download RateLimit %q: reads' remaining counts a token the refusal did not take", rl)
+		}
 		// Reads are not report downloads: the vendor still reads, and the
 		// refused download charged nothing (5 - 2 - this one).
 		me := do(t, "GET", gw.url+"/api/vendor/v1/me", key)
