@@ -177,9 +177,15 @@ type Vendorctl struct {
 	GatewayAdminToken string `env:"VENDORCTL_GATEWAY_ADMIN_TOKEN" secret:"true"`
 }
 
+// DefaultVendorctl returns the documented defaults: the listeners' own
+// defaults on this host.
+func DefaultVendorctl() *Vendorctl {
+	return &Vendorctl{AdminURL: "http://127.0.0.1:8082", GatewayAdminURL: "http://127.0.0.1:9090"}
+}
+
 // LoadVendorctl reads vendorctl's settings from env.
 func LoadVendorctl(env Env) (*Vendorctl, error) {
-	cfg := &Vendorctl{AdminURL: "http://127.0.0.1:8082", GatewayAdminURL: "http://127.0.0.1:9090"}
+	cfg := DefaultVendorctl()
 	if _, err := load(cfg, "", env); err != nil {
 		return nil, err
 	}

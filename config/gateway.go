@@ -167,7 +167,7 @@ type Redis struct {
 	LeaseMax int `yaml:"lease_max" env:"GATEWAY_REDIS_LEASE_MAX"`
 	// LeaseTTL is how long a lease lives; what is left then goes back to
 	// Redis. With leases, admissions stay within what GCRA allows with a
-	// burst of burst + ceil(rate × LeaseTTL). Default 1s. Reloaded on
+	// burst of burst + ceil(rate × LeaseTTL). Default 2s. Reloaded on
 	// SIGHUP.
 	LeaseTTL time.Duration `yaml:"lease_ttl" env:"GATEWAY_REDIS_LEASE_TTL"`
 }

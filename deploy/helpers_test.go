@@ -30,7 +30,7 @@ const repoRoot = ".."
 
 // LBReadyzPath is the gateway readiness a load balancer or an orchestrator
 // probes: the replica's own fitness, without the dependencies every replica
-// shares (README, "Readiness").
+// shares (docs/operating.md, "Readiness").
 const LBReadyzPath = "/readyz?exclude=redis&exclude=backend"
 
 // dummyToken stands in for every secret when a configuration is loaded: long

@@ -301,7 +301,7 @@ func TestK8sWorkloads(t *testing.T) {
 				t.Errorf("containerPorts %v, but it listens on %d and %d", declared, listen, admin)
 			}
 			// A gateway's readiness leaves out the dependencies every replica
-			// shares (README, "Readiness"); a backend's checks its database.
+			// shares (docs/operating.md, "Readiness"); a backend's checks its database.
 			ready := "/readyz"
 			if bin == "gateway" {
 				ready = LBReadyzPath

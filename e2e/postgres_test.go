@@ -157,7 +157,7 @@ func pgSum(t *testing.T, adminURL, name string, labels ...string) float64 {
 }
 
 // pgExpectedSteps is what the sandbox provider does to an order of all four
-// services, by the license's last four characters (the README's table):
+// services, by the license's last four characters (the table of docs/api.md, "Sandbox test values"):
 // every step as "service outcome".
 func pgExpectedSteps(suffix string) []string {
 	all := []string{"mvr", "psp", "cdlis", "driver_reviews"}

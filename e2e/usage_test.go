@@ -61,7 +61,7 @@ func (s *stack) waitUsage(vendorID, limit string, want usageCounts, within time.
 // counts nothing twice. The gateways take no leases (redis.lease_max 1):
 // the counts are of decisions exact across replicas, where a token leased
 // by one gateway and not yet spent can make the other refuse one early
-// (the README's "Leases: how exact"; under CI's load a lease not honoured
+// (docs/limits.md, "Leases: how exact"; under CI's load a lease not honoured
 // while the heartbeat was late left one such token, and the vendor under
 // its limit counted 6 shadow refusals of 15 instead of 5).
 func TestUsageViewAcrossReplicas(t *testing.T) {

@@ -66,7 +66,7 @@ const (
 // breaker not open), backend (at least one backend answers the prober and
 // its breaker is not open, and the key-lookup breaker is not open). Redis
 // and the backends are shared by every replica, so a load balancer's probe
-// excludes them (README, "Readiness").
+// excludes them (docs/operating.md, "Readiness").
 func (g *Gateway) readyChecks() []readyz.Check {
 	checks := []readyz.Check{{Name: checkDraining, Run: func(context.Context) error {
 		if g.draining.Load() {

@@ -20,7 +20,7 @@ import (
 // each offered reads at a constant rate, against fresh Redis-limited
 // gateways (one per lease setting), to see what leases charge in Redis
 // when limits are real and whether what the gateway admits stays within
-// the bound the README states (GCRA with burst + ceil(rate × lease_ttl)).
+// the bound docs/limits.md states (GCRA with burst + ceil(rate × lease_ttl)).
 const (
 	realLimit  = 120 // reads a minute per vendor, the burst too
 	realPeriod = time.Minute
@@ -170,7 +170,7 @@ func (b *bench) realLimitsRun(id string) realFigure {
 	return f
 }
 
-// boundExtra is ceil(rate × lease_ttl): the tokens the README lets leases
+// boundExtra is ceil(rate × lease_ttl): the tokens docs/limits.md lets leases
 // add to the burst.
 func boundExtra(limit int, period, ttl time.Duration) int {
 	return int(math.Ceil(float64(limit) * ttl.Seconds() / period.Seconds()))
