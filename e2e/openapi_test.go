@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -69,5 +70,13 @@ func (c *conformance) check(t *testing.T, method, rawURL string, reqHeader http.
 	}
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
 		t.Errorf("%s %s answered %d, which the OpenAPI document does not allow: %v\nbody: %.400s", method, rawURL, r.status, err, r.body)
+	}
+	// The document names the codes each response of each route carries
+	// (its description): an answered code it does not name is drift.
+	if code := r.errorCode(); code != "" {
+		if resp := route.Operation.Responses.Status(r.status); resp != nil && resp.Value != nil && resp.Value.Description != nil &&
+			!regexp.MustCompile(`\b`+regexp.QuoteMeta(code)+`\b`).MatchString(*resp.Value.Description) {
+			t.Errorf("%s %s answered %d %s, which the document's %d of this route does not name (%q)", method, rawURL, r.status, code, r.status, *resp.Value.Description)
+		}
 	}
 }
