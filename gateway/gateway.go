@@ -273,7 +273,7 @@ func New(o Options) (_ *Gateway, err error) {
 		Handler: admin.Handler(admin.Options{Registry: g.metrics.Registry, Checks: g.readyChecks(), OpenAPI: o.OpenAPI,
 			Usage: admin.UsageHandler(admin.UsageOptions{Token: c.AdminToken,
 				Reader: &usage.Reader{Store: usageStore, Limits: g.usageLimits}}),
-			Profiles: profiling.Handler(c.AdminToken, "vendorgate-gateway-admin")}),
+			Profiles: profiling.Handler(c.AdminToken, "vendorgate-gateway-admin", admin.GatewayAdminToken)}),
 		Name:        "vendorgate-admin",
 		IdleTimeout: adminIdleTimeout,
 		ReadTimeout: adminReadTimeout,

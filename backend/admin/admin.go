@@ -19,6 +19,7 @@ import (
 	"vendorgate/backend/respond"
 	"vendorgate/backend/store"
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/httpapi"
 	"vendorgate/shared/profiling"
 	"vendorgate/shared/readyz"
 	"vendorgate/shared/wire"
@@ -87,7 +88,7 @@ func (a *API) Register(r *router.Router) {
 		r.GET("/metrics", a.o.Metrics)
 	}
 	// Go's runtime profiles, behind the admin token like the admin API.
-	r.GET(profiling.Prefix+"{profile:*}", profiling.Handler(a.o.Token, "vendorgate-backend-admin"))
+	r.GET(profiling.Prefix+"{profile:*}", profiling.Handler(a.o.Token, "vendorgate-backend-admin", "this backend's admin_token (BACKEND_ADMIN_TOKEN)"))
 	g := func(method, path string, h fasthttp.RequestHandler) { r.Handle(method, path, a.auth(h)) }
 	g("POST", "/admin/v1/vendors", a.createVendor)
 	g("GET", "/admin/v1/vendors", a.listVendors)
@@ -127,12 +128,7 @@ func (a *API) authorized(h *fasthttp.RequestHeader) bool {
 // sent none, "refused" when it sent another, so that an operator with a
 // stale or mistyped token is not told to send one.
 func (a *API) refuse(ctx *fasthttp.RequestCtx) {
-	ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="vendorgate-admin"`)
-	msg := "admin token required: send Authorization: Bearer <the backend's admin_token>"
-	if len(ctx.Request.Header.Peek("Authorization")) > 0 {
-		msg = "admin token refused: it is not this backend's admin_token (BACKEND_ADMIN_TOKEN)"
-	}
-	a.error(ctx, apierr.New(apierr.InvalidAPIKey, "%s", msg))
+	httpapi.RefuseAdminToken(ctx, "vendorgate-admin", "this backend's admin_token (BACKEND_ADMIN_TOKEN)")
 }
 
 // error answers err. The domain packages refuse a transition that is not

@@ -421,6 +421,14 @@ func TestVendorsAndKeysAgainstBackend(t *testing.T) {
 	if strings.Contains(r.stderr, "wrong-token") {
 		t.Error("the token was printed")
 	}
+	// Aimed at another listener (the backend's vendor API), vendorctl says
+	// the address is not the admin API and which variable to check, not
+	// the other listener's "not_found: no such path".
+	r = h.runCtl(map[string]string{"VENDORCTL_ADMIN_URL": h.apiURL, "VENDORCTL_ADMIN_TOKEN": testAdminToken}, "vendor", "list")
+	if line := checkFailure(t, r, 1, []string{"vendor", "list"}); !strings.HasPrefix(line, "vendorctl: "+h.apiURL+" is not the backend admin API: it has no GET /") ||
+		!strings.HasSuffix(line, "check VENDORCTL_ADMIN_URL, which must be the backend's admin_listen") {
+		t.Errorf("vendorctl aimed at the vendor API listener: %q", line)
+	}
 	// A local refusal never reaches the backend: the vendor keeps its services.
 	h.ctlFails(2, "vendor", "services", id, "mvr,dmv")
 	if g := decodeInto[view.Vendor](t, h.ctl("-o", "json", "vendor", "get", id)); len(g.EnabledServices) != 4 {

@@ -61,14 +61,15 @@ func run(ctx context.Context, argv []string, lookup config.Env, stdout, stderr i
 		return fail(stderr, err)
 	}
 	api, err := adminapi.New(adminapi.Options{BaseURL: cfg.AdminURL, Token: cfg.AdminToken, Timeout: 10 * time.Second,
-		TokenName: "VENDORCTL_ADMIN_TOKEN"})
+		TokenName: "VENDORCTL_ADMIN_TOKEN", URLName: "VENDORCTL_ADMIN_URL, which must be the backend's admin_listen"})
 	if err != nil {
 		return fail(stderr, err)
 	}
 	e := &env{ctx: ctx, api: api, out: stdout, format: inv.format, now: time.Now}
 	if cfg.GatewayAdminToken != "" {
 		e.gateway, err = adminapi.New(adminapi.Options{BaseURL: cfg.GatewayAdminURL, Token: cfg.GatewayAdminToken,
-			Timeout: 10 * time.Second, Name: "the gateway admin listener", TokenName: "VENDORCTL_GATEWAY_ADMIN_TOKEN"})
+			Timeout: 10 * time.Second, Name: "the gateway admin listener", TokenName: "VENDORCTL_GATEWAY_ADMIN_TOKEN",
+			URLName: "VENDORCTL_GATEWAY_ADMIN_URL, which must be the gateway's admin_listen"})
 		if err != nil {
 			return fail(stderr, err)
 		}

@@ -160,8 +160,8 @@ func TestUsageView(t *testing.T) {
 		body              string
 	}{
 		{"off without a token", "GET", off + "/usage", auth, 403, `"code":"permission_denied"`},
-		{"no token sent", "GET", on + "/usage", nil, 401, `"code":"request_failed"`},
-		{"wrong token", "GET", on + "/usage", map[string]string{"Authorization": "Bearer nope"}, 401, `"code":"request_failed"`},
+		{"no token sent", "GET", on + "/usage", nil, 401, `"code":"invalid_api_key","message":"admin token required`},
+		{"wrong token", "GET", on + "/usage", map[string]string{"Authorization": "Bearer nope"}, 401, `"code":"invalid_api_key","message":"admin token refused: it is not this gateway's admin_token (GATEWAY_ADMIN_TOKEN)"`},
 		{"not GET", "POST", on + "/usage", auth, 405, `"code":"method_not_allowed"`},
 		{"bad window", "GET", on + "/usage?window=90s", auth, 400, `"window"`},
 		{"bad top", "GET", on + "/usage?top=0", auth, 400, `"top"`},

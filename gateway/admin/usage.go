@@ -11,6 +11,7 @@ import (
 
 	"vendorgate/gateway/usage"
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/httpapi"
 )
 
 // UsageOptions configures the usage view of the admin listener.
@@ -21,6 +22,9 @@ type UsageOptions struct {
 	// Reader answers the view.
 	Reader *usage.Reader
 }
+
+// GatewayAdminToken names the gateway admin listener's token in a refusal.
+const GatewayAdminToken = "this gateway's admin_token (GATEWAY_ADMIN_TOKEN)"
 
 // UsageHandler serves GET /usage?window=1h&top=20 and
 // GET /usage/{vendor_id}?window=1h.
@@ -33,8 +37,7 @@ func UsageHandler(o UsageOptions) fasthttp.RequestHandler {
 			return
 		}
 		if subtle.ConstantTimeCompare(ctx.Request.Header.Peek("Authorization"), want) != 1 {
-			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="vendorgate-gateway-admin"`)
-			writeError(ctx, &apierr.Error{Code: apierr.RequestFailed, Message: "missing or wrong admin token", HTTPStatus: http.StatusUnauthorized})
+			httpapi.RefuseAdminToken(ctx, "vendorgate-gateway-admin", GatewayAdminToken)
 			return
 		}
 		if !ctx.IsGet() {

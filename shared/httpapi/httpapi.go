@@ -9,6 +9,8 @@ import (
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
+
+	"vendorgate/shared/apierr"
 )
 
 // WriteJSON replaces the response body with body, a JSON document sent with
@@ -54,4 +56,21 @@ func DropOptions(h *fasthttp.ResponseHeader) {
 		out = append(out, m...)
 	}
 	h.SetBytesV(fasthttp.HeaderAllow, out)
+}
+
+// RefuseAdminToken answers a request to an admin listener without its
+// token, as every admin listener of both binaries does: 401
+// invalid_api_key (the same code for the same mistake wherever it is
+// made), WWW-Authenticate naming the listener's realm, and a message that
+// tells "required" (none sent) from "refused" (another sent), naming the
+// setting that holds the right one, so that an operator with a stale or
+// mistyped token is not told to send one.
+func RefuseAdminToken(ctx *fasthttp.RequestCtx, realm, setting string) {
+	ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
+	msg := "admin token required: send Authorization: Bearer <" + setting + ">"
+	if len(ctx.Request.Header.Peek("Authorization")) > 0 {
+		msg = "admin token refused: it is not " + setting
+	}
+	e := apierr.New(apierr.InvalidAPIKey, "%s", msg)
+	WriteJSON(ctx, e.Status(), e.Body())
 }

@@ -8,7 +8,6 @@ package profiling
 import (
 	"bytes"
 	"crypto/subtle"
-	"net/http"
 	"net/http/pprof"
 
 	"github.com/valyala/fasthttp"
@@ -28,9 +27,9 @@ func Handles(path []byte) bool { return bytes.HasPrefix(path, []byte(Prefix)) }
 
 // Handler serves the profiles to a request that carries
 // `Authorization: Bearer TOKEN`; realm names the listener in the 401's
-// WWW-Authenticate. An empty token turns the profiles off (404), a missing
+// WWW-Authenticate, setting the token's setting in its message. An empty token turns the profiles off (404), a missing
 // or wrong one answers 401, another method than GET 405.
-func Handler(token, realm string) fasthttp.RequestHandler {
+func Handler(token, realm, setting string) fasthttp.RequestHandler {
 	want := []byte("Bearer " + token)
 	// fasthttp's handler answers 404 to any path ending in '/', the
 	// index /debug/pprof/ among them: the index is served here.
@@ -41,8 +40,7 @@ func Handler(token, realm string) fasthttp.RequestHandler {
 		case token == "":
 			write(ctx, apierr.New(apierr.NotFound, "profiling is off: set the admin token"))
 		case subtle.ConstantTimeCompare(ctx.Request.Header.Peek("Authorization"), want) != 1:
-			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
-			write(ctx, &apierr.Error{Code: apierr.RequestFailed, Message: "missing or wrong admin token", HTTPStatus: http.StatusUnauthorized})
+			httpapi.RefuseAdminToken(ctx, realm, setting)
 		case !ctx.IsGet():
 			ctx.Response.Header.Set("Allow", "GET")
 			write(ctx, apierr.New(apierr.MethodNotAllowed, "use GET"))

@@ -40,10 +40,11 @@ func get(t *testing.T, url, auth string) (int, []byte) {
 }
 
 func TestProfilesBehindTheToken(t *testing.T) {
-	base := serve(t, Handler(token, "test"))
+	base := serve(t, Handler(token, "test", "the admin_token"))
 	for _, auth := range []string{"", "Bearer wrong", "Bearer " + token + "x", token} {
-		if status, _ := get(t, base+"/debug/pprof/heap", auth); status != 401 {
-			t.Errorf("Authorization %q: status %d, want 401", auth, status)
+		// The same code for the same mistake on every admin listener.
+		if status, body := get(t, base+"/debug/pprof/heap", auth); status != 401 || !bytes.Contains(body, []byte(`"code":"invalid_api_key"`)) {
+			t.Errorf("Authorization %q: %d %s, want 401 invalid_api_key", auth, status, body)
 		}
 	}
 	status, body := get(t, base+"/debug/pprof/", "Bearer "+token)
@@ -62,7 +63,7 @@ func TestProfilesBehindTheToken(t *testing.T) {
 }
 
 func TestProfilesOffWithoutAToken(t *testing.T) {
-	base := serve(t, Handler("", "test"))
+	base := serve(t, Handler("", "test", "the admin_token"))
 	for _, auth := range []string{"", "Bearer "} {
 		if status, body := get(t, base+"/debug/pprof/heap", auth); status != 404 || !bytes.Contains(body, []byte(`"not_found"`)) {
 			t.Errorf("no token configured, Authorization %q: %d %s", auth, status, body)

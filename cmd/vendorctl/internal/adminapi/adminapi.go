@@ -46,6 +46,10 @@ type Options struct {
 	// TokenName is where Token came from (an environment variable), named
 	// when the API refuses it.
 	TokenName string
+	// URLName is where BaseURL came from and what it should be (an
+	// environment variable and the listener's setting), named when the
+	// address answers as another listener does.
+	URLName string
 }
 
 // Client calls the admin API. It is safe for concurrent use.
@@ -54,6 +58,7 @@ type Client struct {
 	name      string
 	token     string
 	tokenName string
+	urlName   string
 	http      *http.Client
 }
 
@@ -80,6 +85,7 @@ func New(o Options) (*Client, error) {
 		name:      o.Name,
 		token:     o.Token,
 		tokenName: o.TokenName,
+		urlName:   o.URLName,
 		http:      &http.Client{Timeout: o.Timeout, Transport: o.Transport},
 	}, nil
 }
@@ -126,7 +132,17 @@ func (c *Client) Do(ctx context.Context, method, path string, in any) (json.RawM
 		return nil, fmt.Errorf("%s %s: answer larger than %d bytes", method, path, maxAnswerBytes)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		if d, ok := parseEnvelope(data); ok {
+		d, ok := parseEnvelope(data)
+		// The API serves every path vendorctl calls: a 404 for the path
+		// itself (not for an object) is another listener answering.
+		if resp.StatusCode == http.StatusNotFound && (!ok || d.Message == "no such path") {
+			hint := ""
+			if c.urlName != "" {
+				hint = "; check " + c.urlName
+			}
+			return nil, fmt.Errorf("%s is not %s: it has no %s %s (it answered %s%s)%s", c.base, c.name, method, pathOnly(path), resp.Status, snippet(data), hint)
+		}
+		if ok {
 			e := &Error{Status: resp.StatusCode, Detail: d}
 			if resp.StatusCode == http.StatusUnauthorized && c.tokenName != "" {
 				return nil, fmt.Errorf("%s refused the token in %s: %w", c.name, c.tokenName, e)
@@ -152,6 +168,12 @@ func parseEnvelope(body []byte) (apierr.Detail, bool) {
 		return apierr.Detail{}, false
 	}
 	return *env.Error, true
+}
+
+// pathOnly is path without its query.
+func pathOnly(path string) string {
+	p, _, _ := strings.Cut(path, "?")
+	return p
 }
 
 // snippet is the start of an unexpected body on one line, so that an error
