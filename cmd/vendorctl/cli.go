@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 )
 
 // Output formats of -o.
@@ -233,40 +232,85 @@ func parse(cmds []*command, argv []string) (*invocation, error) {
 // writeUsage prints vendorctl's usage: every command, or one group's, or one.
 func writeUsage(w io.Writer, cmds []*command, group string, one *command) {
 	if one != nil {
-		fmt.Fprintf(w, "usage: vendorctl %s [-o table|json]\n\n%s.\n", one.usage, capitalise(one.summary))
+		fmt.Fprint(w, wrap("usage: vendorctl "+one.usage+" [-o table|json]", "", "    "))
+		fmt.Fprint(w, "\n"+wrap(capitalise(one.summary)+".", "", ""))
 		return
 	}
 	fmt.Fprintln(w, "usage: vendorctl [-o table|json] <command> [arguments]")
 	if group == "" {
 		fmt.Fprintln(w, "\nvendorctl manages vendors, API keys and orders through the vendorgate backend's admin API.")
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	last := ""
 	for _, c := range cmds {
 		if group != "" && c.group != group {
 			continue
 		}
 		if c.group != last {
-			fmt.Fprintf(tw, "\n%s commands:\n", c.group)
+			fmt.Fprintf(w, "\n%s commands:\n", c.group)
 			last = c.group
 		}
-		fmt.Fprintf(tw, "  vendorctl %s\t%s\n", c.usage, c.summary)
+		// The command, then what it does below it: one column of
+		// usages and summaries side by side is as wide as the longest
+		// usage plus the longest summary.
+		fmt.Fprint(w, wrap("vendorctl "+c.usage, "  ", "        "))
+		fmt.Fprint(w, wrap(c.summary, "      ", "      "))
 	}
-	tw.Flush()
 	fmt.Fprint(w, `
 Flags:
   -o, --output table|json   output format (default table), before or after the command
   -h, --help                show this help (vendorctl help COMMAND for one command)
 
 Environment:
-  VENDORCTL_ADMIN_URL       the backend's admin API (default http://127.0.0.1:8082)
-  VENDORCTL_ADMIN_TOKEN     the backend's admin token (required)
-  VENDORCTL_GATEWAY_ADMIN_URL    a gateway's admin listener, for usage (default http://127.0.0.1:9090)
+  VENDORCTL_ADMIN_URL            the backend's admin API (default http://127.0.0.1:8082)
+  VENDORCTL_ADMIN_TOKEN          the backend's admin token (required)
+  VENDORCTL_GATEWAY_ADMIN_URL    a gateway's admin listener, for usage
+                                 (default http://127.0.0.1:9090)
   VENDORCTL_GATEWAY_ADMIN_TOKEN  the gateway's admin token (required by usage commands)
 
 Exit status: 0 done; 1 the call failed (the API's error code and message, or the backend
 unreachable); 2 the command line is wrong. Errors are one line on stderr.
 `)
+}
+
+// helpWords splits s at spaces, keeping "[--reason a|b]" one word.
+func helpWords(s string) []string {
+	var words []string
+	open := false
+	for _, f := range strings.Fields(s) {
+		if open {
+			words[len(words)-1] += " " + f
+		} else {
+			words = append(words, f)
+		}
+		open = strings.Count(words[len(words)-1], "[") > strings.Count(words[len(words)-1], "]")
+	}
+	return words
+}
+
+// helpColumns is the width the help fits in: a terminal's 80 columns and
+// more are common, 100 is what every line here stays within.
+const helpColumns = 100
+
+// wrap breaks s at spaces into lines of at most helpColumns, the first
+// indented by first and the rest by rest; an optional argument in brackets
+// is never broken, and a word longer than a line stands alone on its own.
+func wrap(s, first, rest string) string {
+	var b strings.Builder
+	line := first
+	empty := true
+	for _, word := range helpWords(s) {
+		if !empty && len([]rune(line))+1+len([]rune(word)) > helpColumns {
+			b.WriteString(line + "\n")
+			line, empty = rest, true
+		}
+		if !empty {
+			line += " "
+		}
+		line += word
+		empty = false
+	}
+	b.WriteString(line + "\n")
+	return b.String()
 }
 
 // usageLine is the one line printed after a usage error's reason.

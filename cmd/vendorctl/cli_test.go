@@ -233,8 +233,10 @@ func TestRunHelpAndConfig(t *testing.T) {
 	if code := run(context.Background(), []string{"help"}, envOf(nil), &stdout, &stderr); code != 0 {
 		t.Fatalf("help exit %d: %s", code, stderr.String())
 	}
+	// A usage may be wrapped over lines: compare words.
+	words := strings.Join(strings.Fields(stdout.String()), " ")
 	for _, c := range commands() {
-		if !strings.Contains(stdout.String(), "vendorctl "+c.usage) {
+		if !strings.Contains(words, "vendorctl "+c.usage) {
 			t.Errorf("help does not list %q", c.usage)
 		}
 	}
@@ -278,5 +280,34 @@ func TestMember(t *testing.T) {
 	}
 	if _, err := member(json.RawMessage(`{"keys":[]}`), "vendors"); err == nil {
 		t.Fatal("missing member accepted")
+	}
+}
+
+// TestHelpFitsHundredColumns: every help vendorctl prints (the whole list,
+// each group's, each command's) fits in 100 columns, and wrapping keeps
+// every word of it.
+func TestHelpFitsHundredColumns(t *testing.T) {
+	helps := [][]string{{"help"}}
+	groups := map[string]bool{}
+	for _, c := range commands() {
+		if !groups[c.group] {
+			groups[c.group] = true
+			helps = append(helps, []string{"help", c.group})
+		}
+		helps = append(helps, append(strings.Fields(c.name()), "-h"))
+	}
+	for _, argv := range helps {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), argv, envOf(nil), &stdout, &stderr); code != 0 {
+			t.Fatalf("%q: exit %d: %s", argv, code, stderr.String())
+		}
+		for _, line := range strings.Split(stdout.String(), "\n") {
+			if n := len([]rune(line)); n > 100 {
+				t.Errorf("%q: a line of %d columns: %q", argv, n, line)
+			}
+		}
+	}
+	if len(helps) < 10 {
+		t.Fatalf("only %d helps checked", len(helps))
 	}
 }
