@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -74,13 +76,42 @@ func orderList(e *env, inv *invocation) error {
 	if err != nil {
 		return err
 	}
+	// A person reads the queue by company: the table names each vendor's
+	// (one call for the vendors); -o json prints the backend's answer as is.
+	companies := map[string]string{}
+	if e.format != formatJSON && strings.Contains(string(raw), `"vendor_id"`) {
+		if companies, err = vendorCompanies(e); err != nil {
+			return err
+		}
+	}
 	return show(e, raw, func(w *view.Table, p view.OrderQueue) {
-		view.WriteOrderQueue(w, p, e.now())
+		view.WriteOrderQueue(w, p, companies, e.now())
 		if p.NextCursor != nil {
 			w.Note("")
 			w.Note("More orders: add --cursor " + *p.NextCursor)
 		}
 	})
+}
+
+// vendorCompanies maps every vendor's id to its company name.
+func vendorCompanies(e *env) (map[string]string, error) {
+	raw, err := e.api.Do(e.ctx, http.MethodGet, "/admin/v1/vendors", nil)
+	if err != nil {
+		return nil, err
+	}
+	list, err := member(raw, "vendors")
+	if err != nil {
+		return nil, err
+	}
+	var vendors []view.Vendor
+	if err := json.Unmarshal(list, &vendors); err != nil {
+		return nil, fmt.Errorf("read the backend's vendors: %w", err)
+	}
+	m := make(map[string]string, len(vendors))
+	for _, v := range vendors {
+		m[v.VendorID] = v.CompanyName
+	}
+	return m, nil
 }
 
 // parseSince reads --since: a time back from now (24h, 7d, 90m) or an

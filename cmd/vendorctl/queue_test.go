@@ -33,9 +33,9 @@ func TestOrderQueueAgainstBackend(t *testing.T) {
 	}
 	for id, reason := range reasons {
 		row := fields(lineWith(out, id))
-		// ORDER VENDOR STATUS HELD(service reason) PLACED(age ago) DEADLINE
-		if len(row) != 8 || row[1] != v.VendorID || row[2] != wire.StatusUnderReview || row[4] != reason ||
-			row[6] != "ago" || !strings.HasPrefix(row[7], "1d23h") {
+		// ORDER VENDOR COMPANY(Queue Co) STATUS HELD(service reason) PLACED(age ago) DEADLINE
+		if len(row) != 10 || row[1] != v.VendorID || row[2]+" "+row[3] != "Queue Co" || row[4] != wire.StatusUnderReview || row[6] != reason ||
+			row[8] != "ago" || !strings.HasPrefix(row[9], "1d23h") {
 			t.Errorf("row of %s (held for %s): %q\n%s", id, reason, row, out)
 		}
 	}

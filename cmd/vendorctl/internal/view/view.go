@@ -319,15 +319,16 @@ type OrderQueue struct {
 	NextCursor *string      `json:"next_cursor"`
 }
 
-// WriteOrderQueue shows orders a row each at now: for a held order which
+// WriteOrderQueue shows orders a row each at now, each vendor's company
+// beside its id (companies by vendor id): for a held order which
 // service is held and why, how long since it was placed, and how long
 // until its deadline closes it (nothing once the order is final).
-func WriteOrderQueue(t *Table, q OrderQueue, now time.Time) {
+func WriteOrderQueue(t *Table, q OrderQueue, companies map[string]string, now time.Time) {
 	if len(q.Orders) == 0 {
 		t.Note("No orders.")
 		return
 	}
-	t.Row("ORDER ID", "VENDOR ID", "STATUS", "HELD", "PLACED", "DEADLINE IN")
+	t.Row("ORDER ID", "VENDOR ID", "COMPANY", "STATUS", "HELD", "PLACED", "DEADLINE IN")
 	for _, e := range q.Orders {
 		o := e.Order
 		var held []string
@@ -344,8 +345,17 @@ func WriteOrderQueue(t *Table, q OrderQueue, now time.Time) {
 		default:
 			deadline = Span(e.DeadlineAt.Sub(now))
 		}
-		t.Row(o.OrderID, e.VendorID, o.Status, strings.Join(held, ", "), Span(now.Sub(o.CreatedAt))+" ago", deadline)
+		t.Row(o.OrderID, e.VendorID, Clip(companies[e.VendorID], 24), o.Status, strings.Join(held, ", "), Span(now.Sub(o.CreatedAt))+" ago", deadline)
 	}
+}
+
+// Clip is s cut to at most n characters, "…" marking a cut.
+func Clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 // Span is d to the minute for people: 2d3h, 47h59m reads as 1d23h, 5m;
