@@ -3,6 +3,7 @@ package view
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"vendorgate/gateway/usage"
 )
@@ -40,7 +41,10 @@ func WriteUsageTop(t *Table, u UsageTop) {
 	}
 	if len(u.Vendors) == 0 {
 		t.Note("no requests counted in the last " + u.Window)
+		return
 	}
+	t.Note("")
+	t.Note("PEAK/MIN is the busiest minute's demand: its requests allowed and refused alike.")
 }
 
 // quota reads "120/1m", "10/30s", "1000/1h".
@@ -77,10 +81,46 @@ func WriteVendorUsage(t *Table, u VendorUsage) {
 		if spark != "" {
 			t.Line("", "per minute  |"+spark+"|")
 			if strings.TrimSpace(marks) != "" {
-				t.Line("", "refused     |"+marks+"|")
+				t.Line("", "refused     |"+marks+"|  x: refused, s: a shadow limit would refuse")
 			}
+			span, scale := SparkLegend(p.Minutes, p.Quota, p.PeriodSeconds)
+			t.Line("", "minutes     "+span)
+			t.Line("", "scale       "+scale)
 		}
 	}
+}
+
+// SparkLegend says what a Sparkline of bs shows: the minutes it spans
+// (UTC, one character each) and its scale (what a full and a low
+// character stand for).
+func SparkLegend(bs []UsageBucket, quota int, periodSeconds int64) (span, scale string) {
+	var first, last time.Time
+	n := 0
+	for _, b := range bs {
+		if b.Seconds != 60 {
+			continue
+		}
+		if n == 0 {
+			first = b.At
+		}
+		last = b.At.Add(time.Minute)
+		n++
+	}
+	layout := "15:04"
+	if first.UTC().YearDay() != last.UTC().YearDay() || first.UTC().Year() != last.UTC().Year() {
+		layout = "2006-01-02 15:04"
+	}
+	minutes := strconv.Itoa(n) + " minutes"
+	if n == 1 {
+		minutes = "1 minute"
+	}
+	span = first.UTC().Format(layout) + " to " + last.UTC().Format(layout) + " UTC, " + minutes + ", one character each"
+	if quota <= 0 || periodSeconds <= 0 {
+		return span, "no quota: " + string(sparks[len(sparks)-1]) + " any request, blank none"
+	}
+	perMinute := strconv.FormatFloat(float64(quota)*60/float64(periodSeconds), 'f', -1, 64)
+	return span, string(sparks[len(sparks)-1]) + " " + perMinute + " requests a minute (the quota's rate) or more, " +
+		string(sparks[1]) + " a few, blank none; requests allowed and refused alike"
 }
 
 // sparks are the levels of a sparkline, empty to full.

@@ -178,4 +178,24 @@ func TestVendorUsageHasNoStrayDashes(t *testing.T) {
 	if !strings.Contains(out, "allowed 100, limited 30") || !strings.Contains(out, "reads") || !strings.Contains(out, "orders") {
 		t.Errorf("usage show lost its content:\n%s", out)
 	}
+	// The sparkline says its time span and its scale.
+	if !strings.Contains(out, "minutes     15:00 to 15:01 UTC, 1 minute, one character each") ||
+		!strings.Contains(out, "scale       █ 120 requests a minute (the quota's rate) or more") ||
+		!strings.Contains(out, "x: refused") {
+		t.Errorf("usage show's sparkline does not say its span and scale:\n%s", out)
+	}
+}
+
+// TestUsageTopSaysPeakIsDemand: usage top's PEAK/MIN counts refused
+// requests too, and the table says so.
+func TestUsageTopSaysPeakIsDemand(t *testing.T) {
+	var buf bytes.Buffer
+	tb := NewTable(&buf)
+	u := UsageTop{Window: "1h", Vendors: []UsageRow{{TopRow: usage.TopRow{VendorID: "v-1", Limit: "reads", Quota: 120,
+		PeriodSeconds: 60, Allowed: 120, Limited: 80, PeakPerMinute: 200}, CompanyName: "Acme"}}}
+	WriteUsageTop(tb, u)
+	tb.Flush()
+	if out := buf.String(); !strings.Contains(out, "PEAK/MIN is the busiest minute's demand: its requests allowed and refused alike.") {
+		t.Errorf("usage top does not say what PEAK/MIN counts:\n%s", out)
+	}
 }
