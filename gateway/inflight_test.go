@@ -302,7 +302,7 @@ func (h *panicOnce) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h *panicOnce) WithAttrs(as []slog.Attr) slog.Handler { return h }
-func (h *panicOnce) WithGroup(string) slog.Handler      { return h }
+func (h *panicOnce) WithGroup(string) slog.Handler         { return h }
 
 // Every way an answer ends gives its slot back exactly once: after each,
 // the vendor has nothing in flight, and with caps of one request and one
