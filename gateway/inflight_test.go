@@ -398,3 +398,28 @@ func TestSlotReleasedOnce(t *testing.T) {
 		})
 	}
 }
+
+// The caps reload with the limits: a vendor's override put in on reload
+// holds its next download to it, and comes out the same way.
+func TestInFlightCapsReload(t *testing.T) {
+	b := newTestBackend(t)
+	bigReport(b, 16<<20)
+	gw := startGateway(t, b, func(o *Options) { o.Config.Proxy.StreamMinRate = 0 })
+	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	if h := holdDownload(t, gw.url+reportPath, key); h.status != 200 {
+		t.Fatalf("%d %s", h.status, h.body)
+	}
+	s := *gw.cfg
+	s.InFlight.Overrides = map[string]config.InFlightCaps{"vendor-a": {Downloads: 1}}
+	if err := gw.g.Reload(&s); err != nil {
+		t.Fatal(err)
+	}
+	holdDownload(t, gw.url+reportPath, key).wantRefused(t)
+	s.InFlight.Overrides = nil
+	if err := gw.g.Reload(&s); err != nil {
+		t.Fatal(err)
+	}
+	if h := holdDownload(t, gw.url+reportPath, key); h.status != 200 {
+		t.Fatalf("after the override came out: %d %s", h.status, h.body)
+	}
+}
