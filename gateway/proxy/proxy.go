@@ -347,7 +347,7 @@ func (p *Proxy) streamTo(ctx *fasthttp.RequestCtx, s *streamBody, hold *Hold) er
 	// server close the connection short of Content-Length (or of the last
 	// chunk), never end cleanly.
 	if idleconn.Stream(ctx) && p.minRate.Bytes > 0 {
-		s.pace(ctx, p.minRate, p.streamIdle, time.Now())
+		s.pace(ctx, p.minRate, p.streamIdle, time.Now)
 	}
 	if hold != nil { // last: from here the response owns s, and s the slot
 		s.hold, *hold = *hold, nil

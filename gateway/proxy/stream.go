@@ -42,6 +42,7 @@ type streamBody struct {
 	// window in force ends at windowEnd with left bytes still due (none
 	// during the grace); quota is what each window needs.
 	conn      writeDeadliner
+	now       func() time.Time
 	windowEnd time.Time
 	left      int64
 	quota     int64
@@ -58,10 +59,10 @@ type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 
 // pace starts the floor at now: nothing is due during the grace, then each
 // window needs its quota.
-func (s *streamBody) pace(conn writeDeadliner, r MinRate, idle time.Duration, now time.Time) {
-	s.conn, s.window, s.idle = conn, r.Window, idle
+func (s *streamBody) pace(conn writeDeadliner, r MinRate, idle time.Duration, now func() time.Time) {
+	s.conn, s.now, s.window, s.idle = conn, now, r.Window, idle
 	s.quota = int64(float64(r.Bytes) * r.Window.Seconds())
-	s.windowEnd, s.left = now.Add(r.Grace), 0
+	s.windowEnd, s.left = now().Add(r.Grace), 0
 }
 
 // roll moves the window up to now; it fails when a window ended with
@@ -87,7 +88,7 @@ func (s *streamBody) Read(p []byte) (int, error) {
 	if s.conn == nil {
 		return s.body.Read(p)
 	}
-	if err := s.roll(time.Now()); err != nil {
+	if err := s.roll(s.now()); err != nil {
 		return 0, err
 	}
 	due := s.left > 0
@@ -99,7 +100,7 @@ func (s *streamBody) Read(p []byte) (int, error) {
 		return n, err
 	}
 	s.left -= int64(n)
-	now := time.Now()
+	now := s.now()
 	if rerr := s.roll(now); rerr != nil {
 		return 0, rerr
 	}
@@ -156,7 +157,7 @@ func (p *Proxy) getBody() *streamBody {
 // putBody resets s and pools it.
 func (p *Proxy) putBody(s *streamBody) {
 	s.resp.Reset()
-	s.body, s.hold, s.conn = nil, nil, nil
+	s.body, s.hold, s.conn, s.now = nil, nil, nil, nil
 	s.rateBound, s.tooSlow, s.closed = false, false, false
 	p.bodies.Put(s)
 }
