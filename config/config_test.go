@@ -64,6 +64,10 @@ func TestEnvironmentOverrides(t *testing.T) {
 		"GATEWAY_DOCS_RATE":                 "7",
 		"GATEWAY_DOCS_WINDOW":               "30s",
 		"GATEWAY_PROXY_STREAM_IDLE_TIMEOUT": "45s",
+		"GATEWAY_IN_FLIGHT_REQUESTS":        "32",
+		"GATEWAY_IN_FLIGHT_DOWNLOADS":       "4",
+		"GATEWAY_PROXY_STREAM_MAX_CONNS":    "16",
+		"GATEWAY_PROXY_STREAM_MIN_RATE":     "1024",
 	})
 	g, err := LoadGateway("examples/gateway.yaml", env)
 	if err != nil {
@@ -73,7 +77,8 @@ func TestEnvironmentOverrides(t *testing.T) {
 		g.Redis.URL[0] != "redis://127.0.0.1:7000/0" || g.InternalToken != "0123456789abcdef" ||
 		g.Redis.Timeout != 20*time.Millisecond || g.KeyPrefixes.Sandbox != "acmesbx1" ||
 		g.PublicBaseURL != "https://api.example.com" || g.Docs.Rate != 7 || g.Docs.Window != 30*time.Second ||
-		g.Proxy.StreamIdleTimeout != 45*time.Second {
+		g.Proxy.StreamIdleTimeout != 45*time.Second || g.InFlight.Requests != 32 || g.InFlight.Downloads != 4 ||
+		g.Proxy.StreamMaxConns != 16 || g.Proxy.StreamMinRate != 1024 {
 		t.Fatalf("env not applied: %+v", g)
 	}
 
@@ -104,7 +109,9 @@ func TestDefaults(t *testing.T) {
 	if g.Listen != ":8080" || g.AdminListen != "127.0.0.1:9090" || g.BackendURL[0] != "http://127.0.0.1:8081" ||
 		len(g.Redis.URL) != 0 || g.FailedKeys.PerAddress != 100 || g.FailedKeys.PerKey != 10 || g.FailedKeys.Window != 10*time.Minute ||
 		g.PublicBaseURL != "http://localhost:8080" || g.Docs.Rate != 60 || g.Docs.Window != time.Minute ||
-		g.Proxy.StreamIdleTimeout != 30*time.Second {
+		g.Proxy.StreamIdleTimeout != 30*time.Second || g.InFlight.Requests != 64 || g.InFlight.Downloads != 8 ||
+		g.Proxy.StreamMaxConns != 128 || g.Proxy.StreamMinRate != 4096 || g.Proxy.StreamMinRateWindow != 30*time.Second ||
+		g.Proxy.StreamMinRateGrace != 10*time.Second {
 		t.Fatalf("defaults: %+v", g)
 	}
 }
@@ -122,6 +129,13 @@ func TestValidationMessages(t *testing.T) {
 		{"policy row taking a built-in name", "limits: {policies: [{name: reads, scope: key, class: reads, rate: 2, period: 1m}]}", `limits.policies[0].name: "reads" is taken`, nil},
 		{"policy row override", "limits: {policies: [{name: rd, scope: vendor, class: reports, rate: 2, period: 1m, overrides: {v1: {rate: 1}}}]}", "limits.policies[0].overrides.v1.period", nil},
 		{"bad prefix", "key_prefixes: {sandbox: ab, live: vglive01}", "key_prefixes", nil},
+		{"no in-flight cap", "in_flight: {requests: 0}", "in_flight.requests and in_flight.downloads must be positive", nil},
+		{"downloads past requests", "in_flight: {requests: 4, downloads: 8}", "in_flight.downloads (8) must not exceed in_flight.requests (4)", nil},
+		{"override downloads past requests", "in_flight: {overrides: {v1: {requests: 2}}}", "in_flight.overrides.v1: downloads (8) must not exceed requests (2)", nil},
+		{"negative override", "in_flight: {overrides: {v1: {downloads: -1}}}", "in_flight.overrides.v1: caps must not be negative", nil},
+		{"no stream pool", "proxy: {stream_max_conns: 0}", "proxy.stream_max_conns must be positive", nil},
+		{"negative min rate", "proxy: {stream_min_rate: -1}", "proxy.stream_min_rate", nil},
+		{"min rate window", "proxy: {stream_min_rate_window: 10ms}", "proxy.stream_min_rate_window must be at least 100ms", nil},
 		{"bad env duration", "", "GATEWAY_REDIS_TIMEOUT", map[string]string{"GATEWAY_REDIS_TIMEOUT": "soon"}},
 		{"bad backend url", "backend_url: ftp://x", "backend_url", nil},
 		{"no signing secret", "", "GATEWAY_KEY_SIGNING_SECRETS", map[string]string{"GATEWAY_KEY_SIGNING_SECRETS": ""}},

@@ -41,6 +41,7 @@ type Gateway struct {
 
 	Redis          Redis      `yaml:"redis"`
 	Limits         Limits     `yaml:"limits"`
+	InFlight       InFlight   `yaml:"in_flight"`
 	FailedKeys     FailedKeys `yaml:"failed_keys"`
 	KeyCache       KeyCache   `yaml:"key_cache"`
 	Proxy          Proxy      `yaml:"proxy"`
@@ -233,6 +234,24 @@ type Proxy struct {
 	// Content-Length). Timeout still bounds the wait for the report to
 	// begin. Default 30s.
 	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout" env:"GATEWAY_PROXY_STREAM_IDLE_TIMEOUT"`
+	// StreamMaxConns bounds the connections to each backend that report
+	// downloads use, a pool apart from MaxConns: downloads held open, however
+	// many, never take the connection a read or an order needs. Default 128.
+	StreamMaxConns int `yaml:"stream_max_conns" env:"GATEWAY_PROXY_STREAM_MAX_CONNS"`
+	// StreamMinRate is the least a report download must move, in bytes a
+	// second, over each StreamMinRateWindow after StreamMinRateGrace: a
+	// download below it is cut (the client sees a body short of its
+	// Content-Length), whichever side is slow, so that a client taking a few
+	// bytes now and then cannot hold a download, its slot and its backend
+	// connection for hours. Default 4096 (32 kbit/s); 0 turns it off.
+	StreamMinRate int `yaml:"stream_min_rate" env:"GATEWAY_PROXY_STREAM_MIN_RATE"`
+	// StreamMinRateWindow is the span over which StreamMinRate is judged:
+	// each window after the grace must move StreamMinRate × the window.
+	// Default 30s.
+	StreamMinRateWindow time.Duration `yaml:"stream_min_rate_window" env:"GATEWAY_PROXY_STREAM_MIN_RATE_WINDOW"`
+	// StreamMinRateGrace is how long a download runs before its rate is
+	// judged (a connection's slow start). Default 10s.
+	StreamMinRateGrace time.Duration `yaml:"stream_min_rate_grace" env:"GATEWAY_PROXY_STREAM_MIN_RATE_GRACE"`
 }
 
 // DefaultGateway returns the documented defaults.
@@ -247,10 +266,12 @@ func DefaultGateway() *Gateway {
 		Redis: Redis{Timeout: 50 * time.Millisecond, WireTimeout: 500 * time.Millisecond, BusyTimeout: time.Second,
 			PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3, BreakerWindow: 3 * time.Second, BreakerFailurePercent: 50,
 			Pipeline: true, LeaseMax: 16, LeaseTTL: 2 * time.Second},
-		Limits:        defaultLimits(),
-		FailedKeys:    FailedKeys{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute, MaxTracked: 100_000},
-		KeyCache:      KeyCache{Size: 100000, TTL: 30 * time.Second, PushedTTL: 15 * time.Minute, NegativeTTL: 5 * time.Second},
-		Proxy:         Proxy{Timeout: 10 * time.Second, MaxConns: 512, BreakerOpenFor: 5 * time.Second, BreakerFailures: 5, StreamIdleTimeout: 30 * time.Second},
+		Limits:     defaultLimits(),
+		InFlight:   defaultInFlight(),
+		FailedKeys: FailedKeys{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute, MaxTracked: 100_000},
+		KeyCache:   KeyCache{Size: 100000, TTL: 30 * time.Second, PushedTTL: 15 * time.Minute, NegativeTTL: 5 * time.Second},
+		Proxy: Proxy{Timeout: 10 * time.Second, MaxConns: 512, BreakerOpenFor: 5 * time.Second, BreakerFailures: 5, StreamIdleTimeout: 30 * time.Second,
+			StreamMaxConns: 128, StreamMinRate: 4096, StreamMinRateWindow: 30 * time.Second, StreamMinRateGrace: 10 * time.Second},
 		MaxBodyBytes:  1 << 20,
 		ShutdownGrace: 15 * time.Second,
 		LogLevel:      "info",
@@ -345,6 +366,7 @@ func (c *Gateway) Validate() error {
 		add("redis.breaker_failure_percent: %d must be between 1 and 100", c.Redis.BreakerFailurePercent)
 	}
 	errs = append(errs, c.Limits.validate()...)
+	errs = append(errs, c.InFlight.validate()...)
 	if c.FailedKeys.PerAddress <= 0 || c.FailedKeys.PerKey <= 0 || c.FailedKeys.Window <= 0 {
 		add("failed_keys: per_address, per_key and window must be positive")
 	}
@@ -365,6 +387,15 @@ func (c *Gateway) Validate() error {
 	}
 	if c.Proxy.StreamIdleTimeout < time.Second {
 		add("proxy.stream_idle_timeout: %s is too short: a slow client pauses; use at least 1s (default 30s)", c.Proxy.StreamIdleTimeout)
+	}
+	if c.Proxy.StreamMaxConns <= 0 {
+		add("proxy.stream_max_conns must be positive (default 128 report downloads at once to each backend)")
+	}
+	if c.Proxy.StreamMinRate < 0 {
+		add("proxy.stream_min_rate: %d bytes a second must not be negative (0 turns the floor off; default 4096)", c.Proxy.StreamMinRate)
+	}
+	if c.Proxy.StreamMinRate > 0 && (c.Proxy.StreamMinRateWindow < 100*time.Millisecond || c.Proxy.StreamMinRateGrace < 0) {
+		add("proxy.stream_min_rate_window must be at least 100ms and proxy.stream_min_rate_grace not negative (defaults 30s and 10s)")
 	}
 	if _, err := ParseCIDRs(c.TrustedProxies); err != nil {
 		add("trusted_proxies: %v", err)

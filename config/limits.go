@@ -208,3 +208,66 @@ func validName(s string) bool {
 	}
 	return true
 }
+
+// InFlight caps one vendor's requests in flight at each gateway, counted
+// from admission until the answer is written (a streamed report until its
+// last byte): past a cap the answer is 429 rate_limited with Retry-After.
+// A rate limit bounds how often a vendor asks, not how long it holds what
+// it got: without a cap, one vendor's slow report downloads held every
+// backend connection of the gateway. The defaults are far above what an
+// honest vendor holds at once. Reloaded on SIGHUP.
+type InFlight struct {
+	InFlightCaps `yaml:",inline"`
+	// Overrides replace the caps for a vendor, by vendor id; a cap left at
+	// 0 there is the default's.
+	Overrides map[string]InFlightCaps `yaml:"overrides"`
+}
+
+// InFlightCaps are the caps of one vendor.
+type InFlightCaps struct {
+	// Requests is the most requests of one vendor in flight at once at
+	// each gateway, report downloads among them. Default 64.
+	Requests int `yaml:"requests" env:"GATEWAY_IN_FLIGHT_REQUESTS"`
+	// Downloads is the most report downloads of one vendor in flight at
+	// once at each gateway. Default 8.
+	Downloads int `yaml:"downloads" env:"GATEWAY_IN_FLIGHT_DOWNLOADS"`
+}
+
+// defaultInFlight: 64 requests and 8 report downloads per vendor.
+func defaultInFlight() InFlight {
+	return InFlight{InFlightCaps: InFlightCaps{Requests: 64, Downloads: 8}}
+}
+
+// For returns vendor's caps: its override over the defaults.
+func (f InFlight) For(vendor string) InFlightCaps {
+	c := f.InFlightCaps
+	if o, ok := f.Overrides[vendor]; ok {
+		if o.Requests > 0 {
+			c.Requests = o.Requests
+		}
+		if o.Downloads > 0 {
+			c.Downloads = o.Downloads
+		}
+	}
+	return c
+}
+
+func (f InFlight) validate() []error {
+	var errs []error
+	if f.Requests <= 0 || f.Downloads <= 0 {
+		errs = append(errs, fmt.Errorf("in_flight.requests and in_flight.downloads must be positive (default 64 and 8 per vendor at each gateway)"))
+	}
+	for vendor, o := range f.Overrides {
+		c := f.For(vendor)
+		switch {
+		case o.Requests < 0 || o.Downloads < 0:
+			errs = append(errs, fmt.Errorf("in_flight.overrides.%s: caps must not be negative (0: the default)", vendor))
+		case c.Downloads > c.Requests:
+			errs = append(errs, fmt.Errorf("in_flight.overrides.%s: downloads (%d) must not exceed requests (%d): a download is a request too", vendor, c.Downloads, c.Requests))
+		}
+	}
+	if f.Requests > 0 && f.Downloads > f.Requests {
+		errs = append(errs, fmt.Errorf("in_flight.downloads (%d) must not exceed in_flight.requests (%d): a download is a request too", f.Downloads, f.Requests))
+	}
+	return errs
+}

@@ -13,6 +13,7 @@ import (
 
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/clientip"
+	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/proxy"
 	"vendorgate/gateway/respond"
@@ -23,22 +24,24 @@ import (
 
 // The gateway's own refusals, encoded once (respond.Writer).
 var (
-	errNotFound         = &apierr.Error{Code: apierr.NotFound, Message: "no such path"}
-	errMethodNotAllowed = &apierr.Error{Code: apierr.MethodNotAllowed, Message: "method not allowed on this path"}
-	errInvalidKey       = &apierr.Error{Code: apierr.InvalidAPIKey, Message: "missing, malformed, unknown or revoked API key"}
-	errKeyExpired       = &apierr.Error{Code: apierr.APIKeyExpired, Message: "the API key has expired"}
-	errNotApproved      = &apierr.Error{Code: apierr.AccountNotApproved, Message: "the account is not approved yet"}
-	errSuspended        = &apierr.Error{Code: apierr.AccountSuspended, Message: "the account is suspended: results can be read, new orders are refused"}
-	errRateLimited      = &apierr.Error{Code: apierr.RateLimited, Message: "rate limit exceeded; see Retry-After"}
-	errThrottled        = &apierr.Error{Code: apierr.RateLimited, Message: "too many failed API keys; see Retry-After"}
-	errBodyTooLarge     = &apierr.Error{Code: apierr.PayloadTooLarge, Message: "the request body is too large"}
-	errHeaderTooLarge   = &apierr.Error{Code: apierr.RequestFailed, Message: "the request headers are too large", HTTPStatus: fasthttp.StatusRequestHeaderFieldsTooLarge}
-	errMalformed        = &apierr.Error{Code: apierr.ValidationError, Message: "malformed HTTP request"}
+	errNotFound          = &apierr.Error{Code: apierr.NotFound, Message: "no such path"}
+	errMethodNotAllowed  = &apierr.Error{Code: apierr.MethodNotAllowed, Message: "method not allowed on this path"}
+	errInvalidKey        = &apierr.Error{Code: apierr.InvalidAPIKey, Message: "missing, malformed, unknown or revoked API key"}
+	errKeyExpired        = &apierr.Error{Code: apierr.APIKeyExpired, Message: "the API key has expired"}
+	errNotApproved       = &apierr.Error{Code: apierr.AccountNotApproved, Message: "the account is not approved yet"}
+	errSuspended         = &apierr.Error{Code: apierr.AccountSuspended, Message: "the account is suspended: results can be read, new orders are refused"}
+	errRateLimited       = &apierr.Error{Code: apierr.RateLimited, Message: "rate limit exceeded; see Retry-After"}
+	errThrottled         = &apierr.Error{Code: apierr.RateLimited, Message: "too many failed API keys; see Retry-After"}
+	errInFlight          = &apierr.Error{Code: apierr.RateLimited, Message: "too many requests in flight at once; see Retry-After"}
+	errDownloadsInFlight = &apierr.Error{Code: apierr.RateLimited, Message: "too many report downloads in flight at once; see Retry-After"}
+	errBodyTooLarge      = &apierr.Error{Code: apierr.PayloadTooLarge, Message: "the request body is too large"}
+	errHeaderTooLarge    = &apierr.Error{Code: apierr.RequestFailed, Message: "the request headers are too large", HTTPStatus: fasthttp.StatusRequestHeaderFieldsTooLarge}
+	errMalformed         = &apierr.Error{Code: apierr.ValidationError, Message: "malformed HTTP request"}
 )
 
 func cannedErrors() []*apierr.Error {
 	return []*apierr.Error{errNotFound, errMethodNotAllowed, errInvalidKey, errKeyExpired, errNotApproved,
-		errSuspended, errRateLimited, errThrottled, errBodyTooLarge, errHeaderTooLarge, errMalformed}
+		errSuspended, errRateLimited, errThrottled, errInFlight, errDownloadsInFlight, errBodyTooLarge, errHeaderTooLarge, errMalformed}
 }
 
 // exchange is what one request collects on its way through, for its
@@ -56,6 +59,9 @@ type exchange struct {
 	checks   limit.Checks
 	decision limit.Decision
 	hasLimit bool
+	// slot is the vendor's in-flight slot the request holds, nil for none
+	// (or once a streamed body took it: proxy.Forward).
+	slot proxy.Hold
 	// for the access log
 	err      error         // what fail answered, nil when the request passed
 	upstream time.Duration // the backend call's time (proxy.Forward's measurement)
@@ -82,21 +88,32 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	// The server read the clock when the request had been read; reading it
 	// again costs a clock call on every request.
 	ex := exchange{start: ctx.Time(), route: rt.label}
+	defer ex.releaseSlot() // also when a panic unwinds (the guard in serve answers it)
 	sn := g.snap.Load()
 	g.setRequestID(ctx, &ex)
 	g.beginTrace(ctx, &ex) // a server span, when tracing is on
 	ex.client = sn.clientIP.Client(ctx)
 	id, err := g.authenticate(ctx, sn, &ex) // steps 2-4: key format, resolve, failed-key throttle
 	if err == nil {
-		err = g.admit(sn, id, rt, &ex) // steps 5-6: account state, then exact limits; fails closed
+		err = g.admit(sn, id, rt, &ex) // steps 5-6: account state, exact limits (fail closed), requests in flight
 	}
 	if err == nil {
-		err = g.forward(ctx, id, rt, &ex) // step 7: proxy
+		err = g.forward(ctx, id, rt, &ex) // step 7: proxy; a streamed report takes the slot until its last byte
 	}
 	if err != nil {
 		g.fail(ctx, err, &ex) // step 8: every refusal leaves through one envelope
 	}
 	g.finish(ctx, &ex) // step 8: no-store, X-Request-Id, RateLimit headers, metrics, log
+}
+
+// releaseSlot gives back the in-flight slot the request still holds: at
+// the handler's end its answer is whole in memory, unless a streamed body
+// took the slot (which gives it back when the body ends).
+func (ex *exchange) releaseSlot() {
+	if ex.slot != nil {
+		ex.slot.Release()
+		ex.slot = nil
+	}
 }
 
 // serveRefusal answers a request the router refused (404, 405).
@@ -207,8 +224,10 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 	return nil, refusal
 }
 
-// admit is steps 5-6: the account's state, then the exact limits. It
-// decides; recordLimits keeps the books (metrics, usage, shadow log).
+// admit is steps 5-6: the account's state, the exact limits, then the
+// vendor's requests in flight at this gateway (a slot held until the
+// answer is done). It decides; recordLimits keeps the books (metrics,
+// usage, shadow log).
 func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange) error {
 	switch id.Status {
 	case wire.VendorApproved:
@@ -236,6 +255,16 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 	if !ex.decision.Allowed {
 		return &respond.Refusal{Err: errRateLimited, RetryAfter: ex.decision.RetryAfter}
 	}
+	var refused inflight.Refusal
+	if ex.slot, refused = g.inflight.Acquire(id.VendorID, sn.inFlightCaps(id.VendorID), rt.streams); refused != inflight.Admitted {
+		// A slot frees when an answer ends, which no clock tells: the
+		// shortest wait.
+		g.inFlightRefused[refused].Inc()
+		if refused == inflight.OverDownloads {
+			return &respond.Refusal{Err: errDownloadsInFlight, RetryAfter: time.Second}
+		}
+		return &respond.Refusal{Err: errInFlight, RetryAfter: time.Second}
+	}
 	return nil
 }
 
@@ -246,7 +275,7 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, id *auth.Identity, rt *route
 		RequestID: ex.requestID(), ClientIP: ex.client.AppendTo(ip[:0])}
 	ex.trace.beginBackend(ctx)
 	var err error
-	ex.upstream, err = g.proxy.Forward(ctx, &pid, rt.streams)
+	ex.upstream, err = g.proxy.Forward(ctx, &pid, rt.streams, &ex.slot)
 	ex.trace.end(err)
 	return err
 }

@@ -30,6 +30,7 @@ import (
 	"vendorgate/gateway/backendapi"
 	"vendorgate/gateway/connlimit"
 	"vendorgate/gateway/docs"
+	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/probe"
 	"vendorgate/gateway/proxy"
@@ -79,10 +80,14 @@ type Gateway struct {
 	redisLim *limit.Redis // nil with the in-process limiter
 	throttle *throttle.Throttle
 	proxy    *proxy.Proxy
-	probe    *probe.Prober
-	respond  *respond.Writer
-	metrics  *admin.Metrics
-	router   *router.Router
+	// inflight counts each vendor's requests in flight here (admit), and
+	// inFlightRefused its refusals by the cap that refused.
+	inflight        *inflight.Counter
+	inFlightRefused [inflight.OverDownloads + 1]prometheus.Counter
+	probe           *probe.Prober
+	respond         *respond.Writer
+	metrics         *admin.Metrics
+	router          *router.Router
 	// paramRoutes match the vendor routes with parameters ahead of router
 	// (set by newRouter).
 	paramRoutes paramRoutes
@@ -197,6 +202,8 @@ func New(o Options) (_ *Gateway, err error) {
 		g.connsRefused[r] = refused.WithLabelValues(connlimit.Reason(r).String())
 	}
 	g.metrics.Registry.MustRegister(refused)
+	g.inflight = inflight.New()
+	tooSlow := g.registerInFlight()
 
 	g.lookup, err = backendapi.New(backendapi.Options{Backends: c.BackendURL, InternalToken: c.InternalToken,
 		Timeout: min(c.Proxy.Timeout, lookupTimeoutMax), MaxConns: lookupMaxConns, BreakerOpenFor: c.Proxy.BreakerOpenFor,
@@ -232,6 +239,8 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	g.proxy, err = proxy.New(proxy.Options{Backends: c.BackendURL, InternalToken: c.InternalToken, Timeout: c.Proxy.Timeout,
 		StreamIdleTimeout: c.Proxy.StreamIdleTimeout, MaxConns: c.Proxy.MaxConns, BreakerOpenFor: c.Proxy.BreakerOpenFor, BreakerFailures: c.Proxy.BreakerFailures,
+		StreamMaxConns: c.Proxy.StreamMaxConns, OnTooSlow: tooSlow.Inc,
+		MinRate:       proxy.MinRate{Bytes: c.Proxy.StreamMinRate, Window: c.Proxy.StreamMinRateWindow, Grace: c.Proxy.StreamMinRateGrace},
 		OnStateChange: g.onBreakerState, ObserveUpstream: observe})
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 
 	"vendorgate/gateway/admin"
 	"vendorgate/gateway/auth"
+	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/limit"
 )
 
@@ -100,4 +101,26 @@ func (g *Gateway) upstreamObserver(backends []string) (func(int, time.Duration),
 		observers[i] = g.metrics.UpstreamDuration.WithLabelValues(u.Host)
 	}
 	return func(i int, d time.Duration) { observers[i].Observe(d.Seconds()) }, nil
+}
+
+// registerInFlight registers the in-flight metrics: refusals by cap, the
+// requests and downloads in flight now, and the streams cut for their
+// rate (the counter it returns, for the proxy).
+func (g *Gateway) registerInFlight() prometheus.Counter {
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_in_flight_refused_total",
+		Help: "Requests refused with 429 because their vendor had as many in flight at this gateway as its cap allows, by cap: requests (in_flight.requests) or downloads (in_flight.downloads)."},
+		[]string{"cap"})
+	for _, r := range []inflight.Refusal{inflight.OverRequests, inflight.OverDownloads} {
+		g.inFlightRefused[r] = refused.WithLabelValues(r.String())
+	}
+	tooSlow := prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_streams_too_slow_total",
+		Help: "Report downloads cut because they moved less than proxy.stream_min_rate over a window after the grace."})
+	g.metrics.Registry.MustRegister(refused, tooSlow,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vendorgate_gateway_in_flight_requests",
+			Help: "Vendor requests in flight at this gateway, report downloads among them."},
+			func() float64 { r, _ := g.inflight.Total(); return float64(r) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vendorgate_gateway_in_flight_downloads",
+			Help: "Report downloads in flight at this gateway (each holds a connection of the backend's stream pool)."},
+			func() float64 { _, d := g.inflight.Total(); return float64(d) }))
+	return tooSlow
 }

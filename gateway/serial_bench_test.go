@@ -107,3 +107,19 @@ func BenchmarkServedSerial(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStreamedSerial is BenchmarkProxiedSerial's gateway request to
+// the report route (a streamed answer, drained as the server drains it).
+func BenchmarkStreamedSerial(b *testing.B) {
+	rig := newHandlerRig(b, func(o *Options) {
+		o.Logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	var req fasthttp.Request
+	var ctx fasthttp.RequestCtx
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := rig.readPath(&req, &ctx, "/api/vendor/v1/orders/o1/reports/fast"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"vendorgate/gateway/admin"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/clientip"
+	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/throttle"
 	"vendorgate/gateway/usage"
@@ -26,6 +27,10 @@ type snapshot struct {
 	layout    *limit.Layout
 	def       *limit.Table
 	overrides map[string]*limit.Table
+	// The caps of a vendor's requests in flight: the defaults, and the
+	// vendors with caps of their own.
+	inFlight          inflight.Caps
+	inFlightOverrides map[string]inflight.Caps
 	// decisions are the decision counters of each row (a check's Policy
 	// index; a row's name is the same in every table), set by
 	// countDecisions before the snapshot serves.
@@ -52,6 +57,13 @@ func compile(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 	rows := c.Limits.Rows()
 	sn := &snapshot{policies: rows, version: c.Version, clientIP: clientip.New(trusted),
 		failedKeys: throttle.Thresholds{PerAddress: c.FailedKeys.PerAddress, PerKey: c.FailedKeys.PerKey, Window: c.FailedKeys.Window}}
+	sn.inFlight = capsOf(c.InFlight.InFlightCaps)
+	for v := range c.InFlight.Overrides {
+		if sn.inFlightOverrides == nil {
+			sn.inFlightOverrides = make(map[string]inflight.Caps)
+		}
+		sn.inFlightOverrides[v] = capsOf(c.InFlight.For(v))
+	}
 	if sn.def, err = newTable(rows, ""); err != nil {
 		return nil, err
 	}
@@ -134,6 +146,21 @@ func scopeOf(s string) limit.Scope {
 		return limit.PerKey
 	}
 	return limit.PerVendor
+}
+
+func capsOf(c config.InFlightCaps) inflight.Caps {
+	return inflight.Caps{Requests: int32(c.Requests), Downloads: int32(c.Downloads)}
+}
+
+// inFlightCaps are vendor's caps of requests in flight: its override, or
+// the defaults.
+func (sn *snapshot) inFlightCaps(vendor string) inflight.Caps {
+	if len(sn.inFlightOverrides) > 0 {
+		if c, ok := sn.inFlightOverrides[vendor]; ok {
+			return c
+		}
+	}
+	return sn.inFlight
 }
 
 // table is the policy table of vendor: its override, or the defaults.

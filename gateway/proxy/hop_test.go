@@ -91,7 +91,7 @@ func forwardRaw(t *testing.T, rb *rawBackend, raw string) *fasthttp.RequestCtx {
 		t.Fatal(err)
 	}
 	id := &Identity{VendorID: "v1", KeyID: "k1", Environment: "sandbox", RequestID: []byte("rid"), ClientIP: []byte("192.0.2.1")}
-	if _, err := p.Forward(&ctx, id, false); err != nil {
+	if _, err := p.Forward(&ctx, id, false, nil); err != nil {
 		t.Fatalf("forward: %v", err)
 	}
 	return &ctx

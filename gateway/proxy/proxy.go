@@ -1,10 +1,11 @@
-// Package proxy forwards an admitted request to a backend: a bounded
-// fasthttp HostClient per backend, each behind its own gobreaker breaker; a
+// Package proxy forwards an admitted request to a backend: two bounded
+// fasthttp HostClients per backend (report downloads on a pool of their
+// own), each backend behind its own gobreaker breaker; a
 // backend whose breaker is open is skipped while another is healthy. The
 // gateway's identity headers replace any copy the client sent, hop-by-hop
-// headers are stripped both ways, report bodies stream (PDFs) while the
-// API's JSON answers are read whole, and a backend error that is not the
-// API's envelope is wrapped in it.
+// headers are stripped both ways, report bodies stream (PDFs, at no less
+// than a minimum rate) while the API's JSON answers are read whole, and a
+// backend error that is not the API's envelope is wrapped in it.
 package proxy
 
 import (
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,6 +50,17 @@ type Options struct {
 	// MaxConns bounds the connections to each backend; past it a request
 	// waits up to MaxConnWait. Default 512.
 	MaxConns int
+	// StreamMaxConns bounds the connections to each backend that streamed
+	// calls (report downloads) use, a pool apart from MaxConns: streams
+	// held open, however many, never take the connection a read or an
+	// order needs. Default 128.
+	StreamMaxConns int
+	// MinRate is the floor of a streamed body's progress, enforced where
+	// the client's connection is bounded by progress (idleconn): below it
+	// the stream is cut. Zero Bytes is off.
+	MinRate MinRate
+	// OnTooSlow is told of each stream cut for its rate.
+	OnTooSlow func()
 	// MaxConnWait is how long a request waits for a free connection.
 	// Default 100ms: a full pool is overload, answered 503 quickly.
 	MaxConnWait time.Duration
@@ -72,18 +85,23 @@ type Identity struct {
 
 // Proxy forwards requests.
 type Proxy struct {
-	backends []*backend
-	next     atomic.Uint32
-	token    []byte // X-Internal-Token's value
-	timeout  time.Duration
-	observe  func(int, time.Duration)
+	backends   []*backend
+	next       atomic.Uint32
+	token      []byte // X-Internal-Token's value
+	timeout    time.Duration
+	observe    func(int, time.Duration)
+	minRate    MinRate
+	streamIdle time.Duration
+	onTooSlow  func()
+	bodies     sync.Pool // *streamBody
 }
 
 type backend struct {
-	name   string // host:port
-	scheme string // http or https
-	hc     *fasthttp.HostClient
-	cb     *gobreaker.CircuitBreaker[struct{}]
+	name    string // host:port
+	scheme  string // http or https
+	hc      *fasthttp.HostClient
+	streams *fasthttp.HostClient // streamed calls: a pool of their own
+	cb      *gobreaker.CircuitBreaker[struct{}]
 }
 
 // New returns a Proxy.
@@ -100,6 +118,15 @@ func New(o Options) (*Proxy, error) {
 	if o.MaxConns <= 0 {
 		o.MaxConns = 512
 	}
+	if o.StreamMaxConns <= 0 {
+		o.StreamMaxConns = 128
+	}
+	if o.MinRate.Bytes > 0 && o.MinRate.Window <= 0 {
+		o.MinRate.Window = 30 * time.Second
+	}
+	if o.OnTooSlow == nil {
+		o.OnTooSlow = func() {}
+	}
 	if o.MaxConnWait <= 0 {
 		o.MaxConnWait = 100 * time.Millisecond
 	}
@@ -112,7 +139,8 @@ func New(o Options) (*Proxy, error) {
 	if o.ObserveUpstream == nil {
 		o.ObserveUpstream = func(int, time.Duration) {}
 	}
-	p := &Proxy{token: []byte(o.InternalToken), timeout: o.Timeout, observe: o.ObserveUpstream}
+	p := &Proxy{token: []byte(o.InternalToken), timeout: o.Timeout, observe: o.ObserveUpstream,
+		minRate: o.MinRate, streamIdle: o.StreamIdleTimeout, onTooSlow: o.OnTooSlow}
 	// Every backend connection is an idleconn.Conn: a buffered call's
 	// DoTimeout deadline stands over headers and body, while a streamed
 	// call, made without one, waits up to Timeout for its answer to begin
@@ -135,35 +163,47 @@ func New(o Options) (*Proxy, error) {
 		}
 		var be *backend
 		be = &backend{
-			name:   u.Host,
-			scheme: u.Scheme,
-			hc: &fasthttp.HostClient{
-				Addr:                          u.Host,
-				IsTLS:                         u.Scheme == "https",
-				MaxConns:                      o.MaxConns,
-				MaxConnWaitTimeout:            o.MaxConnWait,
-				MaxIdemponentCallAttempts:     1, // the breaker decides, never a silent retry
-				NoDefaultUserAgentHeader:      true,
-				DisableHeaderNamesNormalizing: false,
-				DisablePathNormalizing:        true,
-				// Streaming is chosen per call (Forward's stream): a streamed
-				// response costs four allocations and holds the backend
-				// connection until the client has the body, which a small JSON
-				// answer does not need. Buffered answers are bounded by the API
-				// (an order list is at most 200 orders), so no size limit here.
-				StreamResponseBody: false,
-				// No ReadTimeout: it would bound a streamed body as a whole.
-				// A buffered call's DoTimeout sets the same bound per call.
-				DialTimeout:         dial,
-				WriteTimeout:        o.Timeout,
-				MaxIdleConnDuration: 30 * time.Second,
-			},
+			name:    u.Host,
+			scheme:  u.Scheme,
+			hc:      hostClient(u, o.MaxConns, o.MaxConnWait, o.Timeout, dial),
+			streams: hostClient(u, o.StreamMaxConns, o.MaxConnWait, o.Timeout, dial),
 			cb: breaker.New[struct{}](breaker.Settings{Name: "backend:" + u.Host, Failures: o.BreakerFailures,
-				OpenFor: o.BreakerOpenFor, OnStateChange: o.OnStateChange, CloseIdle: func() { be.hc.CloseIdleConnections() }}),
+				OpenFor: o.BreakerOpenFor, OnStateChange: o.OnStateChange, CloseIdle: func() { be.closeIdle() }}),
 		}
 		p.backends = append(p.backends, be)
 	}
 	return p, nil
+}
+
+// hostClient is one pool of connections to the backend at u.
+func hostClient(u *url.URL, maxConns int, wait, timeout time.Duration, dial fasthttp.DialFuncWithTimeout) *fasthttp.HostClient {
+	return &fasthttp.HostClient{
+		Addr:                          u.Host,
+		IsTLS:                         u.Scheme == "https",
+		MaxConns:                      maxConns,
+		MaxConnWaitTimeout:            wait,
+		MaxIdemponentCallAttempts:     1, // the breaker decides, never a silent retry
+		NoDefaultUserAgentHeader:      true,
+		DisableHeaderNamesNormalizing: false,
+		DisablePathNormalizing:        true,
+		// Streaming is chosen per call (Forward's stream): a streamed
+		// response costs four allocations and holds the backend
+		// connection until the client has the body, which a small JSON
+		// answer does not need. Buffered answers are bounded by the API
+		// (an order list is at most 200 orders), so no size limit here.
+		StreamResponseBody: false,
+		// No ReadTimeout: it would bound a streamed body as a whole.
+		// A buffered call's DoTimeout sets the same bound per call.
+		DialTimeout:         dial,
+		WriteTimeout:        timeout,
+		MaxIdleConnDuration: 30 * time.Second,
+	}
+}
+
+// closeIdle closes both pools' idle connections.
+func (b *backend) closeIdle() {
+	b.hc.CloseIdleConnections()
+	b.streams.CloseIdleConnections()
 }
 
 // aim points uri at b whatever form the client's request target took:
@@ -204,7 +244,7 @@ func (p *Proxy) BackendNames() []string {
 // Close closes idle connections.
 func (p *Proxy) Close() {
 	for _, b := range p.backends {
-		b.hc.CloseIdleConnections()
+		b.closeIdle()
 	}
 }
 
@@ -227,24 +267,38 @@ func (p *Proxy) pick() (int, *backend) {
 
 // Forward sends ctx's request to a backend and leaves the answer in
 // ctx.Response: with stream, the body still streaming from the backend
-// (report files of any size); without, read whole. An error means
-// nothing usable came back; an *apierr.Error is a backend error answer that
-// was not in the envelope's shape and must be written instead. upstream is
-// the backend call's time, as ObserveUpstream was told (for the access
-// log: the one measurement serves both).
-func (p *Proxy) Forward(ctx *fasthttp.RequestCtx, id *Identity, stream bool) (upstream time.Duration, err error) {
+// (report files of any size) over the backend's stream pool; without,
+// read whole. An error means nothing usable came back; an *apierr.Error is
+// a backend error answer that was not in the envelope's shape and must be
+// written instead. upstream is the backend call's time, as ObserveUpstream
+// was told (for the access log: the one measurement serves both).
+//
+// When a body streams, *hold (when hold is not nil) passes to the stream:
+// Forward sets *hold to nil, and the stream releases it once, when the body
+// ends (written whole, cut, or dropped with the response). Otherwise *hold
+// stays the caller's to release.
+func (p *Proxy) Forward(ctx *fasthttp.RequestCtx, id *Identity, stream bool, hold *Hold) (upstream time.Duration, err error) {
 	req := &ctx.Request
-	ctx.Response.StreamBody = stream
 	closeAfter := req.Header.ConnectionClose()
 	prepareRequest(&req.Header, id, p.token)
 	i, b := p.pick()
 	b.aim(req.URI())
+	resp, hc := &ctx.Response, b.hc
+	var s *streamBody
+	if stream {
+		// The backend's answer is read into a response of its own, whose
+		// body the client's then streams from (streamBody): fasthttp
+		// cannot wrap a response's body stream without closing it.
+		s = p.getBody()
+		resp, hc = &s.resp, b.streams
+		resp.StreamBody = true
+	}
 	start := time.Now()
 	_, err = b.cb.Execute(func() (struct{}, error) {
 		if stream { // bounded by progress on the connection (see New)
-			return struct{}{}, b.hc.Do(req, &ctx.Response)
+			return struct{}{}, hc.Do(req, resp)
 		}
-		return struct{}{}, b.hc.DoTimeout(req, &ctx.Response, p.timeout)
+		return struct{}{}, hc.DoTimeout(req, resp, p.timeout)
 	})
 	upstream = time.Since(start)
 	p.observe(i, upstream)
@@ -252,6 +306,9 @@ func (p *Proxy) Forward(ctx *fasthttp.RequestCtx, id *Identity, stream bool) (up
 		req.Header.SetConnectionClose()
 	}
 	if err != nil {
+		if s != nil {
+			p.putBody(s)
+		}
 		ctx.Response.Reset()
 		switch {
 		case errors.Is(err, fasthttp.ErrTimeout):
@@ -260,19 +317,43 @@ func (p *Proxy) Forward(ctx *fasthttp.RequestCtx, id *Identity, stream bool) (up
 			return upstream, fmt.Errorf("%w: %s: %w", ErrUnavailable, b.name, err)
 		}
 	}
+	if stream {
+		return upstream, p.streamTo(ctx, s, hold)
+	}
 	stripResponse(&ctx.Response.Header)
 	if ctx.Response.StatusCode() >= 400 {
 		return upstream, checkEnvelope(&ctx.Response)
 	}
-	if stream {
-		// The server's write deadline bounds the whole answer; a client on
-		// a slow link may take longer for a large file. Each write is bounded
-		// by progress instead, when the gateway's listener wraps connections
-		// in idleconn; a failed body makes the server close the connection
-		// short of Content-Length (or of the last chunk), never end cleanly.
-		idleconn.Stream(ctx)
-	}
 	return upstream, nil
+}
+
+// streamTo gives the client the backend's answer in s: its head, then its
+// body streamed (holding *hold until it ends), or an error's body read
+// whole.
+func (p *Proxy) streamTo(ctx *fasthttp.RequestCtx, s *streamBody, hold *Hold) error {
+	out := &ctx.Response
+	s.resp.Header.CopyTo(&out.Header)
+	stripResponse(&out.Header)
+	if out.StatusCode() >= 400 {
+		out.SetBody(s.resp.Body()) // reads the stream: error bodies are small
+		p.putBody(s)
+		return checkEnvelope(out)
+	}
+	s.body = s.resp.BodyStream()
+	// The server's write deadline bounds the whole answer; a client on a
+	// slow link may take longer for a large file. Each write is bounded by
+	// progress instead, when the gateway's listener wraps connections in
+	// idleconn, and the stream by its minimum rate; a failed body makes the
+	// server close the connection short of Content-Length (or of the last
+	// chunk), never end cleanly.
+	if idleconn.Stream(ctx) && p.minRate.Bytes > 0 {
+		s.pace(ctx, p.minRate, p.streamIdle, time.Now)
+	}
+	if hold != nil { // last: from here the response owns s, and s the slot
+		s.hold, *hold = *hold, nil
+	}
+	out.SetBodyStream(s, s.resp.Header.ContentLength())
+	return nil
 }
 
 // maxErrorBody bounds how much of a backend error body is read to check it.

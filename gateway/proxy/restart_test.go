@@ -39,7 +39,7 @@ func forward(p *Proxy) (int, error) {
 	var ctx fasthttp.RequestCtx
 	ctx.Request.SetRequestURI("/api/vendor/v1/me")
 	ctx.Request.Header.SetHost("gateway")
-	_, err := p.Forward(&ctx, &Identity{VendorID: "v", KeyID: "k", Environment: "sandbox"}, false)
+	_, err := p.Forward(&ctx, &Identity{VendorID: "v", KeyID: "k", Environment: "sandbox"}, false, nil)
 	return ctx.Response.StatusCode(), err
 }
 
