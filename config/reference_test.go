@@ -58,6 +58,12 @@ func declaredSettings(cfg any, envName func(string) string) []declared {
 		if !v.IsValid() {
 			v = reflect.Zero(t)
 		}
+		// A map's entries and a list's items are set in the file only:
+		// the environment sets a field of the top-level settings, not of
+		// one vendor's override (a struct reused there keeps its env tags).
+		if strings.Contains(path, mapKeyPlaceholder) || strings.Contains(path, "[]") {
+			env = ""
+		}
 		if env != "" {
 			env = envName(env)
 		}
