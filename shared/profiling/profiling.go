@@ -7,7 +7,6 @@ package profiling
 
 import (
 	"bytes"
-	"crypto/subtle"
 	"net/http"
 	"net/http/pprof"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp/pprofhandler"
 
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/bearer"
 	"vendorgate/shared/httpapi"
 )
 
@@ -31,7 +31,7 @@ func Handles(path []byte) bool { return bytes.HasPrefix(path, []byte(Prefix)) }
 // WWW-Authenticate. An empty token turns the profiles off (404), a missing
 // or wrong one answers 401, another method than GET 405.
 func Handler(token, realm string) fasthttp.RequestHandler {
-	want := []byte("Bearer " + token)
+	want := []byte(token)
 	// fasthttp's handler answers 404 to any path ending in '/', the
 	// index /debug/pprof/ among them: the index is served here.
 	index := fasthttpadaptor.NewFastHTTPHandlerFunc(pprof.Index)
@@ -40,7 +40,7 @@ func Handler(token, realm string) fasthttp.RequestHandler {
 		switch {
 		case token == "":
 			write(ctx, apierr.New(apierr.NotFound, "profiling is off: set the admin token"))
-		case subtle.ConstantTimeCompare(ctx.Request.Header.Peek("Authorization"), want) != 1:
+		case !bearer.Matches(&ctx.Request.Header, want):
 			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
 			write(ctx, &apierr.Error{Code: apierr.RequestFailed, Message: "missing or wrong admin token", HTTPStatus: http.StatusUnauthorized})
 		case !ctx.IsGet():
