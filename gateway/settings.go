@@ -11,6 +11,7 @@ import (
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/throttle"
 	"vendorgate/gateway/usage"
+	"vendorgate/shared/apikey"
 )
 
 // snapshot is the reloadable part of the configuration compiled for the
@@ -32,11 +33,30 @@ type snapshot struct {
 	decisions []*admin.Decisions
 }
 
-// compileValid validates c, a complete configuration, and compiles its
-// reloadable part; prev is the snapshot in force (nil at start).
+// Check runs every check the gateway makes of c before it starts, without
+// starting anything: the settings' own (config.Validate), the policy table
+// compiled for every route and every override, the key-signing secrets and
+// the Redis URLs. `gateway -check` and a start refuse the same files with
+// the same message; a reload refuses them too.
+func Check(c *config.Gateway) error {
+	_, err := compileValid(c, nil)
+	return err
+}
+
+// compileValid checks c, a complete configuration, as Check says, and
+// compiles its reloadable part; prev is the snapshot in force (nil at
+// start).
 func compileValid(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
+	}
+	if _, err := apikey.NewSigner(c.KeySigningSecrets); err != nil {
+		return nil, fmt.Errorf("key_signing_secrets: %w", err)
+	}
+	if len(c.Redis.URL) > 0 {
+		if _, err := universalOptions(c.Redis); err != nil {
+			return nil, err
+		}
 	}
 	return compile(c, prev)
 }
