@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"vendorgate/config"
@@ -17,6 +18,9 @@ import (
 // snapshot is the reloadable part of the configuration compiled for the
 // hot path; swapped atomically by Reload.
 type snapshot struct {
+	// cfg is the configuration compiled (a copy), for the changes a
+	// reload logs.
+	cfg        *config.Gateway
 	failedKeys throttle.Thresholds
 	version    string
 	clientIP   *clientip.Resolver
@@ -70,7 +74,8 @@ func compile(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 		return nil, fmt.Errorf("trusted_proxies: %w", err)
 	}
 	rows := c.Limits.Rows()
-	sn := &snapshot{policies: rows, version: c.Version, clientIP: clientip.New(trusted),
+	cp := *c
+	sn := &snapshot{cfg: &cp, policies: rows, version: c.Version, clientIP: clientip.New(trusted),
 		failedKeys: throttle.Thresholds{PerAddress: c.FailedKeys.PerAddress, PerKey: c.FailedKeys.PerKey, Window: c.FailedKeys.Window}}
 	if sn.def, err = newTable(rows, ""); err != nil {
 		return nil, err
@@ -92,6 +97,38 @@ func compile(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 	// Keys hold bucket names only for the rows some table checks.
 	sn.layout = limit.LayoutOf(tables, prevLayout)
 	return sn, nil
+}
+
+// reloadable are the settings a reload applies (Reload), by name or by the
+// name of the section they are in; any other takes effect on a restart.
+var reloadable = []string{"limits", "failed_keys.per_address", "failed_keys.per_key", "failed_keys.window",
+	"trusted_proxies", "redis.lease_max", "redis.lease_ttl"}
+
+// reloads says whether a reload applies the setting named (as config.Diff
+// names it).
+func reloads(setting string) bool {
+	for _, r := range reloadable {
+		if setting == r || strings.HasPrefix(setting, r+".") || strings.HasPrefix(setting, r+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// changes are the settings that differ from old to new, as log values:
+// those a reload applied, and those that wait for a restart. Secrets are
+// named, never shown.
+func changes(old, new *config.Gateway) (applied, restart []string, err error) {
+	cs, err := config.Diff(old, new)
+	applied, restart = []string{}, []string{}
+	for _, c := range cs {
+		if reloads(c.Setting) {
+			applied = append(applied, c.String())
+		} else {
+			restart = append(restart, c.String())
+		}
+	}
+	return applied, restart, err
 }
 
 // countDecisions resolves the decision counters of sn's rows once, so that

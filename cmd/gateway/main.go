@@ -118,8 +118,7 @@ func reload(g *gateway.Gateway, path string, log *slog.Logger) {
 	if err != nil {
 		g.ReloadFailed()
 	} else if err = g.Reload(cfg); err == nil {
-		log.Info("configuration reloaded", "config_version", cfg.Version)
-		return
+		return // Reload logged what changed
 	}
 	log.Error("configuration reload refused; the previous configuration stays", "err", err)
 }
