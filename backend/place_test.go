@@ -374,7 +374,7 @@ func TestListOrders(t *testing.T) {
 	if len(list.Orders) != 6 || list.NextCursor != nil || list.Orders[0].Services == nil {
 		t.Fatalf("default page: %d orders", len(list.Orders))
 	}
-	for _, q := range []string{"limit=0", "limit=201", "limit=abc", "cursor=!!!", "cursor=" + "bm9wZQ"} {
+	for _, q := range []string{"limit=0", "limit=201", "limit=abc", "limit=%2B5", "limit=-0", "cursor=!!!", "cursor=" + "bm9wZQ"} {
 		r := h.vendorCall(v, "GET", "/api/vendor/v1/orders?"+q, nil, "")
 		if code, fields, _ := r.envelope(t); r.status != 400 || code != "validation_error" || len(fields) != 1 {
 			t.Fatalf("%s: %d %s", q, r.status, r.body)

@@ -1,13 +1,17 @@
 package backend
 
 import (
+	"context"
 	"net/url"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"vendorgate/backend/orders"
+	"vendorgate/backend/store/postgres"
 	"vendorgate/shared/sandboxvalues"
+	"vendorgate/shared/testpg"
 	"vendorgate/shared/wire"
 )
 
@@ -104,5 +108,77 @@ func TestAdminOrderQueue(t *testing.T) {
 		if r.status != 400 || code != "validation_error" || fields[field] == "" {
 			t.Errorf("?%s=%s: %d %s fields %v, want 400 validation_error naming %s", field, value, r.status, code, fields, field)
 		}
+	}
+}
+
+// TestAdminOrderQueueFilterEdges: the queue's filters at their edges, on
+// SQLite and on PostgreSQL alike: a since past 2262 lists nothing and one
+// before 1678 everything; a vendor id in upper case is the same vendor (a
+// UUID's hex digits are case-insensitive); a limit with a sign is no whole
+// number; a token followed by a space is not the admin token.
+func TestAdminOrderQueueFilterEdges(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { queueFilterEdges(t, start(t)) })
+	t.Run("postgres", func(t *testing.T) {
+		srv := testpg.Start(t)
+		url := srv.CreateDB(t, "queue")
+		h := start(t, func(o *Options) {
+			st, err := postgres.Open(context.Background(), postgres.Options{URL: url})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Store = st
+		})
+		queueFilterEdges(t, h)
+	})
+}
+
+func queueFilterEdges(t *testing.T, h *harness) {
+	a, b := h.newVendor("sandbox", allServices...), h.newVendor("sandbox", allServices...)
+	first := h.mustPlace(a, "D1239999", wire.MVR).OrderID
+	h.clock.Advance(time.Millisecond)
+	second := h.mustPlace(b, "D1239998", wire.MVR).OrderID
+
+	cases := []struct {
+		q    url.Values
+		want []string
+	}{
+		{url.Values{"since": {"9999-12-31T00:00:00Z"}}, []string{}},
+		{url.Values{"since": {"2263-01-01T00:00:00Z"}}, []string{}},
+		{url.Values{"since": {"1600-01-01T00:00:00Z"}}, []string{second, first}},
+		{url.Values{"since": {"0001-01-01T00:00:00Z"}}, []string{second, first}},
+		{url.Values{"vendor_id": {strings.ToUpper(a)}}, []string{first}},
+		{url.Values{"vendor_id": {strings.ToUpper(b[:8]) + b[8:]}}, []string{second}},
+	}
+	for _, tc := range cases {
+		if got := pageIDs(h.queue(tc.q)); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("?%s: got %v, want %v", tc.q.Encode(), got, tc.want)
+		}
+	}
+
+	for _, limit := range []string{"+5", "-0", " 5", "5 ", "0x5", "5.0", "1e2"} {
+		r := h.adminCall("GET", "/admin/v1/orders?"+url.Values{"limit": {limit}}.Encode(), "")
+		code, fields, _ := r.envelope(t)
+		if r.status != 400 || code != "validation_error" || fields["limit"] == "" {
+			t.Errorf("?limit=%q: %d %s fields %v, want 400 validation_error naming limit", limit, r.status, code, fields)
+		}
+	}
+
+	// The token as sent, byte for byte: a client library trims the
+	// header's value before sending it.
+	addr := strings.TrimPrefix(h.admin, "http://")
+	for name, auth := range map[string]string{
+		"trailing space":  "Authorization: Bearer " + testAdminToken + " \r\n",
+		"trailing tab":    "Authorization: Bearer " + testAdminToken + "\t\r\n",
+		"two spaces":      "Authorization: Bearer  " + testAdminToken + "\r\n",
+		"twice":           "Authorization: Bearer " + testAdminToken + "\r\nAuthorization: Bearer x\r\n",
+		"twice, the same": "Authorization: Bearer " + testAdminToken + "\r\nAuthorization: Bearer " + testAdminToken + "\r\n",
+	} {
+		r := rawRequest(t, addr, "GET /admin/v1/orders HTTP/1.1\r\nHost: a\r\n"+auth+"Connection: close\r\n\r\n")
+		if code := r.code(); r.status != 401 || code != "invalid_api_key" {
+			t.Errorf("%s: %d %s, want 401 invalid_api_key", name, r.status, code)
+		}
+	}
+	if r := rawRequest(t, addr, "GET /admin/v1/orders HTTP/1.1\r\nHost: a\r\nauthorization:Bearer "+testAdminToken+"\r\nConnection: close\r\n\r\n"); r.status != 200 {
+		t.Errorf("the token exactly (lower-case name, no space after the colon): %d %s, want 200", r.status, r.body)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"vendorgate/config"
 )
 
 // Every YAML and JSON file under deploy/ parses; multi-document YAML is
@@ -182,6 +184,53 @@ func f() {
 
 // The alert rules cover what the SREs asked to be paged for, each with a
 // severity, a summary, a description and a runbook note.
+// TestAlertsTableMatchesTheRules: the alerts table of deploy/README.md
+// lists every rule of prometheus/alerts.yml, once, with its severity and
+// its for (the duration the table says), and no alert the rules lack.
+func TestAlertsTableMatchesTheRules(t *testing.T) {
+	text := string(readFile(t, "README.md"))
+	_, section, ok := strings.Cut(text, "\n## Alerts\n")
+	if !ok {
+		t.Fatal("README.md has no ## Alerts section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	type row struct{ severity, fires string }
+	table := map[string]row{}
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		if len(cells) != 3 || !strings.HasPrefix(strings.TrimSpace(cells[0]), "Vendorgate") {
+			continue
+		}
+		name := strings.TrimSpace(cells[0])
+		if _, dup := table[name]; dup {
+			t.Errorf("the table lists %s twice", name)
+		}
+		table[name] = row{strings.TrimSpace(cells[1]), strings.TrimSpace(cells[2])}
+	}
+	rules := alertRules(t)
+	for _, r := range rules {
+		name := str(r["alert"])
+		got, ok := table[name]
+		if !ok {
+			t.Errorf("alert %s is not in the README's alerts table", name)
+			continue
+		}
+		if sev := str(dig(r, "labels", "severity")); got.severity != sev {
+			t.Errorf("%s: the table says %s, the rule %s", name, got.severity, sev)
+		}
+		if f := str(r["for"]); f != "" && !strings.Contains(got.fires, f) {
+			t.Errorf("%s: the table says it fires when %q; the rule waits %s", name, got.fires, f)
+		}
+		delete(table, name)
+	}
+	for name := range table {
+		t.Errorf("the README's alerts table lists %s, which alerts.yml does not define", name)
+	}
+	if len(rules) == 0 {
+		t.Fatal("no rules")
+	}
+}
+
 func TestAlertRules(t *testing.T) {
 	rules := alertRules(t)
 	seen := map[string]bool{}
@@ -384,8 +433,8 @@ func TestPromtool(t *testing.T) {
 		}
 	})
 	t.Run("alert unit tests", func(t *testing.T) {
-		// The cases in alerts.test.yml compare labels only: run them against
-		// a copy of the rules without annotations.
+		// The cases in alerts.gotest.yml compare labels only: run them
+		// against a copy of the rules without annotations.
 		doc := yamlDoc(t, "prometheus/alerts.yml")
 		for _, g := range asList(doc["groups"]) {
 			for _, r := range asList(asMap(g)["rules"]) {
@@ -400,14 +449,14 @@ func TestPromtool(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "alerts.yml"), stripped, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "alerts.test.yml"), readFile(t, "prometheus/alerts.test.yml"), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "alerts.gotest.yml"), readFile(t, "prometheus/alerts.gotest.yml"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		run(t, dir, "test", "rules", "alerts.test.yml")
+		run(t, dir, "test", "rules", "alerts.gotest.yml")
 	})
 	t.Run("every alert has a unit test", func(t *testing.T) {
 		tested := map[string]bool{}
-		for _, tc := range asList(yamlDoc(t, "prometheus/alerts.test.yml")["tests"]) {
+		for _, tc := range asList(yamlDoc(t, "prometheus/alerts.gotest.yml")["tests"]) {
 			for _, a := range asList(asMap(tc)["alert_rule_test"]) {
 				if len(asList(asMap(a)["exp_alerts"])) > 0 {
 					tested[str(asMap(a)["alertname"])] = true
@@ -416,7 +465,7 @@ func TestPromtool(t *testing.T) {
 		}
 		for _, r := range alertRules(t) {
 			if !tested[str(r["alert"])] {
-				t.Errorf("alert %s has no unit test in alerts.test.yml that expects it to fire", str(r["alert"]))
+				t.Errorf("alert %s has no unit test in alerts.gotest.yml that expects it to fire", str(r["alert"]))
 			}
 		}
 	})
@@ -817,6 +866,42 @@ func TestHAProxyConfig(t *testing.T) {
 		// Service names resolve only inside the compose network.
 		if strings.Contains(line, "[WARNING]") && !strings.Contains(line, "could not resolve address") {
 			t.Errorf("haproxy -c: %s", line)
+		}
+	}
+}
+
+// TestHAProxyTimeoutsAboveTheGateways: HAProxy's server timeout (its idle
+// bound on the gateway's side, a download under way included) is above
+// the gateway's proxy.timeout and proxy.stream_idle_timeout in the file
+// the compose stack mounts, so that the gateway answers a slow backend
+// with its own 504 and cuts a stalled report download itself, and HAProxy
+// never cuts either first.
+func TestHAProxyTimeoutsAboveTheGateways(t *testing.T) {
+	var server time.Duration
+	for _, line := range strings.Split(string(readFile(t, "haproxy/haproxy.cfg")), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "timeout" && f[1] == "server" {
+			d, err := time.ParseDuration(f[2])
+			if err != nil {
+				t.Fatalf("timeout server %s: %v", f[2], err)
+			}
+			server = d
+		}
+	}
+	if server == 0 {
+		t.Fatal("haproxy.cfg sets no timeout server")
+	}
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	if err := writeFile(path, string(readFile(t, "config/gateway.yaml"))); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"GATEWAY_INTERNAL_TOKEN": dummyToken, "GATEWAY_KEY_SIGNING_SECRETS": dummySigning}
+	cfg, err := config.LoadGateway(path, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, d := range map[string]time.Duration{"proxy.timeout": cfg.Proxy.Timeout, "proxy.stream_idle_timeout": cfg.Proxy.StreamIdleTimeout} {
+		if server <= d {
+			t.Errorf("haproxy timeout server %v is not above the gateway's %s (%v)", server, name, d)
 		}
 	}
 }

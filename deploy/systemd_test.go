@@ -1,9 +1,15 @@
 package deploy
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -49,7 +55,7 @@ func TestSystemdUnits(t *testing.T) {
 				"Install": {"WantedBy": "multi-user.target"},
 			}
 			if bin == "gateway" {
-				want["Service"]["ExecReload"] = "/bin/kill -HUP $MAINPID"
+				reloadLines(t) // the file checked, then the signal
 			} else {
 				want["Service"]["StateDirectory"] = "vendorgate"
 			}
@@ -110,6 +116,97 @@ func TestSystemdUnits(t *testing.T) {
 			out, err := exec.Command(analyze, "verify", tmp).CombinedOutput()
 			if err != nil || strings.Contains(string(out), filepath.Base(p)+":") {
 				t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// reloadLines are the gateway unit's ExecReload commands, in order: systemd
+// runs them one after the other and the reload fails at the first that
+// fails.
+func reloadLines(t *testing.T) []string {
+	t.Helper()
+	lines := parseUnit(t, "systemd/vendorgate-gateway.service")["Service"]["ExecReload"]
+	want := []string{"/usr/local/bin/gateway -check -config /etc/vendorgate/gateway.yaml", "/bin/kill -HUP $MAINPID"}
+	if !slices.Equal(lines, want) {
+		t.Fatalf("ExecReload=%q, want %q: the file checked before the signal", lines, want)
+	}
+	return lines
+}
+
+// TestGatewayReloadChecksFirst runs the unit's ExecReload lines as systemd
+// does (one after the other, the first failure ends the reload), with the
+// binary built here, a file of its own and a stand-in for the gateway's
+// process: a file the gateway refuses makes the reload fail and no signal
+// is sent; a good one sends the SIGHUP.
+func TestGatewayReloadChecksFirst(t *testing.T) {
+	lines := reloadLines(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "gateway")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/gateway")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "GATEWAY_INTERNAL_TOKEN=" + dummyToken, "GATEWAY_KEY_SIGNING_SECRETS=" + dummySigning}
+	good := string(readFile(t, "config/gateway.yaml"))
+	for _, tc := range []struct {
+		name, yaml string
+		ok         bool
+		why        string // in the failed reload's output
+	}{
+		{"the shipped file", good, true, ""},
+		{"a class no route counts", strings.Replace(good, "  per_key: {}\n", "  per_key: {}\n  policies:\n    - {name: downloads, scope: vendor, class: report, rate: 5, period: 1m}\n", 1), false,
+			`counts class "report", which no route counts`},
+		{"not YAML", "limits: [\n", false, "gateway: configuration:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "gateway.yaml")
+			if err := writeFile(file, tc.yaml); err != nil {
+				t.Fatal(err)
+			}
+			// The gateway's stand-in: a process that a SIGHUP ends.
+			main := exec.Command("sleep", "60")
+			if err := main.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- main.Wait() }()
+			t.Cleanup(func() { _ = main.Process.Kill() })
+
+			var failed error
+			ran := 0
+			for _, line := range lines {
+				line = strings.ReplaceAll(line, "/usr/local/bin/gateway", bin)
+				line = strings.ReplaceAll(line, "/etc/vendorgate/gateway.yaml", file)
+				line = strings.ReplaceAll(line, "$MAINPID", strconv.Itoa(main.Process.Pid))
+				args := strings.Fields(line)
+				cmd := exec.Command(args[0], args[1:]...)
+				cmd.Env = env
+				ran++
+				if out, err := cmd.CombinedOutput(); err != nil {
+					failed = fmt.Errorf("%s: %v\n%s", line, err, out)
+					break
+				}
+			}
+			if tc.ok {
+				if failed != nil {
+					t.Fatalf("the reload failed: %v", failed)
+				}
+				err := <-exited // the SIGHUP ends the stand-in
+				var exit *exec.ExitError
+				if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGHUP {
+					t.Fatalf("the stand-in ended with %v, want SIGHUP", err)
+				}
+				return
+			}
+			if failed == nil {
+				t.Fatal("the reload of a file the gateway refuses succeeded")
+			}
+			if !strings.Contains(failed.Error(), tc.why) {
+				t.Errorf("the failure does not say %q: %v", tc.why, failed)
+			}
+			if ran != 1 {
+				t.Errorf("%d of the %d lines ran: the signal was sent though the file was refused", ran, len(lines))
 			}
 		})
 	}

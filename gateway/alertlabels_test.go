@@ -14,7 +14,7 @@ import (
 )
 
 // TestAlertLabelsAreExported reads every label value the alert rules
-// (deploy/prometheus/alerts.yml) and their promtool tests (alerts.test.yml)
+// (deploy/prometheus/alerts.yml) and their promtool tests (alerts.gotest.yml)
 // use on a gateway metric, and checks that a real gateway exports it: an
 // alert tested on a value the code never emits passes its test and never
 // fires. The gateway is driven through what the alerts watch (allowed,
@@ -54,7 +54,7 @@ func TestAlertLabelsAreExported(t *testing.T) {
 	exported := labelValues(scrape(t, gw))
 
 	var used []string
-	for _, f := range []string{"../deploy/prometheus/alerts.yml", "../deploy/prometheus/alerts.test.yml"} {
+	for _, f := range []string{"../deploy/prometheus/alerts.yml", "../deploy/prometheus/alerts.gotest.yml"} {
 		text, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

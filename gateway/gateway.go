@@ -152,18 +152,15 @@ func New(o Options) (_ *Gateway, err error) {
 	if c == nil {
 		return nil, errors.New("gateway: no configuration")
 	}
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("gateway configuration: %w", err)
-	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	sn, err := compile(c, nil)
+	sn, err := compileValid(c, nil) // what Check checks
 	if err != nil {
-		return nil, fmt.Errorf("gateway settings: %w", err)
+		return nil, fmt.Errorf("gateway configuration: %w", err)
 	}
 	g := &Gateway{log: o.Logger, accessLog: !o.DisableAccessLog, tracer: o.Tracer, streamIdle: c.Proxy.StreamIdleTimeout, stopPoll: make(chan struct{}), pollDone: make(chan struct{})}
 	defer func() {

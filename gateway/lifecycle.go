@@ -125,7 +125,9 @@ func (g *Gateway) release() {
 // failed-key thresholds, the trusted proxies, and the documentation
 // rendered from them; c.Version names it. Any other setting takes effect
 // only on a restart. Requests in flight finish under the settings they
-// started with; a refused c leaves the old settings.
+// started with; a refused c leaves the old settings. It logs each setting
+// that changed with its old and new values (a secret without them): those
+// applied, and those that wait for a restart.
 func (g *Gateway) Reload(c *config.Gateway) error {
 	sn, err := compileValid(c, g.snap.Load())
 	if err != nil {
@@ -147,6 +149,11 @@ func (g *Gateway) Reload(c *config.Gateway) error {
 		g.metrics.ConfigInfo.DeleteLabelValues(old.version)
 	}
 	g.metrics.ConfigInfo.WithLabelValues(sn.version).Set(1)
+	applied, restart, err := changes(old.cfg, sn.cfg)
+	if err != nil {
+		g.log.Warn("the settings changed by the reload could not be listed", "err", err)
+	}
+	g.log.Info("configuration reloaded", "config_version", sn.version, "changed", applied, "restart_needed", restart)
 	return nil
 }
 

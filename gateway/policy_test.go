@@ -93,8 +93,9 @@ func TestAddedPolicy(t *testing.T) {
 func TestPolicyOfUnknownClassRefused(t *testing.T) {
 	c := testConfig(newTestBackend(t))
 	c.Limits.Policies = []config.Policy{{Name: "typo", Scope: config.ScopeVendor, Class: "raeds", Limit: config.Limit{Rate: 2, Period: time.Minute}}}
-	if _, err := New(Options{Config: c}); err == nil || !strings.Contains(err.Error(), `class "raeds"`) {
-		t.Fatalf("New = %v, want the unknown class named", err)
+	if _, err := New(Options{Config: c}); err == nil || !strings.Contains(err.Error(), `class "raeds"`) ||
+		!strings.Contains(err.Error(), "orders, reads, reports") {
+		t.Fatalf("New = %v, want the unknown class named and the classes that exist listed", err)
 	}
 }
 

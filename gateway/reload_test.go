@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"encoding/json"
+	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +12,8 @@ import (
 
 	"vendorgate/config"
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/testlog"
+	"vendorgate/shared/testredis"
 )
 
 func TestReload(t *testing.T) {
@@ -117,4 +122,75 @@ func FuzzRouter(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestReloadLogsWhatChanged: a reload logs each setting that changed with
+// its old and new values, those it applied apart from those that wait for
+// a restart; a secret (the internal token, a Redis password in its URL) is
+// named as changed and its value is in no line of the log.
+func TestReloadLogsWhatChanged(t *testing.T) {
+	const oldPW, newPW = "old-redis-pw-4821", "new-redis-pw-9377"
+	const newToken = "new-internal-token-5501234567"
+	rs, err := testredis.Run(testredis.Options{Dir: t.TempDir(), Args: []string{"--user", "gw", "on", ">" + oldPW, "~*", "&*", "+@all"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rs.Close)
+	var log testlog.Buffer
+	b := newTestBackend(t)
+	gw := startGateway(t, b, func(o *Options) {
+		o.Config.Redis.URL = config.List{"redis://gw:" + oldPW + "@" + rs.Addr() + "/0"}
+		o.Logger = slog.New(slog.NewJSONHandler(&log, nil))
+	})
+	s := *gw.cfg
+	s.Version = "v2"
+	s.Limits.Vendor.Reads = config.Limit{Rate: 50, Period: time.Minute}
+	s.TrustedProxies = config.List{"10.0.0.0/8"}
+	s.Redis.URL = config.List{"redis://gw:" + newPW + "@" + rs.Addr() + "/0"}
+	s.InternalToken = newToken
+	s.Proxy.Timeout = 3 * time.Second
+	if err := gw.g.Reload(&s); err != nil {
+		t.Fatal(err)
+	}
+
+	var line struct {
+		Msg           string   `json:"msg"`
+		Version       string   `json:"config_version"`
+		Changed       []string `json:"changed"`
+		RestartNeeded []string `json:"restart_needed"`
+	}
+	for _, l := range strings.Split(log.String(), "\n") {
+		if strings.Contains(l, `"configuration reloaded"`) {
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if line.Version != "v2" {
+		t.Fatalf("no reload line of v2 in the log:\n%s", log.String())
+	}
+	wantChanged := []string{"limits.vendor.reads.rate: 5 -> 50", "trusted_proxies: [] -> [10.0.0.0/8]"}
+	wantRestart := []string{"internal_token: changed (secret)", "proxy.timeout: 2s -> 3s", "redis.url: changed (secret)"}
+	if !reflect.DeepEqual(line.Changed, wantChanged) {
+		t.Errorf("changed: %q\nwant     %q", line.Changed, wantChanged)
+	}
+	if !reflect.DeepEqual(line.RestartNeeded, wantRestart) {
+		t.Errorf("restart_needed: %q\nwant            %q", line.RestartNeeded, wantRestart)
+	}
+	for _, secret := range []string{oldPW, newPW, testToken, newToken} {
+		if strings.Contains(log.String(), secret) {
+			t.Errorf("the log holds a secret (%.6s...)", secret)
+		}
+	}
+
+	// A reload of the same settings changes nothing, and says so.
+	log2 := len(log.String())
+	s3 := s
+	s3.Version = "v3"
+	if err := gw.g.Reload(&s3); err != nil {
+		t.Fatal(err)
+	}
+	if got := log.String()[log2:]; !strings.Contains(got, `"changed":[],"restart_needed":[]`) {
+		t.Errorf("a reload of the same settings logged %s", got)
+	}
 }

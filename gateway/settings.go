@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"vendorgate/config"
@@ -12,11 +13,15 @@ import (
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/throttle"
 	"vendorgate/gateway/usage"
+	"vendorgate/shared/apikey"
 )
 
 // snapshot is the reloadable part of the configuration compiled for the
 // hot path; swapped atomically by Reload.
 type snapshot struct {
+	// cfg is the configuration compiled (a copy), for the changes a
+	// reload logs.
+	cfg        *config.Gateway
 	failedKeys throttle.Thresholds
 	version    string
 	clientIP   *clientip.Resolver
@@ -37,11 +42,30 @@ type snapshot struct {
 	decisions []*admin.Decisions
 }
 
-// compileValid validates c, a complete configuration, and compiles its
-// reloadable part; prev is the snapshot in force (nil at start).
+// Check runs every check the gateway makes of c before it starts, without
+// starting anything: the settings' own (config.Validate), the policy table
+// compiled for every route and every override, the key-signing secrets and
+// the Redis URLs. `gateway -check` and a start refuse the same files with
+// the same message; a reload refuses them too.
+func Check(c *config.Gateway) error {
+	_, err := compileValid(c, nil)
+	return err
+}
+
+// compileValid checks c, a complete configuration, as Check says, and
+// compiles its reloadable part; prev is the snapshot in force (nil at
+// start).
 func compileValid(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
+	}
+	if _, err := apikey.NewSigner(c.KeySigningSecrets); err != nil {
+		return nil, fmt.Errorf("key_signing_secrets: %w", err)
+	}
+	if len(c.Redis.URL) > 0 {
+		if _, err := universalOptions(c.Redis); err != nil {
+			return nil, err
+		}
 	}
 	return compile(c, prev)
 }
@@ -55,7 +79,8 @@ func compile(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 		return nil, fmt.Errorf("trusted_proxies: %w", err)
 	}
 	rows := c.Limits.Rows()
-	sn := &snapshot{policies: rows, version: c.Version, clientIP: clientip.New(trusted),
+	cp := *c
+	sn := &snapshot{cfg: &cp, policies: rows, version: c.Version, clientIP: clientip.New(trusted),
 		failedKeys: throttle.Thresholds{PerAddress: c.FailedKeys.PerAddress, PerKey: c.FailedKeys.PerKey, Window: c.FailedKeys.Window}}
 	sn.inFlight = capsOf(c.InFlight.InFlightCaps)
 	for v := range c.InFlight.Overrides {
@@ -84,6 +109,38 @@ func compile(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 	// Keys hold bucket names only for the rows some table checks.
 	sn.layout = limit.LayoutOf(tables, prevLayout)
 	return sn, nil
+}
+
+// reloadable are the settings a reload applies (Reload), by name or by the
+// name of the section they are in; any other takes effect on a restart.
+var reloadable = []string{"limits", "failed_keys.per_address", "failed_keys.per_key", "failed_keys.window",
+	"trusted_proxies", "redis.lease_max", "redis.lease_ttl"}
+
+// reloads says whether a reload applies the setting named (as config.Diff
+// names it).
+func reloads(setting string) bool {
+	for _, r := range reloadable {
+		if setting == r || strings.HasPrefix(setting, r+".") || strings.HasPrefix(setting, r+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// changes are the settings that differ from old to new, as log values:
+// those a reload applied, and those that wait for a restart. Secrets are
+// named, never shown.
+func changes(old, new *config.Gateway) (applied, restart []string, err error) {
+	cs, err := config.Diff(old, new)
+	applied, restart = []string{}, []string{}
+	for _, c := range cs {
+		if reloads(c.Setting) {
+			applied = append(applied, c.String())
+		} else {
+			restart = append(restart, c.String())
+		}
+	}
+	return applied, restart, err
 }
 
 // countDecisions resolves the decision counters of sn's rows once, so that

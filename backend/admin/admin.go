@@ -5,7 +5,6 @@ package admin
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +18,7 @@ import (
 	"vendorgate/backend/respond"
 	"vendorgate/backend/store"
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/bearer"
 	"vendorgate/shared/httpapi"
 	"vendorgate/shared/profiling"
 	"vendorgate/shared/readyz"
@@ -121,7 +121,7 @@ func (a *API) auth(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 }
 
 func (a *API) authorized(h *fasthttp.RequestHeader) bool {
-	return subtle.ConstantTimeCompare(h.Peek("Authorization"), []byte("Bearer "+a.o.Token)) == 1
+	return bearer.Matches(h, []byte(a.o.Token))
 }
 
 // refuse answers a request without the admin token: "required" when it

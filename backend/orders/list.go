@@ -41,13 +41,23 @@ func decodeCursor(s string) (*store.Cursor, bool) {
 	return &store.Cursor{CreatedAt: time.Unix(0, n).UTC(), OrderID: id}, true
 }
 
+// parseLimit reads a list's limit: decimal digits only (strconv.Atoi also
+// takes a sign, "+5"), from 1 to MaxListLimit.
+func parseLimit(s string) (int, bool) {
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, false
+	}
+	v, err := strconv.Atoi(s)
+	return v, err == nil && v >= 1 && v <= MaxListLimit
+}
+
 // List returns a page of the vendor's orders, newest first. limit and
 // cursor are the raw query values ("" when absent).
 func (s *Service) List(ctx context.Context, vendorID, limit, cursor string) (*wire.OrderList, error) {
 	n := DefaultListLimit
 	if limit != "" {
-		v, err := strconv.Atoi(limit)
-		if err != nil || v < 1 || v > MaxListLimit {
+		v, ok := parseLimit(limit)
+		if !ok {
 			return nil, fieldError("limit", "a whole number from 1 to 200")
 		}
 		n = v

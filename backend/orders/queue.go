@@ -3,7 +3,6 @@ package orders
 import (
 	"context"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -78,7 +77,9 @@ func (q QueueQuery) parse() (store.OrderFilter, *store.Cursor, int, error) {
 		if uuid.Validate(q.VendorID) != nil || len(q.VendorID) != 36 {
 			bad["vendor_id"] = "a vendor id (a UUID)"
 		}
-		f.VendorID = q.VendorID
+		// A UUID's hex digits are case-insensitive; vendor ids are
+		// stored in lower case.
+		f.VendorID = strings.ToLower(q.VendorID)
 	}
 	if q.Since != "" {
 		t, err := time.Parse(time.RFC3339Nano, q.Since)
@@ -88,8 +89,8 @@ func (q QueueQuery) parse() (store.OrderFilter, *store.Cursor, int, error) {
 		f.Since = t
 	}
 	if q.Limit != "" {
-		v, err := strconv.Atoi(q.Limit)
-		if err != nil || v < 1 || v > MaxListLimit {
+		v, ok := parseLimit(q.Limit)
+		if !ok {
 			bad["limit"] = "a whole number from 1 to 200"
 		}
 		n = v

@@ -30,10 +30,17 @@ func main() {
 
 func run() int {
 	path := flag.String("config", "", "YAML configuration file (optional; GATEWAY_* environment overrides it)")
-	check := flag.Bool("check", false, "load and validate the configuration, print it (secrets masked) and exit")
+	check := flag.Bool("check", false, "load and check the configuration as a start does (the policy table compiled included), print it (secrets masked) and exit; 2 when it is refused")
 	flag.Parse()
 
+	// A file that does not load or that the gateway would refuse is a
+	// configuration error, exit 2, with the same line whether -check or
+	// a start found it (a start that refused it later exited 1, and
+	// systemd restarted it every two seconds).
 	cfg, err := config.LoadGateway(*path, os.LookupEnv)
+	if err == nil {
+		err = gateway.Check(cfg)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gateway: configuration:", err)
 		return 2
@@ -111,8 +118,7 @@ func reload(g *gateway.Gateway, path string, log *slog.Logger) {
 	if err != nil {
 		g.ReloadFailed()
 	} else if err = g.Reload(cfg); err == nil {
-		log.Info("configuration reloaded", "config_version", cfg.Version)
-		return
+		return // Reload logged what changed
 	}
 	log.Error("configuration reload refused; the previous configuration stays", "err", err)
 }

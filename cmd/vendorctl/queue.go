@@ -60,7 +60,8 @@ func orderList(e *env, inv *invocation) error {
 		q.Set("since", since.UTC().Format(time.RFC3339))
 	}
 	if s, ok := inv.flags["limit"]; ok {
-		if n, err := strconv.Atoi(s); err != nil || n < 1 || n > 200 {
+		// Digits only: strconv.Atoi also reads a sign ("+5").
+		if n, err := strconv.Atoi(s); err != nil || n < 1 || n > 200 || strings.TrimLeft(s, "0123456789") != "" {
 			return usagef(inv.cmd, "--limit %q: a whole number from 1 to 200", s)
 		}
 		q.Set("limit", s)

@@ -59,7 +59,7 @@ func TestOrderQueueAgainstBackend(t *testing.T) {
 
 	for _, args := range [][]string{
 		{"--status", "held"}, {"--reason", "report_unavailable"}, {"--vendor", "1234"},
-		{"--since", "yesterday"}, {"--since", "-5h"}, {"--limit", "0"},
+		{"--since", "yesterday"}, {"--since", "-5h"}, {"--limit", "0"}, {"--limit", "+5"},
 	} {
 		line := h.ctlFails(2, append([]string{"order", "list"}, args...)...)
 		if !strings.HasPrefix(line, "vendorctl: "+args[0]+" ") {

@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 
 	"vendorgate/gateway/usage"
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/bearer"
 	"vendorgate/shared/httpapi"
 )
 
@@ -29,14 +29,14 @@ const GatewayAdminToken = "this gateway's admin_token (GATEWAY_ADMIN_TOKEN)"
 // UsageHandler serves GET /usage?window=1h&top=20 and
 // GET /usage/{vendor_id}?window=1h.
 func UsageHandler(o UsageOptions) fasthttp.RequestHandler {
-	want := []byte("Bearer " + o.Token)
+	want := []byte(o.Token)
 	return func(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set("Cache-Control", "no-store")
 		if o.Token == "" || o.Reader == nil {
 			writeError(ctx, apierr.New(apierr.PermissionDenied, "the usage view is off: set the gateway's admin_token (GATEWAY_ADMIN_TOKEN)"))
 			return
 		}
-		if subtle.ConstantTimeCompare(ctx.Request.Header.Peek("Authorization"), want) != 1 {
+		if !bearer.Matches(&ctx.Request.Header, want) {
 			httpapi.RefuseAdminToken(ctx, "vendorgate-gateway-admin", GatewayAdminToken)
 			return
 		}

@@ -3,6 +3,7 @@ package limit
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -269,7 +270,13 @@ func NewTable(rows []Policy, routeClasses [][]string) (*Table, error) {
 	}
 	for _, row := range rows {
 		if row.valid() && !counted[row.Class] {
-			return nil, fmt.Errorf("limits: policy %q counts class %q, which no route counts", row.Name, row.Class)
+			classes := make([]string, 0, len(counted))
+			for c := range counted {
+				classes = append(classes, c)
+			}
+			slices.Sort(classes)
+			return nil, fmt.Errorf("limits: policy %q counts class %q, which no route counts (the classes routes count: %s)",
+				row.Name, row.Class, strings.Join(classes, ", "))
 		}
 	}
 	return t, nil

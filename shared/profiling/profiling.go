@@ -7,7 +7,6 @@ package profiling
 
 import (
 	"bytes"
-	"crypto/subtle"
 	"net/http/pprof"
 
 	"github.com/valyala/fasthttp"
@@ -15,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp/pprofhandler"
 
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/bearer"
 	"vendorgate/shared/httpapi"
 )
 
@@ -30,7 +30,7 @@ func Handles(path []byte) bool { return bytes.HasPrefix(path, []byte(Prefix)) }
 // WWW-Authenticate, setting the token's setting in its message. An empty token turns the profiles off (404), a missing
 // or wrong one answers 401, another method than GET 405.
 func Handler(token, realm, setting string) fasthttp.RequestHandler {
-	want := []byte("Bearer " + token)
+	want := []byte(token)
 	// fasthttp's handler answers 404 to any path ending in '/', the
 	// index /debug/pprof/ among them: the index is served here.
 	index := fasthttpadaptor.NewFastHTTPHandlerFunc(pprof.Index)
@@ -39,7 +39,7 @@ func Handler(token, realm, setting string) fasthttp.RequestHandler {
 		switch {
 		case token == "":
 			write(ctx, apierr.New(apierr.NotFound, "profiling is off: set the admin token"))
-		case subtle.ConstantTimeCompare(ctx.Request.Header.Peek("Authorization"), want) != 1:
+		case !bearer.Matches(&ctx.Request.Header, want):
 			httpapi.RefuseAdminToken(ctx, realm, setting)
 		case !ctx.IsGet():
 			ctx.Response.Header.Set("Allow", "GET")

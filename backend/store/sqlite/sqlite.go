@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -153,8 +154,24 @@ func (s *Store) read(ctx context.Context, fn func(*sql.Tx) error) error {
 	return fn(tx)
 }
 
-// Times are stored as Unix nanoseconds and read back in UTC.
-func toNS(t time.Time) int64 { return t.UnixNano() }
+// Times are stored as Unix nanoseconds and read back in UTC. A time past
+// what an int64 of nanoseconds holds (after 2262-04-11, before 1678-09-21)
+// is the nearest one it holds: UnixNano's answer there is undefined (a
+// wrapped value), and a bound such as the queue's since=9999-12-31 then
+// compared as a time in 1816. Orders are placed by the clock, far inside.
+func toNS(t time.Time) int64 {
+	switch {
+	case t.After(maxNS):
+		return math.MaxInt64
+	case t.Before(minNS):
+		return math.MinInt64
+	}
+	return t.UnixNano()
+}
+
+// minNS and maxNS are the earliest and latest times of an int64 of Unix
+// nanoseconds.
+var minNS, maxNS = time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
 
 func fromNS(ns int64) time.Time { return time.Unix(0, ns).UTC() }
 
@@ -162,7 +179,7 @@ func toNullNS(t *time.Time) sql.NullInt64 {
 	if t == nil {
 		return sql.NullInt64{}
 	}
-	return sql.NullInt64{Int64: t.UnixNano(), Valid: true}
+	return sql.NullInt64{Int64: toNS(*t), Valid: true}
 }
 
 func fromNullNS(n sql.NullInt64) *time.Time {

@@ -89,6 +89,13 @@ func testSearchOrders(t *testing.T, s store.Store) {
 		{"since, inclusive", store.OrderFilter{Since: at(6)}, newest(done, twinA, twinB)},
 		{"since and reason", store.OrderFilter{Since: at(2), HeldFor: wire.ReasonManualReview, VendorID: a.ID}, ids([]*store.Order{twinA})},
 		{"unknown vendor", store.OrderFilter{VendorID: uuid.NewString()}, []string{}},
+		// Times past what a signed 64-bit count of nanoseconds holds (after
+		// 2262, before 1678) are times still: after every order, before
+		// every order.
+		{"since 9999", store.OrderFilter{Since: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)}, []string{}},
+		{"since 2263", store.OrderFilter{Since: time.Date(2263, 1, 1, 0, 0, 0, 0, time.UTC)}, []string{}},
+		{"since 1600", store.OrderFilter{Since: time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)}, newest(manual, identity, report, running, unavailable, done, twinA, twinB)},
+		{"since year 1", store.OrderFilter{Since: time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC), Status: wire.StatusCompleted}, ids([]*store.Order{done})},
 	}
 	for _, tc := range cases {
 		for _, limit := range []int{100, 2, 1} {
