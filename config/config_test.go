@@ -104,7 +104,7 @@ func TestDefaults(t *testing.T) {
 	if g.Listen != ":8080" || g.AdminListen != "127.0.0.1:9090" || g.BackendURL[0] != "http://127.0.0.1:8081" ||
 		len(g.Redis.URL) != 0 || g.FailedKeys.PerAddress != 100 || g.FailedKeys.PerKey != 10 || g.FailedKeys.Window != 10*time.Minute ||
 		g.PublicBaseURL != "http://localhost:8080" || g.Docs.Rate != 60 || g.Docs.Window != time.Minute ||
-		g.Proxy.StreamIdleTimeout != 30*time.Second {
+		g.Proxy.StreamIdleTimeout != 30*time.Second || g.FailedKeys.RedisPoolSize != 8 {
 		t.Fatalf("defaults: %+v", g)
 	}
 }
@@ -122,6 +122,8 @@ func TestValidationMessages(t *testing.T) {
 		{"policy row taking a built-in name", "limits: {policies: [{name: reads, scope: key, class: reads, rate: 2, period: 1m}]}", `limits.policies[0].name: "reads" is taken`, nil},
 		{"policy row override", "limits: {policies: [{name: rd, scope: vendor, class: reports, rate: 2, period: 1m, overrides: {v1: {rate: 1}}}]}", "limits.policies[0].overrides.v1.period", nil},
 		{"bad prefix", "key_prefixes: {sandbox: ab, live: vglive01}", "key_prefixes", nil},
+		{"zero throttle pool", "failed_keys: {redis_pool_size: 0}", "failed_keys.redis_pool_size: 0 must be between 1 and 1024", nil},
+		{"bad env throttle pool", "", "failed_keys.redis_pool_size: 5000", map[string]string{"GATEWAY_FAILED_KEYS_REDIS_POOL_SIZE": "5000"}},
 		{"bad env duration", "", "GATEWAY_REDIS_TIMEOUT", map[string]string{"GATEWAY_REDIS_TIMEOUT": "soon"}},
 		{"bad backend url", "backend_url: ftp://x", "backend_url", nil},
 		{"no signing secret", "", "GATEWAY_KEY_SIGNING_SECRETS", map[string]string{"GATEWAY_KEY_SIGNING_SECRETS": ""}},
