@@ -111,7 +111,7 @@ func TestDefaults(t *testing.T) {
 		g.PublicBaseURL != "http://localhost:8080" || g.Docs.Rate != 60 || g.Docs.Window != time.Minute ||
 		g.Proxy.StreamIdleTimeout != 30*time.Second || g.InFlight.Requests != 64 || g.InFlight.Downloads != 8 ||
 		g.Proxy.StreamMaxConns != 128 || g.Proxy.StreamMinRate != 4096 || g.Proxy.StreamMinRateWindow != 30*time.Second ||
-		g.Proxy.StreamMinRateGrace != 10*time.Second {
+		g.Proxy.StreamMinRateGrace != 10*time.Second || g.FailedKeys.RedisPoolSize != 8 {
 		t.Fatalf("defaults: %+v", g)
 	}
 }
@@ -136,6 +136,8 @@ func TestValidationMessages(t *testing.T) {
 		{"no stream pool", "proxy: {stream_max_conns: 0}", "proxy.stream_max_conns must be positive", nil},
 		{"negative min rate", "proxy: {stream_min_rate: -1}", "proxy.stream_min_rate", nil},
 		{"min rate window", "proxy: {stream_min_rate_window: 10ms}", "proxy.stream_min_rate_window must be at least 100ms", nil},
+		{"zero throttle pool", "failed_keys: {redis_pool_size: 0}", "failed_keys.redis_pool_size: 0 must be between 1 and 1024", nil},
+		{"bad env throttle pool", "", "failed_keys.redis_pool_size: 5000", map[string]string{"GATEWAY_FAILED_KEYS_REDIS_POOL_SIZE": "5000"}},
 		{"bad env duration", "", "GATEWAY_REDIS_TIMEOUT", map[string]string{"GATEWAY_REDIS_TIMEOUT": "soon"}},
 		{"bad backend url", "backend_url: ftp://x", "backend_url", nil},
 		{"no signing secret", "", "GATEWAY_KEY_SIGNING_SECRETS", map[string]string{"GATEWAY_KEY_SIGNING_SECRETS": ""}},

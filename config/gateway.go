@@ -180,11 +180,16 @@ type FailedKeys struct {
 	PerAddress int           `yaml:"per_address" env:"GATEWAY_FAILED_KEYS_PER_ADDRESS"`
 	PerKey     int           `yaml:"per_key" env:"GATEWAY_FAILED_KEYS_PER_KEY"`
 	Window     time.Duration `yaml:"window" env:"GATEWAY_FAILED_KEYS_WINDOW"`
-	// MaxTracked bounds the in-process counts (no Redis configured): at
-	// most this many addresses (an IPv6 /64 counts as one) and, apart, as
-	// many keys; past it the oldest windows are dropped first. Read at
-	// start. Default 100000.
+	// MaxTracked bounds the in-process counts (no Redis configured, or
+	// while the throttle counts in process): at most this many addresses
+	// (an IPv6 /64 counts as one) and, apart, as many keys; past it the
+	// oldest windows are dropped first. Read at start. Default 100000.
 	MaxTracked int `yaml:"max_tracked" env:"GATEWAY_FAILED_KEYS_MAX_TRACKED"`
+	// RedisPoolSize is the throttle's own Redis connections (apart from the
+	// limiter's pool), and the most of its calls in flight at once: a
+	// failed key that finds them all in use is counted in process, never
+	// queued, for redis.breaker_open_for. Read at start. Default 8.
+	RedisPoolSize int `yaml:"redis_pool_size" env:"GATEWAY_FAILED_KEYS_REDIS_POOL_SIZE"`
 }
 
 // Docs is the per-address limit of the documentation routes, kept in
@@ -268,7 +273,7 @@ func DefaultGateway() *Gateway {
 			Pipeline: true, LeaseMax: 16, LeaseTTL: 2 * time.Second},
 		Limits:     defaultLimits(),
 		InFlight:   defaultInFlight(),
-		FailedKeys: FailedKeys{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute, MaxTracked: 100_000},
+		FailedKeys: FailedKeys{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute, MaxTracked: 100_000, RedisPoolSize: 8},
 		KeyCache:   KeyCache{Size: 100000, TTL: 30 * time.Second, PushedTTL: 15 * time.Minute, NegativeTTL: 5 * time.Second},
 		Proxy: Proxy{Timeout: 10 * time.Second, MaxConns: 512, BreakerOpenFor: 5 * time.Second, BreakerFailures: 5, StreamIdleTimeout: 30 * time.Second,
 			StreamMaxConns: 128, StreamMinRate: 4096, StreamMinRateWindow: 30 * time.Second, StreamMinRateGrace: 10 * time.Second},
@@ -372,6 +377,9 @@ func (c *Gateway) Validate() error {
 	}
 	if c.FailedKeys.MaxTracked <= 0 {
 		add("failed_keys.max_tracked must be positive (the default 100000 takes about 20 MB per map when full)")
+	}
+	if c.FailedKeys.RedisPoolSize <= 0 || c.FailedKeys.RedisPoolSize > 1024 {
+		add("failed_keys.redis_pool_size: %d must be between 1 and 1024 (default 8)", c.FailedKeys.RedisPoolSize)
 	}
 	if c.KeyCache.Size <= 0 || c.KeyCache.TTL <= 0 || c.KeyCache.NegativeTTL <= 0 {
 		add("key_cache: size, ttl and negative_ttl must be positive")

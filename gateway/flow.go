@@ -210,15 +210,9 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 	if len(raw) > 0 {
 		keySum = &sum
 	}
-	if g.redisLim != nil && g.redisLim.Down() {
-		return nil, refusal // Redis is down: cannot count, the 401 stands
-	}
-	v, terr := g.throttle.Fail(ex.client, keySum, sn.failedKeys)
-	if terr != nil {
-		g.log.Warn("failed-key throttle unavailable", "err", terr)
-		return nil, refusal
-	}
-	if v.Over {
+	// Counted in Redis, or in process when Redis cannot count (down, slow,
+	// the throttle's connections all in use): told once, by the throttle.
+	if v := g.throttle.Fail(ex.client, keySum, sn.failedKeys); v.Over {
 		return nil, &respond.Refusal{Err: errThrottled, RetryAfter: v.RetryAfter}
 	}
 	return nil, refusal

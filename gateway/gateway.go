@@ -126,11 +126,12 @@ type Gateway struct {
 	// server's whole-answer WriteTimeout is lifted (streamed reports).
 	streamIdle time.Duration
 
-	limiterClient redis.UniversalClient
-	subClient     redis.UniversalClient
-	usageClient   redis.UniversalClient // its own pool: flushes never wait for, or delay, a limiter call
-	subscriber    *auth.Subscriber
-	usage         *usage.Recorder
+	limiterClient  redis.UniversalClient
+	throttleClient redis.UniversalClient // its own pool: failed keys never take the limiter's connections
+	subClient      redis.UniversalClient
+	usageClient    redis.UniversalClient // its own pool: flushes never wait for, or delay, a limiter call
+	subscriber     *auth.Subscriber
+	usage          *usage.Recorder
 
 	accessLog bool
 	outages   outages

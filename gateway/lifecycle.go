@@ -115,6 +115,9 @@ func (g *Gateway) release() {
 	if g.limiterClient != nil {
 		_ = g.limiterClient.Close()
 	}
+	if g.throttleClient != nil {
+		_ = g.throttleClient.Close()
+	}
 	if g.proxy != nil {
 		g.proxy.Close()
 	}

@@ -14,6 +14,7 @@ import (
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/limit"
+	"vendorgate/gateway/throttle"
 )
 
 // The adapters below turn the parts' notifications into metrics and log
@@ -73,6 +74,32 @@ func (g *Gateway) onLimiterBreakerOpen(kind limit.FailureKind, why string, reope
 		level = slog.LevelDebug
 	}
 	g.log.Log(context.Background(), level, "limiter breaker opened: redis failing", "cause", string(kind), "why", why)
+}
+
+// onThrottleFallback is the Redis throttle's OnFallback: each failed key
+// counted in process is counted, never logged (a flood of them is the
+// case).
+func (g *Gateway) onThrottleFallback(why throttle.Fallback) {
+	g.metrics.ThrottleLocal.WithLabelValues(string(why)).Inc()
+}
+
+// onThrottleDegraded is the Redis throttle's OnDegraded: one line when it
+// begins counting in process.
+func (g *Gateway) onThrottleDegraded(why throttle.Fallback, err error) {
+	g.metrics.ThrottleInProcess.Set(1)
+	attrs := []any{"reason", string(why)}
+	if err != nil {
+		attrs = append(attrs, "err", err)
+	}
+	g.log.Warn("failed-key throttle counting in process", attrs...)
+}
+
+// onThrottleRestored is the Redis throttle's OnRestored: one line when it
+// counts in Redis again, with what the fallback counted.
+func (g *Gateway) onThrottleRestored(degradedFor time.Duration, counted uint64) {
+	g.metrics.ThrottleInProcess.Set(0)
+	g.log.Info("failed-key throttle counting in redis again",
+		"in_process_for", degradedFor.Round(time.Millisecond).String(), "counted_in_process", counted)
 }
 
 // registerKeyCache exports the key cache's counters.

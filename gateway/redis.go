@@ -16,9 +16,11 @@ import (
 )
 
 // connectRedis builds the limiter's client (fail fast: no retries, small
-// timeouts), the subscriber's and the usage store's (ordinary timeouts),
-// the Redis limiter and the shared throttle; without Redis URLs, the
-// in-process limiter, throttle and usage store.
+// timeouts), the failed-key throttle's (the same, a small pool of its own:
+// unauthenticated clients never take a connection from the limiter), the
+// subscriber's and the usage store's (ordinary timeouts), the Redis
+// limiter and the shared throttle; without Redis URLs, the in-process
+// limiter, throttle and usage store.
 func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.Store, error) {
 	if len(c.Redis.URL) == 0 {
 		g.limiter = limit.NewLocal(limit.LocalOptions{Now: now})
@@ -45,6 +47,10 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 	uo.MinIdleConns = min(uo.PoolSize, 8)
 	uo.PoolTimeout = max(c.Redis.Timeout, 10*time.Millisecond)
 	g.limiterClient = redis.NewUniversalClient(uo)
+	tc := *uo
+	tc.PoolSize = c.FailedKeys.RedisPoolSize
+	tc.MinIdleConns = 0
+	g.throttleClient = redis.NewUniversalClient(&tc)
 	sub.PoolSize = subscriberPoolSize
 	g.subClient = redis.NewUniversalClient(&sub)
 	uc := sub
@@ -65,7 +71,9 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 		return nil, err
 	}
 	g.limiter = g.redisLim
-	g.throttle = throttle.NewRedis(throttle.RedisOptions{Client: g.limiterClient, Timeout: c.Redis.Timeout, Now: now})
+	g.throttle = throttle.NewRedis(throttle.RedisOptions{Client: g.throttleClient, Timeout: c.Redis.Timeout,
+		Conns: c.FailedKeys.RedisPoolSize, Hold: c.Redis.BreakerOpenFor, Down: g.redisLim.Down, MaxTracked: c.FailedKeys.MaxTracked,
+		OnFallback: g.onThrottleFallback, OnDegraded: g.onThrottleDegraded, OnRestored: g.onThrottleRestored, Now: now})
 	g.log.Info("rate limiter: Redis", "addrs", strings.Join(uo.Addrs, ","), "sentinel_master", uo.MasterName, "timeout", c.Redis.Timeout.String())
 	return usage.NewRedis(usage.RedisOptions{Client: g.usageClient})
 }

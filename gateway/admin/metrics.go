@@ -40,13 +40,18 @@ type Metrics struct {
 	BreakerTransitions *prometheus.CounterVec
 	// Ready is each /readyz check in the full form (nothing excluded): 1
 	// passing, 0 failing, kept current while idle.
-	Ready         *prometheus.GaugeVec
-	AuthFailures  *prometheus.CounterVec
-	ConfigInfo    *prometheus.GaugeVec
-	ConfigReloads *prometheus.CounterVec
-	UsageFlushes  *prometheus.CounterVec
-	UsagePending  prometheus.Gauge
-	UsageDropped  prometheus.Counter
+	Ready        *prometheus.GaugeVec
+	AuthFailures *prometheus.CounterVec
+	// ThrottleLocal counts the failed keys the Redis throttle counted in
+	// process, by reason; ThrottleInProcess is 1 from its first fallback
+	// until it counts in Redis again.
+	ThrottleLocal     *prometheus.CounterVec
+	ThrottleInProcess prometheus.Gauge
+	ConfigInfo        *prometheus.GaugeVec
+	ConfigReloads     *prometheus.CounterVec
+	UsageFlushes      *prometheus.CounterVec
+	UsagePending      prometheus.Gauge
+	UsageDropped      prometheus.Counter
 
 	// requestCounters caches the children of requests_total by route index,
 	// method index and status, so that counting a request does not hash
@@ -122,6 +127,10 @@ func NewMetrics(routes []string) *Metrics {
 			Help: "Readiness checks of /readyz, nothing excluded: 1 passing, 0 failing."}, []string{"check"}),
 		AuthFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_auth_failures_total",
 			Help: "Refused keys by reason."}, []string{"reason"}),
+		ThrottleLocal: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_failed_key_throttle_local_total",
+			Help: "Failed keys the Redis failed-key throttle counted in process, by reason (busy: its connections all in use; error: the call failed; redis_down: the limiter finds Redis down), or in the hold after one."}, []string{"reason"}),
+		ThrottleInProcess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_failed_key_throttle_in_process",
+			Help: "1 while the Redis failed-key throttle counts in process (from its first fallback until Redis counts again), else 0."}),
 		ConfigInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vendorgate_gateway_config_info",
 			Help: "The configuration version in force (1)."}, []string{"version"}),
 		ConfigReloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_config_reloads_total",
@@ -144,12 +153,15 @@ func NewMetrics(routes []string) *Metrics {
 		m.RedisErrors.WithLabelValues(k)
 		m.RedisBreakerTrips.WithLabelValues(k)
 	}
+	for _, r := range []string{"busy", "error", "redis_down"} {
+		m.ThrottleLocal.WithLabelValues(r)
+	}
 	for _, e := range []string{"granted", "refunded", "dropped"} {
 		m.LeaseTokens.WithLabelValues(e)
 	}
 	m.decisions = make(map[string]*Decisions)
 	reg.MustRegister(m.requests, m.RequestDuration, m.UpstreamDuration, m.LimiterDecisions, m.RedisCallDuration,
-		m.RedisErrors, m.RedisUnsent, m.RedisBreakerTrips, m.LimiterShed, m.BucketsCharged, m.LeaseAdmissions, m.LeaseTokens, m.NodeSchedLateness, m.RedisSilenceGrace, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ConfigInfo, m.ConfigReloads,
+		m.RedisErrors, m.RedisUnsent, m.RedisBreakerTrips, m.LimiterShed, m.BucketsCharged, m.LeaseAdmissions, m.LeaseTokens, m.NodeSchedLateness, m.RedisSilenceGrace, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ThrottleLocal, m.ThrottleInProcess, m.ConfigInfo, m.ConfigReloads,
 		m.UsageFlushes, m.UsagePending, m.UsageDropped)
 	// The runtime's and the process's own (go_*, process_*), as the
 	// backend exports them: memory, GC, goroutines, CPU, file descriptors

@@ -12,8 +12,9 @@ import (
 )
 
 // ErrBusy means this gateway could not get a request's limit call answered
-// within RedisOptions.BusyTimeout although Redis was answering meanwhile:
-// the node is past its capacity, Redis is not at fault. The caller refuses
+// within RedisOptions.BusyTimeout although Redis was answering meanwhile,
+// or could not get a connection of its own pool in time: the node is past
+// its capacity, Redis is not at fault. The caller refuses
 // the request as an overload (503 request_failed), never as a limiter
 // outage, and never lets it through.
 var ErrBusy = errors.New("gateway too busy to decide the rate limit in time (redis answering)")
@@ -27,7 +28,8 @@ const (
 	// unreachable Redis, a network black hole).
 	FailTimeout FailureKind = "timeout"
 	// FailConnection: the connection could not be made or broke (refused,
-	// reset, closed, no free connection in the pool).
+	// reset, closed). (No free connection in the pool is not Redis'
+	// failure: the caller is shed with ErrBusy, the breaker not told.)
 	FailConnection FailureKind = "connection"
 	// FailScript: Redis answered with an error (a script error, OOM,
 	// LOADING, a Cluster redirection it could not follow).

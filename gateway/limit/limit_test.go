@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -258,5 +259,52 @@ func TestLocalManyChecksConcurrent(t *testing.T) {
 	}
 	if n := allowed.Load(); n != 100 {
 		t.Fatalf("%d of 400 concurrent requests allowed under a limit of 100", n)
+	}
+}
+
+// TestPoolWaitIsNotAFailure: a limiter call that gets no connection of its
+// client's pool in time (every connection in use by this gateway) asked
+// Redis nothing: it fails as this gateway's overload (ErrBusy), never as
+// Redis failing, so that however many such calls there are the breaker
+// stays closed and no failure is counted; with a connection free again,
+// the next call is decided.
+func TestPoolWaitIsNotAFailure(t *testing.T) { bothModes(t, testPoolWaitIsNotAFailure) }
+
+func testPoolWaitIsNotAFailure(t *testing.T, pipeline bool) {
+	rs := testredis.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
+		DialTimeout: 100 * time.Millisecond, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
+		PoolSize: 1, PoolTimeout: 20 * time.Millisecond})
+	t.Cleanup(func() { c.Close() })
+	var failures atomic.Int64
+	r, err := NewRedis(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, BreakerOpenFor: time.Minute, BreakerFailures: 3,
+		Pipeline: pipeline, OnFailure: func(FailureKind, error) { failures.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	rate := Rate{Name: "reads", Limit: 100, Period: time.Minute}
+	if _, err := r.Allow(one("a", rate)); err != nil {
+		t.Fatal(err)
+	}
+	// A blocking pop holds the pool's one connection for 3s.
+	held := make(chan error, 1)
+	go func() { held <- c.BLPop(context.Background(), 3*time.Second, "vg:test:nothing").Err() }()
+	for s := c.PoolStats(); s.TotalConns != 1 || s.IdleConns != 0; s = c.PoolStats() {
+		time.Sleep(time.Millisecond)
+	}
+	for i := 0; i < 10; i++ {
+		if _, err := r.Allow(one("a", rate)); !errors.Is(err, ErrBusy) || errors.Is(err, ErrUnavailable) || !errors.Is(err, redis.ErrPoolTimeout) {
+			t.Fatalf("call %d with the pool's connection in use: %v, want ErrBusy of a pool timeout", i+1, err)
+		}
+	}
+	if st, n := r.State(), failures.Load(); st != gobreaker.StateClosed || n != 0 {
+		t.Fatalf("after 10 calls that got no connection: breaker %s, %d failures counted; want closed, none", st, n)
+	}
+	if err := <-held; !errors.Is(err, redis.Nil) {
+		t.Fatalf("the blocking pop: %v", err)
+	}
+	if d, err := r.Allow(one("a", rate)); err != nil || !d.Allowed {
+		t.Fatalf("with the connection free again: %+v %v", d, err)
 	}
 }

@@ -22,6 +22,16 @@ var errReadLate = errors.New("redis reply waiting unread past the wire deadline 
 // replyLate reports whether err is such a round trip's.
 func replyLate(err error) bool { return errors.Is(err, errReadLate) }
 
+// poolWait reports whether err is a wait for a connection of the client's
+// own pool that ran out (every connection in use by this gateway): nothing
+// was asked of Redis, so it says nothing of Redis. Counted as Redis
+// failing, a local flood of calls would open the breaker for everyone.
+func poolWait(err error) bool { return errors.Is(err, redis.ErrPoolTimeout) }
+
+// notRedis reports whether err is the gateway's own doing, excluded from
+// the breaker: a reply read late, a wait for a pooled connection.
+func notRedis(err error) bool { return replyLate(err) || poolWait(err) }
+
 // errSilent answers a caller whose wait ran out while Redis gave no answer
 // to anyone: Redis is down or hung, and the request fails closed.
 var errSilent = fmt.Errorf("no answer from redis within the limiter timeout: %w", context.DeadlineExceeded)
@@ -356,8 +366,10 @@ func (b *batcher) send(batch []*call) {
 	if late {
 		failed = fmt.Errorf("%w: %w", errReadLate, failed)
 	}
+	// A batch that got no connection of the pool in time was never sent:
+	// this gateway's overload, excluded from the breaker, its callers shed.
 	done(failed)
-	if failed != nil && !late {
+	if failed != nil && !notRedis(failed) {
 		b.hooks.onFailure(failed)
 	}
 	for i, g := range groups {
@@ -367,6 +379,8 @@ func (b *batcher) send(batch []*call) {
 			// the reply with the connection. Its callers fail, but as an
 			// overloaded node, never as a Redis outage.
 			err = fmt.Errorf("%w: %w", ErrBusy, failed)
+		} else if err != nil && poolWait(err) {
+			err = fmt.Errorf("%w: %w", ErrBusy, err)
 		}
 		off := 0
 		for _, c := range g {

@@ -194,7 +194,7 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 	r.cb = breaker.NewTwoStep[Decision](breaker.Settings{Name: BreakerName, Failures: o.BreakerFailures,
 		Window: o.BreakerWindow, FailureRatio: o.BreakerFailureRatio, OpenFor: o.BreakerOpenFor,
 		OnTrip:        func(c gobreaker.Counts) { h.counts = c },
-		Excluded:      replyLate, // the gateway read late: not Redis' failure
+		Excluded:      notRedis, // the gateway read late, or its pool was full: not Redis' failure
 		OnStateChange: h.onStateChange(o.OnStateChange, o.BreakerWindow.String())})
 	for i := range r.denied {
 		r.denied[i].m = make(map[string]denial)
@@ -582,6 +582,9 @@ func (r *Redis) callAlone(cs *Checks) (Decision, [MaxChecks]grant, error) {
 	}
 	cmds, err := runScripts(ctx, r.client, [][]string{keys}, [][]any{args})
 	done(err)
+	if err != nil && poolWait(err) { // never sent: this gateway's overload
+		return Decision{}, [MaxChecks]grant{}, fmt.Errorf("%w: %w", ErrBusy, err)
+	}
 	if err != nil {
 		r.hooks.onFailure(err)
 		return Decision{}, [MaxChecks]grant{}, err

@@ -3,6 +3,12 @@
 // of 401, so guessing keys is slow. Counts live in Redis when configured
 // (every replica sees the same counts), else in process. Only failures are
 // counted: a valid key is never refused for its address.
+//
+// A Redis throttle has a bounded share of connections of its own and never
+// waits for one: when they are all in use, when Redis fails a call, or
+// while the limiter finds Redis down, it counts in process for a while
+// (fallback.go), still answering 401 and then 429, so that nothing an
+// unauthenticated client sends can take Redis from the limiter.
 package throttle
 
 import (
@@ -34,12 +40,18 @@ type Thresholds struct {
 type Verdict struct {
 	Over       bool
 	RetryAfter time.Duration
+	// Fallback, from a Redis throttle, says why this failure was counted
+	// in process instead; empty when Redis counted it (or the address was
+	// already known to be over its threshold), and always from the
+	// in-process throttle.
+	Fallback Fallback
 }
 
 // counter counts one failure for each named bucket and returns the counts
-// and the time left in each bucket's window.
+// and the time left in each bucket's window, and why they were counted in
+// process when they should have been counted in Redis.
 type counter interface {
-	incr(keys []string, window time.Duration) ([]count, error)
+	incr(keys []string, window time.Duration) ([]count, Fallback)
 }
 
 type count struct {
@@ -73,26 +85,24 @@ func newThrottle(c counter, now func() time.Time) *Throttle {
 
 // Fail counts one failed key from addr, presented as the key whose SHA-256
 // is keySum (nil when no key was sent), and reports whether either count is
-// now over its threshold.
-func (t *Throttle) Fail(addr netip.Addr, keySum *[32]byte, th Thresholds) (Verdict, error) {
+// now over its threshold. It always decides: a Redis throttle that cannot
+// count in Redis counts in process (Verdict.Fallback says why).
+func (t *Throttle) Fail(addr netip.Addr, keySum *[32]byte, th Thresholds) Verdict {
 	bucket := addressBucket(addr)
 	now := t.now()
 	t.overMu.Lock()
 	until, ok := t.over[bucket]
 	t.overMu.Unlock()
 	if ok && now.Before(until) {
-		return Verdict{Over: true, RetryAfter: until.Sub(now)}, nil
+		return Verdict{Over: true, RetryAfter: until.Sub(now)}
 	}
 	keys := make([]string, 1, 2)
 	keys[0] = addressPrefix + bucket
 	if keySum != nil {
 		keys = append(keys, keyPrefix+hex.EncodeToString(keySum[:16]))
 	}
-	counts, err := t.c.incr(keys, th.Window)
-	if err != nil {
-		return Verdict{}, fmt.Errorf("count failed key: %w", err)
-	}
-	var v Verdict
+	counts, fb := t.c.incr(keys, th.Window)
+	v := Verdict{Fallback: fb}
 	over := func(c count, limit int) {
 		if c.n > int64(limit) {
 			v.Over = true
@@ -108,7 +118,7 @@ func (t *Throttle) Fail(addr netip.Addr, keySum *[32]byte, th Thresholds) (Verdi
 	if len(counts) > 1 {
 		over(counts[1], th.PerKey)
 	}
-	return v, nil
+	return v
 }
 
 func (t *Throttle) remember(bucket string, until, now time.Time) {
@@ -159,10 +169,14 @@ func NewLocal(o LocalOptions) *Throttle {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	return newThrottle(newLocalCounter(o), o.Now)
+}
+
+func newLocalCounter(o LocalOptions) *localCounter {
 	if o.MaxTracked <= 0 {
 		o.MaxTracked = 100_000
 	}
-	return newThrottle(&localCounter{now: o.Now, addrs: newWindows(o.MaxTracked), keys: newWindows(o.MaxTracked)}, o.Now)
+	return &localCounter{now: o.Now, addrs: newWindows(o.MaxTracked), keys: newWindows(o.MaxTracked)}
 }
 
 type localCounter struct {
@@ -171,8 +185,12 @@ type localCounter struct {
 	addrs, keys *windows
 }
 
-func (l *localCounter) incr(keys []string, win time.Duration) ([]count, error) {
-	now := l.now()
+func (l *localCounter) incr(keys []string, win time.Duration) ([]count, Fallback) {
+	return l.count(keys, win, l.now()), ""
+}
+
+// count counts one failure of each key at now.
+func (l *localCounter) count(keys []string, win time.Duration, now time.Time) []count {
 	out := make([]count, len(keys))
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -183,7 +201,7 @@ func (l *localCounter) incr(keys []string, win time.Duration) ([]count, error) {
 		}
 		out[i] = ws.fail(k, now, win)
 	}
-	return out, nil
+	return out
 }
 
 // windows is one bounded set of failure windows, kept in the order they
@@ -236,26 +254,7 @@ func (ws *windows) drop(e *list.Element) {
 	ws.order.Remove(e)
 }
 
-// RedisOptions configures a throttle whose counts live in Redis.
-type RedisOptions struct {
-	// Client is a plain, Sentinel or Cluster client.
-	Client redis.UniversalClient
-	// Timeout bounds one call. Default 50ms, as the limiter's: a zero
-	// timeout would fail every call at once.
-	Timeout time.Duration
-	// Now is the clock of the over-threshold memory; time.Now when nil.
-	Now func() time.Time
-}
-
-// NewRedis returns a throttle whose counts live in Redis, shared by every
-// replica.
-func NewRedis(o RedisOptions) *Throttle {
-	if o.Timeout <= 0 {
-		o.Timeout = 50 * time.Millisecond
-	}
-	return newThrottle(&redisCounter{client: o.Client, timeout: o.Timeout}, o.Now)
-}
-
+// redisCounter counts in Redis, one pipelined round trip a failure.
 type redisCounter struct {
 	client  redis.UniversalClient
 	timeout time.Duration
@@ -277,7 +276,7 @@ func (r *redisCounter) incr(keys []string, win time.Duration) ([]count, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("count failed key in redis: %w", err)
 	}
 	out := make([]count, len(keys))
 	for i := range keys {
