@@ -38,6 +38,12 @@ type Gateway struct {
 	PublicBaseURL string `yaml:"public_base_url" env:"GATEWAY_PUBLIC_BASE_URL"`
 	// Docs limits /docs, /openapi.yaml and /openapi.json per client address.
 	Docs Docs `yaml:"docs"`
+	// TLS serves the public listener over HTTPS; off without a certificate.
+	TLS TLS `yaml:"tls"`
+	// HTTPListen is an optional plain-HTTP address beside an HTTPS public
+	// listener: it redirects / and /docs to PublicBaseURL (308) and refuses
+	// any request under /api/ (400, never proxied). Default "" (none).
+	HTTPListen string `yaml:"http_listen" env:"GATEWAY_HTTP_LISTEN"`
 
 	Redis          Redis      `yaml:"redis"`
 	Limits         Limits     `yaml:"limits"`
@@ -107,6 +113,73 @@ type Usage struct {
 	// where every replica's are summed; in process without Redis).
 	// Default 5s; at most 1m, so that minute buckets stay meaningful.
 	FlushInterval time.Duration `yaml:"flush_interval" env:"GATEWAY_USAGE_FLUSH_INTERVAL"`
+}
+
+// TLS is the public listener's certificates. TLS is on when CertFile (or
+// any of Certificates) is set; the files are read at start (a key that
+// does not match its certificate, or a file that cannot be read, stops
+// the start and -check), again on SIGHUP, and whenever their content
+// changes (WatchInterval).
+type TLS struct {
+	// CertFile is a PEM certificate with its chain (leaf first); KeyFile
+	// its PEM private key. This certificate answers a client that sends no
+	// server name (SNI).
+	CertFile string `yaml:"cert_file" env:"GATEWAY_TLS_CERT_FILE"`
+	KeyFile  string `yaml:"key_file" env:"GATEWAY_TLS_KEY_FILE"`
+	// Certificates are more certificates, chosen by the server name a
+	// client asks for (their DNS names, wildcards included). A name no
+	// certificate covers is refused in the handshake.
+	Certificates []CertFiles `yaml:"certificates"`
+	// WatchInterval is how often the files are read again for a change of
+	// content (a renewal written in place, a Kubernetes secret updated).
+	// Default 30s; 0 turns watching off (SIGHUP still reloads).
+	WatchInterval time.Duration `yaml:"watch_interval" env:"GATEWAY_TLS_WATCH_INTERVAL"`
+}
+
+// CertFiles is one certificate: its PEM chain and its PEM key.
+type CertFiles struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// Enabled reports whether the public listener serves HTTPS.
+func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" || len(t.Certificates) > 0 }
+
+// Files is every certificate, the default (CertFile) first.
+func (t TLS) Files() []CertFiles {
+	var out []CertFiles
+	if t.CertFile != "" || t.KeyFile != "" {
+		out = append(out, CertFiles{CertFile: t.CertFile, KeyFile: t.KeyFile})
+	}
+	return append(out, t.Certificates...)
+}
+
+func (t TLS) validate() []error {
+	if !t.Enabled() {
+		return nil
+	}
+	var errs []error
+	if t.CertFile == "" && t.KeyFile == "" {
+		errs = append(errs, errors.New("tls: certificates are listed but tls.cert_file and tls.key_file (GATEWAY_TLS_CERT_FILE, GATEWAY_TLS_KEY_FILE) are not set: the default certificate answers clients that send no server name"))
+	}
+	for i, f := range t.Files() {
+		name := "tls"
+		if t.CertFile == "" && t.KeyFile == "" {
+			name = fmt.Sprintf("tls.certificates[%d]", i)
+		} else if i > 0 {
+			name = fmt.Sprintf("tls.certificates[%d]", i-1)
+		}
+		switch {
+		case f.CertFile == "" && f.KeyFile != "":
+			errs = append(errs, fmt.Errorf("%s: key_file %s has no certificate: set %s.cert_file", name, f.KeyFile, name))
+		case f.CertFile != "" && f.KeyFile == "":
+			errs = append(errs, fmt.Errorf("%s: cert_file %s has no key: set %s.key_file", name, f.CertFile, name))
+		}
+	}
+	if t.WatchInterval < 0 || t.WatchInterval > 0 && t.WatchInterval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("tls.watch_interval: %s must be 0 (off) or at least 100ms (default 30s)", t.WatchInterval))
+	}
+	return errs
 }
 
 // Prefixes are the key prefixes of one deployment, one per environment.
@@ -244,6 +317,7 @@ func DefaultGateway() *Gateway {
 		KeyPrefixes:   Prefixes{Sandbox: apikey.DefaultSandboxPrefix, Live: apikey.DefaultLivePrefix},
 		PublicBaseURL: "http://localhost:8080",
 		Docs:          Docs{Rate: 60, Window: time.Minute},
+		TLS:           TLS{WatchInterval: 30 * time.Second},
 		Redis: Redis{Timeout: 50 * time.Millisecond, WireTimeout: 500 * time.Millisecond, BusyTimeout: time.Second,
 			PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3, BreakerWindow: 3 * time.Second, BreakerFailurePercent: 50,
 			Pipeline: true, LeaseMax: 16, LeaseTTL: 2 * time.Second},
@@ -311,6 +385,17 @@ func (c *Gateway) Validate() error {
 		add("public_base_url: %v; set the gateway's public address (GATEWAY_PUBLIC_BASE_URL), e.g. https://api.example.com", err)
 	} else if u, _ := url.Parse(c.PublicBaseURL); u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" {
 		add("public_base_url: %q must not have a path, query or fragment", c.PublicBaseURL)
+	}
+	errs = append(errs, c.TLS.validate()...)
+	if c.HTTPListen != "" {
+		if err := checkListen(c.HTTPListen); err != nil {
+			add("http_listen: %v", err)
+		} else if c.HTTPListen == c.Listen || c.HTTPListen == c.AdminListen {
+			add("http_listen: %q is already listen or admin_listen", c.HTTPListen)
+		}
+		if !strings.HasPrefix(c.PublicBaseURL, "https://") {
+			add("http_listen: it redirects to public_base_url, which is %q: set an https:// public_base_url (GATEWAY_PUBLIC_BASE_URL)", c.PublicBaseURL)
+		}
 	}
 	if c.Docs.Rate <= 0 || c.Docs.Window <= 0 {
 		add("docs.rate and docs.window must be positive (default 60 a minute per client address)")

@@ -100,6 +100,9 @@ type Gateway struct {
 	maxNewConnsPerPeer int
 	connRefusalBody    [connlimit.Rate + 1][]byte             // by connlimit.Reason
 	connsRefused       [connlimit.Rate + 1]prometheus.Counter // by connlimit.Reason
+	// tls serves the public listener over HTTPS (tls.go); plain HTTP when
+	// its certs are nil.
+	tls edgeTLS
 
 	// vendorRoutes are this gateway's copies of routes (with their plan
 	// and label), docRoutes the documentation routes with their labels:
@@ -197,6 +200,9 @@ func New(o Options) (_ *Gateway, err error) {
 		g.connsRefused[r] = refused.WithLabelValues(connlimit.Reason(r).String())
 	}
 	g.metrics.Registry.MustRegister(refused)
+	if err := g.setupTLS(c.TLS, o.Now); err != nil {
+		return nil, err
+	}
 
 	g.lookup, err = backendapi.New(backendapi.Options{Backends: c.BackendURL, InternalToken: c.InternalToken,
 		Timeout: min(c.Proxy.Timeout, lookupTimeoutMax), MaxConns: lookupMaxConns, BreakerOpenFor: c.Proxy.BreakerOpenFor,

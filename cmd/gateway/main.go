@@ -1,6 +1,6 @@
 // Command gateway is vendorgate's edge gateway: it loads its configuration,
 // builds the gateway and serves the public and admin listeners. SIGHUP
-// reloads the limits (shadow twins included), overrides, failed-key
+// reloads the TLS certificate files, the limits (shadow twins included), overrides, failed-key
 // thresholds and trusted proxies, and the documentation rendered from them;
 // SIGTERM or SIGINT drains in-flight requests and exits 0.
 package main
@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"vendorgate/config"
 	"vendorgate/gateway"
+	"vendorgate/gateway/edgetls"
 	"vendorgate/gateway/openapi"
 	"vendorgate/shared/tracing"
 )
@@ -39,6 +41,21 @@ func run() int {
 		return 2
 	}
 	if *check {
+		// The certificate files too: a key that does not match, or a file
+		// that cannot be read, fails here as it would fail the start.
+		if cfg.TLS.Enabled() {
+			certs, err := edgetls.Load(cfg.TLS.Files(), nil)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "gateway: configuration:", err)
+				return 2
+			}
+			for _, in := range certs.Certificates() {
+				if in.Expired(time.Now()) {
+					fmt.Fprintf(os.Stderr, "gateway: WARNING: tls certificate %s expired at %s (it would be served, and refused by clients)\n",
+						in.CertFile, in.NotAfter.UTC().Format(time.RFC3339))
+				}
+			}
+		}
 		if err := config.Print(os.Stdout, cfg); err != nil {
 			fmt.Fprintln(os.Stderr, "gateway:", err)
 			return 2
@@ -73,7 +90,7 @@ func run() int {
 		return 1
 	}
 	log.Info("gateway listening", "listen", pub.Addr().String(), "admin_listen", adm.Addr().String(),
-		"backends", len(cfg.BackendURL), "config_version", cfg.Version)
+		"backends", len(cfg.BackendURL), "config_version", cfg.Version, "tls", certificates(g.Certificates()))
 
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(pub, adm) }()
@@ -89,6 +106,7 @@ func run() int {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				reload(g, *path, log)
+				_ = g.ReloadCertificates() // logged there; unchanged files are not read again
 				continue
 			}
 			log.Info("shutting down", "signal", sig.String(), "delay", cfg.ShutdownDelay.String(), "grace", cfg.ShutdownGrace.String())
@@ -115,6 +133,19 @@ func reload(g *gateway.Gateway, path string, log *slog.Logger) {
 		return
 	}
 	log.Error("configuration reload refused; the previous configuration stays", "err", err)
+}
+
+// certificates names the served certificates and their expiry for the
+// start line: "off" with plain HTTP.
+func certificates(infos []edgetls.Info) string {
+	if len(infos) == 0 {
+		return "off"
+	}
+	parts := make([]string, len(infos))
+	for i, in := range infos {
+		parts[i] = fmt.Sprintf("%s (%s) expires %s", strings.Join(in.Names, ","), in.CertFile, in.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // flushTraces exports the spans still buffered before the process exits.
