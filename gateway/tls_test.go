@@ -3,6 +3,8 @@ package gateway
 import (
 	"bytes"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/config"
+	"vendorgate/gateway/edgetls"
 	"vendorgate/gateway/openapi"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/testcert"
@@ -410,5 +413,136 @@ func TestCertificateChosenBySNI(t *testing.T) {
 		if got != c.want {
 			t.Errorf("SNI %q: served %q, want %q", c.sni, got, c.want)
 		}
+	}
+}
+
+// servedSerial is the serial number of the certificate a new handshake
+// gets.
+func (g *tlsGateway) servedSerial(t *testing.T) string {
+	t.Helper()
+	tc, err := g.handshake(g.ca.ClientConfig(tlsName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	return tc.ConnectionState().PeerCertificates[0].SerialNumber.String()
+}
+
+// waitSerial waits until new handshakes get a certificate other than old.
+func (g *tlsGateway) waitSerial(t *testing.T, old string) string {
+	t.Helper()
+	for i := 0; i < 200; i++ {
+		if s := g.servedSerial(t); s != old {
+			return s
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("the certificate served is still %s", old)
+	return ""
+}
+
+// A renewal needs no restart: a change of the files (seen by the watcher)
+// and a SIGHUP (ReloadCertificates) swap the certificate for new
+// handshakes, while clients keep sending requests over new and kept-alive
+// connections, some of them in flight across the swap: not one fails. A
+// bad new file (a key that does not match) is refused with one line naming
+// it, however many times the watcher looks, and the certificate in force
+// stays.
+func TestCertificateRenewalUnderLoad(t *testing.T) {
+	b := newTestBackend(t)
+	b.delay.Store(int64(300 * time.Millisecond)) // /slow: in flight across each swap
+	gw := startTLSGateway(t, b, func(o *Options) {
+		o.Config.TLS.WatchInterval = 100 * time.Millisecond
+		o.Config.Limits.Vendor.Reads.Rate = 1 << 20
+	})
+	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var sent, failed int
+	var failures []string
+	load := func(cl *http.Client, path string) {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			req, _ := http.NewRequest("GET", gw.url+path, nil)
+			req.Header.Set(wire.HeaderAPIKey, key)
+			resp, err := cl.Do(req)
+			ok := err == nil && resp.StatusCode == 200
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			mu.Lock()
+			sent++
+			if !ok {
+				failed++
+				if len(failures) < 5 {
+					failures = append(failures, fmt.Sprintf("%s: %v %v", path, err, resp))
+				}
+			}
+			mu.Unlock()
+		}
+	}
+	keepAlive := gw.client()
+	newConns := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: gw.ca.ClientConfig(tlsName), DisableKeepAlives: true}}
+	for _, l := range []struct {
+		cl   *http.Client
+		path string
+	}{{keepAlive, "/api/vendor/v1/me"}, {newConns, "/api/vendor/v1/me"}, {newConns, "/api/vendor/v1/me"}, {keepAlive, "/api/vendor/v1/orders/slow"}, {newConns, "/api/vendor/v1/orders/slow"}} {
+		wg.Add(1)
+		go load(l.cl, l.path)
+	}
+
+	first := gw.servedSerial(t)
+	// 1. The files change on disk: the watcher swaps.
+	gw.ca.Issue(t, time.Now().Add(60*24*time.Hour), tlsName, "127.0.0.1").Write(t, gw.dir, "api")
+	second := gw.waitSerial(t, first)
+
+	// 2. A bad new file: the key of another certificate.
+	other := gw.ca.Issue(t, time.Now().Add(time.Hour), tlsName)
+	testcert.WriteFile(t, gw.keyFile, other.KeyPEM)
+	time.Sleep(600 * time.Millisecond) // the watcher looks six times
+	if s := gw.servedSerial(t); s != second {
+		t.Fatalf("after a bad key file the certificate served changed from %s to %s", second, s)
+	}
+	if err := gw.g.ReloadCertificates(); err == nil || !errors.Is(err, edgetls.ErrUnchanged) {
+		t.Fatalf("SIGHUP with the same bad files: %v, want them not read again", err)
+	}
+	refusals := strings.Count(gw.logs.String(), "tls certificate refused")
+	if refusals != 1 || !strings.Contains(gw.logs.String(), gw.certFile) || !strings.Contains(gw.logs.String(), "private key does not match") {
+		t.Fatalf("%d refusal lines, want 1 naming %s and why:\n%s", refusals, gw.certFile, gw.logs.String())
+	}
+	if n := metricValue(t, gw.testGateway, `vendorgate_gateway_tls_certificate_reloads_total{result="error"}`); n != 1 {
+		t.Fatalf(`certificate_reloads_total{result="error"} %v, want 1`, n)
+	}
+
+	// 3. A good pair written while the watcher is off duty, then SIGHUP.
+	third := gw.ca.Issue(t, time.Now().Add(80*24*time.Hour), tlsName, "127.0.0.1")
+	third.Write(t, gw.dir, "api")
+	if err := gw.g.ReloadCertificates(); err != nil && !errors.Is(err, edgetls.ErrUnchanged) { // the watcher may have been first
+		t.Fatal(err)
+	}
+	if s := gw.servedSerial(t); s == second || s == first {
+		t.Fatalf("after SIGHUP the certificate served is still %s", s)
+	}
+	want := fmt.Sprint(third.NotAfter.Unix())
+	if v := metricValue(t, gw.testGateway, `vendorgate_gateway_tls_certificate_expiry_timestamp_seconds{cert_file="`+gw.certFile+`",names="`+tlsName+`,127.0.0.1"}`); fmt.Sprint(int64(v)) != want {
+		t.Fatalf("expiry gauge %v, want %s", v, want)
+	}
+	time.Sleep(400 * time.Millisecond) // more requests after the last swap
+	close(stop)
+	wg.Wait()
+	t.Logf("%d requests, %d failed, through 2 swaps and a refused file", sent, failed)
+	if failed != 0 || sent < 20 {
+		t.Fatalf("%d of %d requests failed: %v", failed, sent, failures)
+	}
+	if n := metricValue(t, gw.testGateway, `vendorgate_gateway_tls_certificate_reloads_total{result="ok"}`); n != 2 {
+		t.Fatalf(`certificate_reloads_total{result="ok"} %v, want 2`, n)
 	}
 }
