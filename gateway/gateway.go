@@ -103,6 +103,9 @@ type Gateway struct {
 	// tls serves the public listener over HTTPS (tls.go); plain HTTP when
 	// its certs are nil.
 	tls edgeTLS
+	// plain is the optional plain-HTTP listener's server (plainhttp.go);
+	// nil without http_listen.
+	plain *plainHTTP
 
 	// vendorRoutes are this gateway's copies of routes (with their plan
 	// and label), docRoutes the documentation routes with their labels:
@@ -244,6 +247,7 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 
 	g.respond = respond.NewWriter(cannedErrors()...)
+	g.setupPlainHTTP(c)
 	g.unread = g.newUnreadRouter()
 	// WriteTimeout bounds a whole answer; a streamed report lifts it and is
 	// bounded by progress instead (Serve's idleconn listener, proxy.Forward).

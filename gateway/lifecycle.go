@@ -60,6 +60,7 @@ func (g *Gateway) Shutdown(delay, grace time.Duration) error {
 	case <-time.After(grace):
 		err = errors.New("shutdown grace passed with requests in flight")
 	}
+	g.plainShutdown(time.Second) // it answers at once: nothing to wait for
 	_ = g.admin.Shutdown()
 	g.servedMu.Lock()
 	g.shut = true

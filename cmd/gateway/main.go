@@ -89,11 +89,28 @@ func run() int {
 		g.Close()
 		return 1
 	}
-	log.Info("gateway listening", "listen", pub.Addr().String(), "admin_listen", adm.Addr().String(),
+	var plain net.Listener
+	if cfg.HTTPListen != "" {
+		if plain, err = net.Listen("tcp", cfg.HTTPListen); err != nil {
+			log.Error("listen", "addr", cfg.HTTPListen, "err", err)
+			pub.Close()
+			adm.Close()
+			g.Close()
+			return 1
+		}
+	}
+	log.Info("gateway listening", "listen", pub.Addr().String(), "admin_listen", adm.Addr().String(), "http_listen", addrOf(plain),
 		"backends", len(cfg.BackendURL), "config_version", cfg.Version, "tls", certificates(g.Certificates()))
 
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- g.Serve(pub, adm) }()
+	if plain != nil {
+		go func() {
+			if err := g.ServePlain(plain); err != nil {
+				served <- err
+			}
+		}()
+	}
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
@@ -133,6 +150,14 @@ func reload(g *gateway.Gateway, path string, log *slog.Logger) {
 		return
 	}
 	log.Error("configuration reload refused; the previous configuration stays", "err", err)
+}
+
+// addrOf is ln's address, "off" without one.
+func addrOf(ln net.Listener) string {
+	if ln == nil {
+		return "off"
+	}
+	return ln.Addr().String()
 }
 
 // certificates names the served certificates and their expiry for the
