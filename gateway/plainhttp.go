@@ -74,7 +74,9 @@ func (g *Gateway) setupPlainHTTP(c *config.Gateway) {
 		ErrorHandler: g.plainError,
 		// No request here has a body worth reading: one is refused unread
 		// (plainError answers from its headers alone).
-		HeaderReceived:        func(*fasthttp.RequestHeader) fasthttp.RequestConfig { return fasthttp.RequestConfig{MaxRequestBodySize: noBodyBytes} },
+		HeaderReceived: func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
+			return fasthttp.RequestConfig{MaxRequestBodySize: noBodyBytes}
+		},
 		Name:                  "vendorgate",
 		ReadBufferSize:        wire.MaxRequestHead,
 		ReadTimeout:           c.ReadTimeout,
