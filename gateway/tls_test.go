@@ -546,3 +546,70 @@ func TestCertificateRenewalUnderLoad(t *testing.T) {
 		t.Fatalf(`certificate_reloads_total{result="ok"} %v, want 2`, n)
 	}
 }
+
+// Session resumption: a client that comes back to the replica that issued
+// its ticket resumes; at another replica (ticket keys are per process) it
+// does a full handshake, and is served all the same.
+func TestSessionResumptionPerReplica(t *testing.T) {
+	b := newTestBackend(t)
+	gw := startTLSGateway(t, b, nil)
+	other := startGateway(t, b, func(o *Options) {
+		o.Config.TLS.CertFile, o.Config.TLS.KeyFile, o.Config.TLS.WatchInterval = gw.certFile, gw.keyFile, 0
+	})
+	cfg := gw.ca.ClientConfig(tlsName)
+	cfg.ClientSessionCache = tls.NewLRUClientSessionCache(8)
+	cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
+	resumed := func(url string) bool {
+		t.Helper()
+		resp, err := cl.Get(url + "/docs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s/docs: %d", url, resp.StatusCode)
+		}
+		return resp.TLS.DidResume
+	}
+	if resumed(gw.url) {
+		t.Fatal("the first connection resumed")
+	}
+	if !resumed(gw.url) {
+		t.Fatal("the second connection to the same replica did not resume")
+	}
+	if resumed("https://" + strings.TrimPrefix(other.url, "http://")) {
+		t.Fatal("a ticket of one replica resumed at another: ticket keys are shared?")
+	}
+}
+
+// BenchmarkServerProxiedTLS is BenchmarkServerProxied/read over HTTPS on
+// kept-alive connections: what TLS adds to a request once the handshake
+// is paid.
+func BenchmarkServerProxiedTLS(b *testing.B) {
+	be := newTestBackend(b)
+	ca := testcert.NewCA(b)
+	certFile, keyFile := ca.Issue(b, time.Now().Add(time.Hour), tlsName, "127.0.0.1").Write(b, b.TempDir(), "api")
+	gw := startGateway(b, be, func(o *Options) {
+		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 1 << 30, Period: time.Second}
+		o.Config.TLS.CertFile, o.Config.TLS.KeyFile = certFile, keyFile
+		o.DisableAccessLog = true
+	})
+	key, _ := be.addKey("vendor-bench", wire.VendorApproved, time.Now().Add(time.Hour))
+	c := &fasthttp.HostClient{Addr: strings.TrimPrefix(gw.url, "http://"), MaxConns: 64, IsTLS: true, TLSConfig: ca.ClientConfig(tlsName)}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		for pb.Next() {
+			req.Reset()
+			req.SetRequestURI("https://gw/api/vendor/v1/orders/fast")
+			req.Header.Set(wire.HeaderAPIKey, key)
+			if err := c.Do(req, resp); err != nil || resp.StatusCode() != 200 {
+				b.Fatalf("%v %d %s", err, resp.StatusCode(), resp.Body())
+			}
+		}
+	})
+}

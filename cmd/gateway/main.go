@@ -1,12 +1,14 @@
 // Command gateway is vendorgate's edge gateway: it loads its configuration,
-// builds the gateway and serves the public and admin listeners. SIGHUP
-// reloads the TLS certificate files, the limits (shadow twins included), overrides, failed-key
-// thresholds and trusted proxies, and the documentation rendered from them;
-// SIGTERM or SIGINT drains in-flight requests and exits 0.
+// builds the gateway and serves the public and admin listeners (and the
+// plain-HTTP one, http_listen). SIGHUP reloads the TLS certificate files,
+// the limits (shadow twins included), overrides, failed-key thresholds and
+// trusted proxies, and the documentation rendered from them; SIGTERM or
+// SIGINT drains in-flight requests and exits 0.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -123,7 +125,9 @@ func run() int {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				reload(g, *path, log)
-				_ = g.ReloadCertificates() // logged there; unchanged files are not read again
+				if err := g.ReloadCertificates(); errors.Is(err, edgetls.ErrUnchanged) {
+					log.Info("tls certificate files unchanged") // a refusal or a swap is logged there
+				}
 				continue
 			}
 			log.Info("shutting down", "signal", sig.String(), "delay", cfg.ShutdownDelay.String(), "grace", cfg.ShutdownGrace.String())
