@@ -134,7 +134,35 @@ type TLS struct {
 	// content (a renewal written in place, a Kubernetes secret updated).
 	// Default 30s; 0 turns watching off (SIGHUP still reloads).
 	WatchInterval time.Duration `yaml:"watch_interval" env:"GATEWAY_TLS_WATCH_INTERVAL"`
+	// ACME obtains and renews certificates for its domains from an ACME CA
+	// (Let's Encrypt by default), beside or instead of the files.
+	ACME ACME `yaml:"acme"`
 }
+
+// ACME is the certificates the gateway obtains and renews itself. The
+// challenges are answered on the gateway's own listeners: TLS-ALPN-01 on
+// the public one, HTTP-01 on http_listen when it is set.
+type ACME struct {
+	// Domains are the names to obtain certificates for (no wildcards: the
+	// challenges served here cannot prove one). Empty: ACME is off.
+	Domains List `yaml:"domains" env:"GATEWAY_TLS_ACME_DOMAINS"`
+	// Email is the account's contact for the CA's expiry notices.
+	Email string `yaml:"email" env:"GATEWAY_TLS_ACME_EMAIL"`
+	// CA is the ACME directory URL. Default Let's Encrypt's production
+	// directory.
+	CA string `yaml:"ca" env:"GATEWAY_TLS_ACME_CA"`
+	// CARootFile is a PEM file of roots to trust for the CA's own HTTPS
+	// (a private CA); empty: the system's roots.
+	CARootFile string `yaml:"ca_root_file" env:"GATEWAY_TLS_ACME_CA_ROOT_FILE"`
+	// Storage is the directory of the account, certificates and locks.
+	// Replicas that share it (a shared volume) share one certificate and
+	// take turns renewing it; replicas with their own each order their
+	// own, against the CA's rate limits. Required with Domains.
+	Storage string `yaml:"storage" env:"GATEWAY_TLS_ACME_STORAGE"`
+}
+
+// LetsEncrypt is the default ACME directory.
+const LetsEncrypt = "https://acme-v02.api.letsencrypt.org/directory"
 
 // CertFiles is one certificate: its PEM chain and its PEM key.
 type CertFiles struct {
@@ -143,7 +171,9 @@ type CertFiles struct {
 }
 
 // Enabled reports whether the public listener serves HTTPS.
-func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" || len(t.Certificates) > 0 }
+func (t TLS) Enabled() bool {
+	return t.CertFile != "" || t.KeyFile != "" || len(t.Certificates) > 0 || len(t.ACME.Domains) > 0
+}
 
 // Files is every certificate, the default (CertFile) first.
 func (t TLS) Files() []CertFiles {
@@ -159,7 +189,7 @@ func (t TLS) validate() []error {
 		return nil
 	}
 	var errs []error
-	if t.CertFile == "" && t.KeyFile == "" {
+	if t.CertFile == "" && t.KeyFile == "" && len(t.Certificates) > 0 {
 		errs = append(errs, errors.New("tls: certificates are listed but tls.cert_file and tls.key_file (GATEWAY_TLS_CERT_FILE, GATEWAY_TLS_KEY_FILE) are not set: the default certificate answers clients that send no server name"))
 	}
 	for i, f := range t.Files() {
@@ -174,6 +204,19 @@ func (t TLS) validate() []error {
 			errs = append(errs, fmt.Errorf("%s: key_file %s has no certificate: set %s.cert_file", name, f.KeyFile, name))
 		case f.CertFile != "" && f.KeyFile == "":
 			errs = append(errs, fmt.Errorf("%s: cert_file %s has no key: set %s.key_file", name, f.CertFile, name))
+		}
+	}
+	if len(t.ACME.Domains) > 0 {
+		if t.ACME.Storage == "" {
+			errs = append(errs, errors.New("tls.acme.storage: set the directory of the ACME account and certificates (GATEWAY_TLS_ACME_STORAGE)"))
+		}
+		if u, err := url.Parse(t.ACME.CA); err != nil || u.Scheme != "https" || u.Host == "" {
+			errs = append(errs, fmt.Errorf("tls.acme.ca: %q is not an https:// ACME directory URL", t.ACME.CA))
+		}
+		for _, d := range t.ACME.Domains {
+			if strings.Contains(d, "*") || strings.ContainsAny(d, "/: ") || !strings.Contains(d, ".") {
+				errs = append(errs, fmt.Errorf("tls.acme.domains: %q is not a DNS name the gateway can prove (no wildcards)", d))
+			}
 		}
 	}
 	if t.WatchInterval < 0 || t.WatchInterval > 0 && t.WatchInterval < 100*time.Millisecond {
@@ -317,7 +360,7 @@ func DefaultGateway() *Gateway {
 		KeyPrefixes:   Prefixes{Sandbox: apikey.DefaultSandboxPrefix, Live: apikey.DefaultLivePrefix},
 		PublicBaseURL: "http://localhost:8080",
 		Docs:          Docs{Rate: 60, Window: time.Minute},
-		TLS:           TLS{WatchInterval: 30 * time.Second},
+		TLS:           TLS{WatchInterval: 30 * time.Second, ACME: ACME{CA: LetsEncrypt}},
 		Redis: Redis{Timeout: 50 * time.Millisecond, WireTimeout: 500 * time.Millisecond, BusyTimeout: time.Second,
 			PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3, BreakerWindow: 3 * time.Second, BreakerFailurePercent: 50,
 			Pipeline: true, LeaseMax: 16, LeaseTTL: 2 * time.Second},

@@ -203,7 +203,7 @@ func New(o Options) (_ *Gateway, err error) {
 		g.connsRefused[r] = refused.WithLabelValues(connlimit.Reason(r).String())
 	}
 	g.metrics.Registry.MustRegister(refused)
-	if err := g.setupTLS(c.TLS, o.Now); err != nil {
+	if err := g.setupTLS(c.TLS, c.Listen, c.HTTPListen, o.Now); err != nil {
 		return nil, err
 	}
 

@@ -128,9 +128,9 @@ func (g *Gateway) servePlain(ctx *fasthttp.RequestCtx) {
 		ctx.SetStatusCode(fasthttp.StatusPermanentRedirect)
 		respond.Common(ctx, g.plainRequestID(ctx))
 		p.answers[plainRedirect].Inc()
+	case g.tls.acme != nil && bytes.HasPrefix(path, []byte("/.well-known/acme-challenge/")):
+		g.tls.acme.HTTPChallenge(ctx) // HTTP-01; not found unless an order is under way
 	default:
-		// The ACME HTTP-01 challenge path is answered here once an ACME
-		// issuer is configured; until then it is not found like any other.
 		g.respond.Write(ctx, errNotFound, 0)
 		respond.Common(ctx, g.plainRequestID(ctx))
 		p.answers[plainNotFound].Inc()

@@ -4,7 +4,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,7 +27,12 @@ type edgeTLS struct {
 	watchInterval time.Duration
 	failures      [edgetls.NumReasons]prometheus.Counter // by edgetls.Reason
 	expiry        *prometheus.GaugeVec
+	expiryMu      sync.Mutex
 	reloads       *prometheus.CounterVec
+	// acme obtains and renews the certificates of tls.acme.domains; nil
+	// without them.
+	acme   *edgetls.ACME
+	orders *prometheus.CounterVec
 	// watchStop ends the file watcher; watchDone is closed when it has.
 	watchStop, watchDone chan struct{}
 }
@@ -35,7 +42,7 @@ type edgeTLS struct {
 // and starts the file watcher. An expired certificate is served, with a
 // loud warning and the expiry gauge in the past: refusing it would turn a
 // late renewal into an outage.
-func (g *Gateway) setupTLS(c config.TLS, now func() time.Time) error {
+func (g *Gateway) setupTLS(c config.TLS, listen, httpListen string, now func() time.Time) error {
 	if !c.Enabled() {
 		return nil
 	}
@@ -44,7 +51,24 @@ func (g *Gateway) setupTLS(c config.TLS, now func() time.Time) error {
 		return err
 	}
 	t := &g.tls
-	t.certs, t.config, t.watchInterval = certs, edgetls.Config(certs), c.WatchInterval
+	t.certs = certs
+	if len(c.ACME.Domains) > 0 {
+		tlsPort, httpPort := portOf(listen), portOf(httpListen)
+		if t.acme, err = edgetls.NewACME(edgetls.ACMEOptions{Settings: c.ACME, TLSPort: tlsPort, HTTPPort: httpPort,
+			OnOrder: g.onACMEOrder, OnCached: g.onACMECached}); err != nil {
+			return err
+		}
+		certs.SetACME(t.acme)
+		t.orders = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_acme_orders_total",
+			Help: "ACME certificate orders finished, by kind (obtain: a first certificate, renew) and result (ok, error)."},
+			[]string{"kind", "result"})
+		for _, k := range []string{"obtain", "renew"} {
+			t.orders.WithLabelValues(k, "ok")
+			t.orders.WithLabelValues(k, "error")
+		}
+		g.metrics.Registry.MustRegister(t.orders)
+	}
+	t.config, t.watchInterval = edgetls.Config(certs), c.WatchInterval
 	failures := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_tls_handshake_failures_total",
 		Help: "TLS handshakes on the public listener that failed, by reason: version_or_cipher, unknown_sni, bad_certificate (the client refused ours), timeout (not done within read_timeout), not_tls, closed (the client left), other."},
 		[]string{"reason"})
@@ -128,8 +152,46 @@ func (g *Gateway) watchCertificates() {
 	}
 }
 
-// stopTLS ends the watcher; release calls it.
+// onACMEOrder logs and counts a finished ACME order, and updates the
+// expiry gauge.
+func (g *Gateway) onACMEOrder(domain string, renewal bool, err error) {
+	kind := "obtain"
+	if renewal {
+		kind = "renew"
+	}
+	if err != nil {
+		g.tls.orders.WithLabelValues(kind, "error").Inc()
+		g.log.Error("acme certificate order failed; retried with backoff", "domain", domain, "kind", kind, "err", err)
+		return
+	}
+	g.tls.orders.WithLabelValues(kind, "ok").Inc()
+	g.log.Info("acme certificate obtained", "domain", domain, "kind", kind)
+}
+
+// onACMECached updates the expiry gauge when a managed certificate is
+// taken into use (obtained, renewed, or loaded from storage at start).
+func (g *Gateway) onACMECached(in edgetls.Info) {
+	g.setExpiry(g.tls.certs.Certificates())
+	g.log.Info("tls certificate in force", "cert_file", in.CertFile, "names", strings.Join(in.Names, ","),
+		"not_after", in.NotAfter.UTC().Format(time.RFC3339))
+}
+
+// portOf is addr's port, 0 when addr is empty or has none.
+func portOf(addr string) int {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// stopTLS ends the watcher and the ACME renewals; release calls it.
 func (g *Gateway) stopTLS() {
+	if g.tls.acme != nil {
+		g.tls.acme.Close()
+		g.tls.acme = nil
+	}
 	if g.tls.watchStop != nil {
 		close(g.tls.watchStop)
 		<-g.tls.watchDone
@@ -138,6 +200,8 @@ func (g *Gateway) stopTLS() {
 }
 
 func (g *Gateway) setExpiry(infos []edgetls.Info) {
+	g.tls.expiryMu.Lock() // the watcher and ACME's events both set it
+	defer g.tls.expiryMu.Unlock()
 	g.tls.expiry.Reset()
 	for _, in := range infos {
 		g.tls.expiry.WithLabelValues(in.CertFile, strings.Join(in.Names, ",")).Set(float64(in.NotAfter.Unix()))
@@ -167,6 +231,13 @@ func (g *Gateway) publicListener(pub net.Listener) (net.Listener, error) {
 	}
 	if g.tls.certs != nil {
 		raw := idleconn.NewListener(bounded, idleconn.Options{Idle: g.streamIdle})
+		if g.tls.acme != nil {
+			// Orders begin once the listener is there to answer the
+			// CA's TLS-ALPN-01 validation.
+			if err := g.tls.acme.Manage(); err != nil {
+				g.log.Error("acme: certificates not managed", "err", err)
+			}
+		}
 		return edgetls.NewListener(raw, g.tls.config, g.onHandshakeFailure), nil
 	}
 	return idleconn.NewListener(barelf.NewListener(bounded), idleconn.Options{Idle: g.streamIdle}), nil

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,7 @@ type Store struct {
 	files []config.CertFiles
 	now   func() time.Time
 	cur   atomic.Pointer[set]
+	acme  *ACME // nil without ACME; set before the first handshake
 
 	mu sync.Mutex // serialises Reload (SIGHUP and the watcher)
 	// refused is the content of the last set refused, so that the watcher
@@ -62,10 +64,9 @@ type Store struct {
 // it at start would turn a late renewal into an outage): the caller warns,
 // and the expiry gauge shows it. now is the clock of expiry; time.Now when
 // nil.
+//
+// With no files (ACME alone, SetACME) the store holds none of its own.
 func Load(files []config.CertFiles, now func() time.Time) (*Store, error) {
-	if len(files) == 0 {
-		return nil, errors.New("tls: no certificate: set tls.cert_file and tls.key_file")
-	}
 	if now == nil {
 		now = time.Now
 	}
@@ -78,8 +79,20 @@ func Load(files []config.CertFiles, now func() time.Time) (*Store, error) {
 	return s, nil
 }
 
-// Certificates describes the certificates in force, the default first.
-func (s *Store) Certificates() []Info { return s.cur.Load().infos }
+// SetACME adds the certificates ACME manages: they answer their domains
+// (and a client without SNI when no file gives a default), and the CA's
+// TLS-ALPN-01 validation. Call it before serving.
+func (s *Store) SetACME(a *ACME) { s.acme = a }
+
+// Certificates describes the certificates in force, the default first,
+// then those ACME has obtained so far.
+func (s *Store) Certificates() []Info {
+	infos := s.cur.Load().infos
+	if s.acme == nil {
+		return infos
+	}
+	return append(slices.Clone(infos), s.acme.Certificates()...)
+}
 
 // ErrUnchanged is Reload's answer when no file changed since the set in
 // force (or since the last refused one) was read.
@@ -125,11 +138,16 @@ func (s *Store) Reload() ([]Info, error) {
 // unrecognized_name alert (and the reason unknown_sni).
 func (s *Store) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	sn := s.cur.Load()
-	name := hello.ServerName
+	name := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
+	if s.acme != nil && (IsChallenge(hello) || s.acme.covers(name) || name == "" && len(sn.certs) == 0) {
+		return s.acme.getCertificate(hello)
+	}
 	if name == "" {
+		if len(sn.certs) == 0 {
+			return nil, nil
+		}
 		return sn.certs[0], nil
 	}
-	name = strings.ToLower(strings.TrimSuffix(name, "."))
 	if c, ok := sn.byName[name]; ok {
 		return c, nil
 	}

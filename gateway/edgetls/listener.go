@@ -22,11 +22,19 @@ import (
 // tickets are on, with keys this process makes and rotates: a client
 // resumes with the replica that issued its ticket, and does a full
 // handshake with any other.
+//
+// With ACME, acme-tls/1 is offered too: a handshake that asks for it
+// alone is the CA's TLS-ALPN-01 validation, answered with the challenge
+// certificate, and the connection then closes.
 func Config(s *Store) *tls.Config {
+	protos := []string{"http/1.1"}
+	if s.acme != nil {
+		protos = append(protos, acmeTLS1)
+	}
 	return &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		GetCertificate: s.GetCertificate,
-		NextProtos:     []string{"http/1.1"},
+		NextProtos:     protos,
 		CipherSuites: []uint16{
 			tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
 			tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,

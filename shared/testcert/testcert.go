@@ -108,6 +108,12 @@ func WriteFile(t testing.TB, path string, data []byte) {
 	}
 }
 
+// WriteRoot writes the CA's certificate as PEM to path.
+func (ca *CA) WriteRoot(t testing.TB, path string) {
+	t.Helper()
+	WriteFile(t, path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.der}))
+}
+
 // ClientConfig trusts ca alone, for serverName.
 func (ca *CA) ClientConfig(serverName string) *tls.Config {
 	return &tls.Config{RootCAs: ca.Pool, ServerName: serverName}
