@@ -68,9 +68,17 @@ func waitTCP(t *testing.T, addr string) {
 
 // The gateway obtains a certificate from an ACME CA (Pebble, Let's
 // Encrypt's test server) for its domain, answering the TLS-ALPN-01
-// challenge on its own public listener, then serves it; the order is
-// counted and the expiry gauge shows the certificate.
+// challenge on its own public listener, or, when the CA cannot validate
+// there, HTTP-01 on http_listen; then it serves the certificate, counts the
+// order and shows its expiry in the gauge.
 func TestACMEObtainsCertificateFromPebble(t *testing.T) {
+	t.Run("tls-alpn-01", func(t *testing.T) { testACME(t, false) })
+	t.Run("http-01", func(t *testing.T) { testACME(t, true) })
+}
+
+// testACME runs one order; with http01 the CA validates TLS-ALPN-01 on a
+// closed port (it fails there) and HTTP-01 on the plain listener.
+func testACME(t *testing.T, http01 bool) {
 	for _, bin := range []string{"pebble", "pebble-challtestsrv"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Skipf("%s not on PATH (Debian package: pebble)", bin)
@@ -82,23 +90,30 @@ func TestACMEObtainsCertificateFromPebble(t *testing.T) {
 	ca.WriteRoot(t, rootFile)
 	pebbleCert, pebbleKey := ca.Issue(t, time.Now().Add(time.Hour), "localhost", "127.0.0.1").Write(t, dir, "pebble")
 	gwAddr, pebbleAddr, pebbleMgmt, dnsAddr, challMgmt := freeLoopback(t), freeLoopback(t), freeLoopback(t), freeLoopback(t), freeLoopback(t)
-	_, gwPort, _ := net.SplitHostPort(gwAddr)
+	httpAddr := ""
+	_, tlsPort, _ := net.SplitHostPort(gwAddr)
+	httpPort := "1" // nothing listens there
+	if http01 {
+		httpAddr = freeLoopback(t)
+		_, httpPort, _ = net.SplitHostPort(httpAddr)
+		_, tlsPort, _ = net.SplitHostPort(freeLoopback(t)) // closed: TLS-ALPN-01 fails
+	}
 
 	// challtestsrv answers every name with 127.0.0.1; Pebble asks it.
 	startProcess(t, nil, "pebble-challtestsrv", "-defaultIPv4", "127.0.0.1", "-defaultIPv6", "", "-dns01", dnsAddr,
 		"-management", challMgmt, "-http01", "", "-https01", "", "-tlsalpn01", "")
 	conf, _ := json.Marshal(map[string]any{"pebble": map[string]any{
 		"listenAddress": pebbleAddr, "managementListenAddress": pebbleMgmt, "certificate": pebbleCert, "privateKey": pebbleKey,
-		"httpPort": 1, "tlsPort": atoi(gwPort), "ocspResponderURL": "", "externalAccountBindingRequired": false}})
+		"httpPort": atoi(httpPort), "tlsPort": atoi(tlsPort), "ocspResponderURL": "", "externalAccountBindingRequired": false}})
 	confFile := filepath.Join(dir, "pebble.json")
 	testcert.WriteFile(t, confFile, conf)
-	startProcess(t, []string{"PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0"}, "pebble", "-config", confFile, "-dnsserver", dnsAddr)
+	pebbleLog := startProcess(t, []string{"PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0"}, "pebble", "-config", confFile, "-dnsserver", dnsAddr)
 	waitTCP(t, pebbleAddr)
 	waitTCP(t, pebbleMgmt)
 
 	b := newTestBackend(t)
 	cfg := testConfig(b)
-	cfg.Listen = gwAddr
+	cfg.Listen, cfg.HTTPListen = gwAddr, httpAddr
 	cfg.TLS.WatchInterval = 0
 	cfg.TLS.ACME.Domains = []string{acmeDomain}
 	cfg.TLS.ACME.CA = "https://" + pebbleAddr + "/dir"
@@ -121,6 +136,13 @@ func TestACMEObtainsCertificateFromPebble(t *testing.T) {
 	go func() { _ = g.Serve(pub, adm); close(done) }()
 	t.Cleanup(func() { _ = g.Shutdown(0, 5*time.Second); <-done })
 	gw := &testGateway{g: g, cfg: cfg, url: "https://" + gwAddr, admin: "http://" + adm.Addr().String()}
+	if http01 {
+		plain, err := net.Listen("tcp", httpAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = g.ServePlain(plain) }()
+	}
 
 	// Pebble's root signs what it issues; its management port serves it.
 	mgmt := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool}}}
@@ -165,6 +187,9 @@ func TestACMEObtainsCertificateFromPebble(t *testing.T) {
 	}
 	if v := metricValue(t, gw, `vendorgate_gateway_tls_certificate_expiry_timestamp_seconds{cert_file="acme",names="`+acmeDomain+`"}`); v < float64(time.Now().Add(24*time.Hour).Unix()) {
 		t.Fatalf("expiry gauge %v", v)
+	}
+	if viaHTTP := strings.Contains(pebbleLog.String(), "validate w/ HTTP"); viaHTTP != http01 {
+		t.Fatalf("Pebble validated over HTTP-01: %v, want %v", viaHTTP, http01)
 	}
 	if !strings.Contains(logs.String(), "acme certificate obtained") {
 		t.Fatalf("no log line of the order:\n%s", logs.String())
