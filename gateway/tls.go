@@ -116,7 +116,13 @@ func (g *Gateway) ReloadCertificates() error {
 	if g.tls.certs == nil {
 		return nil
 	}
-	infos, err := g.tls.certs.Reload()
+	return g.reloadCertificates(g.tls.certs.Reload)
+}
+
+// reloadCertificates swaps the certificates with reload (the store's
+// Reload or Poll), and logs and counts what came of it.
+func (g *Gateway) reloadCertificates(reload func() ([]edgetls.Info, error)) error {
+	infos, err := reload()
 	switch {
 	case errors.Is(err, edgetls.ErrUnchanged):
 		return err
@@ -136,8 +142,9 @@ func (g *Gateway) ReloadCertificates() error {
 
 // watchCertificates reloads the certificates whenever a file's content
 // changes (a renewal written in place, a Kubernetes secret updated). A
-// changed file that is refused is reported once: the store remembers it
-// and answers ErrUnchanged until the content changes again.
+// changed file that is refused is reported once, and only when it stays
+// so for a second look (edgetls.Store.Poll): a pair written one file after
+// the other is not refused in between.
 func (g *Gateway) watchCertificates() {
 	defer close(g.tls.watchDone)
 	t := time.NewTicker(g.tls.watchInterval)
@@ -147,7 +154,7 @@ func (g *Gateway) watchCertificates() {
 		case <-g.tls.watchStop:
 			return
 		case <-t.C:
-			_ = g.ReloadCertificates() // logged and counted there
+			_ = g.reloadCertificates(g.tls.certs.Poll) // logged and counted there
 		}
 	}
 }

@@ -54,8 +54,13 @@ type Store struct {
 
 	mu sync.Mutex // serialises Reload (SIGHUP and the watcher)
 	// refused is the content of the last set refused, so that the watcher
-	// says once, not at every tick, why a changed file is not taken.
-	refused [][2][sha256.Size]byte
+	// says once, not at every tick, why a changed file is not taken;
+	// pending is a changed set that failed once, looked at again on the
+	// next poll before it is refused (Poll). unreadable is the last error
+	// reading the files, unreadableSaid whether it was reported.
+	refused, pending [][2][sha256.Size]byte
+	unreadable       string
+	unreadableSaid   bool
 }
 
 // Load reads every certificate and its key. It refuses a file that cannot
@@ -114,18 +119,61 @@ func (s *Store) Reload() ([]Info, error) {
 	if sameSums(sums, s.cur.Load().sums) || sameSums(sums, s.refused) {
 		return nil, ErrUnchanged
 	}
-	sn, err := read(s.files)
-	if err == nil {
-		for i, in := range sn.infos {
-			if in.Expired(s.now()) {
-				err = fmt.Errorf("tls certificate %s expired at %s: not taken", s.files[i].CertFile, in.NotAfter.UTC().Format(time.RFC3339))
-				break
-			}
-		}
-	}
+	infos, err := s.swap()
 	if err != nil {
 		s.refused = sums
+	}
+	return infos, err
+}
+
+// Poll is Reload for the file watcher, which looks again every few
+// seconds. A change that is refused is reported only when the next poll
+// finds the files as they were: a renewal tool that writes the
+// certificate, then the key (certbot moves one link after the other) is
+// not refused between the two writes, nor alerted on. A file that cannot
+// be read is reported likewise, once. Otherwise it answers ErrUnchanged.
+func (s *Store) Poll() ([]Info, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sums, err := sumFiles(s.files)
+	if err != nil {
+		if msg := err.Error(); msg != s.unreadable {
+			s.unreadable, s.unreadableSaid = msg, false
+			return nil, ErrUnchanged // perhaps being replaced: look again
+		}
+		if s.unreadableSaid {
+			return nil, ErrUnchanged
+		}
+		s.unreadableSaid = true
 		return nil, err
+	}
+	s.unreadable = ""
+	if sameSums(sums, s.cur.Load().sums) || sameSums(sums, s.refused) {
+		return nil, ErrUnchanged
+	}
+	infos, err := s.swap()
+	switch {
+	case err == nil:
+		s.pending = nil
+		return infos, nil
+	case !sameSums(sums, s.pending):
+		s.pending = sums // perhaps half written: look again
+		return nil, ErrUnchanged
+	}
+	s.pending, s.refused = nil, sums
+	return nil, err
+}
+
+// swap reads the files and puts them in force, unless one is refused.
+func (s *Store) swap() ([]Info, error) {
+	sn, err := read(s.files)
+	if err != nil {
+		return nil, err
+	}
+	for i, in := range sn.infos {
+		if in.Expired(s.now()) {
+			return nil, fmt.Errorf("tls certificate %s expired at %s: not taken", s.files[i].CertFile, in.NotAfter.UTC().Format(time.RFC3339))
+		}
 	}
 	s.refused = nil
 	s.cur.Store(sn)

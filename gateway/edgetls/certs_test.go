@@ -66,3 +66,39 @@ func TestReloadRefusesExpired(t *testing.T) {
 		t.Fatalf("reload of a good certificate: %v %+v", err, infos)
 	}
 }
+
+// The watcher's Poll does not refuse a pair caught half written (the new
+// certificate beside the old key): it looks again, takes the pair once the
+// key is there, and refuses, once, a mismatch that stays.
+func TestPollWaitsForAPairHalfWritten(t *testing.T) {
+	ca := testcert.NewCA(t)
+	dir := t.TempDir()
+	cert, key := ca.Issue(t, time.Now().Add(time.Hour), "api.example.test").Write(t, dir, "a")
+	s, err := Load([]config.CertFiles{{CertFile: cert, KeyFile: key}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := ca.Issue(t, time.Now().Add(48*time.Hour), "api.example.test")
+	testcert.WriteFile(t, cert, next.CertPEM) // the key comes later
+	if _, err := s.Poll(); !errors.Is(err, ErrUnchanged) {
+		t.Fatalf("a certificate beside its old key: %v, want a second look (ErrUnchanged)", err)
+	}
+	testcert.WriteFile(t, key, next.KeyPEM)
+	if infos, err := s.Poll(); err != nil || !infos[0].NotAfter.Equal(next.NotAfter.Truncate(time.Second)) {
+		t.Fatalf("the pair complete: %v %+v", err, infos)
+	}
+	other := ca.Issue(t, time.Now().Add(time.Hour), "api.example.test")
+	testcert.WriteFile(t, key, other.KeyPEM) // a key of another certificate, for good
+	var errs []error
+	for range 4 {
+		_, err := s.Poll()
+		errs = append(errs, err)
+	}
+	if !errors.Is(errs[0], ErrUnchanged) || errs[1] == nil || errors.Is(errs[1], ErrUnchanged) || !strings.Contains(errs[1].Error(), key) ||
+		!errors.Is(errs[2], ErrUnchanged) || !errors.Is(errs[3], ErrUnchanged) {
+		t.Fatalf("a mismatch that stays, four polls: %v; want a second look, one refusal naming %s, then silence", errs, key)
+	}
+	if !s.Certificates()[0].NotAfter.Equal(next.NotAfter.Truncate(time.Second)) {
+		t.Fatal("the refused pair was taken")
+	}
+}
