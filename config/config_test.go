@@ -277,6 +277,10 @@ func TestTLSSettings(t *testing.T) {
 		{[]string{"GATEWAY_HTTP_LISTEN", ":80"}, "set an https:// public_base_url"},
 		{[]string{"GATEWAY_HTTP_LISTEN", "nope", "GATEWAY_PUBLIC_BASE_URL", "https://api.example.com"}, "http_listen: \"nope\" is not host:port"},
 		{[]string{"GATEWAY_HTTP_LISTEN", ":8080", "GATEWAY_PUBLIC_BASE_URL", "https://api.example.com"}, "already listen"},
+		{[]string{"GATEWAY_PROXY_PROTOCOL", "true"}, "proxy_protocol: list the load balancers"},
+		{[]string{"GATEWAY_TLS_ACME_DOMAINS", "api.example.com"}, "tls.acme.storage"},
+		{[]string{"GATEWAY_TLS_ACME_DOMAINS", "*.example.com", "GATEWAY_TLS_ACME_STORAGE", "/acme"}, "no wildcards"},
+		{[]string{"GATEWAY_TLS_ACME_DOMAINS", "api.example.com", "GATEWAY_TLS_ACME_STORAGE", "/acme", "GATEWAY_TLS_ACME_CA", "http://ca/dir"}, "tls.acme.ca"},
 	} {
 		_, err := LoadGateway("", with(c.env...))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -44,6 +44,14 @@ type Gateway struct {
 	// listener: it redirects / and /docs to PublicBaseURL (308) and refuses
 	// any request under /api/ (400, never proxied). Default "" (none).
 	HTTPListen string `yaml:"http_listen" env:"GATEWAY_HTTP_LISTEN"`
+	// ProxyProtocol reads a PROXY protocol header (v1 or v2) at the start
+	// of every connection from a trusted proxy (trusted_proxies), on the
+	// public listener and http_listen: a load balancer that passes TLS
+	// through (TCP mode) names the client's address in it, and the gateway
+	// takes that address as the connection's peer. A trusted proxy's
+	// connection without one is refused; any other peer's is never read for
+	// one. Default false.
+	ProxyProtocol bool `yaml:"proxy_protocol" env:"GATEWAY_PROXY_PROTOCOL"`
 
 	Redis          Redis      `yaml:"redis"`
 	Limits         Limits     `yaml:"limits"`
@@ -439,6 +447,9 @@ func (c *Gateway) Validate() error {
 		if !strings.HasPrefix(c.PublicBaseURL, "https://") {
 			add("http_listen: it redirects to public_base_url, which is %q: set an https:// public_base_url (GATEWAY_PUBLIC_BASE_URL)", c.PublicBaseURL)
 		}
+	}
+	if c.ProxyProtocol && len(c.TrustedProxies) == 0 {
+		add("proxy_protocol: list the load balancers that send the PROXY header in trusted_proxies (GATEWAY_TRUSTED_PROXIES); no other peer's header is read")
 	}
 	if c.Docs.Rate <= 0 || c.Docs.Window <= 0 {
 		add("docs.rate and docs.window must be positive (default 60 a minute per client address)")

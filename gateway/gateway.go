@@ -100,6 +100,9 @@ type Gateway struct {
 	maxNewConnsPerPeer int
 	connRefusalBody    [connlimit.Rate + 1][]byte             // by connlimit.Reason
 	connsRefused       [connlimit.Rate + 1]prometheus.Counter // by connlimit.Reason
+	// proxyHeaders: connections from trusted proxies begin with a PROXY
+	// header (proxy_protocol, proxyprotocol.go).
+	proxyHeaders bool
 	// tls serves the public listener over HTTPS (tls.go); plain HTTP when
 	// its certs are nil.
 	tls edgeTLS
@@ -182,6 +185,7 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	g.orderBodyBytes, g.readTimeout = c.OrderBodyLimit(), c.ReadTimeout
 	g.maxConnsPerPeer, g.maxNewConnsPerPeer = c.MaxConnsPerPeer, c.MaxNewConnsPerPeer
+	g.proxyHeaders = c.ProxyProtocol
 	g.connRefusalBody[connlimit.Open], g.connRefusalBody[connlimit.Rate] = errConnsPerPeer.Body(), errNewConnsPerPeer.Body()
 	if err := g.renderDocs(sn); err != nil {
 		return nil, err

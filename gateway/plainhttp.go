@@ -111,7 +111,7 @@ func (g *Gateway) ServePlain(ln net.Listener) error {
 		_ = ln.Close()
 		return fmt.Errorf("serve plain http: %w", err)
 	}
-	return g.plain.server.Serve(barelf.NewListener(bounded))
+	return g.plain.server.Serve(barelf.NewListener(g.proxyProtocol(bounded)))
 }
 
 // servePlain answers one request on the plain listener.

@@ -225,17 +225,23 @@ func (g *Gateway) onHandshakeFailure(r edgetls.Reason) { g.tls.failures[r].Inc()
 // cannot read a plaintext 429); the progress bound on the raw bytes
 // (idleconn, which proxy.Forward's idleconn.Stream finds through the TLS
 // connection); TLS; the bare-LF guard on the plaintext. Without TLS the
-// order is the one plain HTTP always had, idleconn outermost.
+// order is the one plain HTTP always had, idleconn outermost. With
+// proxy_protocol the PROXY header of a trusted proxy's connection is read
+// just above the per-peer bound (which exempts that proxy, as it exempts
+// it without PROXY): lazily, in the connection's own goroutine, never in
+// the accept loop.
 func (g *Gateway) publicListener(pub net.Listener) (net.Listener, error) {
 	o := connlimit.Options{PerPeer: g.maxConnsPerPeer, NewPerSecond: g.maxNewConnsPerPeer,
 		Exempt: g.connExempt, Refusal: g.connRefusal, OnRefuse: g.onConnRefused}
 	if g.tls.certs != nil {
 		o.Refusal = nil
 	}
+	var bounded net.Listener
 	bounded, err := connlimit.NewListener(pub, o)
 	if err != nil {
 		return nil, err
 	}
+	bounded = g.proxyProtocol(bounded)
 	if g.tls.certs != nil {
 		raw := idleconn.NewListener(bounded, idleconn.Options{Idle: g.streamIdle})
 		if g.tls.acme != nil {
