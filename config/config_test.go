@@ -244,3 +244,63 @@ func TestVendorctl(t *testing.T) {
 		t.Fatalf("%+v %v", c, err)
 	}
 }
+
+// The tls section and http_listen: read from the file and the environment,
+// off by default, and refused with a message naming the setting when half
+// set.
+func TestTLSSettings(t *testing.T) {
+	base := map[string]string{"GATEWAY_INTERNAL_TOKEN": "0123456789abcdef", "GATEWAY_KEY_SIGNING_SECRETS": testSigning}
+	with := func(kv ...string) Env {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return envMap(m)
+	}
+	g, err := LoadGateway("", with())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.TLS.Enabled() || g.HTTPListen != "" || g.TLS.WatchInterval != 30*time.Second {
+		t.Fatalf("defaults: tls %+v, http_listen %q; want off, watch 30s", g.TLS, g.HTTPListen)
+	}
+	g, err = LoadGateway("", with("GATEWAY_TLS_CERT_FILE", "/tls/a.pem", "GATEWAY_TLS_KEY_FILE", "/tls/a-key.pem",
+		"GATEWAY_TLS_WATCH_INTERVAL", "5s", "GATEWAY_HTTP_LISTEN", ":80", "GATEWAY_PUBLIC_BASE_URL", "https://api.example.com"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.TLS.Enabled() || len(g.TLS.Files()) != 1 || g.TLS.Files()[0].KeyFile != "/tls/a-key.pem" || g.TLS.WatchInterval != 5*time.Second || g.HTTPListen != ":80" {
+		t.Fatalf("env not applied: %+v %q", g.TLS, g.HTTPListen)
+	}
+	dir := t.TempDir()
+	path := dir + "/gw.yaml"
+	if err := os.WriteFile(path, []byte("tls:\n  cert_file: /tls/a.pem\n  key_file: /tls/a-key.pem\n  certificates:\n    - {cert_file: /tls/b.pem, key_file: /tls/b-key.pem}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if g, err = LoadGateway(path, with()); err != nil || len(g.TLS.Files()) != 2 || g.TLS.Files()[1].CertFile != "/tls/b.pem" {
+		t.Fatalf("file: %v %+v", err, g)
+	}
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"GATEWAY_TLS_KEY_FILE", "/tls/a-key.pem"}, "key_file /tls/a-key.pem has no certificate"},
+		{[]string{"GATEWAY_TLS_CERT_FILE", "/tls/a.pem"}, "cert_file /tls/a.pem has no key"},
+		{[]string{"GATEWAY_TLS_CERT_FILE", "/a", "GATEWAY_TLS_KEY_FILE", "/b", "GATEWAY_TLS_WATCH_INTERVAL", "10ms"}, "tls.watch_interval"},
+		{[]string{"GATEWAY_HTTP_LISTEN", ":80"}, "set an https:// public_base_url"},
+		{[]string{"GATEWAY_HTTP_LISTEN", "nope", "GATEWAY_PUBLIC_BASE_URL", "https://api.example.com"}, "http_listen: \"nope\" is not host:port"},
+		{[]string{"GATEWAY_HTTP_LISTEN", ":8080", "GATEWAY_PUBLIC_BASE_URL", "https://api.example.com"}, "already listen"},
+		{[]string{"GATEWAY_PROXY_PROTOCOL", "true"}, "proxy_protocol: list the load balancers"},
+		{[]string{"GATEWAY_TLS_ACME_DOMAINS", "api.example.com"}, "tls.acme.storage"},
+		{[]string{"GATEWAY_TLS_ACME_DOMAINS", "*.example.com", "GATEWAY_TLS_ACME_STORAGE", "/acme"}, "no wildcards"},
+		{[]string{"GATEWAY_TLS_ACME_DOMAINS", "api.example.com", "GATEWAY_TLS_ACME_STORAGE", "/acme", "GATEWAY_TLS_ACME_CA", "http://ca/dir"}, "tls.acme.ca"},
+	} {
+		_, err := LoadGateway("", with(c.env...))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error saying %q", c.env, err, c.want)
+		}
+	}
+}

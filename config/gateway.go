@@ -38,6 +38,20 @@ type Gateway struct {
 	PublicBaseURL string `yaml:"public_base_url" env:"GATEWAY_PUBLIC_BASE_URL"`
 	// Docs limits /docs, /openapi.yaml and /openapi.json per client address.
 	Docs Docs `yaml:"docs"`
+	// TLS serves the public listener over HTTPS; off without a certificate.
+	TLS TLS `yaml:"tls"`
+	// HTTPListen is an optional plain-HTTP address beside an HTTPS public
+	// listener: it redirects / and /docs to PublicBaseURL (308) and refuses
+	// any request under /api/ (400, never proxied). Default "" (none).
+	HTTPListen string `yaml:"http_listen" env:"GATEWAY_HTTP_LISTEN"`
+	// ProxyProtocol reads a PROXY protocol header (v1 or v2) at the start
+	// of every connection from a trusted proxy (trusted_proxies), on the
+	// public listener and http_listen: a load balancer that passes TLS
+	// through (TCP mode) names the client's address in it, and the gateway
+	// takes that address as the connection's peer. A trusted proxy's
+	// connection without one is refused; any other peer's is never read for
+	// one. Default false.
+	ProxyProtocol bool `yaml:"proxy_protocol" env:"GATEWAY_PROXY_PROTOCOL"`
 
 	Redis          Redis      `yaml:"redis"`
 	Limits         Limits     `yaml:"limits"`
@@ -108,6 +122,116 @@ type Usage struct {
 	// where every replica's are summed; in process without Redis).
 	// Default 5s; at most 1m, so that minute buckets stay meaningful.
 	FlushInterval time.Duration `yaml:"flush_interval" env:"GATEWAY_USAGE_FLUSH_INTERVAL"`
+}
+
+// TLS is the public listener's certificates. TLS is on when CertFile (or
+// any of Certificates) is set; the files are read at start (a key that
+// does not match its certificate, or a file that cannot be read, stops
+// the start and -check), again on SIGHUP, and whenever their content
+// changes (WatchInterval).
+type TLS struct {
+	// CertFile is a PEM certificate with its chain (leaf first); KeyFile
+	// its PEM private key. This certificate answers a client that sends no
+	// server name (SNI).
+	CertFile string `yaml:"cert_file" env:"GATEWAY_TLS_CERT_FILE"`
+	KeyFile  string `yaml:"key_file" env:"GATEWAY_TLS_KEY_FILE"`
+	// Certificates are more certificates, chosen by the server name a
+	// client asks for (their DNS names, wildcards included). A name no
+	// certificate covers is refused in the handshake.
+	Certificates []CertFiles `yaml:"certificates"`
+	// WatchInterval is how often the files are read again for a change of
+	// content (a renewal written in place, a Kubernetes secret updated).
+	// Default 30s; 0 turns watching off (SIGHUP still reloads).
+	WatchInterval time.Duration `yaml:"watch_interval" env:"GATEWAY_TLS_WATCH_INTERVAL"`
+	// ACME obtains and renews certificates for its domains from an ACME CA
+	// (Let's Encrypt by default), beside or instead of the files.
+	ACME ACME `yaml:"acme"`
+}
+
+// ACME is the certificates the gateway obtains and renews itself. The
+// challenges are answered on the gateway's own listeners: TLS-ALPN-01 on
+// the public one, HTTP-01 on http_listen when it is set.
+type ACME struct {
+	// Domains are the names to obtain certificates for (no wildcards: the
+	// challenges served here cannot prove one). Empty: ACME is off.
+	Domains List `yaml:"domains" env:"GATEWAY_TLS_ACME_DOMAINS"`
+	// Email is the account's contact for the CA's expiry notices.
+	Email string `yaml:"email" env:"GATEWAY_TLS_ACME_EMAIL"`
+	// CA is the ACME directory URL. Default Let's Encrypt's production
+	// directory.
+	CA string `yaml:"ca" env:"GATEWAY_TLS_ACME_CA"`
+	// CARootFile is a PEM file of roots to trust for the CA's own HTTPS
+	// (a private CA); empty: the system's roots.
+	CARootFile string `yaml:"ca_root_file" env:"GATEWAY_TLS_ACME_CA_ROOT_FILE"`
+	// Storage is the directory of the account, certificates and locks.
+	// Replicas that share it (a shared volume) share one certificate and
+	// take turns renewing it; replicas with their own each order their
+	// own, against the CA's rate limits. Required with Domains.
+	Storage string `yaml:"storage" env:"GATEWAY_TLS_ACME_STORAGE"`
+}
+
+// LetsEncrypt is the default ACME directory.
+const LetsEncrypt = "https://acme-v02.api.letsencrypt.org/directory"
+
+// CertFiles is one certificate: its PEM chain and its PEM key.
+type CertFiles struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// Enabled reports whether the public listener serves HTTPS.
+func (t TLS) Enabled() bool {
+	return t.CertFile != "" || t.KeyFile != "" || len(t.Certificates) > 0 || len(t.ACME.Domains) > 0
+}
+
+// Files is every certificate, the default (CertFile) first.
+func (t TLS) Files() []CertFiles {
+	var out []CertFiles
+	if t.CertFile != "" || t.KeyFile != "" {
+		out = append(out, CertFiles{CertFile: t.CertFile, KeyFile: t.KeyFile})
+	}
+	return append(out, t.Certificates...)
+}
+
+func (t TLS) validate() []error {
+	if !t.Enabled() {
+		return nil
+	}
+	var errs []error
+	if t.CertFile == "" && t.KeyFile == "" && len(t.Certificates) > 0 {
+		errs = append(errs, errors.New("tls: certificates are listed but tls.cert_file and tls.key_file (GATEWAY_TLS_CERT_FILE, GATEWAY_TLS_KEY_FILE) are not set: the default certificate answers clients that send no server name"))
+	}
+	for i, f := range t.Files() {
+		name := "tls"
+		if t.CertFile == "" && t.KeyFile == "" {
+			name = fmt.Sprintf("tls.certificates[%d]", i)
+		} else if i > 0 {
+			name = fmt.Sprintf("tls.certificates[%d]", i-1)
+		}
+		switch {
+		case f.CertFile == "" && f.KeyFile != "":
+			errs = append(errs, fmt.Errorf("%s: key_file %s has no certificate: set %s.cert_file", name, f.KeyFile, name))
+		case f.CertFile != "" && f.KeyFile == "":
+			errs = append(errs, fmt.Errorf("%s: cert_file %s has no key: set %s.key_file", name, f.CertFile, name))
+		}
+	}
+	if len(t.ACME.Domains) > 0 {
+		if t.ACME.Storage == "" {
+			errs = append(errs, errors.New("tls.acme.storage: set the directory of the ACME account and certificates (GATEWAY_TLS_ACME_STORAGE)"))
+		}
+		if u, err := url.Parse(t.ACME.CA); err != nil || u.Scheme != "https" || u.Host == "" {
+			errs = append(errs, fmt.Errorf("tls.acme.ca: %q is not an https:// ACME directory URL", t.ACME.CA))
+		}
+		for _, d := range t.ACME.Domains {
+			if strings.Contains(d, "*") || strings.ContainsAny(d, "/: ") || !strings.Contains(d, ".") {
+				errs = append(errs, fmt.Errorf("tls.acme.domains: %q is not a DNS name the gateway can prove (no wildcards)", d))
+			}
+		}
+	}
+	if t.WatchInterval < 0 || t.WatchInterval > 0 && t.WatchInterval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("tls.watch_interval: %s must be 0 (off) or at least 100ms (default 30s)", t.WatchInterval))
+	}
+	return errs
 }
 
 // Prefixes are the key prefixes of one deployment, one per environment.
@@ -268,6 +392,7 @@ func DefaultGateway() *Gateway {
 		KeyPrefixes:   Prefixes{Sandbox: apikey.DefaultSandboxPrefix, Live: apikey.DefaultLivePrefix},
 		PublicBaseURL: "http://localhost:8080",
 		Docs:          Docs{Rate: 60, Window: time.Minute},
+		TLS:           TLS{WatchInterval: 30 * time.Second, ACME: ACME{CA: LetsEncrypt}},
 		Redis: Redis{Timeout: 50 * time.Millisecond, WireTimeout: 500 * time.Millisecond, BusyTimeout: time.Second,
 			PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3, BreakerWindow: 3 * time.Second, BreakerFailurePercent: 50,
 			Pipeline: true, LeaseMax: 16, LeaseTTL: 2 * time.Second},
@@ -337,6 +462,20 @@ func (c *Gateway) Validate() error {
 		add("public_base_url: %v; set the gateway's public address (GATEWAY_PUBLIC_BASE_URL), e.g. https://api.example.com", err)
 	} else if u, _ := url.Parse(c.PublicBaseURL); u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" {
 		add("public_base_url: %q must not have a path, query or fragment", c.PublicBaseURL)
+	}
+	errs = append(errs, c.TLS.validate()...)
+	if c.HTTPListen != "" {
+		if err := checkListen(c.HTTPListen); err != nil {
+			add("http_listen: %v", err)
+		} else if c.HTTPListen == c.Listen || c.HTTPListen == c.AdminListen {
+			add("http_listen: %q is already listen or admin_listen", c.HTTPListen)
+		}
+		if !strings.HasPrefix(c.PublicBaseURL, "https://") {
+			add("http_listen: it redirects to public_base_url, which is %q: set an https:// public_base_url (GATEWAY_PUBLIC_BASE_URL)", c.PublicBaseURL)
+		}
+	}
+	if c.ProxyProtocol && len(c.TrustedProxies) == 0 {
+		add("proxy_protocol: list the load balancers that send the PROXY header in trusted_proxies (GATEWAY_TRUSTED_PROXIES); no other peer's header is read")
 	}
 	if c.Docs.Rate <= 0 || c.Docs.Window <= 0 {
 		add("docs.rate and docs.window must be positive (default 60 a minute per client address)")

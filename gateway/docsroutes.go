@@ -56,6 +56,13 @@ func (g *Gateway) serveDocs(ctx *fasthttp.RequestCtx, d docs.Route, label int) {
 	g.setRequestID(ctx, &ex)
 	ex.client = g.snap.Load().clientIP.Client(ctx)
 	ctx.Response.Header.SetBytesV(wire.HeaderRequestID, ex.requestID())
+	if ctx.IsTLS() {
+		// The pages a browser opens: it keeps to HTTPS for this host for
+		// a year. Not includeSubDomains (the gateway does not own its
+		// parent domain's other hosts), not preload (a deployment's
+		// choice, hard to undo). API clients ignore the header.
+		ctx.Response.Header.Set("Strict-Transport-Security", "max-age=31536000")
+	}
 	if retryAfter, limited := g.docs.Serve(ctx, d, ex.client); limited {
 		g.respond.Write(ctx, errDocsRateLimited, retryAfter)
 		g.finish(ctx, &ex) // an error: no-store like every envelope

@@ -105,6 +105,15 @@ type Gateway struct {
 	maxNewConnsPerPeer int
 	connRefusalBody    [connlimit.Rate + 1][]byte             // by connlimit.Reason
 	connsRefused       [connlimit.Rate + 1]prometheus.Counter // by connlimit.Reason
+	// proxyHeaders: connections from trusted proxies begin with a PROXY
+	// header (proxy_protocol, proxyprotocol.go).
+	proxyHeaders bool
+	// tls serves the public listener over HTTPS (tls.go); plain HTTP when
+	// its certs are nil.
+	tls edgeTLS
+	// plain is the optional plain-HTTP listener's server (plainhttp.go);
+	// nil without http_listen.
+	plain *plainHTTP
 
 	// vendorRoutes are this gateway's copies of routes (with their plan
 	// and label), docRoutes the documentation routes with their labels:
@@ -179,6 +188,7 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	g.orderBodyBytes, g.readTimeout = c.OrderBodyLimit(), c.ReadTimeout
 	g.maxConnsPerPeer, g.maxNewConnsPerPeer = c.MaxConnsPerPeer, c.MaxNewConnsPerPeer
+	g.proxyHeaders = c.ProxyProtocol
 	g.connRefusalBody[connlimit.Open], g.connRefusalBody[connlimit.Rate] = errConnsPerPeer.Body(), errNewConnsPerPeer.Body()
 	if err := g.renderDocs(sn); err != nil {
 		return nil, err
@@ -202,6 +212,9 @@ func New(o Options) (_ *Gateway, err error) {
 	g.metrics.Registry.MustRegister(refused)
 	g.inflight = inflight.New()
 	tooSlow := g.registerInFlight()
+	if err := g.setupTLS(c.TLS, c.Listen, c.HTTPListen, o.Now); err != nil {
+		return nil, err
+	}
 
 	g.lookup, err = backendapi.New(backendapi.Options{Backends: c.BackendURL, InternalToken: c.InternalToken,
 		Timeout: min(c.Proxy.Timeout, lookupTimeoutMax), MaxConns: lookupMaxConns, BreakerOpenFor: c.Proxy.BreakerOpenFor,
@@ -245,6 +258,7 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 
 	g.respond = respond.NewWriter(cannedErrors()...)
+	g.setupPlainHTTP(c)
 	g.unread = g.newUnreadRouter()
 	// WriteTimeout bounds a whole answer; a streamed report lifts it and is
 	// bounded by progress instead (Serve's idleconn listener, proxy.Forward).

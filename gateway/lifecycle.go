@@ -9,9 +9,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/config"
-	"vendorgate/gateway/connlimit"
-	"vendorgate/shared/barelf"
-	"vendorgate/shared/idleconn"
 )
 
 // Serve serves the public API on pub and the admin endpoints on adm until
@@ -28,24 +25,20 @@ func (g *Gateway) Serve(pub, adm net.Listener) error {
 	g.servedMu.Unlock()
 	// Each peer holds at most maxConnsPerPeer connections and opens at
 	// most maxNewConnsPerPeer a second (trusted proxies exempt); one more
-	// is answered 429 and closed before fasthttp gives it a goroutine or a
-	// buffer.
-	bounded, err := connlimit.NewListener(pub, connlimit.Options{PerPeer: g.maxConnsPerPeer, NewPerSecond: g.maxNewConnsPerPeer,
-		Exempt: g.connExempt, Refusal: g.connRefusal, OnRefuse: g.onConnRefused})
+	// is refused before fasthttp gives it a goroutine or a buffer (429, or
+	// closed under TLS: publicListener).
+	ln, err := g.publicListener(pub)
 	if err != nil {
 		_ = pub.Close()
 		_ = adm.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
-	// A bare-LF head is refused at once (barelf); idleconn stays outermost,
-	// where proxy.Forward's idleconn.Stream finds it.
-	pub = idleconn.NewListener(barelf.NewListener(bounded), idleconn.Options{Idle: g.streamIdle})
 	go func() {
 		if err := g.admin.Serve(adm); err != nil {
 			g.log.Error("admin listener stopped", "err", err)
 		}
 	}()
-	return g.server.Serve(pub)
+	return g.server.Serve(ln)
 }
 
 // Shutdown turns /readyz unready, stops accepting, waits for in-flight
@@ -67,6 +60,7 @@ func (g *Gateway) Shutdown(delay, grace time.Duration) error {
 	case <-time.After(grace):
 		err = errors.New("shutdown grace passed with requests in flight")
 	}
+	g.plainShutdown(time.Second) // it answers at once: nothing to wait for
 	_ = g.admin.Shutdown()
 	g.servedMu.Lock()
 	g.shut = true
@@ -91,6 +85,7 @@ func (g *Gateway) Close() {
 // last flush before the clients close); it skips what New did not get to,
 // so that a New failing halfway releases what it had started.
 func (g *Gateway) release() {
+	g.stopTLS()
 	if g.probe != nil {
 		g.probe.Close()
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -42,6 +43,8 @@ type client struct {
 	// limit bounds the whole exchange: a gateway that neither sends nor
 	// closes shows as the client's own timeout.
 	limit time.Duration
+	// tls, when set, speaks TLS over the connection.
+	tls *tls.Config
 }
 
 // fetch downloads rawURL over a connection of its own, as cl reads.
@@ -62,6 +65,9 @@ func fetch(t *testing.T, rawURL, key string, cl client) download {
 	defer c.Close()
 	start := time.Now()
 	_ = c.SetDeadline(start.Add(cl.limit))
+	if cl.tls != nil {
+		c = tls.Client(c, cl.tls)
+	}
 	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\n%s: %s\r\n\r\n", u.RequestURI(), u.Host, wire.HeaderAPIKey, key)
 	resp, err := http.ReadResponse(bufio.NewReaderSize(c, 4096), nil)
 	if err != nil {

@@ -45,6 +45,9 @@ type attackSettings struct {
 	// reopen: 0 keeps the connections in step (those answered together
 	// come back together), more spreads them.
 	Jitter time.Duration `json:"jitter"`
+	// TLS: the gateway serves HTTPS (the stall mode sends a partial
+	// ClientHello).
+	TLS bool `json:"tls"`
 }
 
 // attackCounts is what the attacker process reports when it stops.
@@ -163,12 +166,22 @@ func (a *attacker) once(ctx context.Context, d *net.Dialer) {
 	// headers (slowbody), or the headers themselves (slowheaders).
 	next := func(int) byte { return 'x' }
 	n := a.Body
-	if a.Mode == "slowheaders" {
+	if a.Mode == "stall" {
+		// A first flight cut short: a handshake record announcing 512
+		// bytes of which 43 come, or a request head without its end.
+		first := "GET /api/vendor/v1/me HTTP/1.1\r\nHost: gateway\r\n"
+		if a.TLS {
+			first = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + strings.Repeat("r", 32)
+		}
+		if _, err := io.WriteString(c, first); err != nil {
+			return
+		}
+	} else if a.Mode == "slowheaders" {
 		next, n = func(i int) byte { return head[i] }, len(head)
 	} else if _, err := io.WriteString(c, head); err != nil {
 		return
 	}
-	if a.Mode != "headers" {
+	if a.Mode != "headers" && a.Mode != "stall" {
 		go func() {
 			for i := 0; i < n; i++ {
 				if _, err := c.Write([]byte{next(i)}); err != nil {

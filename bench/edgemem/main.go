@@ -9,6 +9,11 @@
 //
 //	cd bench && go run ./edgemem -conns 1000 -mode headers
 //	cd bench && go run ./edgemem -gateway /path/to/other/gateway -conns 1000
+//	cd bench && go run ./edgemem -tls -mode stall -conns 1000
+//
+// -tls serves the public listener over HTTPS with a certificate the tool
+// makes; -mode stall opens connections that send the first bytes of a
+// ClientHello (with -tls) or of a request head (without) and then nothing.
 //
 // The attack runs in a process of its own, on the machine's last CPU; the
 // gateway, the good client and the backend on the others (-attack-cpus,
@@ -18,10 +23,18 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"os"
 	"os/signal"
@@ -62,6 +75,7 @@ type options struct {
 	reopen   time.Duration
 	jitter   time.Duration
 	cpus     cpuSets
+	tls      bool
 }
 
 func main() {
@@ -69,7 +83,8 @@ func main() {
 	flag.StringVar(&o.gateway, "gateway", "", "gateway binary to measure (default: build ./cmd/gateway of this checkout)")
 	flag.IntVar(&o.conns, "conns", 1000, "attack connections kept open at once")
 	flag.IntVar(&o.peers, "peers", 250, "loopback source addresses (127.0.0.2 onwards; the good client is 127.0.0.1) the attack connections are spread over")
-	flag.StringVar(&o.mode, "mode", "headers", "headers: send the headers of a POST announcing -body bytes at once, and no body; slowbody: then the body one byte a second; slowheaders: the headers one byte a second")
+	flag.StringVar(&o.mode, "mode", "headers", "headers: send the headers of a POST announcing -body bytes at once, and no body; slowbody: then the body one byte a second; slowheaders: the headers one byte a second; stall: the first bytes of a ClientHello (-tls) or of a request head, then nothing")
+	flag.BoolVar(&o.tls, "tls", false, "serve the public listener over HTTPS (a certificate made here); the good client speaks TLS")
 	flag.IntVar(&o.body, "body", 1<<20, "announced Content-Length of the attack requests")
 	flag.DurationVar(&o.hold, "hold", 20*time.Second, "how long the attack connections are kept open (a closed one is opened again)")
 	flag.DurationVar(&o.after, "after", 60*time.Second, "observation after the attack connections closed")
@@ -98,8 +113,8 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
-	if o.mode != "headers" && o.mode != "slowbody" && o.mode != "slowheaders" {
-		return fmt.Errorf("-mode %q: headers, slowbody or slowheaders", o.mode)
+	if o.mode != "headers" && o.mode != "slowbody" && o.mode != "slowheaders" && o.mode != "stall" {
+		return fmt.Errorf("-mode %q: headers, slowbody, slowheaders or stall", o.mode)
 	}
 	raiseFileLimit()
 	if err := pinSelf(o.cpus.rest); err != nil {
@@ -157,6 +172,15 @@ func run(ctx context.Context, o options) error {
 	env := []string{"GATEWAY_LISTEN=" + addr, "GATEWAY_ADMIN_LISTEN=" + admin, "GATEWAY_BACKEND_URL=http://" + backend.addr,
 		"GATEWAY_INTERNAL_TOKEN=" + internalToken, "GATEWAY_KEY_SIGNING_SECRETS=" + signingSecret, "GATEWAY_LOG_LEVEL=error",
 		"GODEBUG=gctrace=1"}
+	scheme, roots := "http", (*x509.CertPool)(nil)
+	if o.tls {
+		certFile, keyFile, pool, err := writeCertificate(dir)
+		if err != nil {
+			return err
+		}
+		env = append(env, "GATEWAY_TLS_CERT_FILE="+certFile, "GATEWAY_TLS_KEY_FILE="+keyFile)
+		scheme, roots = "https", pool
+	}
 	if o.env != "" {
 		env = append(env, strings.Split(o.env, ",")...)
 	}
@@ -169,14 +193,14 @@ func run(ctx context.Context, o options) error {
 	if err := gw.WaitTCP(addr, 20*time.Second); err != nil {
 		return fmt.Errorf("gateway did not listen: %w\n%s", err, gw.Tail())
 	}
-	fmt.Printf("gateway %s (pid %d), %d attack connections over %d source addresses, mode %s, %d-byte body announced; good client %d req/s\n",
-		bin, gw.Pid(), o.conns, o.peers, o.mode, o.body, o.rate)
+	fmt.Printf("gateway %s (pid %d, %s), %d attack connections over %d source addresses, mode %s, %d-byte body announced; good client %d req/s\n",
+		bin, gw.Pid(), scheme, o.conns, o.peers, o.mode, o.body, o.rate)
 	if o.cpus != (cpuSets{}) {
 		fmt.Printf("CPUs: attack %q, gateway, good client and backend %q\n", o.cpus.attack, o.cpus.rest)
 	}
 
 	mon := &monitor{pid: gw.Pid(), log: filepath.Join(dir, "gateway.log")}
-	good := &goodClient{url: "http://" + addr + mePath, key: key, rate: o.rate}
+	good := &goodClient{url: scheme + "://" + addr + mePath, key: key, rate: o.rate, roots: roots}
 	gctx, gstop := context.WithCancel(ctx)
 	defer gstop()
 	var wg sync.WaitGroup
@@ -197,7 +221,7 @@ func run(ctx context.Context, o options) error {
 	_ = warm
 	base := phase("baseline", o.baseline)
 
-	atk, err := startAttack(dir, self, o.cpus.attack, attackSettings{Addr: addr, Conns: o.conns, Peers: o.peers, Body: o.body, Mode: o.mode, Reopen: o.reopen, Jitter: o.jitter})
+	atk, err := startAttack(dir, self, o.cpus.attack, attackSettings{Addr: addr, Conns: o.conns, Peers: o.peers, Body: o.body, Mode: o.mode, Reopen: o.reopen, Jitter: o.jitter, TLS: o.tls})
 	if err != nil {
 		return err
 	}
@@ -231,7 +255,7 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("attack: %.0f connections a second; gateway CPU per attack connection %.0f µs\n",
 		float64(counts.Opened)/o.hold.Seconds(), (during.mem.cpu-base.mem.cpu)*o.hold.Seconds()/float64(max(counts.Opened, 1))*1e6)
 	if refused, err := refusedCounts("http://" + admin + "/metrics"); err == nil {
-		fmt.Printf("connections refused at accept: %s\n", refused)
+		fmt.Printf("connections refused at accept, failed handshakes: %s\n", refused)
 	}
 	return nil
 }
@@ -247,7 +271,7 @@ func refusedCounts(url string) (string, error) {
 	}
 	var out []string
 	for _, line := range strings.Split(string(resp.Body()), "\n") {
-		if strings.HasPrefix(line, "vendorgate_gateway_connections_refused_total") {
+		if strings.HasPrefix(line, "vendorgate_gateway_connections_refused_total") || strings.HasPrefix(line, "vendorgate_gateway_tls_handshake_failures_total") {
 			out = append(out, line)
 		}
 	}
@@ -313,13 +337,15 @@ func (r *responder) Shutdown() { _ = r.srv.Shutdown() }
 type goodClient struct {
 	url, key string
 	rate     int
+	roots    *x509.CertPool // the gateway's certificate, over TLS
 	mu       sync.Mutex
 	lat      []time.Duration
 	errs     int
 }
 
 func (g *goodClient) run(ctx context.Context) {
-	c := &fasthttp.Client{MaxConnsPerHost: 16, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
+	c := &fasthttp.Client{MaxConnsPerHost: 16, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
+		TLSConfig: &tls.Config{RootCAs: g.roots, ServerName: "127.0.0.1"}}
 	tick := time.NewTicker(time.Second / time.Duration(g.rate))
 	defer tick.Stop()
 	for {
@@ -495,4 +521,36 @@ func procStatus(pid int, field string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// writeCertificate makes a self-signed certificate for 127.0.0.1 and
+// writes it and its key in dir.
+func writeCertificate(dir string) (certFile, keyFile string, pool *x509.CertPool, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", nil, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "edgemem"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return "", "", nil, err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return "", "", nil, err
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return "", "", nil, err
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return "", "", nil, err
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool, nil
 }

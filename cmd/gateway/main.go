@@ -1,18 +1,21 @@
 // Command gateway is vendorgate's edge gateway: it loads its configuration,
-// builds the gateway and serves the public and admin listeners. SIGHUP
-// reloads the limits (shadow twins included), overrides, failed-key
-// thresholds and trusted proxies, and the documentation rendered from them;
-// SIGTERM or SIGINT drains in-flight requests and exits 0.
+// builds the gateway and serves the public and admin listeners (and the
+// plain-HTTP one, http_listen). SIGHUP reloads the TLS certificate files,
+// the limits (shadow twins included), overrides, failed-key thresholds and
+// trusted proxies, and the documentation rendered from them; SIGTERM or
+// SIGINT drains in-flight requests and exits 0.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 
 	"vendorgate/config"
 	"vendorgate/gateway"
+	"vendorgate/gateway/edgetls"
 	"vendorgate/gateway/openapi"
 	"vendorgate/shared/tracing"
 )
@@ -46,6 +50,21 @@ func run() int {
 		return 2
 	}
 	if *check {
+		// The certificate files too: a key that does not match, or a file
+		// that cannot be read, fails here as it would fail the start.
+		if cfg.TLS.Enabled() {
+			certs, err := edgetls.Load(cfg.TLS.Files(), nil)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "gateway: configuration:", err)
+				return 2
+			}
+			for _, in := range certs.Certificates() {
+				if in.Expired(time.Now()) {
+					fmt.Fprintf(os.Stderr, "gateway: WARNING: tls certificate %s expired at %s (it would be served, and refused by clients)\n",
+						in.CertFile, in.NotAfter.UTC().Format(time.RFC3339))
+				}
+			}
+		}
 		if err := config.Print(os.Stdout, cfg); err != nil {
 			fmt.Fprintln(os.Stderr, "gateway:", err)
 			return 2
@@ -79,11 +98,28 @@ func run() int {
 		g.Close()
 		return 1
 	}
-	log.Info("gateway listening", "listen", pub.Addr().String(), "admin_listen", adm.Addr().String(),
-		"backends", len(cfg.BackendURL), "config_version", cfg.Version)
+	var plain net.Listener
+	if cfg.HTTPListen != "" {
+		if plain, err = net.Listen("tcp", cfg.HTTPListen); err != nil {
+			log.Error("listen", "addr", cfg.HTTPListen, "err", err)
+			pub.Close()
+			adm.Close()
+			g.Close()
+			return 1
+		}
+	}
+	log.Info("gateway listening", "listen", pub.Addr().String(), "admin_listen", adm.Addr().String(), "http_listen", addrOf(plain),
+		"backends", len(cfg.BackendURL), "config_version", cfg.Version, "tls", certificates(g.Certificates()))
 
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- g.Serve(pub, adm) }()
+	if plain != nil {
+		go func() {
+			if err := g.ServePlain(plain); err != nil {
+				served <- err
+			}
+		}()
+	}
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
@@ -96,6 +132,9 @@ func run() int {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				reload(g, *path, log)
+				if err := g.ReloadCertificates(); errors.Is(err, edgetls.ErrUnchanged) {
+					log.Info("tls certificate files unchanged") // a refusal or a swap is logged there
+				}
 				continue
 			}
 			log.Info("shutting down", "signal", sig.String(), "delay", cfg.ShutdownDelay.String(), "grace", cfg.ShutdownGrace.String())
@@ -121,6 +160,27 @@ func reload(g *gateway.Gateway, path string, log *slog.Logger) {
 		return // Reload logged what changed
 	}
 	log.Error("configuration reload refused; the previous configuration stays", "err", err)
+}
+
+// addrOf is ln's address, "off" without one.
+func addrOf(ln net.Listener) string {
+	if ln == nil {
+		return "off"
+	}
+	return ln.Addr().String()
+}
+
+// certificates names the served certificates and their expiry for the
+// start line: "off" with plain HTTP.
+func certificates(infos []edgetls.Info) string {
+	if len(infos) == 0 {
+		return "off"
+	}
+	parts := make([]string, len(infos))
+	for i, in := range infos {
+		parts[i] = fmt.Sprintf("%s (%s) expires %s", strings.Join(in.Names, ","), in.CertFile, in.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // flushTraces exports the spans still buffered before the process exits.

@@ -33,7 +33,9 @@ type Options struct {
 	// peer is exempt.
 	Exempt func(netip.Addr) bool
 	// Refusal appends the answer to a connection over a bound to dst: a
-	// whole HTTP response that closes the connection. Required.
+	// whole HTTP response that closes the connection. nil: a refused
+	// connection is closed unanswered, as it must be under TLS, where the
+	// client expects a handshake and cannot read a plaintext answer.
 	Refusal func(dst []byte, over Reason) []byte
 	// OnRefuse is called once for each refused connection with the bound
 	// it was over (a metric); nil: nothing is called.
@@ -101,9 +103,6 @@ func NewListener(ln net.Listener, o Options) (*Listener, error) {
 	}
 	if o.NewPerSecond < 0 {
 		return nil, errors.New("connlimit: NewPerSecond must not be negative")
-	}
-	if o.Refusal == nil {
-		return nil, errors.New("connlimit: Refusal required")
 	}
 	if o.Exempt == nil {
 		o.Exempt = func(netip.Addr) bool { return false }
@@ -229,6 +228,10 @@ func (l *Listener) sweep(now time.Duration) {
 // refuse answers c and closes it, in a goroutine of its own: Accept never
 // waits on a client.
 func (l *Listener) refuse(c net.Conn, over Reason) {
+	if l.o.Refusal == nil {
+		_ = c.Close()
+		return
+	}
 	if l.refusing.Add(1) > int64(l.o.MaxRefusing) {
 		l.refusing.Add(-1)
 		_ = c.Close()

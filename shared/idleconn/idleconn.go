@@ -180,9 +180,28 @@ type handlerCtx interface {
 // then bounded by Idle instead. On any other connection the server's
 // deadline stays, so an answer is never left unbounded. It reports whether
 // it lifted the deadline.
+//
+// The Conn may lie under other wrappers (TLS, whose records are what it
+// bounds): each that offers NetConn, as *tls.Conn does, is looked through.
+// A deadline set on a wrapper reaches the Conn beneath.
 func Stream(ctx handlerCtx) bool {
-	if _, ok := ctx.Conn().(*Conn); !ok {
+	if !under(ctx.Conn()) {
 		return false
 	}
 	return ctx.SetWriteDeadline(time.Time{}) == nil
+}
+
+// under reports whether c is a Conn or wraps one.
+func under(c net.Conn) bool {
+	for range 8 { // a handful of wrappers at most; never a loop
+		if _, ok := c.(*Conn); ok {
+			return true
+		}
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return false
+		}
+		c = w.NetConn()
+	}
+	return false
 }

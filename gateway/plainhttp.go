@@ -1,0 +1,221 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/config"
+	"vendorgate/gateway/auth"
+	"vendorgate/gateway/connlimit"
+	"vendorgate/gateway/respond"
+	"vendorgate/shared/apierr"
+	"vendorgate/shared/barelf"
+	"vendorgate/shared/serverlog"
+	"vendorgate/shared/wire"
+)
+
+// The optional plain-HTTP listener (http_listen) beside the HTTPS one. It
+// proxies nothing: it sends browsers to the HTTPS address (public_base_url,
+// never the request's Host: a Host of the client's choosing would make the
+// gateway an open redirector), refuses the API in the envelope, and, for a
+// request that carried an API key, says the key is exposed and logs its id
+// for an operator to have it rotated.
+
+// plainHTTP is the plain listener's server, answers and metrics; nil
+// without http_listen.
+type plainHTTP struct {
+	server   *fasthttp.Server
+	base     string // public_base_url without a trailing slash
+	answers  [plainAnswers]prometheus.Counter
+	exposed  prometheus.Counter
+	refusal  *apierr.Error // a request under /api/ without a key
+	exposure *apierr.Error // one with a key
+}
+
+// plainAnswer labels vendorgate_gateway_plain_http_requests_total.
+type plainAnswer int
+
+const (
+	plainRedirect plainAnswer = iota
+	plainAPIRefused
+	plainNotFound
+	plainAnswers
+)
+
+var plainAnswerNames = [plainAnswers]string{"redirect", "api_refused", "not_found"}
+
+func (g *Gateway) setupPlainHTTP(c *config.Gateway) {
+	if c.HTTPListen == "" {
+		return
+	}
+	p := &plainHTTP{base: strings.TrimSuffix(c.PublicBaseURL, "/")}
+	p.refusal = &apierr.Error{Code: apierr.RequestFailed, HTTPStatus: fasthttp.StatusBadRequest,
+		Message: fmt.Sprintf("this API is served over HTTPS only: send the request to %s", p.base)}
+	p.exposure = &apierr.Error{Code: apierr.RequestFailed, HTTPStatus: fasthttp.StatusBadRequest,
+		Message: fmt.Sprintf("this API is served over HTTPS only: send the request to %s. The API key sent with this request crossed the network in clear text: treat it as exposed, create a new key and revoke this one", p.base)}
+	answers := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_plain_http_requests_total",
+		Help: "Requests to the plain-HTTP listener (http_listen), by answer: redirect (308 to public_base_url), api_refused (400 under /api/, never proxied), not_found."},
+		[]string{"answer"})
+	for i := range p.answers {
+		p.answers[i] = answers.WithLabelValues(plainAnswerNames[i])
+	}
+	p.exposed = prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_cleartext_keys_total",
+		Help: "Requests to the plain-HTTP listener that carried an X-API-Key: each such key crossed the network in clear text (the log names its key id)."})
+	g.metrics.Registry.MustRegister(answers, p.exposed)
+	p.server = &fasthttp.Server{
+		Handler:      g.servePlain,
+		ErrorHandler: g.plainError,
+		// No request here has a body worth reading: one is refused unread
+		// (plainError answers from its headers alone).
+		HeaderReceived: func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
+			return fasthttp.RequestConfig{MaxRequestBodySize: noBodyBytes}
+		},
+		Name:                  "vendorgate",
+		ReadBufferSize:        wire.MaxRequestHead,
+		ReadTimeout:           c.ReadTimeout,
+		WriteTimeout:          c.ReadTimeout,
+		IdleTimeout:           idleTimeout,
+		NoDefaultServerHeader: true,
+		CloseOnShutdown:       true,
+		Logger:                serverlog.Printer{Log: g.log},
+	}
+	g.plain = p
+}
+
+// ServePlain serves the plain-HTTP listener (http_listen) on ln until
+// Shutdown; the same per-peer connection bounds and bare-LF guard as the
+// public listener. Without http_listen it closes ln and returns an error.
+func (g *Gateway) ServePlain(ln net.Listener) error {
+	if g.plain == nil {
+		_ = ln.Close()
+		return errors.New("serve plain http: http_listen is not set")
+	}
+	g.servedMu.Lock()
+	if g.shut {
+		g.servedMu.Unlock()
+		_ = ln.Close()
+		return nil
+	}
+	g.served = append(g.served, ln)
+	g.servedMu.Unlock()
+	bounded, err := connlimit.NewListener(ln, connlimit.Options{PerPeer: g.maxConnsPerPeer, NewPerSecond: g.maxNewConnsPerPeer,
+		Exempt: g.connExempt, Refusal: g.connRefusal, OnRefuse: g.onConnRefused})
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("serve plain http: %w", err)
+	}
+	return g.plain.server.Serve(barelf.NewListener(g.proxyProtocol(bounded)))
+}
+
+// servePlain answers one request on the plain listener.
+func (g *Gateway) servePlain(ctx *fasthttp.RequestCtx) {
+	p := g.plain
+	path := ctx.Path()
+	switch {
+	case bytes.HasPrefix(path, []byte("/api/")) || bytes.Equal(path, []byte("/api")):
+		g.refusePlainAPI(ctx)
+	case bytes.Equal(path, []byte("/")) || bytes.Equal(path, []byte("/docs")):
+		// 308 keeps the method; the target is the configured address and
+		// the fixed path, nothing of the request's.
+		ctx.Response.Header.Set("Location", p.base+string(path))
+		ctx.SetStatusCode(fasthttp.StatusPermanentRedirect)
+		respond.Common(ctx, g.plainRequestID(ctx))
+		p.answers[plainRedirect].Inc()
+	case g.tls.acme != nil && bytes.HasPrefix(path, []byte("/.well-known/acme-challenge/")):
+		g.tls.acme.HTTPChallenge(ctx) // HTTP-01; not found unless an order is under way
+	default:
+		g.respond.Write(ctx, errNotFound, 0)
+		respond.Common(ctx, g.plainRequestID(ctx))
+		p.answers[plainNotFound].Inc()
+	}
+}
+
+// refusePlainAPI answers a request under /api/: 400 request_failed, never
+// proxied. A request that carried a key is told the key is exposed; the
+// log names the key's id (resolved only for a key this deployment signed,
+// so a made-up key costs no lookup), never the key.
+func (g *Gateway) refusePlainAPI(ctx *fasthttp.RequestCtx) {
+	p := g.plain
+	p.answers[plainAPIRefused].Inc()
+	rid := g.plainRequestID(ctx)
+	raw := ctx.Request.Header.Peek(wire.HeaderAPIKey)
+	if len(raw) == 0 {
+		g.respond.Write(ctx, p.refusal, 0)
+		respond.Common(ctx, rid)
+		return
+	}
+	p.exposed.Inc()
+	g.respond.Write(ctx, p.exposure, 0)
+	respond.Common(ctx, rid)
+	attrs := []any{"request_id", string(rid), "client", g.snap.Load().clientIP.Client(ctx).String(), "method", string(ctx.Method())}
+	if !g.auth.Signed(raw) {
+		attrs = append(attrs, "key_id", "", "key_status", "not issued here")
+	} else {
+		sum := auth.Sum(raw)
+		id, err := g.auth.Authenticate(raw, &sum)
+		if id != nil {
+			attrs = append(attrs, "key_id", id.KeyID, "vendor_id", id.VendorID)
+		} else {
+			attrs = append(attrs, "key_id", "")
+		}
+		attrs = append(attrs, "key_status", keyStatus(err))
+	}
+	g.log.Warn("api key sent over plain http: treat it as exposed and have the vendor rotate it", attrs...)
+}
+
+// keyStatus names the state of an exposed key for the log line; never the
+// error's text, which is not written for it.
+func keyStatus(err error) string {
+	switch {
+	case err == nil:
+		return "valid"
+	case errors.Is(err, auth.ErrUnknownKey):
+		return "unknown"
+	case errors.Is(err, auth.ErrRevoked):
+		return "revoked"
+	case errors.Is(err, auth.ErrKeyExpired):
+		return "expired"
+	}
+	return "not resolved (lookup failed)"
+}
+
+// plainError answers a request whose head or body the server refused: a
+// body over the limit is answered from the headers like any other request
+// (an API request with a key is told the key is exposed); anything else is
+// 400 validation_error.
+func (g *Gateway) plainError(ctx *fasthttp.RequestCtx, err error) {
+	ctx.SetConnectionClose()
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		g.servePlain(ctx)
+		return
+	}
+	g.respond.Write(ctx, errMalformed, 0)
+	respond.Common(ctx, g.plainRequestID(ctx))
+}
+
+// plainRequestID is a new request id for a plain-listener answer.
+func (g *Gateway) plainRequestID(ctx *fasthttp.RequestCtx) []byte {
+	var ex exchange
+	g.setRequestID(ctx, &ex)
+	return append([]byte(nil), ex.requestID()...)
+}
+
+// plainShutdown stops the plain listener's server; Shutdown calls it.
+func (g *Gateway) plainShutdown(grace time.Duration) {
+	if g.plain == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() { _ = g.plain.server.Shutdown(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+	}
+}
