@@ -34,6 +34,7 @@ import (
 	"vendorgate/shared/barelf"
 	"vendorgate/shared/idleconn"
 	"vendorgate/shared/logctx"
+	"vendorgate/shared/logtext"
 	"vendorgate/shared/serverlog"
 	"vendorgate/shared/tracing"
 	"vendorgate/shared/wire"
@@ -86,8 +87,10 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	// A line logged under a request's context names its request id.
-	o.Logger = slog.New(logctx.NewHandler(o.Logger.Handler()))
+	// A line logged under a request's context names its request id; text
+	// a caller sent is logged with the characters a terminal or a log
+	// viewer acts on escaped.
+	o.Logger = slog.New(logctx.NewHandler(logtext.NewHandler(o.Logger.Handler())))
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -207,7 +210,7 @@ func logRequests(log *slog.Logger, h fasthttp.RequestHandler) fasthttp.RequestHa
 		log.Log(context.Background(), level, "request",
 			"request_id", respond.RequestID(ctx),
 			"method", string(ctx.Method()), "route", ctx.UserValue(router.MatchedRoutePathParam), "status", ctx.Response.StatusCode(),
-			"duration", time.Since(start), "vendor_id", string(ctx.Request.Header.Peek(wire.HeaderVendorID)))
+			"duration", time.Since(start), "vendor_id", logtext.Header(ctx.Request.Header.Peek(wire.HeaderVendorID)))
 	}
 }
 

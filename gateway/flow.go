@@ -317,8 +317,9 @@ func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
 }
 
 // setRequestID keeps the client's X-Request-Id when it is sane (1-64
-// characters of letters, digits and -_.:) and not shaped like an API key
-// (echoed and logged, a key pasted there would be written to the log),
+// characters of letters, digits and -_.:) and holds nothing shaped like an
+// API key, alone or inside it (`<key>.1`, `id:<key>`, `<key>:retry`:
+// echoed and logged, a key pasted there would be written to the log),
 // else makes one.
 func (g *Gateway) setRequestID(ctx *fasthttp.RequestCtx, ex *exchange) {
 	if v := ctx.Request.Header.Peek(wire.HeaderRequestID); saneRequestID(v) {
@@ -339,5 +340,6 @@ func saneRequestID(v []byte) bool {
 			return false
 		}
 	}
-	return !apikey.HasKeyShape(v)
+	start, _ := apikey.FindKeyShape(v)
+	return start < 0
 }

@@ -13,8 +13,8 @@ import (
 
 	"vendorgate/backend/store"
 	"vendorgate/shared/apierr"
-	"vendorgate/shared/apikey"
 	"vendorgate/shared/httpapi"
+	"vendorgate/shared/logtext"
 	"vendorgate/shared/wire"
 )
 
@@ -48,12 +48,12 @@ func Error(ctx *fasthttp.RequestCtx, log *slog.Logger, err error) {
 			log = slog.Default()
 		}
 		if store.Unavailable(err) {
-			log.Warn("database unavailable", "method", string(ctx.Method()), "path", string(ctx.Path()),
+			log.Warn("database unavailable", "method", string(ctx.Method()), "path", logtext.Header(ctx.Path()),
 				"request_id", RequestID(ctx), "error", err)
 			ctx.Response.Header.Set("Retry-After", unavailableRetryAfter)
 			ae = errUnavailable
 		} else {
-			log.Error("request failed", "method", string(ctx.Method()), "path", string(ctx.Path()),
+			log.Error("request failed", "method", string(ctx.Method()), "path", logtext.Header(ctx.Path()),
 				"request_id", RequestID(ctx), "error", err)
 			ae = apierr.New(apierr.InternalError, "internal error")
 		}
@@ -62,14 +62,11 @@ func Error(ctx *fasthttp.RequestCtx, log *slog.Logger, err error) {
 }
 
 // RequestID is the request's X-Request-Id for a log line: the gateway's
-// id, or nothing when the value has an API key's shape (a request that
-// reached the backend some other way, a key pasted in the wrong header).
+// id, or what a request that reached the backend some other way sent, with
+// anything shaped like an API key removed and its length bounded
+// (logtext.Header).
 func RequestID(ctx *fasthttp.RequestCtx) string {
-	v := ctx.Request.Header.Peek(wire.HeaderRequestID)
-	if apikey.HasKeyShape(v) {
-		return ""
-	}
-	return string(v)
+	return logtext.Header(ctx.Request.Header.Peek(wire.HeaderRequestID))
 }
 
 // NewRouter returns a router that matches paths exactly (no redirects),
@@ -87,7 +84,7 @@ func NewRouter(log *slog.Logger) *router.Router {
 		if log == nil {
 			log = slog.Default()
 		}
-		log.Error("panic in handler", "path", string(ctx.Path()),
+		log.Error("panic in handler", "path", logtext.Header(ctx.Path()),
 			"request_id", string(ctx.Request.Header.Peek("X-Request-Id")), "panic", p)
 		ctx.ResetBody()
 		Error(ctx, log, apierr.New(apierr.InternalError, "internal error"))
