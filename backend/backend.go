@@ -156,7 +156,7 @@ func (b *Backend) build(ctx context.Context) error {
 	r.GET(wire.ReadyPath, internal.Guard(adminAPI.Readyz))                // the gateways' readiness probe
 	vendorapi.New(vendorapi.Options{Vendors: vs, Orders: orders, MaxBodyBytes: c.MaxBodyBytes, Logger: b.log}).
 		Register(r, internal.Guard)
-	b.server = newServer(b.metrics.Instrument(traceRequests(b.o.Tracer, logRequests(b.log, guardPrefixes(internal, r.Handler)))), c.MaxBodyBytes, b.log)
+	b.server = newServer(b.metrics.Instrument(traceRequests(b.o.Tracer, internal.FromGateway, logRequests(b.log, guardPrefixes(internal, r.Handler)))), c.MaxBodyBytes, b.log)
 
 	ar := respond.NewRouter(b.log)
 	adminAPI.Register(ar)
@@ -216,13 +216,16 @@ func logRequests(log *slog.Logger, h fasthttp.RequestHandler) fasthttp.RequestHa
 
 // traceRequests makes a server span of each request, continuing the
 // gateway's trace (W3C traceparent) or starting one, and keeps its context
-// on the request for the store calls below (request.ContextOf).
-func traceRequests(tracer trace.Tracer, h fasthttp.RequestHandler) fasthttp.RequestHandler {
+// on the request for the store calls below (request.ContextOf). Only the
+// gateway's sampling decision and tracestate are followed (fromGateway:
+// the internal token); any other caller's trace id is continued, sampled
+// by the backend's own ratio (tracing.Extract).
+func traceRequests(tracer trace.Tracer, fromGateway func(*fasthttp.RequestCtx) bool, h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	if tracer == nil {
 		return h
 	}
 	return func(ctx *fasthttp.RequestCtx) {
-		parent := tracing.Propagator.Extract(context.Background(), tracing.Carrier{H: &ctx.Request.Header})
+		parent := tracing.Extract(&ctx.Request.Header, fromGateway(ctx))
 		c, span := tracer.Start(parent, string(ctx.Method()), trace.WithSpanKind(trace.SpanKindServer))
 		tracing.Attach(ctx, c)
 		h(ctx)

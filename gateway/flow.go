@@ -84,7 +84,7 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	ex := exchange{start: ctx.Time(), route: rt.label}
 	sn := g.snap.Load()
 	g.setRequestID(ctx, &ex)
-	g.beginTrace(ctx, &ex) // a server span, when tracing is on
+	g.beginTrace(ctx, sn, &ex) // a server span, when tracing is on
 	ex.client = sn.clientIP.Client(ctx)
 	id, err := g.authenticate(ctx, sn, &ex) // steps 2-4: key format, resolve, failed-key throttle
 	if err == nil {
