@@ -13,6 +13,7 @@ import (
 
 	"vendorgate/backend/store"
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/apikey"
 	"vendorgate/shared/httpapi"
 	"vendorgate/shared/logtext"
 	"vendorgate/shared/wire"
@@ -62,11 +63,15 @@ func Error(ctx *fasthttp.RequestCtx, log *slog.Logger, err error) {
 }
 
 // RequestID is the request's X-Request-Id for a log line: the gateway's
-// id, or what a request that reached the backend some other way sent, with
-// anything shaped like an API key removed and its length bounded
-// (logtext.Header).
+// id, or what a request that reached the backend some other way sent,
+// bounded (logtext.Header); nothing when the value holds anything shaped
+// like an API key, alone or inside it (a key pasted in the wrong header).
 func RequestID(ctx *fasthttp.RequestCtx) string {
-	return logtext.Header(ctx.Request.Header.Peek(wire.HeaderRequestID))
+	v := ctx.Request.Header.Peek(wire.HeaderRequestID)
+	if start, _ := apikey.FindKeyShape(v); start >= 0 {
+		return ""
+	}
+	return logtext.Header(v)
 }
 
 // NewRouter returns a router that matches paths exactly (no redirects),
