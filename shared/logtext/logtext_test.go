@@ -109,3 +109,41 @@ func (discard) Enabled(context.Context, slog.Level) bool  { return true }
 func (discard) Handle(context.Context, slog.Record) error { return nil }
 func (d discard) WithAttrs([]slog.Attr) slog.Handler      { return d }
 func (d discard) WithGroup(string) slog.Handler           { return d }
+
+// BenchmarkHandlerClean is the escaping handler's scan of an access log
+// line with nothing to escape (what every line pays).
+func BenchmarkHandlerClean(b *testing.B) {
+	h := NewHandler(discard{})
+	r := slog.NewRecord(testTime, slog.LevelInfo, "request", 0)
+	r.AddAttrs(slog.String("request_id", "3f2504e0-4f89-11d3-9a0c-0305e82c3301"), slog.String("route", "/api/vendor/v1/orders/{order_id}"),
+		slog.String("method", "GET"), slog.Int("status", 200), slog.Duration("duration", 1000), slog.String("limit", "allowed"),
+		slog.Int("bytes_in", 0), slog.Int("bytes_out", 352), slog.String("vendor_id", "ven_01HF8Z3Q4R5S6T7U8V9W0XYZAB"),
+		slog.String("key_id", "key_01HF8Z3Q4R5S6T7U8V9W0XYZAB"), slog.String("client", "203.0.113.7"),
+		slog.String("trace_id", "4bf92f3577b34da6a3ce929d0e0e4736"),
+		slog.String("user_agent", "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0"))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = h.Handle(context.Background(), r)
+	}
+}
+
+// firstUnsafe finds a character to escape at any position, in the
+// word-at-a-time part, the overlapping last word and the short tail alike.
+func TestFirstUnsafeEveryPosition(t *testing.T) {
+	for n := 0; n < 40; n++ {
+		for at := 0; at < n; at++ {
+			for _, r := range []string{"\x7f", "\u009b", "\u202e"} {
+				s := strings.Repeat("a", at) + r + strings.Repeat("b", n-at-1)
+				if got := firstUnsafe(s); got != at {
+					t.Fatalf("firstUnsafe(%q) = %d, want %d", s, got, at)
+				}
+			}
+			if s := strings.Repeat("a", at) + "é" + strings.Repeat("b", n-at-1); firstUnsafe(s) != -1 {
+				t.Fatalf("firstUnsafe(%q) found a character to escape", s)
+			}
+		}
+		if firstUnsafe(strings.Repeat("z", n)) != -1 {
+			t.Fatalf("firstUnsafe of %d clean bytes found one", n)
+		}
+	}
+}

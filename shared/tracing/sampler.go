@@ -31,7 +31,7 @@ const maxTraceStateMember = 128
 // the gateway (the caller with the internal token).
 func Extract(h Header, trusted bool) context.Context {
 	c := Propagator.Extract(context.Background(), Carrier{H: h})
-	if trusted {
+	if trusted && trace.SpanContextFromContext(c).IsValid() {
 		c = context.WithValue(c, trustedParentKey{}, true)
 	}
 	return c
