@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"vendorgate/gateway/clientip"
 	"vendorgate/shared/tracing"
 )
 
@@ -39,58 +38,17 @@ const (
 // decision and tracestate are followed (tracing.Extract): anyone else's
 // trace id is continued, sampled by our own ratio. With tracing off the
 // caller's trace context goes on to the backend, which follows the
-// gateway: an untrusted caller's is sent on unsampled and without
-// tracestate (untrustedTraceContext).
-func (g *Gateway) beginTrace(ctx *fasthttp.RequestCtx, sn *snapshot, ex *exchange) {
+// gateway: the proxy sends an untrusted caller's on unsampled and without
+// tracestate (proxy.Identity.KeepTraceContext).
+func (g *Gateway) beginTrace(ctx *fasthttp.RequestCtx, ex *exchange) {
 	if g.tracer == nil {
-		if len(ctx.Request.Header.Peek("traceparent")) > 0 && !sn.clientIP.Trusts(clientip.Peer(ctx)) {
-			untrustedTraceContext(&ctx.Request.Header)
-		}
 		return
 	}
-	parent := tracing.Extract(&ctx.Request.Header, sn.clientIP.Trusts(clientip.Peer(ctx)))
+	parent := tracing.Extract(&ctx.Request.Header, ex.trustedPeer)
 	route := g.labels.of(ex.route)
 	c, span := g.tracer.Start(parent, string(ctx.Method())+" "+route,
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(ex.start))
 	ex.trace = requestTrace{tracer: g.tracer, ctx: c, span: span, recording: span.IsRecording(), route: route}
-}
-
-// untrustedTraceContext leaves of an untrusted caller's trace context only
-// its ids: the sampled flag is cleared and tracestate removed, so that the
-// backend, which follows what the gateway sends, does not take the
-// caller's decision for the gateway's. A traceparent that is not well
-// formed is removed (the backend would ignore it). Without allocating.
-func untrustedTraceContext(h *fasthttp.RequestHeader) {
-	tp := h.Peek("traceparent")
-	h.Del("tracestate")
-	const size = 55 // version-traceid-parentid-flags
-	if len(tp) != size || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' || !isHex(tp[:2]) || !isHex(tp[53:]) {
-		h.Del("traceparent")
-		return
-	}
-	var b [size]byte
-	copy(b[:], tp)
-	flags := unhex(b[53])<<4 | unhex(b[54])
-	flags &^= byte(trace.FlagsSampled)
-	const digits = "0123456789abcdef"
-	b[53], b[54] = digits[flags>>4], digits[flags&0xf]
-	h.SetBytesV("traceparent", b[:])
-}
-
-func isHex(b []byte) bool {
-	for _, c := range b {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-func unhex(c byte) byte {
-	if c >= 'a' {
-		return c - 'a' + 10
-	}
-	return c - '0'
 }
 
 // begin starts a step's span under the server span.
