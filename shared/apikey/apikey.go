@@ -138,10 +138,9 @@ func HashTo(dst []byte, raw string) {
 
 // HasKeyShape reports whether b has the shape of an API key of any prefix,
 // whether or not this server issued it: 8 characters of a-z and 0-9, "_",
-// and MinSecretLen to MaxSecretLen characters of the secret's alphabet. A
-// header that echoes or logs what a client sent (X-Request-Id) refuses
-// such a value: it is most likely a key pasted in the wrong place. It does
-// not allocate.
+// and MinSecretLen to MaxSecretLen characters of the secret's alphabet,
+// the whole of b (FindKeyShape finds one inside other text, as a header
+// that is echoed or logged must). It does not allocate.
 func HasKeyShape(b []byte) bool {
 	if len(b) < PrefixLen+1+MinSecretLen || len(b) > PrefixLen+1+MaxSecretLen || b[PrefixLen] != '_' {
 		return false

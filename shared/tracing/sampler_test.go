@@ -122,3 +122,12 @@ func TestBoundTraceState(t *testing.T) {
 		t.Errorf("bounded to %d bytes %.60q..., want %d bytes", len(got), got, len(want))
 	}
 }
+
+// A sampler the environment names but vendorgate cannot honour stops the
+// server at start with the variable named, rather than a silent default.
+func TestSetupRefusesUnknownSampler(t *testing.T) {
+	_, err := Setup(context.Background(), "svc", env("OTEL_TRACES_EXPORTER", "otlp", "OTEL_TRACES_SAMPLER", "jaeger_remote"))
+	if err == nil || !strings.Contains(err.Error(), "OTEL_TRACES_SAMPLER") {
+		t.Fatalf("Setup with an unknown sampler: %v", err)
+	}
+}
