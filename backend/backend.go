@@ -34,6 +34,7 @@ import (
 	"vendorgate/shared/barelf"
 	"vendorgate/shared/idleconn"
 	"vendorgate/shared/logctx"
+	"vendorgate/shared/logtext"
 	"vendorgate/shared/serverlog"
 	"vendorgate/shared/tracing"
 	"vendorgate/shared/wire"
@@ -86,8 +87,10 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	// A line logged under a request's context names its request id.
-	o.Logger = slog.New(logctx.NewHandler(o.Logger.Handler()))
+	// A line logged under a request's context names its request id; text
+	// a caller sent is logged with the characters a terminal or a log
+	// viewer acts on escaped.
+	o.Logger = slog.New(logctx.NewHandler(logtext.NewHandler(o.Logger.Handler())))
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -153,7 +156,7 @@ func (b *Backend) build(ctx context.Context) error {
 	r.GET(wire.ReadyPath, internal.Guard(adminAPI.Readyz))                // the gateways' readiness probe
 	vendorapi.New(vendorapi.Options{Vendors: vs, Orders: orders, MaxBodyBytes: c.MaxBodyBytes, Logger: b.log}).
 		Register(r, internal.Guard)
-	b.server = newServer(b.metrics.Instrument(traceRequests(b.o.Tracer, logRequests(b.log, guardPrefixes(internal, r.Handler)))), c.MaxBodyBytes, b.log)
+	b.server = newServer(b.metrics.Instrument(traceRequests(b.o.Tracer, internal.FromGateway, logRequests(b.log, guardPrefixes(internal, r.Handler)))), c.MaxBodyBytes, b.log)
 
 	ar := respond.NewRouter(b.log)
 	adminAPI.Register(ar)
@@ -207,19 +210,22 @@ func logRequests(log *slog.Logger, h fasthttp.RequestHandler) fasthttp.RequestHa
 		log.Log(context.Background(), level, "request",
 			"request_id", respond.RequestID(ctx),
 			"method", string(ctx.Method()), "route", ctx.UserValue(router.MatchedRoutePathParam), "status", ctx.Response.StatusCode(),
-			"duration", time.Since(start), "vendor_id", string(ctx.Request.Header.Peek(wire.HeaderVendorID)))
+			"duration", time.Since(start), "vendor_id", logtext.Header(ctx.Request.Header.Peek(wire.HeaderVendorID)))
 	}
 }
 
 // traceRequests makes a server span of each request, continuing the
 // gateway's trace (W3C traceparent) or starting one, and keeps its context
-// on the request for the store calls below (request.ContextOf).
-func traceRequests(tracer trace.Tracer, h fasthttp.RequestHandler) fasthttp.RequestHandler {
+// on the request for the store calls below (request.ContextOf). Only the
+// gateway's sampling decision and tracestate are followed (fromGateway:
+// the internal token); any other caller's trace id is continued, sampled
+// by the backend's own ratio (tracing.Extract).
+func traceRequests(tracer trace.Tracer, fromGateway func(*fasthttp.RequestCtx) bool, h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	if tracer == nil {
 		return h
 	}
 	return func(ctx *fasthttp.RequestCtx) {
-		parent := tracing.Propagator.Extract(context.Background(), tracing.Carrier{H: &ctx.Request.Header})
+		parent := tracing.Extract(&ctx.Request.Header, fromGateway(ctx))
 		c, span := tracer.Start(parent, string(ctx.Method()), trace.WithSpanKind(trace.SpanKindServer))
 		tracing.Attach(ctx, c)
 		h(ctx)

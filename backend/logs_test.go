@@ -61,3 +61,31 @@ func TestRequestLinesCarryTheGatewaysRequestID(t *testing.T) {
 		t.Fatalf("no order placed line:\n%s", out)
 	}
 }
+
+// A request that reaches the backend without the gateway (refused 401)
+// is logged without a request id that holds an API key, with its vendor id
+// bounded and the characters a terminal acts on (C1 controls, bidi
+// overrides) escaped.
+func TestDirectCallerHeadersLoggedSafely(t *testing.T) {
+	var logs testlog.Buffer
+	h := start(t, func(o *Options) {
+		o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	const key = "vglive01_Q2xhdWRlIHdhcyBoZXJlIGFuZCBsZWZ0IGEga2V5"
+	testlog.SendRaw(t, h.api,
+		"GET /api/vendor/v1/me HTTP/1.1\r\nHost: b\r\nX-Request-Id: id:"+key+"\r\nX-Vendor-Id: v\u009b\u202e-"+
+			strings.Repeat("z", 3000)+"\r\nConnection: close\r\n\r\n")
+	out := logs.WaitFor(func(log string) bool { return strings.Contains(log, `"msg":"request"`) })
+	if !strings.Contains(out, `"msg":"request"`) {
+		t.Fatalf("no request line:\n%s", out)
+	}
+	for _, s := range []string{key[9:], "\u009b", "\u202e", strings.Repeat("z", 300)} {
+		if strings.Contains(out, s) {
+			t.Errorf("the log holds %.40q:\n%.600s", s, out)
+		}
+	}
+	if !strings.Contains(out, `"request_id":""`) || !strings.Contains(out, `"vendor_id":"v\\u009b\\u202e-zzz`) ||
+		!strings.Contains(out, `...[truncated: 3007 bytes]"`) {
+		t.Errorf("the request line does not show the headers redacted, escaped and bounded:\n%.600s", out)
+	}
+}

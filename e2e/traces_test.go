@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -25,7 +26,7 @@ type otlpReceiver struct {
 }
 
 type receivedSpan struct {
-	service, name, traceID, spanID, parentID string
+	service, name, traceID, spanID, parentID, traceState string
 }
 
 func startOTLPReceiver(t *testing.T) *otlpReceiver {
@@ -70,7 +71,8 @@ func startOTLPReceiver(t *testing.T) *otlpReceiver {
 			for _, ss := range rs.GetScopeSpans() {
 				for _, s := range ss.GetSpans() {
 					r.got = append(r.got, receivedSpan{service: service, name: s.GetName(), traceID: hex.EncodeToString(s.GetTraceId()),
-						spanID: hex.EncodeToString(s.GetSpanId()), parentID: hex.EncodeToString(s.GetParentSpanId())})
+						spanID: hex.EncodeToString(s.GetSpanId()), parentID: hex.EncodeToString(s.GetParentSpanId()),
+						traceState: s.GetTraceState()})
 				}
 			}
 		}
@@ -192,5 +194,91 @@ func TestTracesAcrossGatewayAndBackend(t *testing.T) {
 	resp.Body.Close()
 	if !bytes.Contains(body, []byte(`# {trace_id="`+caller+`"}`)) {
 		t.Errorf("no exemplar with trace id %s in the OpenMetrics scrape (Content-Type %s)", caller, resp.Header.Get("Content-Type"))
+	}
+}
+
+// spans is every span received so far.
+func (r *otlpReceiver) spans() []receivedSpan {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]receivedSpan(nil), r.got...)
+}
+
+// TestCallerDoesNotDecideWhatIsTraced: both binaries sample 1 % by the
+// standard variables (parentbased_traceidratio, 0.01). 300 requests whose
+// traceparent says sampled, with trace ids a draw on the id would always
+// sample, are exported at about 1 % from an untrusted client and all from
+// a trusted proxy, each exported span in the caller's trace; a trusted
+// proxy's 32-member tracestate of 6.1 KB is exported cut to 512
+// characters, an untrusted client's not at all. The counts are read once
+// both binaries have flushed their spans on SIGTERM.
+func TestCallerDoesNotDecideWhatIsTraced(t *testing.T) {
+	members := make([]string, 32)
+	for i := range members {
+		members[i] = fmt.Sprintf("v%02d=%s", i, strings.Repeat("x", 120+130*(1-i%2))) // values of 250 and 120 characters
+	}
+	huge := strings.Join(members, ",")
+	const n = 300
+	for _, c := range []struct {
+		name, yaml string
+		trusted    bool
+	}{
+		{"untrusted client", "", false},
+		{"trusted proxy", "trusted_proxies: [127.0.0.1]\n", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rcv := startOTLPReceiver(t)
+			otel := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+				"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.01"}
+			s := newStack(t, stackOptions{gatewayEnv: otel, backendEnv: otel,
+				gatewayYAML: "limits:\n  vendor:\n    reads: {rate: 1000000, period: 1m}\n" + c.yaml})
+			_, key := s.newVendor("sandbox", "mvr")
+			sent := map[string]string{} // trace id: tracestate sent
+			for i := 1; i <= n+5; i++ {
+				id := fmt.Sprintf("4bf92f3577b34da6%016x", i)
+				ts := "vg=1"
+				if i > n {
+					ts = huge
+				}
+				sent[id] = ts
+				r := s.do("GET", s.gwURLs[0]+"/api/vendor/v1/me", key, nil,
+					map[string]string{"traceparent": "00-" + id + "-00f067aa0ba902b7-01", "tracestate": ts})
+				if r.status != 200 {
+					t.Fatalf("GET /me: %d %s", r.status, r.body)
+				}
+			}
+			for _, p := range []*proc{s.gateways[0], s.backend} { // each flushes its spans on SIGTERM
+				if err := p.stop(t); err != nil {
+					t.Fatalf("%s: %v", p.name, err)
+				}
+			}
+			exported := map[string]int{}
+			for _, sp := range rcv.spans() {
+				ts, ok := sent[sp.traceID]
+				if !ok {
+					continue
+				}
+				if sp.name == "GET /api/vendor/v1/me" && sp.service == "vendorgate-gateway" {
+					exported[sp.traceID]++
+					if sp.parentID != "00f067aa0ba902b7" {
+						t.Errorf("the gateway's span of trace %s does not continue the caller's span: %+v", sp.traceID, sp)
+					}
+				}
+				switch {
+				case len(sp.traceState) > 512:
+					t.Errorf("%s %s exported %d characters of tracestate", sp.service, sp.name, len(sp.traceState))
+				case !c.trusted && sp.traceState != "":
+					t.Errorf("%s %s exported an untrusted client's tracestate %.40q", sp.service, sp.name, sp.traceState)
+				case c.trusted && ts == "vg=1" && sp.traceState != ts:
+					t.Errorf("%s %s exported tracestate %q, want the trusted proxy's %q", sp.service, sp.name, sp.traceState, ts)
+				case c.trusted && ts == huge && !strings.HasPrefix(sp.traceState, members[1]+","):
+					t.Errorf("%s %s exported tracestate %.40q, want its first short members", sp.service, sp.name, sp.traceState)
+				}
+			}
+			t.Logf("%d of %d requests with a sampled traceparent exported", len(exported), n+5)
+			if c.trusted && len(exported) != n+5 || !c.trusted && len(exported) > 20 {
+				t.Fatalf("%d of %d requests with a sampled traceparent exported at a ratio of 1 %%", len(exported), n+5)
+			}
+		})
 	}
 }

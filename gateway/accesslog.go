@@ -12,6 +12,7 @@ import (
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/respond"
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/logtext"
 )
 
 // logRequest writes the access log line of one answer: who asked what, the
@@ -50,7 +51,7 @@ func (g *Gateway) logRequest(ctx *fasthttp.RequestCtx, ex *exchange, status int,
 		attrs = append(attrs, slog.String("trace_id", id))
 	}
 	if ua := ctx.UserAgent(); len(ua) > 0 {
-		attrs = append(attrs, slog.String("user_agent", string(ua)))
+		attrs = append(attrs, slog.String("user_agent", logtext.Header(ua)))
 	}
 	g.log.LogAttrs(context.Background(), slog.LevelInfo, "request", attrs...)
 }

@@ -47,13 +47,16 @@ func cannedErrors() []*apierr.Error {
 // exchange is what one request collects on its way through, for its
 // answer's headers, its metrics and its access log line.
 type exchange struct {
-	start    time.Time
-	route    int
-	client   netip.Addr
-	vendorID string
-	keyID    string
-	ridLen   int
-	rid      [64]byte
+	start  time.Time
+	route  int
+	client netip.Addr
+	// trustedPeer: the peer is a trusted proxy, whose trace context
+	// (sampling decision, tracestate) is followed and passed on.
+	trustedPeer bool
+	vendorID    string
+	keyID       string
+	ridLen      int
+	rid         [64]byte
 	// rate limit state for the RateLimit headers
 	plan     *limit.Plan
 	checks   limit.Checks
@@ -91,8 +94,8 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	defer ex.releaseSlot() // also when a panic unwinds (the guard in serve answers it)
 	sn := g.snap.Load()
 	g.setRequestID(ctx, &ex)
-	g.beginTrace(ctx, &ex) // a server span, when tracing is on
-	ex.client = sn.clientIP.Client(ctx)
+	ex.client, ex.trustedPeer = sn.clientIP.Resolve(ctx)
+	g.beginTrace(ctx, &ex)                  // a server span, when tracing is on
 	id, err := g.authenticate(ctx, sn, &ex) // steps 2-4: key format, resolve, failed-key throttle
 	if err == nil {
 		err = g.admit(sn, id, rt, &ex) // steps 5-6: account state, exact limits (fail closed), requests in flight
@@ -265,8 +268,12 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 // forward is step 7.
 func (g *Gateway) forward(ctx *fasthttp.RequestCtx, id *auth.Identity, rt *route, ex *exchange) error {
 	var ip [48]byte
+	// The backend follows the trace context it is sent: a trusted proxy's,
+	// or the gateway's own span's (beginBackend); an untrusted caller's
+	// loses its sampling decision and tracestate on the way.
 	pid := proxy.Identity{VendorID: id.VendorID, KeyID: id.KeyID, Environment: id.Environment,
-		RequestID: ex.requestID(), ClientIP: ex.client.AppendTo(ip[:0])}
+		RequestID: ex.requestID(), ClientIP: ex.client.AppendTo(ip[:0]),
+		KeepTraceContext: ex.trustedPeer || ex.trace.span != nil}
 	ex.trace.beginBackend(ctx)
 	var err error
 	ex.upstream, err = g.proxy.Forward(ctx, &pid, rt.streams, &ex.slot)
@@ -348,8 +355,9 @@ func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
 }
 
 // setRequestID keeps the client's X-Request-Id when it is sane (1-64
-// characters of letters, digits and -_.:) and not shaped like an API key
-// (echoed and logged, a key pasted there would be written to the log),
+// characters of letters, digits and -_.:) and holds nothing shaped like an
+// API key, alone or inside it (`<key>.1`, `id:<key>`, `<key>:retry`:
+// echoed and logged, a key pasted there would be written to the log),
 // else makes one.
 func (g *Gateway) setRequestID(ctx *fasthttp.RequestCtx, ex *exchange) {
 	if v := ctx.Request.Header.Peek(wire.HeaderRequestID); saneRequestID(v) {
@@ -370,5 +378,6 @@ func saneRequestID(v []byte) bool {
 			return false
 		}
 	}
-	return !apikey.HasKeyShape(v)
+	start, _ := apikey.FindKeyShape(v)
+	return start < 0
 }

@@ -38,6 +38,7 @@ import (
 	"vendorgate/gateway/throttle"
 	"vendorgate/gateway/usage"
 	"vendorgate/shared/apikey"
+	"vendorgate/shared/logtext"
 	"vendorgate/shared/profiling"
 	"vendorgate/shared/serverlog"
 	"vendorgate/shared/wire"
@@ -165,6 +166,9 @@ func New(o Options) (_ *Gateway, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	// Text a client sent (a User-Agent, an error's cause) is logged with
+	// the characters a terminal or a log viewer acts on escaped.
+	o.Logger = slog.New(logtext.NewHandler(o.Logger.Handler()))
 	if o.Now == nil {
 		o.Now = time.Now
 	}

@@ -34,12 +34,17 @@ const (
 )
 
 // beginTrace starts the request's server span, continuing the caller's
-// trace when it sent a W3C traceparent.
+// trace when it sent a W3C traceparent. Only a trusted proxy's sampling
+// decision and tracestate are followed (tracing.Extract): anyone else's
+// trace id is continued, sampled by our own ratio. With tracing off the
+// caller's trace context goes on to the backend, which follows the
+// gateway: the proxy sends an untrusted caller's on unsampled and without
+// tracestate (proxy.Identity.KeepTraceContext).
 func (g *Gateway) beginTrace(ctx *fasthttp.RequestCtx, ex *exchange) {
 	if g.tracer == nil {
 		return
 	}
-	parent := tracing.Propagator.Extract(context.Background(), tracing.Carrier{H: &ctx.Request.Header})
+	parent := tracing.Extract(&ctx.Request.Header, ex.trustedPeer)
 	route := g.labels.of(ex.route)
 	c, span := g.tracer.Start(parent, string(ctx.Method())+" "+route,
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(ex.start))

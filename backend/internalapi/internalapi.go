@@ -38,8 +38,7 @@ func New(token string, keys resolver, log *slog.Logger) *API {
 // The compare takes constant time.
 func (a *API) Guard(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
-		got := ctx.Request.Header.Peek(wire.HeaderInternalToken)
-		if len(got) == 0 || subtle.ConstantTimeCompare(got, a.token) != 1 {
+		if !a.FromGateway(ctx) {
 			respond.Error(ctx, a.log, apierr.New(apierr.InvalidAPIKey, "internal token required"))
 			return
 		}
@@ -51,6 +50,15 @@ func (a *API) Guard(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 		}
 		h(ctx)
 	}
+}
+
+// FromGateway reports whether the request carries the internal token: a
+// call of the gateway's, whose identity headers and trace context (its
+// sampling decision, its tracestate) the backend follows. The compare
+// takes constant time.
+func (a *API) FromGateway(ctx *fasthttp.RequestCtx) bool {
+	got := ctx.Request.Header.Peek(wire.HeaderInternalToken)
+	return len(got) > 0 && subtle.ConstantTimeCompare(got, a.token) == 1
 }
 
 // singleHeaders name the caller; the gateway sends each once, so a second

@@ -15,6 +15,7 @@ import (
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/httpapi"
+	"vendorgate/shared/logtext"
 	"vendorgate/shared/wire"
 )
 
@@ -48,12 +49,12 @@ func Error(ctx *fasthttp.RequestCtx, log *slog.Logger, err error) {
 			log = slog.Default()
 		}
 		if store.Unavailable(err) {
-			log.Warn("database unavailable", "method", string(ctx.Method()), "path", string(ctx.Path()),
+			log.Warn("database unavailable", "method", string(ctx.Method()), "path", logtext.Header(ctx.Path()),
 				"request_id", RequestID(ctx), "error", err)
 			ctx.Response.Header.Set("Retry-After", unavailableRetryAfter)
 			ae = errUnavailable
 		} else {
-			log.Error("request failed", "method", string(ctx.Method()), "path", string(ctx.Path()),
+			log.Error("request failed", "method", string(ctx.Method()), "path", logtext.Header(ctx.Path()),
 				"request_id", RequestID(ctx), "error", err)
 			ae = apierr.New(apierr.InternalError, "internal error")
 		}
@@ -62,14 +63,15 @@ func Error(ctx *fasthttp.RequestCtx, log *slog.Logger, err error) {
 }
 
 // RequestID is the request's X-Request-Id for a log line: the gateway's
-// id, or nothing when the value has an API key's shape (a request that
-// reached the backend some other way, a key pasted in the wrong header).
+// id, or what a request that reached the backend some other way sent,
+// bounded (logtext.Header); nothing when the value holds anything shaped
+// like an API key, alone or inside it (a key pasted in the wrong header).
 func RequestID(ctx *fasthttp.RequestCtx) string {
 	v := ctx.Request.Header.Peek(wire.HeaderRequestID)
-	if apikey.HasKeyShape(v) {
+	if start, _ := apikey.FindKeyShape(v); start >= 0 {
 		return ""
 	}
-	return string(v)
+	return logtext.Header(v)
 }
 
 // NewRouter returns a router that matches paths exactly (no redirects),
@@ -87,7 +89,7 @@ func NewRouter(log *slog.Logger) *router.Router {
 		if log == nil {
 			log = slog.Default()
 		}
-		log.Error("panic in handler", "path", string(ctx.Path()),
+		log.Error("panic in handler", "path", logtext.Header(ctx.Path()),
 			"request_id", string(ctx.Request.Header.Peek("X-Request-Id")), "panic", p)
 		ctx.ResetBody()
 		Error(ctx, log, apierr.New(apierr.InternalError, "internal error"))

@@ -139,9 +139,12 @@ func TestMalformedRequestIsTheEnvelope(t *testing.T) {
 // A request id with an API key's shape never reaches a backend log line.
 func TestRequestIDShapedLikeKeyNotLogged(t *testing.T) {
 	for id, want := range map[string]string{
-		"gw-00000001":                         "gw-00000001",
-		"vgsandbx_" + strings.Repeat("A", 43): "",
-		"abcd1234_" + strings.Repeat("-", 32): "",
+		"gw-00000001":                                "gw-00000001",
+		"vgsandbx_" + strings.Repeat("A", 43):        "",
+		"abcd1234_" + strings.Repeat("-", 32):        "",
+		"id:vgsandbx_" + strings.Repeat("A", 43):     "",
+		"vgsandbx_" + strings.Repeat("A", 43) + ".1": "",
+		strings.Repeat("r", 300):                     strings.Repeat("r", 256) + "...[truncated: 300 bytes]",
 	} {
 		var ctx fasthttp.RequestCtx
 		ctx.Request.Header.Set("X-Request-Id", id)

@@ -33,11 +33,18 @@ func Peer(ctx *fasthttp.RequestCtx) netip.Addr {
 
 // Client is the client address of ctx.
 func (r *Resolver) Client(ctx *fasthttp.RequestCtx) netip.Addr {
+	client, _ := r.Resolve(ctx)
+	return client
+}
+
+// Resolve is Client, and whether the peer is a trusted proxy (whose
+// forwarded headers, and trace context, are believed).
+func (r *Resolver) Resolve(ctx *fasthttp.RequestCtx) (client netip.Addr, trustedPeer bool) {
 	peer := Peer(ctx)
 	if !r.isTrusted(peer) {
-		return peer
+		return peer, false
 	}
-	return r.fromForwarded(peer, ctx.Request.Header.PeekAll(fasthttp.HeaderXForwardedFor))
+	return r.fromForwarded(peer, ctx.Request.Header.PeekAll(fasthttp.HeaderXForwardedFor)), true
 }
 
 // fromForwarded walks the X-Forwarded-For values from the right: the first

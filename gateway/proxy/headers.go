@@ -122,6 +122,14 @@ func indexFold(names []string, name []byte) int {
 var gatewayHeaders = []string{wire.HeaderInternalToken, wire.HeaderVendorID, wire.HeaderKeyID, wire.HeaderEnvironment,
 	wire.HeaderRequestID, wire.HeaderForwardedFor, wire.HeaderAPIKey}
 
+// requestNames are the names prepareRequest's walk looks for: the
+// gatewayHeaders (bits below len(gatewayHeaders)), then W3C trace context.
+var requestNames = append(append([]string(nil), gatewayHeaders...), "Traceparent", "Tracestate")
+
+// traceContextBits are the bits of traceparent and tracestate in what
+// removeHopHeaders reports of requestNames.
+var traceContextBits = uint16(3) << len(gatewayHeaders)
+
 // delEvery deletes every copy of name in any spelling. Del removes every
 // copy of the normalised name, which is all of them while the server
 // normalises names; without that, each other spelling is deleted as it
@@ -146,11 +154,16 @@ func delEvery(h *fasthttp.RequestHeader, name string) {
 
 // prepareRequest strips hop-by-hop headers (and those named in Connection),
 // removes every header only the gateway may set, the API key itself (the
-// backend trusts the identity headers instead), and sets the identity.
+// backend trusts the identity headers instead), an untrusted caller's
+// sampling decision and tracestate (Identity.KeepTraceContext), and sets
+// the identity. One walk over the names finds what is present.
 // A Del per listed name would cost a key normalization and a scan each, on
 // every request: only the names found present are deleted.
 func prepareRequest(h *fasthttp.RequestHeader, id *Identity, token []byte) {
-	forged := removeHopHeaders(h, false, gatewayHeaders)
+	forged := removeHopHeaders(h, false, requestNames)
+	if forged&traceContextBits != 0 && !id.KeepTraceContext {
+		untrustedTraceContext(h)
+	}
 	// Set replaces only the first copy of a name: a client's second
 	// X-Vendor-Id would reach the backend after ours. Delete every copy.
 	for i, name := range gatewayHeaders {

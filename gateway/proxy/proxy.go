@@ -81,6 +81,12 @@ type Identity struct {
 	Environment string
 	RequestID   []byte
 	ClientIP    []byte
+	// KeepTraceContext passes the request's W3C traceparent and tracestate
+	// on as they are: the gateway's own span's, or a trusted proxy's.
+	// Without it, a caller's traceparent goes on with its sampled flag
+	// cleared and its tracestate removed: the backend follows the trace
+	// context it is sent, and the caller's decision is not the gateway's.
+	KeepTraceContext bool
 }
 
 // Proxy forwards requests.

@@ -7,6 +7,7 @@
 package apikey
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -137,10 +138,9 @@ func HashTo(dst []byte, raw string) {
 
 // HasKeyShape reports whether b has the shape of an API key of any prefix,
 // whether or not this server issued it: 8 characters of a-z and 0-9, "_",
-// and MinSecretLen to MaxSecretLen characters of the secret's alphabet. A
-// header that echoes or logs what a client sent (X-Request-Id) refuses
-// such a value: it is most likely a key pasted in the wrong place. It does
-// not allocate.
+// and MinSecretLen to MaxSecretLen characters of the secret's alphabet,
+// the whole of b (FindKeyShape finds one inside other text, as a header
+// that is echoed or logged must). It does not allocate.
 func HasKeyShape(b []byte) bool {
 	if len(b) < PrefixLen+1+MinSecretLen || len(b) > PrefixLen+1+MaxSecretLen || b[PrefixLen] != '_' {
 		return false
@@ -152,6 +152,44 @@ func HasKeyShape(b []byte) bool {
 				return false
 			}
 		case i > PrefixLen && !secretChar(c):
+			return false
+		}
+	}
+	return true
+}
+
+// FindKeyShape is the first run of b shaped like an API key of any prefix
+// (HasKeyShape's shape: 8 characters of a-z and 0-9, "_", at least
+// MinSecretLen characters of the secret's alphabet), as b[start:end], with
+// the secret's run taken whole however long it is; start is -1 when there
+// is none. Text that is logged or echoed (a User-Agent, a request id)
+// removes such a run wherever it stands: some clients put a key in odd
+// places, alone or inside other text. It does not allocate.
+func FindKeyShape(b []byte) (start, end int) {
+	for from := PrefixLen; from < len(b); {
+		j := bytes.IndexByte(b[from:], '_')
+		if j < 0 {
+			break
+		}
+		i := from + j // b[i] is '_'; the prefix would be b[i-8:i]
+		from = i + 1
+		if len(b)-from < MinSecretLen || !validPrefixBytes(b[i-PrefixLen:i]) {
+			continue
+		}
+		n := 0
+		for n < len(b)-from && secretChar(b[from+n]) {
+			n++
+		}
+		if n >= MinSecretLen {
+			return i - PrefixLen, from + n
+		}
+	}
+	return -1, -1
+}
+
+func validPrefixBytes(b []byte) bool {
+	for _, c := range b {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
 			return false
 		}
 	}

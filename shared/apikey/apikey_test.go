@@ -168,3 +168,70 @@ func TestHasKeyShape(t *testing.T) {
 		t.Fatalf("%v allocations", n)
 	}
 }
+
+// FindKeyShape finds a key-shaped run inside other text, whatever stands
+// around it, takes the secret's run whole, and finds nothing in text that
+// only looks alike; it allocates nothing.
+func TestFindKeyShape(t *testing.T) {
+	s, err := NewSigner([]string{"a-key-signing-secret-of-32-bytes-or-more"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := s.Generate(DefaultPrefixes(), Live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		v, want string
+	}{
+		{key, key},
+		{key + ".1", key},
+		{"id:" + key, key},
+		{key + ":retry", key},
+		{"curl/8.0 " + key, key},
+		{"Mozilla/5.0 (key " + key + ") Gecko", key},
+		{"x" + key, key},               // the 8 characters before "_" are the prefix
+		{key + "_more", key + "_more"}, // "_" is of the secret's alphabet: the run is taken whole
+		{"abcdefgh_" + strings.Repeat("Q", MinSecretLen), "abcdefgh_" + strings.Repeat("Q", MinSecretLen)},
+		{"abcdefgh_" + strings.Repeat("Q", MinSecretLen-1), ""},
+		{"Abcdefgh_" + strings.Repeat("Z", 43), ""},
+		{"abcdefgh_" + strings.Repeat("a.", 30), ""},
+		{"Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0", ""},
+		{"my_client_library/1.2 (python_requests)", ""},
+		{"_" + key[9:], ""},
+		{"", ""},
+	} {
+		b := []byte(c.v)
+		start, end := FindKeyShape(b)
+		got := ""
+		if start >= 0 {
+			got = c.v[start:end]
+		}
+		if got != c.want {
+			t.Errorf("FindKeyShape(%q) = %q, want %q", c.v, got, c.want)
+		}
+	}
+	ua := []byte("Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0")
+	if n := testing.AllocsPerRun(100, func() { FindKeyShape(ua) }); n != 0 {
+		t.Fatalf("%v allocations", n)
+	}
+}
+
+// BenchmarkFindKeyShapeClean is the redaction's scan of a clean header,
+// as every logged or echoed header value pays it: no allocation.
+func BenchmarkFindKeyShapeClean(b *testing.B) {
+	for _, c := range []struct{ name, v string }{
+		{"user-agent", "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0"},
+		{"request-id", "3f2504e0-4f89-11d3-9a0c-0305e82c3301"},
+	} {
+		v := []byte(c.v)
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if start, _ := FindKeyShape(v); start >= 0 {
+					b.Fatal("found a key")
+				}
+			}
+		})
+	}
+}

@@ -8,9 +8,11 @@
 // and off otherwise (OTEL_TRACES_EXPORTER=none turns it off in any case).
 // The rest is read by OpenTelemetry itself, as its autoexport and SDK read
 // it: OTEL_EXPORTER_OTLP_PROTOCOL (http/protobuf, the default, or grpc),
-// the endpoint and headers, OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG
-// (parentbased_traceidratio with 0.01 samples 1 %), OTEL_SERVICE_NAME and
-// OTEL_RESOURCE_ATTRIBUTES, OTEL_BSP_SCHEDULE_DELAY. These are the one
+// the endpoint and headers, OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES,
+// OTEL_BSP_SCHEDULE_DELAY. OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG
+// (parentbased_traceidratio with 0.01 samples 1 %) are read here, as the
+// SDK reads them, for a sampler that follows a caller's decision only when
+// the caller is trusted (Sampler, Extract). These are the one
 // exception to config being the one place of each setting: they are the
 // OpenTelemetry standard's, shared by every instrumented program.
 package tracing
@@ -55,6 +57,10 @@ func Setup(ctx context.Context, service string, lookup func(string) (string, boo
 	if !Enabled(lookup) {
 		return &Tracing{}, nil
 	}
+	sampler, err := SamplerFromEnv(lookup)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: sampler: %w", err)
+	}
 	exp, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: exporter: %w", err)
@@ -66,9 +72,9 @@ func Setup(ctx context.Context, service string, lookup func(string) (string, boo
 		_ = exp.Shutdown(ctx)
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
-	// The sampler (OTEL_TRACES_SAMPLER) and the batch delay
-	// (OTEL_BSP_SCHEDULE_DELAY) are read by the SDK.
-	return &Tracing{tp: sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))}, nil
+	// The batch delay (OTEL_BSP_SCHEDULE_DELAY) is read by the SDK.
+	return &Tracing{tp: sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res),
+		sdktrace.WithSampler(sampler))}, nil
 }
 
 // Tracer is the server's tracer, nil when tracing is off: callers test it
