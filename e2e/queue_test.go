@@ -14,7 +14,8 @@ func rowsHeldFor(table, reason string) [][]string {
 	var out [][]string
 	for _, l := range strings.Split(table, "\n") {
 		f := strings.Fields(l)
-		if len(f) >= 5 && f[4] == reason {
+		// ORDER VENDOR COMPANY(Acme sandbox: two words) STATUS HELD(service reason) ...
+		if len(f) >= 7 && f[6] == reason {
 			out = append(out, f)
 		}
 	}
@@ -44,7 +45,7 @@ func TestOperatorFindsAndReleasesHeldOrder(t *testing.T) {
 	}
 	for _, reason := range []string{"identity_review", "manual_review", "report_review"} {
 		rows := rowsHeldFor(table, reason)
-		if len(rows) != 1 || rows[0][1] != vendorID || rows[0][2] != "under_review" || !strings.HasPrefix(rows[0][7], "1d23h") {
+		if len(rows) != 1 || rows[0][1] != vendorID || rows[0][2]+" "+rows[0][3] != "Acme sandbox" || rows[0][4] != "under_review" || !strings.HasPrefix(rows[0][9], "1d23h") {
 			t.Fatalf("held for %s: rows %q in\n%s", reason, rows, table)
 		}
 	}
