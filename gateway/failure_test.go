@@ -218,3 +218,31 @@ func TestUnavailableCountsRequestsNotTwins(t *testing.T) {
 		t.Fatalf("5 requests refused with Redis down counted as %s unavailable decisions", got)
 	}
 }
+
+// TestShadowOnlyRouteWithoutRedis: a route whose limits are all shadow
+// (the reads row run as a shadow, to watch a new limit before enforcing
+// it) refuses nobody, so a Redis that cannot decide does not take the
+// route from a vendor: reads answer 200 while Redis is stopped, and the
+// shadow decisions are counted unavailable.
+func TestShadowOnlyRouteWithoutRedis(t *testing.T) {
+	rs := testredis.Start(t)
+	b := newTestBackend(t)
+	gw := startGateway(t, b, func(o *Options) {
+		o.Config.Redis.URL = config.List{rs.URL()}
+		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 1000, Period: time.Minute, Shadow: true}
+	})
+	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	me := gw.url + "/api/vendor/v1/me"
+	if a := do(t, "GET", me, key); a.status != 200 {
+		t.Fatalf("with Redis: %d %s", a.status, a.body)
+	}
+	rs.Stop()
+	for i := 0; i < 5; i++ {
+		if a := do(t, "GET", me, key); a.status != 200 {
+			t.Fatalf("read %d with Redis stopped under a shadow-only limit: %d %s", i, a.status, a.body)
+		}
+	}
+	if m := scrape(t, gw); !strings.Contains(m, `vendorgate_gateway_limiter_decisions_total{limit="reads",outcome="unavailable"}`) {
+		t.Fatal("the shadow decisions Redis could not make are not counted unavailable")
+	}
+}

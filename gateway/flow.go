@@ -246,12 +246,24 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 	ex.trace.end(err)
 	g.recordLimits(sn, id, &ex.checks, &ex.decision, err)
 	if err != nil {
+		if !ex.checks.Enforces() {
+			// Only shadow limits: they refuse nobody, so a limiter that
+			// cannot decide takes nothing from the vendor (the decisions
+			// are counted unavailable above); the request goes on.
+			return g.admitInFlight(sn, id, rt, ex)
+		}
 		return err
 	}
 	ex.hasLimit = true
 	if !ex.decision.Allowed {
 		return &respond.Refusal{Err: errRateLimited, RetryAfter: ex.decision.RetryAfter}
 	}
+	return g.admitInFlight(sn, id, rt, ex)
+}
+
+// admitInFlight takes the request's slot among its vendor's requests in
+// flight at this gateway.
+func (g *Gateway) admitInFlight(sn *snapshot, id *auth.Identity, rt *route, ex *exchange) error {
 	var refused inflight.Refusal
 	if ex.slot, refused = g.inflight.Acquire(id.VendorID, sn.inFlightCaps(id.VendorID), rt.streams); refused != inflight.Admitted {
 		// A slot frees when an answer ends, which no clock tells: the

@@ -90,6 +90,17 @@ func (cs *Checks) Add(c Check) {
 	}
 }
 
+// Enforces reports whether any check may refuse the request: one that is
+// not a shadow limit.
+func (cs *Checks) Enforces() bool {
+	for i := 0; i < cs.Count; i++ {
+		if !cs.List[i].Rate.Shadow {
+			return true
+		}
+	}
+	return false
+}
+
 // Result is the state of one bucket after a check.
 type Result struct {
 	// Known is false when the limiter did not consult this bucket (a denial
