@@ -225,6 +225,13 @@ func askBackend(u *url.URL, tc *tls.Config, token string, timeout time.Duration)
 		req.SetRequestURI(uri)
 		req.Header.Set(wire.HeaderInternalToken, token)
 		if err := hc.DoTimeout(req, resp, timeout); err != nil {
+			// A backend that refuses this gateway's client certificate
+			// closes the connection; the client reports only that.
+			if u.Scheme == "https" && errors.Is(err, fasthttp.ErrConnectionClosed) {
+				if refusal := hoptls.Diagnose(u.Host, tc, timeout); refusal != nil {
+					err = refusal
+				}
+			}
 			return fmt.Errorf("%s: %w", u.Host, hoptls.Explain(err))
 		}
 		if resp.StatusCode() != fasthttp.StatusOK {

@@ -10,8 +10,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"strings"
+	"time"
 )
 
 // ClientFiles are the gateway's side of the hop.
@@ -154,6 +157,44 @@ func Explain(err error) error {
 	}
 	if strings.Contains(s, "tls: first record does not look like a TLS handshake") {
 		return fmt.Errorf("%w (the backend does not serve TLS: use an http:// backend_url or set the backend's tls.cert_file)", err)
+	}
+	return err
+}
+
+// Diagnose finds why an https backend at addr closed a connection before
+// its first answer byte, which is all an HTTP client reports when a TLS 1.3
+// server refuses the client's certificate (the refusal comes after the
+// client's handshake has finished): it makes a connection of its own with
+// tc and reads, within timeout, what the server sends unasked. The error
+// returned is the TLS refusal, or nil when there was none to see (the
+// server said nothing, or the connection could not be made).
+func Diagnose(addr string, tc *tls.Config, timeout time.Duration) error {
+	if tc == nil {
+		tc = &tls.Config{}
+	}
+	tc = tc.Clone()
+	if tc.ServerName == "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil
+		}
+		tc.ServerName = host
+	}
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	conn := tls.Client(c, tc)
+	if err := conn.Handshake(); err != nil {
+		return err
+	}
+	var one [1]byte
+	_, err = conn.Read(one[:])
+	var ne net.Error
+	if err == nil || errors.Is(err, io.EOF) || errors.As(err, &ne) && ne.Timeout() {
+		return nil
 	}
 	return err
 }
