@@ -1,8 +1,11 @@
 package deploy
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +134,127 @@ func verifyUnit(t *testing.T, text string) {
 	out, err := exec.Command(analyze, "verify", tmp).CombinedOutput()
 	if err != nil || strings.Contains(string(out), filepath.Base(tmp)+":") {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// haproxyServers are the server lines of each backend section of an
+// HAProxy configuration: backend name -> "host:port options...".
+func haproxyServers(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	section, defaults := "", map[string]string{}
+	for _, line := range strings.Split(string(readFile(t, path)), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 0 || strings.HasPrefix(f[0], "#"):
+		case !strings.HasPrefix(line, " ") && !strings.HasPrefix(line, "\t"):
+			section = strings.Join(f, " ")
+		case f[0] == "default-server":
+			defaults[section] = strings.Join(f[1:], " ")
+		case f[0] == "server" && len(f) >= 3 && strings.HasPrefix(section, "backend "):
+			name := strings.TrimPrefix(section, "backend ")
+			out[name] = append(out[name], f[2]+" "+defaults[section]+" "+strings.Join(f[3:], " "))
+		}
+	}
+	return out
+}
+
+// The compose layout with TLS at the gateways (docker-compose.tls.yml over
+// docker-compose.yml): HAProxy in mode tcp sends a PROXY v2 header to the
+// gateways' TLS listener and http_listen, the ports it sends to are theirs,
+// the gateways read the header from HAProxy alone, their certificate is the
+// secret compose mounts, the configuration loads and passes the gateway's
+// checks, and haproxy -c accepts the file.
+func TestComposeTLSAtTheGateway(t *testing.T) {
+	const override = "docker-compose.tls.yml"
+	base, over := asMap(yamlDoc(t, "docker-compose.yml")["services"]), asMap(yamlDoc(t, override)["services"])
+	lbAddr := str(dig(asMap(base["lb"]), "networks", "vendorgate", "ipv4_address"))
+	if lbAddr == "" {
+		t.Fatal("the lb has no fixed address in docker-compose.yml")
+	}
+	servers := haproxyServers(t, "haproxy/haproxy-tcp.cfg")
+	if !strings.Contains(string(readFile(t, "haproxy/haproxy-tcp.cfg")), "\n    mode tcp\n") {
+		t.Error("haproxy-tcp.cfg: the defaults are not mode tcp")
+	}
+	if src := composeMountSource(asMap(over["lb"]), "/usr/local/etc/haproxy/haproxy.cfg"); src != "./haproxy/haproxy-tcp.cfg" {
+		t.Errorf("the lb of %s mounts %q as haproxy.cfg, want ./haproxy/haproxy-tcp.cfg", override, src)
+	}
+	var published []string
+	for _, p := range asList(asMap(over["lb"])["ports"]) {
+		published = append(published, interpolate(str(p)))
+	}
+	if !slices.Contains(published, "443:8443") {
+		t.Errorf("the lb publishes %v, want 443:8443 (the TLS frontend)", published)
+	}
+	secretFiles := asMap(yamlDoc(t, override)["secrets"])
+	for _, name := range []string{"gateway-1", "gateway-2"} {
+		t.Run(name, func(t *testing.T) {
+			env := composeEnv(asMap(base[name]))
+			for k, v := range composeEnv(asMap(over[name])) {
+				env[k] = v
+			}
+			env["GATEWAY_INTERNAL_TOKEN"], env["GATEWAY_KEY_SIGNING_SECRETS"] = dummyToken, dummySigning
+			cfg := loadGatewayConfig(t, readFile(t, "config/gateway.yaml"), env)
+			if err := gateway.Check(cfg); err != nil {
+				t.Fatalf("the gateway refuses the layout: %v", err)
+			}
+			if !cfg.ProxyProtocol || !slices.Contains(cfg.TrustedProxies, lbAddr) {
+				t.Errorf("proxy_protocol %v, trusted_proxies %v: want the PROXY header read from the lb (%s)", cfg.ProxyProtocol, cfg.TrustedProxies, lbAddr)
+			}
+			var secrets []string
+			for _, s := range asList(asMap(over[name])["secrets"]) {
+				secrets = append(secrets, "/run/secrets/"+str(s))
+				if src := str(dig(secretFiles, str(s), "file")); !strings.HasPrefix(src, "./tls/") {
+					t.Errorf("secret %s comes from %q, want ./tls/ (kept out of git)", s, src)
+				}
+			}
+			for _, f := range []string{cfg.TLS.CertFile, cfg.TLS.KeyFile} {
+				if !slices.Contains(secrets, f) {
+					t.Errorf("tls file %q is not a secret compose mounts (%v)", f, secrets)
+				}
+			}
+			// HAProxy sends to this gateway's listeners, with the header.
+			for backend, port := range map[string]int{"gateways_tls": portOf(t, cfg.Listen), "gateways_plain": portOf(t, cfg.HTTPListen)} {
+				want := name + ":" + strconv.Itoa(port) + " "
+				found := false
+				for _, s := range servers[backend] {
+					if strings.HasPrefix(s, want) {
+						found = true
+						if !strings.Contains(s, "send-proxy-v2") {
+							t.Errorf("haproxy-tcp.cfg %s: %s sends no PROXY v2 header", backend, s)
+						}
+					}
+				}
+				if !found {
+					t.Errorf("haproxy-tcp.cfg %s has no server %s (%v)", backend, want, servers[backend])
+				}
+			}
+		})
+	}
+	if !strings.Contains(string(readFile(t, ".gitignore")), "tls/") {
+		t.Error("deploy/.gitignore does not keep tls/ (the private key) out of git")
+	}
+	documented := envFileNames(t, ".env.example")
+	for _, m := range interp.FindAllStringSubmatch(string(readFile(t, override)), -1) {
+		if _, ok := documented[m[1]]; !ok {
+			t.Errorf("%s uses ${%s}, which .env.example does not list", override, m[1])
+		}
+	}
+
+	haproxy, err := exec.LookPath("haproxy")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("haproxy not on PATH in CI")
+		}
+		t.Skip("haproxy not on PATH")
+	}
+	out, err := exec.Command(haproxy, "-c", "-f", "haproxy/haproxy-tcp.cfg").CombinedOutput()
+	if err != nil {
+		t.Fatalf("haproxy -c: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "[WARNING]") && !strings.Contains(line, "could not resolve address") {
+			t.Errorf("haproxy -c: %s", line)
+		}
 	}
 }
