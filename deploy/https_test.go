@@ -258,3 +258,93 @@ func TestComposeTLSAtTheGateway(t *testing.T) {
 		}
 	}
 }
+
+// The Kubernetes layout with TLS at the gateways (overlays/gateway-tls), as
+// kubectl builds it: the gateway's configuration (ConfigMap and environment)
+// loads and passes the gateway's checks, reads the PROXY header from the
+// balancer, serves the certificate of a kubernetes.io/tls Secret mounted
+// where its files are named and readable by its group, and the Service sends
+// 443 and 80 to its TLS listener and http_listen.
+func TestK8sGatewayTLS(t *testing.T) {
+	const overlay = "k8s/overlays/gateway-tls"
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not on PATH: the overlay is not built")
+	}
+	out, err := exec.Command(kubectl, "kustomize", overlay).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v", overlay, err)
+	}
+	docs, err := decodeYAMLDocs(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []k8sObject
+	for _, d := range docs {
+		objs = append(objs, k8sObject{overlay, asMap(d)})
+	}
+	dep := k8sFind(objs, "Deployment", "vendorgate-gateway")
+	if dep == nil {
+		t.Fatal("no gateway Deployment")
+	}
+	pod := asMap(dig(dep, "spec", "template", "spec"))
+	var c container
+	for _, ct := range asList(pod["containers"]) {
+		if str(asMap(ct)["name"]) == "gateway" {
+			c = container{overlay + " gateway", str(asMap(ct)["image"]), asMap(ct), pod, dep}
+		}
+	}
+	if c.spec == nil {
+		t.Fatal("no gateway container")
+	}
+	env := containerEnv(t, objs, c)
+	env["GATEWAY_INTERNAL_TOKEN"], env["GATEWAY_KEY_SIGNING_SECRETS"] = dummyToken, dummySigning
+	cfg := loadGatewayConfig(t, []byte(mountedConfig(t, objs, c)), env)
+	if err := gateway.Check(cfg); err != nil {
+		t.Fatalf("the gateway refuses the layout: %v", err)
+	}
+	if !cfg.TLS.Enabled() || !cfg.ProxyProtocol || len(cfg.TrustedProxies) == 0 || !strings.HasPrefix(cfg.PublicBaseURL, "https://") {
+		t.Errorf("tls %v, proxy_protocol %v, trusted_proxies %v, public_base_url %q: want HTTPS behind a PROXY-protocol balancer",
+			cfg.TLS.Enabled(), cfg.ProxyProtocol, cfg.TrustedProxies, cfg.PublicBaseURL)
+	}
+
+	// The certificate files are the keys of a kubernetes.io/tls Secret,
+	// mounted read-only where the configuration names them.
+	wantKeys := map[string]string{cfg.TLS.CertFile: "tls.crt", cfg.TLS.KeyFile: "tls.key"}
+	for file, key := range wantKeys {
+		found := false
+		for _, m := range asList(c.spec["volumeMounts"]) {
+			m := asMap(m)
+			if filepath.Dir(file) != str(m["mountPath"]) || filepath.Base(file) != key {
+				continue
+			}
+			for _, v := range asList(pod["volumes"]) {
+				v := asMap(v)
+				if str(v["name"]) == str(m["name"]) && dig(v, "secret", "secretName") != nil {
+					found = str(m["readOnly"]) == "true"
+					if mode := str(dig(v, "secret", "defaultMode")); mode != "288" || str(dig(pod, "securityContext", "fsGroup")) != str(dig(pod, "securityContext", "runAsGroup")) {
+						// 288 is 0440: the key readable by the gateway's group alone.
+						t.Errorf("the TLS Secret's mode %s and fsGroup %v: want 0440 and the gateway's group", mode, dig(pod, "securityContext", "fsGroup"))
+					}
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s is not key %s of a Secret mounted read-only at %s", file, key, filepath.Dir(file))
+		}
+	}
+
+	svc := k8sFind(objs, "Service", "vendorgate-gateway")
+	targets := map[string]int{}
+	for _, p := range asList(dig(svc, "spec", "ports")) {
+		p := asMap(p)
+		targets[str(p["port"])] = containerPort(c.spec, p["targetPort"])
+	}
+	if targets["443"] != portOf(t, cfg.Listen) || targets["80"] != portOf(t, cfg.HTTPListen) {
+		t.Errorf("the Service sends 443 to %d and 80 to %d; the gateway listens for TLS on %s and plain HTTP on %s",
+			targets["443"], targets["80"], cfg.Listen, cfg.HTTPListen)
+	}
+	if str(dig(svc, "spec", "type")) != "LoadBalancer" {
+		t.Errorf("the Service is %v, want a LoadBalancer (TCP, TLS passed through)", dig(svc, "spec", "type"))
+	}
+}
