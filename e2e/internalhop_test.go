@@ -147,6 +147,16 @@ func TestInternalHopMutualTLS(t *testing.T) {
 		if r.status != 200 || vendorOf(r) != vendorID {
 			t.Fatalf("got %d %s, want 200", r.status, r.body)
 		}
+		// An order's body, its polls and its report download (the stream
+		// pool) all cross the hop.
+		o := s.poll(key, s.place(key, "D7654321", "mvr").OrderID, 20*time.Second, func(o order) bool { return o.Final })
+		if o.Status != "completed" || len(o.Services) != 1 || o.Services[0].FileURL == nil {
+			t.Fatalf("final order over mutual TLS: %+v", o)
+		}
+		pdf := s.do("GET", *o.Services[0].FileURL, key, nil, nil)
+		if pdf.status != 200 || !strings.HasPrefix(string(pdf.body), "%PDF-") {
+			t.Fatalf("report download over mutual TLS: %d %.40q", pdf.status, pdf.body)
+		}
 	})
 
 	t.Run("without a client certificate", func(t *testing.T) {
