@@ -7,6 +7,7 @@ package backend
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +33,7 @@ import (
 	"vendorgate/config"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/barelf"
+	"vendorgate/shared/hoptls"
 	"vendorgate/shared/idleconn"
 	"vendorgate/shared/logctx"
 	"vendorgate/shared/logtext"
@@ -70,6 +72,7 @@ type Backend struct {
 	bg        *background
 
 	server, adminServer *fasthttp.Server
+	tls                 *tls.Config // listen's TLS; nil: plain TCP
 	ln, adminLn         net.Listener
 	errs                chan error
 	serving             sync.WaitGroup
@@ -84,6 +87,10 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	if err := o.Config.Validate(); err != nil {
 		return nil, fmt.Errorf("backend configuration: %w", err)
 	}
+	tc, err := TLSConfig(o.Config)
+	if err != nil {
+		return nil, err
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -96,7 +103,6 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	}
 	st := o.Store
 	if st == nil {
-		var err error
 		if st, err = openStore(ctx, o.Config); err != nil {
 			return nil, err
 		}
@@ -108,7 +114,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		}
 		st = storetrace.New(st, o.Tracer, system)
 	}
-	b := &Backend{o: o, cfg: o.Config, log: o.Logger, store: st, errs: make(chan error, 2)}
+	b := &Backend{o: o, cfg: o.Config, log: o.Logger, store: st, tls: tc, errs: make(chan error, 2)}
 	if err := b.build(ctx); err != nil {
 		b.closeAll()
 		return nil, err
@@ -273,7 +279,13 @@ func (b *Backend) Start() error {
 	b.ln, b.adminLn = ln, aln
 	// Reports stream from the vendor listener: bounded by progress there.
 	// A bare-LF head is refused at once (barelf), not at the read timeout.
-	ln = idleconn.NewListener(barelf.NewListener(ln), idleconn.Options{Idle: b.cfg.StreamIdleTimeout})
+	// Under TLS, progress is counted on the raw bytes (a handshake that
+	// stalls is cut alike) and the bare-LF guard reads the plaintext.
+	if b.tls != nil {
+		ln = barelf.NewListener(tls.NewListener(idleconn.NewListener(ln, idleconn.Options{Idle: b.cfg.StreamIdleTimeout}), b.tls))
+	} else {
+		ln = idleconn.NewListener(barelf.NewListener(ln), idleconn.Options{Idle: b.cfg.StreamIdleTimeout})
+	}
 	for _, s := range []struct {
 		srv *fasthttp.Server
 		ln  net.Listener
@@ -288,8 +300,21 @@ func (b *Backend) Start() error {
 	}
 	b.bg.start()
 	b.log.Info("backend listening", "listen", ln.Addr().String(), "admin_listen", aln.Addr().String(),
+		"tls", b.tls != nil, "client_certificates", b.tls != nil && b.tls.ClientCAs != nil,
 		"database", config.RedactURL(b.cfg.Database), "redis_invalidation", b.publisher != nil)
 	return nil
+}
+
+// TLSConfig reads the files of c's TLS listener (c.TLS): nil when it is
+// off. A file that cannot be read, holds no certificate, or a key that
+// does not match its certificate is an error naming the file: the start
+// and -check refuse it.
+func TLSConfig(c *config.Backend) (*tls.Config, error) {
+	tc, err := hoptls.ServerConfig(hoptls.ServerFiles{CertFile: c.TLS.CertFile, KeyFile: c.TLS.KeyFile, ClientCAFile: c.TLS.ClientCAFile})
+	if err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	return tc, nil
 }
 
 // Addr is the address of the vendor and internal listener.

@@ -18,6 +18,10 @@ type Backend struct {
 	// Listen serves the vendor API (to the gateway) and the internal API.
 	// Default "127.0.0.1:8081".
 	Listen string `yaml:"listen" env:"BACKEND_LISTEN"`
+	// TLS serves Listen over TLS, for a network between the gateway and
+	// the backend that is not trusted. Off without a certificate. The
+	// admin listener stays plain.
+	TLS BackendTLSListener `yaml:"tls"`
 	// AdminListen serves the operator API (vendorctl), /metrics, /healthz,
 	// /readyz. Default "127.0.0.1:8082".
 	AdminListen string `yaml:"admin_listen" env:"BACKEND_ADMIN_LISTEN"`
@@ -69,6 +73,36 @@ type Backend struct {
 	LogLevel string `yaml:"log_level" env:"BACKEND_LOG_LEVEL"`
 }
 
+// BackendTLSListener is the backend's side of TLS to the gateway. The files
+// are read at start (and by -check): one that cannot be read, holds no
+// certificate, or a key that does not match its certificate stops both.
+type BackendTLSListener struct {
+	// CertFile and KeyFile are the backend's PEM certificate (leaf first)
+	// and key; setting them turns TLS on for listen.
+	CertFile string `yaml:"cert_file" env:"BACKEND_TLS_CERT_FILE"`
+	KeyFile  string `yaml:"key_file" env:"BACKEND_TLS_KEY_FILE"`
+	// ClientCAFile, when set, requires every client of listen to show a
+	// certificate signed by one of its PEM CAs (mutual TLS).
+	ClientCAFile string `yaml:"client_ca_file" env:"BACKEND_TLS_CLIENT_CA_FILE"`
+}
+
+// Enabled reports whether listen serves TLS.
+func (t BackendTLSListener) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
+
+func (t BackendTLSListener) validate() []error {
+	var errs []error
+	switch {
+	case t.CertFile != "" && t.KeyFile == "":
+		errs = append(errs, fmt.Errorf("tls: cert_file %s has no key: set tls.key_file (BACKEND_TLS_KEY_FILE)", t.CertFile))
+	case t.CertFile == "" && t.KeyFile != "":
+		errs = append(errs, fmt.Errorf("tls: key_file %s has no certificate: set tls.cert_file (BACKEND_TLS_CERT_FILE)", t.KeyFile))
+	}
+	if t.ClientCAFile != "" && !t.Enabled() {
+		errs = append(errs, fmt.Errorf("tls.client_ca_file: %s is set but tls.cert_file and tls.key_file are not: client certificates are asked for in a TLS handshake", t.ClientCAFile))
+	}
+	return errs
+}
+
 // DefaultBackend returns the documented defaults.
 func DefaultBackend() *Backend {
 	return &Backend{
@@ -118,6 +152,7 @@ func (c *Backend) Validate() error {
 	if err := checkListen(c.AdminListen); err != nil {
 		add("admin_listen: %v", err)
 	}
+	errs = append(errs, c.TLS.validate()...)
 	if c.Database == "" {
 		add("database: set a SQLite file path or a postgres:// URL (BACKEND_DATABASE)")
 	}

@@ -304,3 +304,69 @@ func TestTLSSettings(t *testing.T) {
 		}
 	}
 }
+
+// The internal hop's TLS: backend_tls on the gateway and tls on the backend,
+// read from the environment and the file, off by default, and refused with
+// a message naming the setting when half set or set for a plain backend.
+func TestInternalHopTLSSettings(t *testing.T) {
+	gw := func(kv ...string) Env {
+		m := map[string]string{"GATEWAY_INTERNAL_TOKEN": "0123456789abcdef", "GATEWAY_KEY_SIGNING_SECRETS": testSigning}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return envMap(m)
+	}
+	be := func(kv ...string) Env {
+		m := map[string]string{"BACKEND_INTERNAL_TOKEN": "0123456789abcdef", "BACKEND_KEY_SIGNING_SECRETS": testSigning,
+			"BACKEND_ADMIN_TOKEN": "0123456789abcdef"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return envMap(m)
+	}
+	g, err := LoadGateway("", gw())
+	if err != nil || g.BackendTLS.Set() {
+		t.Fatalf("defaults: %v, backend_tls %+v; want off", err, g.BackendTLS)
+	}
+	g, err = LoadGateway("", gw("GATEWAY_BACKEND_URL", "https://backend:8443", "GATEWAY_BACKEND_TLS_CA_FILE", "/tls/ca.pem",
+		"GATEWAY_BACKEND_TLS_CERT_FILE", "/tls/gw.pem", "GATEWAY_BACKEND_TLS_KEY_FILE", "/tls/gw-key.pem"))
+	if err != nil || g.BackendTLS != (BackendTLS{CAFile: "/tls/ca.pem", CertFile: "/tls/gw.pem", KeyFile: "/tls/gw-key.pem"}) {
+		t.Fatalf("env: %v %+v", err, g)
+	}
+	path := writeFile(t, "backend_url: https://backend:8443\nbackend_tls:\n  ca_file: /tls/ca.pem\n")
+	if g, err = LoadGateway(path, gw()); err != nil || g.BackendTLS.CAFile != "/tls/ca.pem" {
+		t.Fatalf("file: %v %+v", err, g)
+	}
+	b, err := LoadBackend("", be())
+	if err != nil || b.TLS.Enabled() {
+		t.Fatalf("backend defaults: %v, tls %+v; want off", err, b.TLS)
+	}
+	b, err = LoadBackend(writeFile(t, "tls:\n  cert_file: /tls/b.pem\n  key_file: /tls/b-key.pem\n  client_ca_file: /tls/gw-ca.pem\n"), be())
+	if err != nil || !b.TLS.Enabled() || b.TLS.ClientCAFile != "/tls/gw-ca.pem" {
+		t.Fatalf("backend file: %v %+v", err, b)
+	}
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"GATEWAY_BACKEND_TLS_CA_FILE", "/tls/ca.pem"}, `backend_url "http://127.0.0.1:8081" is plain http`},
+		{[]string{"GATEWAY_BACKEND_URL", "https://b:1", "GATEWAY_BACKEND_TLS_CERT_FILE", "/tls/gw.pem"}, "cert_file /tls/gw.pem has no key: set backend_tls.key_file"},
+		{[]string{"GATEWAY_BACKEND_URL", "https://b:1", "GATEWAY_BACKEND_TLS_KEY_FILE", "/tls/gw-key.pem"}, "key_file /tls/gw-key.pem has no certificate: set backend_tls.cert_file"},
+	} {
+		if _, err := LoadGateway("", gw(c.env...)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error saying %q", c.env, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"BACKEND_TLS_CERT_FILE", "/tls/b.pem"}, "cert_file /tls/b.pem has no key: set tls.key_file"},
+		{[]string{"BACKEND_TLS_KEY_FILE", "/tls/b-key.pem"}, "key_file /tls/b-key.pem has no certificate: set tls.cert_file"},
+		{[]string{"BACKEND_TLS_CLIENT_CA_FILE", "/tls/gw-ca.pem"}, "tls.client_ca_file: /tls/gw-ca.pem is set but tls.cert_file"},
+	} {
+		if _, err := LoadBackend("", be(c.env...)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error saying %q", c.env, err, c.want)
+		}
+	}
+}

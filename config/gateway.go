@@ -24,6 +24,10 @@ type Gateway struct {
 	BackendURL List `yaml:"backend_url" env:"GATEWAY_BACKEND_URL"`
 	// InternalToken is sent to the backend on every call. Required.
 	InternalToken string `yaml:"internal_token" env:"GATEWAY_INTERNAL_TOKEN" secret:"true"`
+	// BackendTLS is the TLS of the calls to an https:// backend_url: the
+	// CA that signs the backend's certificate and a client certificate for
+	// mutual TLS. Empty: the system's roots, no client certificate.
+	BackendTLS BackendTLS `yaml:"backend_tls"`
 	// KeySigningSecrets verify the MAC every issued API key carries, so a
 	// key the backend never issued is refused without a lookup: any of them
 	// verifies. Each is at least 32 characters; the same list as the
@@ -168,6 +172,40 @@ type ACME struct {
 	// take turns renewing it; replicas with their own each order their
 	// own, against the CA's rate limits. Required with Domains.
 	Storage string `yaml:"storage" env:"GATEWAY_TLS_ACME_STORAGE"`
+}
+
+// BackendTLS is the gateway's side of TLS to the backend. The files are
+// read at start (and by -check): one that cannot be read, holds no
+// certificate, or a key that does not match its certificate stops both.
+type BackendTLS struct {
+	// CAFile is a PEM file of the CAs that sign the backend's certificate
+	// (a private CA); empty: the system's roots.
+	CAFile string `yaml:"ca_file" env:"GATEWAY_BACKEND_TLS_CA_FILE"`
+	// CertFile and KeyFile are a PEM client certificate and its key, shown
+	// to a backend that requires one (its tls.client_ca_file).
+	CertFile string `yaml:"cert_file" env:"GATEWAY_BACKEND_TLS_CERT_FILE"`
+	KeyFile  string `yaml:"key_file" env:"GATEWAY_BACKEND_TLS_KEY_FILE"`
+}
+
+// Set reports whether any of the files is named.
+func (b BackendTLS) Set() bool { return b.CAFile != "" || b.CertFile != "" || b.KeyFile != "" }
+
+func (b BackendTLS) validate(backends List) []error {
+	var errs []error
+	switch {
+	case b.CertFile != "" && b.KeyFile == "":
+		errs = append(errs, fmt.Errorf("backend_tls: cert_file %s has no key: set backend_tls.key_file (GATEWAY_BACKEND_TLS_KEY_FILE)", b.CertFile))
+	case b.CertFile == "" && b.KeyFile != "":
+		errs = append(errs, fmt.Errorf("backend_tls: key_file %s has no certificate: set backend_tls.cert_file (GATEWAY_BACKEND_TLS_CERT_FILE)", b.KeyFile))
+	}
+	if b.Set() {
+		for _, u := range backends {
+			if strings.HasPrefix(u, "http://") {
+				errs = append(errs, fmt.Errorf("backend_tls: set, but backend_url %q is plain http: use https:// to the backend's TLS listener", u))
+			}
+		}
+	}
+	return errs
 }
 
 // LetsEncrypt is the default ACME directory.
@@ -452,6 +490,7 @@ func (c *Gateway) Validate() error {
 	if len(c.InternalToken) < 16 {
 		add("internal_token: set a shared secret of at least 16 characters (GATEWAY_INTERNAL_TOKEN), the same as the backend's")
 	}
+	errs = append(errs, c.BackendTLS.validate(c.BackendURL)...)
 	if err := checkSigningSecrets(c.KeySigningSecrets, c.InternalToken, "GATEWAY_KEY_SIGNING_SECRETS", "backend's"); err != nil {
 		add("key_signing_secrets: %v", err)
 	}

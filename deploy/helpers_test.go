@@ -573,7 +573,9 @@ func parseUnit(t *testing.T, path string) unit {
 		case line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";"):
 		case strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]"):
 			section = strings.Trim(line, "[]")
-			u[section] = map[string][]string{}
+			if u[section] == nil { // a drop-in's section adds to the unit's
+				u[section] = map[string][]string{}
+			}
 		default:
 			k, v, ok := strings.Cut(line, "=")
 			if !ok || section == "" {

@@ -164,8 +164,11 @@ type stackOptions struct {
 	// gatewayYAML, when set, is written to a file passed with -config.
 	gatewayYAML string
 	gateways    int
-	backendEnv  map[string]string
-	gatewayEnv  map[string]string
+	// backendHTTPS: the backend's listen serves TLS (backendEnv names its
+	// files), and the gateways call https://.
+	backendHTTPS bool
+	backendEnv   map[string]string
+	gatewayEnv   map[string]string
 }
 
 func newStack(t *testing.T, o stackOptions) *stack {
@@ -179,6 +182,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	bport, aport := testredis.FreePort(t), testredis.FreePort(t)
 	s.backendURL = "http://127.0.0.1:" + strconv.Itoa(bport)
+	if o.backendHTTPS {
+		s.backendURL = "https://127.0.0.1:" + strconv.Itoa(bport)
+	}
 	s.adminURL = "http://127.0.0.1:" + strconv.Itoa(aport)
 	if o.gateways == 0 {
 		o.gateways = 1

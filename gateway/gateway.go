@@ -220,7 +220,11 @@ func New(o Options) (_ *Gateway, err error) {
 		return nil, err
 	}
 
-	g.lookup, err = backendapi.New(backendapi.Options{Backends: c.BackendURL, InternalToken: c.InternalToken,
+	hop, err := backendTLS(c.BackendTLS)
+	if err != nil {
+		return nil, err
+	}
+	g.lookup, err = backendapi.New(backendapi.Options{Backends: c.BackendURL, InternalToken: c.InternalToken, TLS: hop,
 		Timeout: min(c.Proxy.Timeout, lookupTimeoutMax), MaxConns: lookupMaxConns, BreakerOpenFor: c.Proxy.BreakerOpenFor,
 		BreakerFailures: c.Proxy.BreakerFailures, OnStateChange: g.onBreakerState})
 	if err != nil {
@@ -252,7 +256,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
-	g.proxy, err = proxy.New(proxy.Options{Backends: c.BackendURL, InternalToken: c.InternalToken, Timeout: c.Proxy.Timeout,
+	g.proxy, err = proxy.New(proxy.Options{Backends: c.BackendURL, InternalToken: c.InternalToken, TLS: hop, Timeout: c.Proxy.Timeout,
 		StreamIdleTimeout: c.Proxy.StreamIdleTimeout, MaxConns: c.Proxy.MaxConns, BreakerOpenFor: c.Proxy.BreakerOpenFor, BreakerFailures: c.Proxy.BreakerFailures,
 		StreamMaxConns: c.Proxy.StreamMaxConns, OnTooSlow: tooSlow.Inc,
 		MinRate:       proxy.MinRate{Bytes: c.Proxy.StreamMinRate, Window: c.Proxy.StreamMinRateWindow, Grace: c.Proxy.StreamMinRateGrace},
@@ -284,7 +288,7 @@ func New(o Options) (_ *Gateway, err error) {
 		CloseOnShutdown:               true,
 		Logger:                        serverlog.Printer{Log: g.log}, // never the request's bytes
 	}
-	po := probe.Options{Redis: g.limiterClient, RedisTimeout: c.Redis.Timeout, Backends: c.BackendURL,
+	po := probe.Options{Redis: g.limiterClient, RedisTimeout: c.Redis.Timeout, Backends: c.BackendURL, BackendTLS: hop,
 		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, probeTimeoutMax),
 		OnChange: g.onDependencyChange}
 	if g.limiterClient == nil {

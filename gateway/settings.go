@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"crypto/tls"
 	"fmt"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"vendorgate/gateway/throttle"
 	"vendorgate/gateway/usage"
 	"vendorgate/shared/apikey"
+	"vendorgate/shared/hoptls"
 )
 
 // snapshot is the reloadable part of the configuration compiled for the
@@ -48,8 +50,21 @@ type snapshot struct {
 // the Redis URLs. `gateway -check` and a start refuse the same files with
 // the same message; a reload refuses them too.
 func Check(c *config.Gateway) error {
-	_, err := compileValid(c, nil)
+	if _, err := compileValid(c, nil); err != nil {
+		return err
+	}
+	_, err := backendTLS(c.BackendTLS)
 	return err
+}
+
+// backendTLS reads the files of the calls to the backend: nil, the
+// system's roots and no client certificate, when none is named.
+func backendTLS(b config.BackendTLS) (*tls.Config, error) {
+	tc, err := hoptls.ClientConfig(hoptls.ClientFiles{CAFile: b.CAFile, CertFile: b.CertFile, KeyFile: b.KeyFile})
+	if err != nil {
+		return nil, fmt.Errorf("backend_tls: %w", err)
+	}
+	return tc, nil
 }
 
 // compileValid checks c, a complete configuration, as Check says, and

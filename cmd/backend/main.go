@@ -32,6 +32,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg, err := config.LoadBackend(*path, os.LookupEnv)
+	if err == nil {
+		// The TLS files too: a key that does not match, or a file that
+		// cannot be read, fails -check as it would fail the start.
+		_, err = backend.TLSConfig(cfg)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "backend: %v\n", err)
 		return 2

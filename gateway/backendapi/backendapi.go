@@ -3,6 +3,7 @@
 package backendapi
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/gateway/breaker"
+	"vendorgate/shared/hoptls"
 	"vendorgate/shared/wire"
 )
 
@@ -30,6 +32,9 @@ type Options struct {
 	Backends []string
 	// InternalToken is sent as X-Internal-Token.
 	InternalToken string
+	// TLS is the client configuration of https backends (their CA, a
+	// client certificate); nil: the system's roots.
+	TLS *tls.Config
 	// Timeout bounds one lookup. Default 2s.
 	Timeout time.Duration
 	// MaxConns bounds connections per backend. Default 64.
@@ -76,9 +81,10 @@ func New(o Options) (*Client, error) {
 			return nil, fmt.Errorf("backendapi: backend %q is not a URL", b)
 		}
 		c.hosts = append(c.hosts, &fasthttp.HostClient{
-			Addr:     u.Host,
-			IsTLS:    u.Scheme == "https",
-			MaxConns: o.MaxConns,
+			Addr:      u.Host,
+			IsTLS:     u.Scheme == "https",
+			TLSConfig: o.TLS,
+			MaxConns:  o.MaxConns,
 			// A burst of lookups (many new keys at once) waits briefly for a
 			// connection instead of failing at once.
 			MaxConnWaitTimeout:        min(o.Timeout, 500*time.Millisecond),
@@ -128,7 +134,7 @@ func (c *Client) do(keyHash string) (*wire.KeyResolution, error) {
 	req.Header.Set(wire.HeaderInternalToken, c.token)
 	req.Header.Set(fasthttp.HeaderAccept, "application/json")
 	if err := hc.DoTimeout(req, resp, c.timeout); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, hoptls.Explain(err))
 	}
 	switch resp.StatusCode() {
 	case fasthttp.StatusOK:

@@ -12,6 +12,7 @@ package probe
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/shared/hoptls"
 	"vendorgate/shared/wire"
 )
 
@@ -45,6 +47,9 @@ type Options struct {
 	// BackendTimeout bounds one backend probe. Default 1s, so that a hung
 	// backend is unready within Interval + 1s.
 	BackendTimeout time.Duration
+	// BackendTLS is the client configuration of https backends; nil: the
+	// system's roots.
+	BackendTLS *tls.Config
 	// Interval is the time between the starts of two probes of one
 	// dependency. Default 1s: at most one PING a second per gateway.
 	Interval time.Duration
@@ -111,7 +116,7 @@ func New(o Options) (*Prober, error) {
 			return nil, fmt.Errorf("probe: backend %q is not a URL", b)
 		}
 		p.backends = append(p.backends, &target{name: "backend " + u.Host,
-			probe: askBackend(u, o.InternalToken, o.BackendTimeout)})
+			probe: askBackend(u, o.BackendTLS, o.InternalToken, o.BackendTimeout)})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
@@ -209,8 +214,8 @@ func pingRedis(c redis.UniversalClient, timeout time.Duration) func(context.Cont
 // askBackend asks one backend's internal readiness endpoint: ready is a
 // 200, anything else (refused, timed out, 503 because its database is
 // gone, 401 because the tokens differ) is not.
-func askBackend(u *url.URL, token string, timeout time.Duration) func(context.Context) error {
-	hc := &fasthttp.HostClient{Addr: u.Host, IsTLS: u.Scheme == "https", MaxConns: 1,
+func askBackend(u *url.URL, tc *tls.Config, token string, timeout time.Duration) func(context.Context) error {
+	hc := &fasthttp.HostClient{Addr: u.Host, IsTLS: u.Scheme == "https", TLSConfig: tc, MaxConns: 1,
 		MaxIdleConnDuration: 10 * time.Second, NoDefaultUserAgentHeader: true}
 	uri := u.Scheme + "://" + u.Host + wire.ReadyPath
 	return func(context.Context) error {
@@ -220,7 +225,14 @@ func askBackend(u *url.URL, token string, timeout time.Duration) func(context.Co
 		req.SetRequestURI(uri)
 		req.Header.Set(wire.HeaderInternalToken, token)
 		if err := hc.DoTimeout(req, resp, timeout); err != nil {
-			return fmt.Errorf("%s: %w", u.Host, err)
+			// A backend that refuses this gateway's client certificate
+			// closes the connection; the client reports only that.
+			if u.Scheme == "https" && errors.Is(err, fasthttp.ErrConnectionClosed) {
+				if refusal := hoptls.Diagnose(u.Host, tc, timeout); refusal != nil {
+					err = refusal
+				}
+			}
+			return fmt.Errorf("%s: %w", u.Host, hoptls.Explain(err))
 		}
 		if resp.StatusCode() != fasthttp.StatusOK {
 			return fmt.Errorf("%s: answered %d", u.Host, resp.StatusCode())

@@ -9,6 +9,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -22,6 +23,7 @@ import (
 
 	"vendorgate/gateway/breaker"
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/hoptls"
 	"vendorgate/shared/idleconn"
 )
 
@@ -40,6 +42,9 @@ type Options struct {
 	Backends []string
 	// InternalToken is sent as X-Internal-Token on every call.
 	InternalToken string
+	// TLS is the client configuration of https backends (their CA, a
+	// client certificate), both pools alike; nil: the system's roots.
+	TLS *tls.Config
 	// Timeout bounds one call, headers and body; for a streamed call, the
 	// wait for its answer to begin. Default 10s.
 	Timeout time.Duration
@@ -171,8 +176,8 @@ func New(o Options) (*Proxy, error) {
 		be = &backend{
 			name:    u.Host,
 			scheme:  u.Scheme,
-			hc:      hostClient(u, o.MaxConns, o.MaxConnWait, o.Timeout, dial),
-			streams: hostClient(u, o.StreamMaxConns, o.MaxConnWait, o.Timeout, dial),
+			hc:      hostClient(u, o.TLS, o.MaxConns, o.MaxConnWait, o.Timeout, dial),
+			streams: hostClient(u, o.TLS, o.StreamMaxConns, o.MaxConnWait, o.Timeout, dial),
 			cb: breaker.New[struct{}](breaker.Settings{Name: "backend:" + u.Host, Failures: o.BreakerFailures,
 				OpenFor: o.BreakerOpenFor, OnStateChange: o.OnStateChange, CloseIdle: func() { be.closeIdle() }}),
 		}
@@ -182,10 +187,11 @@ func New(o Options) (*Proxy, error) {
 }
 
 // hostClient is one pool of connections to the backend at u.
-func hostClient(u *url.URL, maxConns int, wait, timeout time.Duration, dial fasthttp.DialFuncWithTimeout) *fasthttp.HostClient {
+func hostClient(u *url.URL, tc *tls.Config, maxConns int, wait, timeout time.Duration, dial fasthttp.DialFuncWithTimeout) *fasthttp.HostClient {
 	return &fasthttp.HostClient{
 		Addr:                          u.Host,
 		IsTLS:                         u.Scheme == "https",
+		TLSConfig:                     tc,
 		MaxConns:                      maxConns,
 		MaxConnWaitTimeout:            wait,
 		MaxIdemponentCallAttempts:     1, // the breaker decides, never a silent retry
@@ -320,7 +326,7 @@ func (p *Proxy) Forward(ctx *fasthttp.RequestCtx, id *Identity, stream bool, hol
 		case errors.Is(err, fasthttp.ErrTimeout):
 			return upstream, fmt.Errorf("%w: %s: %w", ErrTimeout, b.name, err)
 		default:
-			return upstream, fmt.Errorf("%w: %s: %w", ErrUnavailable, b.name, err)
+			return upstream, fmt.Errorf("%w: %s: %w", ErrUnavailable, b.name, hoptls.Explain(err))
 		}
 	}
 	if stream {

@@ -130,6 +130,10 @@ func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 	return io.Copy(writerOnly{c.Conn}, r)
 }
 
+// NetConn is the wrapped connection, for code that looks for a wrapper
+// further down (idleconn.Stream under TLS).
+func (c *Conn) NetConn() net.Conn { return c.Conn }
+
 // writerOnly hides every method but Write (from io.Copy).
 type writerOnly struct{ io.Writer }
 

@@ -58,13 +58,25 @@ type Leaf struct {
 // valid until notAfter.
 func (ca *CA) Issue(t testing.TB, notAfter time.Time, names ...string) Leaf {
 	t.Helper()
+	return ca.issue(t, notAfter, x509.ExtKeyUsageServerAuth, names)
+}
+
+// IssueClient makes a client certificate (for mutual TLS) named name,
+// valid until notAfter.
+func (ca *CA) IssueClient(t testing.TB, notAfter time.Time, name string) Leaf {
+	t.Helper()
+	return ca.issue(t, notAfter, x509.ExtKeyUsageClientAuth, []string{name})
+}
+
+func (ca *CA) issue(t testing.TB, notAfter time.Time, usage x509.ExtKeyUsage, names []string) Leaf {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{SerialNumber: serial(t), Subject: pkix.Name{CommonName: names[0]},
 		NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: notAfter,
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
 	for _, n := range names {
 		if ip := net.ParseIP(n); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
