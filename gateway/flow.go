@@ -287,7 +287,7 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, id *auth.Identity, rt *route
 // never shown.
 func (g *Gateway) fail(ctx *fasthttp.RequestCtx, err error, ex *exchange) {
 	ex.err = err
-	g.outages.countRefusal(err)
+	g.outages.countRefusal(err, time.Now())
 	if g.respond.Error(ctx, err) {
 		g.log.Error("unexpected error", "request_id", string(ex.requestID()), "err", err)
 	}
