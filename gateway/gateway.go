@@ -148,11 +148,11 @@ type Gateway struct {
 	// code, written as summaries each summaryEvery past the rate.
 	refusals     *refusalLog
 	summaryEvery time.Duration
-	outages   outages
-	tracer    trace.Tracer // nil: tracing off
-	ridPrefix [9]byte      // 8 hex characters and '-'
-	ridSeq    atomic.Uint64
-	draining  atomic.Bool
+	outages      outages
+	tracer       trace.Tracer // nil: tracing off
+	ridPrefix    [9]byte      // 8 hex characters and '-'
+	ridSeq       atomic.Uint64
+	draining     atomic.Bool
 
 	closeOnce sync.Once
 	stopPoll  chan struct{}
