@@ -180,7 +180,7 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 		sum = auth.Sum(raw)
 	}
 	ex.trace.begin(spanKeyLookup)
-	id, err := g.auth.Authenticate(raw, &sum)
+	id, err := g.auth.Authenticate(raw, &sum, ex.requestID(), ex.trace.stepContext())
 	ex.trace.end(err)
 	if id != nil {
 		ex.vendorID, ex.keyID = id.VendorID, id.KeyID // ids, never the key

@@ -3,6 +3,7 @@
 package backendapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/gateway/breaker"
+	"vendorgate/shared/logctx"
+	"vendorgate/shared/tracing"
 	"vendorgate/shared/wire"
 )
 
@@ -103,9 +106,11 @@ func New(o Options) (*Client, error) {
 // State is the breaker's state (and moves open to half-open when due).
 func (c *Client) State() gobreaker.State { return c.cb.State() }
 
-// Lookup resolves a key hash. nil, nil: no key has that hash.
-func (c *Client) Lookup(keyHash string) (*wire.KeyResolution, error) {
-	res, err := c.cb.Execute(func() (*wire.KeyResolution, error) { return c.do(keyHash) })
+// Lookup resolves a key hash. nil, nil: no key has that hash. The request
+// id and the trace span ctx carries are sent with the call (X-Request-Id,
+// traceparent), so the backend logs and traces the lookup under them.
+func (c *Client) Lookup(ctx context.Context, keyHash string) (*wire.KeyResolution, error) {
+	res, err := c.cb.Execute(func() (*wire.KeyResolution, error) { return c.do(ctx, keyHash) })
 	if err != nil {
 		if errors.Is(err, ErrUnavailable) {
 			return nil, err
@@ -115,7 +120,7 @@ func (c *Client) Lookup(keyHash string) (*wire.KeyResolution, error) {
 	return res, nil
 }
 
-func (c *Client) do(keyHash string) (*wire.KeyResolution, error) {
+func (c *Client) do(ctx context.Context, keyHash string) (*wire.KeyResolution, error) {
 	hc := c.hosts[int(c.next.Add(1))%len(c.hosts)]
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
@@ -127,6 +132,12 @@ func (c *Client) do(keyHash string) (*wire.KeyResolution, error) {
 	req.SetRequestURI(scheme + hc.Addr + wire.KeyLookupPath + keyHash)
 	req.Header.Set(wire.HeaderInternalToken, c.token)
 	req.Header.Set(fasthttp.HeaderAccept, "application/json")
+	// The request that waits on the lookup: its id and its trace, so that
+	// the backend's line and span of the lookup are found under them.
+	if rid := logctx.RequestID(ctx); rid != "" {
+		req.Header.Set(wire.HeaderRequestID, rid)
+	}
+	tracing.Propagator.Inject(ctx, tracing.Carrier{H: &req.Header})
 	if err := hc.DoTimeout(req, resp, c.timeout); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
