@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,8 @@ import (
 
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"vendorgate/shared/testredis"
 )
 
 // otlpReceiver is an OTLP/HTTP trace receiver (http/protobuf) on loopback:
@@ -32,7 +36,13 @@ type receivedSpan struct {
 
 func startOTLPReceiver(t *testing.T) *otlpReceiver {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return startOTLPReceiverAt(t, "127.0.0.1:0")
+}
+
+// startOTLPReceiverAt starts the receiver on addr.
+func startOTLPReceiverAt(t *testing.T, addr string) *otlpReceiver {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,6 +352,83 @@ func TestTraceOfAKeyLookupWithoutProbes(t *testing.T) {
 	for _, sp := range rcv.spans() {
 		if sp.traceID != caller {
 			t.Errorf("a span outside the request's trace: %s %s (trace %s, parent %q)", sp.service, sp.name, sp.traceID, sp.parentID)
+		}
+	}
+}
+
+// TestTracesExportFailureLogged: both binaries export to an OTLP endpoint
+// where nothing listens, then a receiver starts there. Each says at start
+// that tracing is on, with the exporter and endpoint; each logs one JSON
+// "traces export failing" line for several failed exports and one "traces
+// export recovered" line counting them, and nothing else of the failure:
+// every line of both logs is a JSON object (no standard library log line).
+func TestTracesExportFailureLogged(t *testing.T) {
+	addr := "127.0.0.1:" + strconv.Itoa(testredis.FreePort(t))
+	otel := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + addr, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+		"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_EXPORTER_OTLP_TIMEOUT": "300"}
+	s := newStack(t, stackOptions{gatewayEnv: otel, backendEnv: otel})
+	_, key := s.newVendor("sandbox", "mvr")
+	me := s.gwURLs[0] + "/api/vendor/v1/me"
+	procs := []*proc{s.gateways[0], s.backend}
+	get := func() {
+		if r := s.do("GET", me, key, nil, nil); r.status != 200 {
+			t.Fatalf("GET /me: %d %s", r.status, r.body)
+		}
+	}
+	waitLogs := func(msg string) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			seen := 0
+			for _, p := range procs {
+				if strings.Contains(p.logText(), `"msg":"`+msg+`"`) {
+					seen++
+				}
+			}
+			if seen == len(procs) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d logs hold %q", seen, len(procs), msg)
+			}
+			get()
+		}
+	}
+	get()
+	waitLogs("traces export failing")
+	for range 3 { // three more batches, each failing on its own
+		get()
+		time.Sleep(time.Second)
+	}
+	startOTLPReceiverAt(t, addr)
+	waitLogs("traces export recovered")
+
+	for _, p := range procs {
+		counts := map[string]int{}
+		var start, back map[string]any
+		for _, line := range strings.Split(strings.TrimSpace(p.logText()), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Errorf("%s: a log line that is not a JSON object: %s", p.name, line)
+				continue
+			}
+			msg, _ := m["msg"].(string)
+			counts[msg]++
+			switch msg {
+			case "tracing on":
+				start = m
+			case "traces export recovered":
+				back = m
+			}
+		}
+		if counts["traces export failing"] != 1 || counts["traces export recovered"] != 1 {
+			t.Errorf("%s: %d traces export failing lines and %d recovered, want one of each", p.name,
+				counts["traces export failing"], counts["traces export recovered"])
+		}
+		if n, _ := back["failed_exports"].(float64); n < 2 {
+			t.Errorf("%s: the recovery line counts %v failed exports, want 2 or more: %v", p.name, back["failed_exports"], back)
+		}
+		if start["exporter"] != "otlp" || start["protocol"] != "http/protobuf" || start["endpoint"] != "http://"+addr+"/v1/traces" {
+			t.Errorf("%s: the tracing start line: %v", p.name, start)
 		}
 	}
 }
