@@ -225,12 +225,18 @@ func logRequests(log *slog.Logger, h fasthttp.RequestHandler) fasthttp.RequestHa
 // on the request for the store calls below (request.ContextOf). Only the
 // gateway's sampling decision and tracestate are followed (fromGateway:
 // the internal token); any other caller's trace id is continued, sampled
-// by the backend's own ratio (tracing.Extract).
+// by the backend's own ratio (tracing.Extract). The gateways' readiness
+// probe (wire.ReadyPath, once a second from each) is not traced: it would
+// be a trace of its own every second, most of what was exported.
 func traceRequests(tracer trace.Tracer, fromGateway func(*fasthttp.RequestCtx) bool, h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	if tracer == nil {
 		return h
 	}
 	return func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) == wire.ReadyPath {
+			h(ctx)
+			return
+		}
 		parent := tracing.Extract(&ctx.Request.Header, fromGateway(ctx))
 		c, span := tracer.Start(parent, string(ctx.Method()), trace.WithSpanKind(trace.SpanKindServer))
 		tracing.Attach(ctx, c)

@@ -105,6 +105,8 @@ type Gateway struct {
 	ShutdownGrace time.Duration `yaml:"shutdown_grace" env:"GATEWAY_SHUTDOWN_GRACE"`
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string `yaml:"log_level" env:"GATEWAY_LOG_LEVEL"`
+	// AccessLog bounds the access log's refusals in a flood.
+	AccessLog AccessLog `yaml:"access_log"`
 	// AdminToken guards the usage view (/usage on the admin listener) as a
 	// bearer token; at least 16 characters. Empty turns the view off.
 	AdminToken string `yaml:"admin_token" env:"GATEWAY_ADMIN_TOKEN" secret:"true"`
@@ -364,6 +366,21 @@ type Docs struct {
 	Window time.Duration `yaml:"window" env:"GATEWAY_DOCS_WINDOW"`
 }
 
+// AccessLog bounds the access log in a flood of refusals (an outage
+// answers every request 503): every answer without an error code is
+// logged, and so are the answers with one, up to RefusalsPerSecond of each
+// code a second; past it, the refusals of that code are counted and
+// written as one summary line per code, status and route each
+// SummaryInterval. The request metrics count every answer either way.
+type AccessLog struct {
+	// RefusalsPerSecond is the answers of one error code logged in full
+	// each second. Default 100; 0 logs every one.
+	RefusalsPerSecond int `yaml:"refusals_per_second" env:"GATEWAY_ACCESS_LOG_REFUSALS_PER_SECOND"`
+	// SummaryInterval is how often the refusals past the rate are written
+	// as summary lines. Default 10s.
+	SummaryInterval time.Duration `yaml:"summary_interval" env:"GATEWAY_ACCESS_LOG_SUMMARY_INTERVAL"`
+}
+
 // KeyCache bounds the in-process key cache.
 type KeyCache struct {
 	// Size is the most entries kept. Default 100000.
@@ -443,6 +460,7 @@ func DefaultGateway() *Gateway {
 		MaxBodyBytes:  1 << 20,
 		ShutdownGrace: 15 * time.Second,
 		LogLevel:      "info",
+		AccessLog:     AccessLog{RefusalsPerSecond: 100, SummaryInterval: 10 * time.Second},
 		Usage:         Usage{FlushInterval: 5 * time.Second},
 		Version:       DefaultsVersion,
 
@@ -607,6 +625,12 @@ func (c *Gateway) Validate() error {
 	}
 	if err := checkLevel(c.LogLevel); err != nil {
 		add("log_level: %v", err)
+	}
+	if c.AccessLog.RefusalsPerSecond < 0 {
+		add("access_log.refusals_per_second: %d must not be negative (default 100; 0 logs every refusal)", c.AccessLog.RefusalsPerSecond)
+	}
+	if c.AccessLog.SummaryInterval < time.Second || c.AccessLog.SummaryInterval > 5*time.Minute {
+		add("access_log.summary_interval: %s must be between 1s and 5m (default 10s)", c.AccessLog.SummaryInterval)
 	}
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {
 		add("admin_token: use at least 16 characters (GATEWAY_ADMIN_TOKEN), or leave it empty to turn the usage view off")

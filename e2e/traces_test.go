@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,8 @@ import (
 
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"vendorgate/shared/testredis"
 )
 
 // otlpReceiver is an OTLP/HTTP trace receiver (http/protobuf) on loopback:
@@ -27,11 +31,18 @@ type otlpReceiver struct {
 
 type receivedSpan struct {
 	service, name, traceID, spanID, parentID, traceState string
+	requestID                                            string // vendorgate.request_id
 }
 
 func startOTLPReceiver(t *testing.T) *otlpReceiver {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return startOTLPReceiverAt(t, "127.0.0.1:0")
+}
+
+// startOTLPReceiverAt starts the receiver on addr.
+func startOTLPReceiverAt(t *testing.T, addr string) *otlpReceiver {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,9 +81,15 @@ func startOTLPReceiver(t *testing.T) *otlpReceiver {
 			}
 			for _, ss := range rs.GetScopeSpans() {
 				for _, s := range ss.GetSpans() {
+					rid := ""
+					for _, a := range s.GetAttributes() {
+						if a.GetKey() == "vendorgate.request_id" {
+							rid = a.GetValue().GetStringValue()
+						}
+					}
 					r.got = append(r.got, receivedSpan{service: service, name: s.GetName(), traceID: hex.EncodeToString(s.GetTraceId()),
 						spanID: hex.EncodeToString(s.GetSpanId()), parentID: hex.EncodeToString(s.GetParentSpanId()),
-						traceState: s.GetTraceState()})
+						traceState: s.GetTraceState(), requestID: rid})
 				}
 			}
 		}
@@ -280,5 +297,138 @@ func TestCallerDoesNotDecideWhatIsTraced(t *testing.T) {
 				t.Fatalf("%d of %d requests with a sampled traceparent exported at a ratio of 1 %%", len(exported), n+5)
 			}
 		})
+	}
+}
+
+// TestTraceOfAKeyLookupWithoutProbes: a request whose key is not cached
+// yet makes the gateway call the backend's key lookup; that call's span on
+// the backend is in the request's trace, under the gateway's key lookup
+// span, and carries the request's id. The readiness probes (the gateway's
+// of the backend, once a second) and /readyz and /healthz on both admin
+// listeners make no span: every span exported is the request's.
+func TestTraceOfAKeyLookupWithoutProbes(t *testing.T) {
+	rcv := startOTLPReceiver(t)
+	otel := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+		"OTEL_BSP_SCHEDULE_DELAY": "100"}
+	s := newStack(t, stackOptions{gatewayEnv: otel, backendEnv: otel})
+	_, key := s.newVendor("sandbox", "mvr")
+
+	const caller = "5bf92f3577b34da6a3ce929d0e0e4736"
+	if r := s.do("GET", s.gwURLs[0]+"/api/vendor/v1/me", key, nil, map[string]string{
+		"traceparent": "00-" + caller + "-00f067aa0ba902b7-01", "X-Request-Id": "miss-rid-1"}); r.status != 200 {
+		t.Fatalf("GET /me: %d %s", r.status, r.body)
+	}
+	const lookupSpan = "GET " + "/internal/v1/keys/{hash}"
+	spans := rcv.trace(t, caller, "vendorgate-gateway key lookup", "vendorgate-backend "+lookupSpan)
+	lookup, backend := find(spans, "vendorgate-gateway", "key lookup"), find(spans, "vendorgate-backend", lookupSpan)
+	if backend.parentID != lookup.spanID || backend.requestID != "miss-rid-1" {
+		t.Errorf("the backend's key lookup span: parent %s, request id %q; want the gateway's key lookup span %s and miss-rid-1",
+			backend.parentID, backend.requestID, lookup.spanID)
+	}
+
+	for _, u := range []string{s.gwAdmin[0], s.adminURL} {
+		for _, path := range []string{"/readyz", "/healthz"} {
+			resp, err := http.Get(u + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+	}
+	// The gateway probes the backend once a second: wait for three probes.
+	probes := func() float64 {
+		return metric(scrape(t, s.adminURL), "vendorgate_backend_requests_total", `route="/internal/v1/ready"`)
+	}
+	for deadline := time.Now().Add(15 * time.Second); probes() < 3; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v readiness probes counted by the backend; waited for 3", probes())
+		}
+	}
+	for _, p := range []*proc{s.gateways[0], s.backend} { // each flushes its spans on SIGTERM
+		if err := p.stop(t); err != nil {
+			t.Fatalf("%s: %v", p.name, err)
+		}
+	}
+	for _, sp := range rcv.spans() {
+		if sp.traceID != caller {
+			t.Errorf("a span outside the request's trace: %s %s (trace %s, parent %q)", sp.service, sp.name, sp.traceID, sp.parentID)
+		}
+	}
+}
+
+// TestTracesExportFailureLogged: both binaries export to an OTLP endpoint
+// where nothing listens, then a receiver starts there. Each says at start
+// that tracing is on, with the exporter and endpoint; each logs one JSON
+// "traces export failing" line for several failed exports and one "traces
+// export recovered" line counting them, and nothing else of the failure:
+// every line of both logs is a JSON object (no standard library log line).
+func TestTracesExportFailureLogged(t *testing.T) {
+	addr := "127.0.0.1:" + strconv.Itoa(testredis.FreePort(t))
+	otel := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + addr, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+		"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_EXPORTER_OTLP_TIMEOUT": "300"}
+	s := newStack(t, stackOptions{gatewayEnv: otel, backendEnv: otel})
+	_, key := s.newVendor("sandbox", "mvr")
+	me := s.gwURLs[0] + "/api/vendor/v1/me"
+	procs := []*proc{s.gateways[0], s.backend}
+	get := func() {
+		if r := s.do("GET", me, key, nil, nil); r.status != 200 {
+			t.Fatalf("GET /me: %d %s", r.status, r.body)
+		}
+	}
+	waitLogs := func(msg string) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			seen := 0
+			for _, p := range procs {
+				if strings.Contains(p.logText(), `"msg":"`+msg+`"`) {
+					seen++
+				}
+			}
+			if seen == len(procs) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d logs hold %q", seen, len(procs), msg)
+			}
+			get()
+		}
+	}
+	get()
+	waitLogs("traces export failing")
+	for range 3 { // three more batches, each failing on its own
+		get()
+		time.Sleep(time.Second)
+	}
+	startOTLPReceiverAt(t, addr)
+	waitLogs("traces export recovered")
+
+	for _, p := range procs {
+		counts := map[string]int{}
+		var start, back map[string]any
+		for _, line := range strings.Split(strings.TrimSpace(p.logText()), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Errorf("%s: a log line that is not a JSON object: %s", p.name, line)
+				continue
+			}
+			msg, _ := m["msg"].(string)
+			counts[msg]++
+			switch msg {
+			case "tracing on":
+				start = m
+			case "traces export recovered":
+				back = m
+			}
+		}
+		if counts["traces export failing"] != 1 || counts["traces export recovered"] != 1 {
+			t.Errorf("%s: %d traces export failing lines and %d recovered, want one of each", p.name,
+				counts["traces export failing"], counts["traces export recovered"])
+		}
+		if n, _ := back["failed_exports"].(float64); n < 2 {
+			t.Errorf("%s: the recovery line counts %v failed exports, want 2 or more: %v", p.name, back["failed_exports"], back)
+		}
+		if start["exporter"] != "otlp" || start["protocol"] != "http/protobuf" || start["endpoint"] != "http://"+addr+"/v1/traces" {
+			t.Errorf("%s: the tracing start line: %v", p.name, start)
+		}
 	}
 }

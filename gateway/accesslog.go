@@ -21,7 +21,15 @@ import (
 // elsewhere (request id in the backend's lines, trace id in the traces).
 // It runs only when the line is written: nothing here is paid with the
 // access log off.
+//
+// An answer with an error code is written in full up to
+// access_log.refusals_per_second of its code a second, and past that
+// counted for a summary line (refusalLog).
 func (g *Gateway) logRequest(ctx *fasthttp.RequestCtx, ex *exchange, status int, d time.Duration) {
+	code, cause := errorOf(ctx, ex, status)
+	if code != "" && !g.refusals.admit(code, g.labels.of(ex.route), status, ex.start.Add(d)) {
+		return
+	}
 	attrs := make([]slog.Attr, 0, 18)
 	attrs = append(attrs,
 		slog.String("request_id", string(ex.requestID())),
@@ -29,7 +37,7 @@ func (g *Gateway) logRequest(ctx *fasthttp.RequestCtx, ex *exchange, status int,
 		slog.String("method", string(ctx.Method())),
 		slog.Int("status", status),
 		slog.Duration("duration", d))
-	if code, cause := errorOf(ctx, ex, status); code != "" {
+	if code != "" {
 		attrs = append(attrs, slog.String("error", string(code)))
 		if cause != nil {
 			attrs = append(attrs, slog.String("cause", cause.Error()))

@@ -180,7 +180,7 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 		sum = auth.Sum(raw)
 	}
 	ex.trace.begin(spanKeyLookup)
-	id, err := g.auth.Authenticate(raw, &sum)
+	id, err := g.auth.Authenticate(raw, &sum, ex.requestID(), ex.trace.stepContext())
 	ex.trace.end(err)
 	if id != nil {
 		ex.vendorID, ex.keyID = id.VendorID, id.KeyID // ids, never the key
@@ -299,7 +299,7 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, id *auth.Identity, rt *route
 // never shown.
 func (g *Gateway) fail(ctx *fasthttp.RequestCtx, err error, ex *exchange) {
 	ex.err = err
-	g.outages.countRefusal(err)
+	g.outages.countRefusal(err, time.Now())
 	if g.respond.Error(ctx, err) {
 		g.log.Error("unexpected error", "request_id", string(ex.requestID()), "err", err)
 	}

@@ -144,11 +144,15 @@ type Gateway struct {
 	usage          *usage.Recorder
 
 	accessLog bool
-	outages   outages
-	tracer    trace.Tracer // nil: tracing off
-	ridPrefix [9]byte      // 8 hex characters and '-'
-	ridSeq    atomic.Uint64
-	draining  atomic.Bool
+	// refusals bounds the access log's lines of answers with an error
+	// code, written as summaries each summaryEvery past the rate.
+	refusals     *refusalLog
+	summaryEvery time.Duration
+	outages      outages
+	tracer       trace.Tracer // nil: tracing off
+	ridPrefix    [9]byte      // 8 hex characters and '-'
+	ridSeq       atomic.Uint64
+	draining     atomic.Bool
 
 	closeOnce sync.Once
 	stopPoll  chan struct{}
@@ -176,7 +180,8 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway configuration: %w", err)
 	}
-	g := &Gateway{log: o.Logger, accessLog: !o.DisableAccessLog, tracer: o.Tracer, streamIdle: c.Proxy.StreamIdleTimeout, stopPoll: make(chan struct{}), pollDone: make(chan struct{})}
+	g := &Gateway{log: o.Logger, accessLog: !o.DisableAccessLog, tracer: o.Tracer, streamIdle: c.Proxy.StreamIdleTimeout, stopPoll: make(chan struct{}), pollDone: make(chan struct{}),
+		refusals: newRefusalLog(c.AccessLog.RefusalsPerSecond), summaryEvery: c.AccessLog.SummaryInterval}
 	defer func() {
 		if err != nil {
 			g.release() // the goroutines and clients started before the failure

@@ -38,6 +38,9 @@ func (g *Gateway) pollBreakers() {
 			}
 			g.metrics.Ready.WithLabelValues(r.Name).Set(passing)
 		}
+		if g.refusals.due(g.summaryEvery) {
+			g.refusals.flush(g.log)
+		}
 		select {
 		case <-g.stopPoll:
 			return

@@ -77,6 +77,7 @@ func (g *Gateway) Close() {
 	g.closeOnce.Do(func() {
 		close(g.stopPoll)
 		<-g.pollDone
+		g.refusals.flush(g.log) // the refusals counted since the last summary
 		g.release()
 	})
 }

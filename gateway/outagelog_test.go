@@ -66,6 +66,9 @@ func TestRedisOutageLogShape(t *testing.T) {
 	refused := 0
 	for _, l := range lines {
 		msg, _ := l["msg"].(string)
+		if msg == "requests refused" { // the access log's summary of the refusals past its rate
+			continue
+		}
 		if msg == "request" {
 			if l["status"] == float64(503) {
 				refused++
@@ -153,4 +156,95 @@ func findMsg(lines []map[string]any, msg string) map[string]any {
 		}
 	}
 	return nil
+}
+
+// TestRedisOutageRefusalsCounted stops Redis under a bounded load (4 client
+// loops, 3000 requests) and reads the access log: at most
+// access_log.refusals_per_second full lines of the refusal's code a
+// second, the rest in "requests refused" summary lines whose counts add up
+// with the full lines to every refusal; the request metric counts every
+// one; and "dependency available again" counts every refusal, the ones
+// made before the prober saw Redis gone included.
+func TestRedisOutageRefusalsCounted(t *testing.T) {
+	const perSecond, total = 20, 3000
+	var logs testlog.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	redis.SetLogger(RedisLog{Log: log}) // as cmd/gateway does
+	t.Cleanup(func() { redis.SetLogger(RedisLog{Log: slog.New(slog.DiscardHandler)}) })
+	rs := testredis.Start(t)
+	b := newTestBackend(t)
+	gw := startGateway(t, b, func(o *Options) {
+		o.Logger = log
+		o.Config.Redis.URL = config.List{rs.URL()}
+		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 100000, Period: time.Minute}
+		o.Config.AccessLog = config.AccessLog{RefusalsPerSecond: perSecond, SummaryInterval: time.Second}
+	})
+	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	me := gw.url + "/api/vendor/v1/me"
+	if a := do(t, "GET", me, key); a.status != 200 {
+		t.Fatalf("before the outage: %d %s", a.status, a.body)
+	}
+	before := len(logs.String())
+	const status503 = `vendorgate_gateway_requests_total{method="GET",route="/api/vendor/v1/me",status="503"}`
+
+	rs.Stop()
+	var sent, refused atomic.Int64
+	var wg sync.WaitGroup
+	began := time.Now()
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for sent.Add(1) <= total {
+				a := do(t, "GET", me, key)
+				if a.status == 503 {
+					refused.Add(1)
+				} else {
+					t.Errorf("a request in the outage answered %d %s", a.status, a.body)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	seconds := int(time.Since(began)/time.Second) + 2 // the seconds the load touched, at most
+	logs.WaitFor(func(s string) bool { return strings.Contains(s[before:], `"msg":"dependency unavailable"`) })
+	rs.Restart(t)
+	out := logs.WaitFor(func(s string) bool { return strings.Contains(s[before:], `"msg":"dependency available again"`) })
+	lines := parseLogLines(t, []byte(out[before:]))
+
+	full, summarised, summaries := 0, 0, 0
+	for _, l := range lines {
+		switch l["msg"] {
+		case "request":
+			if l["status"] == float64(503) {
+				full++
+			}
+		case "requests refused":
+			summaries++
+			if l["error"] != "rate_limit_unavailable" || l["status"] != float64(503) || l["route"] != "/api/vendor/v1/me" ||
+				l["first"] == nil || l["last"] == nil {
+				t.Errorf("a summary line: %v", l)
+			}
+			n, _ := l["count"].(float64)
+			summarised += int(n)
+		}
+	}
+	n := int(refused.Load())
+	t.Logf("%d refusals in %d s or less: %d full lines, %d more in %d summary lines", n, seconds, full, summarised, summaries)
+	if n != total {
+		t.Fatalf("%d of %d requests refused", n, total)
+	}
+	if full > perSecond*seconds {
+		t.Errorf("%d full lines of refusals in at most %d s; want at most %d a second", full, seconds, perSecond)
+	}
+	if full+summarised != n {
+		t.Errorf("%d full lines and %d summarised: want the %d refusals", full, summarised, n)
+	}
+	if got := metricValue(t, gw, status503); int(got) != n {
+		t.Errorf("%s = %v, want %d", status503, got, n)
+	}
+	back := findMsg(lines, "dependency available again")
+	if got, _ := back["refused_requests"].(float64); int(got) != n {
+		t.Errorf("dependency available again counts %v refused requests, want %d: %v", back["refused_requests"], n, back)
+	}
 }

@@ -159,7 +159,7 @@ func (g *Gateway) refusePlainAPI(ctx *fasthttp.RequestCtx) {
 		attrs = append(attrs, "key_id", "", "key_status", "not issued here")
 	} else {
 		sum := auth.Sum(raw)
-		id, err := g.auth.Authenticate(raw, &sum)
+		id, err := g.auth.Authenticate(raw, &sum, rid, nil)
 		if id != nil {
 			attrs = append(attrs, "key_id", id.KeyID, "vendor_id", id.VendorID)
 		} else {

@@ -20,6 +20,9 @@ type requestTrace struct {
 	ctx    context.Context // carries the server span
 	span   trace.Span
 	step   trace.Span
+	// stepCtx carries the step's span, for a call the step makes (the
+	// key lookup's call to the backend on a cache miss).
+	stepCtx context.Context
 	// recording is false for a trace not sampled: its steps make no spans
 	// (they would be dropped), only its context travels on.
 	recording bool
@@ -56,7 +59,17 @@ func (t *requestTrace) begin(name string) {
 	if !t.recording {
 		return
 	}
-	_, t.step = t.tracer.Start(t.ctx, name, trace.WithSpanKind(trace.SpanKindInternal))
+	t.stepCtx, t.step = t.tracer.Start(t.ctx, name, trace.WithSpanKind(trace.SpanKindInternal))
+}
+
+// stepContext is the context a call of the step in progress continues: the
+// step's span, else (not sampled) the server span's, else nil with tracing
+// off.
+func (t *requestTrace) stepContext() context.Context {
+	if t.step != nil {
+		return t.stepCtx
+	}
+	return t.ctx
 }
 
 // beginBackend starts the backend call's span and sends its context to
@@ -82,7 +95,7 @@ func (t *requestTrace) end(err error) {
 		t.step.SetStatus(codes.Error, err.Error())
 	}
 	t.step.End()
-	t.step = nil
+	t.step, t.stepCtx = nil, nil
 }
 
 // finishTrace ends the server span with what the access log says of the

@@ -54,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	ctx := context.Background()
-	traces, err := tracing.Setup(ctx, "vendorgate-backend", os.LookupEnv)
+	traces, err := tracing.Setup(ctx, "vendorgate-backend", os.LookupEnv, log)
 	if err != nil {
 		log.Error("tracing", "error", err)
 		return 1

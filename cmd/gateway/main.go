@@ -73,7 +73,7 @@ func run() int {
 	}
 	log := newLogger(cfg.LogLevel)
 	redis.SetLogger(gateway.RedisLog{Log: log}) // go-redis logs through a package-level logger: route it to JSON
-	traces, err := tracing.Setup(context.Background(), "vendorgate-gateway", os.LookupEnv)
+	traces, err := tracing.Setup(context.Background(), "vendorgate-gateway", os.LookupEnv, log)
 	if err != nil {
 		log.Error("tracing", "err", err)
 		return 1

@@ -7,6 +7,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/usage"
 	"vendorgate/shared/apikey"
+	"vendorgate/shared/logctx"
 	"vendorgate/shared/wire"
 )
 
@@ -66,9 +68,11 @@ func (id *Identity) Buckets(l *limit.Layout) *limit.Buckets {
 }
 
 // Lookup asks the backend about a key hash (hex SHA-256). It returns nil
-// and no error when no key has that hash.
+// and no error when no key has that hash. ctx carries the request that
+// waits on it, if any: its trace span and its request id
+// (logctx.WithRequestID), sent on with the call.
 type Lookup interface {
-	Lookup(keyHash string) (*wire.KeyResolution, error)
+	Lookup(ctx context.Context, keyHash string) (*wire.KeyResolution, error)
 }
 
 // Options configures an Authenticator.
@@ -168,8 +172,11 @@ func (a *Authenticator) Signed(raw []byte) bool {
 
 // Authenticate resolves raw, the X-API-Key header value, whose SHA-256 is
 // sum. Errors: the sentinels above, or a lookup failure wrapped (the caller
-// answers 503: it cannot tell whether the key is good).
-func (a *Authenticator) Authenticate(raw []byte, sum *[32]byte) (*Identity, error) {
+// answers 503: it cannot tell whether the key is good). A key not cached is
+// looked up under rid, the request's id, and trace, the context of its
+// span (nil: none), so that the backend's lookup is found under both; they
+// are copied only then.
+func (a *Authenticator) Authenticate(raw []byte, sum *[32]byte, rid []byte, trace context.Context) (*Identity, error) {
 	if len(raw) == 0 {
 		return nil, ErrMissingKey
 	}
@@ -196,7 +203,7 @@ func (a *Authenticator) Authenticate(raw []byte, sum *[32]byte) (*Identity, erro
 			return nil, ErrBadSignature
 		}
 		a.cache.Missed(sum)
-		id, err = a.resolve(sum)
+		id, err = a.resolve(sum, rid, trace)
 		if err != nil {
 			return nil, err
 		}
@@ -218,8 +225,9 @@ func (a *Authenticator) Authenticate(raw []byte, sum *[32]byte) (*Identity, erro
 
 // resolve looks sum up, joining a lookup of the same hash already in
 // flight unless an invalidation happened since it started (its answer may
-// predate a revocation).
-func (a *Authenticator) resolve(sum *[32]byte) (*Identity, error) {
+// predate a revocation). The lookup carries the request id and trace of
+// the request that starts it.
+func (a *Authenticator) resolve(sum *[32]byte, rid []byte, trace context.Context) (*Identity, error) {
 	gen := a.cache.Generation()
 	a.flightMu.Lock()
 	if f, ok := a.flights[*sum]; ok && f.gen == gen {
@@ -231,7 +239,10 @@ func (a *Authenticator) resolve(sum *[32]byte) (*Identity, error) {
 	f := &flight{gen: gen, done: make(chan struct{})}
 	a.flights[*sum] = f
 	a.flightMu.Unlock()
-	f.id, f.err = a.resolveOnce(sum, gen, nil)
+	if trace == nil {
+		trace = context.Background()
+	}
+	f.id, f.err = a.resolveOnce(logctx.WithRequestID(trace, string(rid)), sum, gen, nil)
 	a.flightMu.Lock()
 	if a.flights[*sum] == f {
 		delete(a.flights, *sum)
@@ -274,7 +285,7 @@ func (a *Authenticator) refreshNow(it *refreshItem) {
 	a.refreshing++
 	a.flightMu.Unlock()
 	a.cache.Refreshing()
-	f.id, f.err = a.resolveOnce(&it.sum, gen, old)
+	f.id, f.err = a.resolveOnce(context.Background(), &it.sum, gen, old)
 	if f.err != nil {
 		a.cache.RefreshFailed()
 		a.cache.Postpone(&it.sum, refreshRetry)
@@ -306,10 +317,10 @@ func (a *Authenticator) RefreshesInFlight() int {
 // resolveOnce looks sum up and caches the answer. old, when set, is the
 // identity cached before: it is kept when the answer says the same, so
 // that its bucket names are not built again.
-func (a *Authenticator) resolveOnce(sum *[32]byte, gen uint64, old *Identity) (*Identity, error) {
+func (a *Authenticator) resolveOnce(ctx context.Context, sum *[32]byte, gen uint64, old *Identity) (*Identity, error) {
 	var h [64]byte
 	hex.Encode(h[:], sum[:])
-	res, err := a.lookup.Lookup(string(h[:]))
+	res, err := a.lookup.Lookup(ctx, string(h[:]))
 	if err != nil {
 		return nil, fmt.Errorf("resolve key: %w", err)
 	}

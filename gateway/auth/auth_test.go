@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -21,7 +22,7 @@ type table struct {
 	calls atomic.Int64
 }
 
-func (t *table) Lookup(h string) (*wire.KeyResolution, error) {
+func (t *table) Lookup(_ context.Context, h string) (*wire.KeyResolution, error) {
 	t.calls.Add(1)
 	return t.m[h], nil
 }
@@ -60,7 +61,7 @@ func newAuth(t testing.TB, size int) (*Authenticator, *table, string) {
 
 func authn(a *Authenticator, key string) (*Identity, error) {
 	sum := Sum([]byte(key))
-	return a.Authenticate([]byte(key), &sum)
+	return a.Authenticate([]byte(key), &sum, nil, nil)
 }
 
 func TestCacheHitAndInvalidation(t *testing.T) {
@@ -220,14 +221,14 @@ func BenchmarkCacheHit(b *testing.B) {
 	a, _, key := newAuth(b, 1000)
 	raw := []byte(key)
 	sum := Sum(raw)
-	if _, err := a.Authenticate(raw, &sum); err != nil {
+	if _, err := a.Authenticate(raw, &sum, nil, nil); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			s := Sum(raw)
-			if _, err := a.Authenticate(raw, &s); err != nil {
+			if _, err := a.Authenticate(raw, &s, nil, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -241,10 +242,10 @@ type gate struct {
 	open    chan struct{}
 }
 
-func (g *gate) Lookup(h string) (*wire.KeyResolution, error) {
+func (g *gate) Lookup(_ context.Context, h string) (*wire.KeyResolution, error) {
 	g.started <- struct{}{}
 	<-g.open
-	return g.table.Lookup(h)
+	return g.table.Lookup(context.Background(), h)
 }
 
 // TestConcurrentMissesShareOneLookup: requests that miss the cache on the
@@ -322,7 +323,7 @@ func BenchmarkAuthenticateCached(b *testing.B) {
 					k := keys[i%n]
 					i++
 					sum := Sum(k)
-					if _, err := a.Authenticate(k, &sum); err != nil {
+					if _, err := a.Authenticate(k, &sum, nil, nil); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -3,6 +3,7 @@
 package backendapi
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,8 @@ import (
 
 	"vendorgate/gateway/breaker"
 	"vendorgate/shared/hoptls"
+	"vendorgate/shared/logctx"
+	"vendorgate/shared/tracing"
 	"vendorgate/shared/wire"
 )
 
@@ -109,9 +112,11 @@ func New(o Options) (*Client, error) {
 // State is the breaker's state (and moves open to half-open when due).
 func (c *Client) State() gobreaker.State { return c.cb.State() }
 
-// Lookup resolves a key hash. nil, nil: no key has that hash.
-func (c *Client) Lookup(keyHash string) (*wire.KeyResolution, error) {
-	res, err := c.cb.Execute(func() (*wire.KeyResolution, error) { return c.do(keyHash) })
+// Lookup resolves a key hash. nil, nil: no key has that hash. The request
+// id and the trace span ctx carries are sent with the call (X-Request-Id,
+// traceparent), so the backend logs and traces the lookup under them.
+func (c *Client) Lookup(ctx context.Context, keyHash string) (*wire.KeyResolution, error) {
+	res, err := c.cb.Execute(func() (*wire.KeyResolution, error) { return c.do(ctx, keyHash) })
 	if err != nil {
 		if errors.Is(err, ErrUnavailable) {
 			return nil, err
@@ -121,7 +126,7 @@ func (c *Client) Lookup(keyHash string) (*wire.KeyResolution, error) {
 	return res, nil
 }
 
-func (c *Client) do(keyHash string) (*wire.KeyResolution, error) {
+func (c *Client) do(ctx context.Context, keyHash string) (*wire.KeyResolution, error) {
 	hc := c.hosts[int(c.next.Add(1))%len(c.hosts)]
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
@@ -133,6 +138,12 @@ func (c *Client) do(keyHash string) (*wire.KeyResolution, error) {
 	req.SetRequestURI(scheme + hc.Addr + wire.KeyLookupPath + keyHash)
 	req.Header.Set(wire.HeaderInternalToken, c.token)
 	req.Header.Set(fasthttp.HeaderAccept, "application/json")
+	// The request that waits on the lookup: its id and its trace, so that
+	// the backend's line and span of the lookup are found under them.
+	if rid := logctx.RequestID(ctx); rid != "" {
+		req.Header.Set(wire.HeaderRequestID, rid)
+	}
+	tracing.Propagator.Inject(ctx, tracing.Carrier{H: &req.Header})
 	if err := hc.DoTimeout(req, resp, c.timeout); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, hoptls.Explain(err))
 	}

@@ -1,6 +1,7 @@
 package backendapi
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -61,7 +62,7 @@ func TestProbeAfterBackendDiedUsesFreshConnection(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := c.Lookup("h"); err != nil {
+			if _, err := c.Lookup(context.Background(), "h"); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -74,17 +75,17 @@ func TestProbeAfterBackendDiedUsesFreshConnection(t *testing.T) {
 	srv.kill()
 	time.Sleep(50 * time.Millisecond) // the FINs arrive
 	for i := range 2 {
-		if _, err := c.Lookup("h"); !errors.Is(err, ErrUnavailable) {
+		if _, err := c.Lookup(context.Background(), "h"); !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("lookup %d with the backend dead: %v, want ErrUnavailable", i+1, err)
 		}
 	}
-	if _, err := c.Lookup("h"); err == nil || c.State().String() != "open" {
+	if _, err := c.Lookup(context.Background(), "h"); err == nil || c.State().String() != "open" {
 		t.Fatalf("breaker %s after two failures (lookup: %v), want open", c.State(), err)
 	}
 
 	startLookupServer(t, addr)
 	time.Sleep(openFor + 50*time.Millisecond)
-	res, err := c.Lookup("h")
+	res, err := c.Lookup(context.Background(), "h")
 	if err != nil {
 		t.Fatalf("the first lookup after the open period, backend back: %v (breaker %s); want it answered", err, c.State())
 	}

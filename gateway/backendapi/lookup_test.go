@@ -1,6 +1,7 @@
 package backendapi
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -78,7 +79,7 @@ func TestLookupAnswers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := cl.Lookup("abc123")
+			got, err := cl.Lookup(context.Background(), "abc123")
 			if c.wantErr != (err != nil) || err != nil && !errors.Is(err, ErrUnavailable) {
 				t.Fatalf("Lookup err = %v; want an ErrUnavailable: %v", err, c.wantErr)
 			}
@@ -107,7 +108,7 @@ func TestBreakerOpensAndSparesTheBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 5 {
-		if res, err := cl.Lookup("h"); res != nil || err != nil {
+		if res, err := cl.Lookup(context.Background(), "h"); res != nil || err != nil {
 			t.Fatalf("Lookup = %+v, %v; want nil, nil", res, err)
 		}
 	}
@@ -128,14 +129,14 @@ func TestBreakerOpensAndSparesTheBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if _, err := cl.Lookup("h"); !errors.Is(err, ErrUnavailable) {
+		if _, err := cl.Lookup(context.Background(), "h"); !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("Lookup against a 503: %v; want ErrUnavailable", err)
 		}
 	}
 	if cl.State() != gobreaker.StateOpen {
 		t.Fatalf("breaker %s after three failures; want open", cl.State())
 	}
-	if _, err := cl.Lookup("h"); !errors.Is(err, ErrUnavailable) || !errors.Is(err, gobreaker.ErrOpenState) {
+	if _, err := cl.Lookup(context.Background(), "h"); !errors.Is(err, ErrUnavailable) || !errors.Is(err, gobreaker.ErrOpenState) {
 		t.Fatalf("Lookup with the breaker open: %v; want ErrUnavailable from the open breaker", err)
 	}
 	if n := sick.calls.Load(); n != 3 {

@@ -3,6 +3,7 @@ package tracing
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -126,7 +127,8 @@ func TestBoundTraceState(t *testing.T) {
 // A sampler the environment names but vendorgate cannot honour stops the
 // server at start with the variable named, rather than a silent default.
 func TestSetupRefusesUnknownSampler(t *testing.T) {
-	_, err := Setup(context.Background(), "svc", env("OTEL_TRACES_EXPORTER", "otlp", "OTEL_TRACES_SAMPLER", "jaeger_remote"))
+	_, err := Setup(context.Background(), "svc", env("OTEL_TRACES_EXPORTER", "otlp", "OTEL_TRACES_SAMPLER", "jaeger_remote"),
+		slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "OTEL_TRACES_SAMPLER") {
 		t.Fatalf("Setup with an unknown sampler: %v", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/valyala/fasthttp"
@@ -52,19 +53,26 @@ func Enabled(lookup func(string) (string, bool)) bool {
 
 // Setup starts tracing when the environment asks for it; service is the
 // service name unless OTEL_SERVICE_NAME sets another. Off, it returns a
-// Tracing whose Tracer is nil and whose Shutdown does nothing.
-func Setup(ctx context.Context, service string, lookup func(string) (string, bool)) (*Tracing, error) {
+// Tracing whose Tracer is nil and whose Shutdown does nothing. It logs
+// "tracing on" with the exporter, protocol, endpoint and sampler, or
+// "tracing off"; on, OpenTelemetry's errors go to log (routeErrors), and
+// an export failing and recovering is told once each (loggedExporter).
+func Setup(ctx context.Context, service string, lookup func(string) (string, bool), log *slog.Logger) (*Tracing, error) {
 	if !Enabled(lookup) {
+		log.Info("tracing off", "why", "no OTLP endpoint set, or OTEL_TRACES_EXPORTER=none")
 		return &Tracing{}, nil
 	}
 	sampler, err := SamplerFromEnv(lookup)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: sampler: %w", err)
 	}
-	exp, err := autoexport.NewSpanExporter(ctx)
+	routeErrors(log)
+	spanExp, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: exporter: %w", err)
 	}
+	ex := ExporterFromEnv(lookup)
+	exp := &loggedExporter{SpanExporter: spanExp, log: log, endpoint: ex.Endpoint}
 	// Later options win: the environment's service name over the default.
 	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", service)),
 		resource.WithFromEnv(), resource.WithTelemetrySDK())
@@ -72,6 +80,7 @@ func Setup(ctx context.Context, service string, lookup func(string) (string, boo
 		_ = exp.Shutdown(ctx)
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
+	log.Info("tracing on", "exporter", ex.Name, "protocol", ex.Protocol, "endpoint", ex.Endpoint, "sampler", sampler.Description())
 	// The batch delay (OTEL_BSP_SCHEDULE_DELAY) is read by the SDK.
 	return &Tracing{tp: sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res),
 		sdktrace.WithSampler(sampler))}, nil

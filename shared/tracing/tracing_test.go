@@ -2,6 +2,8 @@ package tracing
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -35,11 +37,35 @@ func TestEnabled(t *testing.T) {
 	}
 }
 
-// Off, Setup starts nothing and hands out a nil tracer.
+// Off, Setup starts nothing, hands out a nil tracer and logs "tracing off".
 func TestSetupOff(t *testing.T) {
-	tr, err := Setup(context.Background(), "svc", env())
+	var logs strings.Builder
+	tr, err := Setup(context.Background(), "svc", env(), slog.New(slog.NewJSONHandler(&logs, nil)))
 	if err != nil || tr.Tracer("x") != nil || tr.Shutdown(context.Background()) != nil {
 		t.Fatalf("off: %v %v", tr.Tracer("x"), err)
+	}
+	if !strings.Contains(logs.String(), `"msg":"tracing off"`) {
+		t.Errorf("no tracing off line: %s", logs.String())
+	}
+}
+
+// The start line names the exporter, protocol and endpoint the
+// environment sets, as OpenTelemetry's exporters read them, without a
+// password in the endpoint.
+func TestExporterFromEnv(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		want Exporter
+	}{
+		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"}, Exporter{"otlp", "http/protobuf", "http://collector:4318/v1/traces"}},
+		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://u:secret@tr:4318/x"},
+			Exporter{"otlp", "http/protobuf", "http://tr:4318/x"}},
+		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317", "OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}, Exporter{"otlp", "grpc", "http://collector:4317"}},
+		{[]string{"OTEL_TRACES_EXPORTER", "otlp"}, Exporter{"otlp", "http/protobuf", "https://localhost:4318/v1/traces"}},
+	} {
+		if got := ExporterFromEnv(env(c.env...)); got != c.want {
+			t.Errorf("%v: %+v, want %+v", c.env, got, c.want)
+		}
 	}
 }
 
