@@ -52,6 +52,9 @@ func rowLabel(id string) string {
 	if l, ok := leaseRowLabel(id); ok {
 		return l
 	}
+	if l, ok := tlsRowLabel(id); ok {
+		return l
+	}
 	return id
 }
 
@@ -84,15 +87,20 @@ func (r *row) stop() {
 	}
 }
 
-// startBareProxy re-executes this binary as the bare fasthttp proxy.
-func (b *bench) startBareProxy() (*row, error) {
+// startBareProxy re-executes this binary as the bare fasthttp proxy, with
+// extra environment (its certificate, -tls).
+func (b *bench) startBareProxy(extraEnv ...string) (*row, error) {
 	r := &row{id: rowBare}
 	addr, err := childproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	p, err := childproc.Start(b.dir, "bareproxy", []string{envRole + "=" + roleBareProxy, envListen + "=" + addr,
-		envUpstream + "=" + b.backendAddr}, b.self)
+	name := "bareproxy"
+	if len(extraEnv) > 0 {
+		name = "bareproxy-tls"
+	}
+	p, err := childproc.Start(b.dir, name, append([]string{envRole + "=" + roleBareProxy, envListen + "=" + addr,
+		envUpstream + "=" + b.backendAddr}, extraEnv...), b.self)
 	if err != nil {
 		return nil, err
 	}
@@ -151,8 +159,8 @@ func (b *bench) startGatewayBin(id, bin string, withRedis bool) (*row, error) {
 }
 
 // startGatewayConfig starts gateway binary bin as row id with configuration
-// cfg.
-func (b *bench) startGatewayConfig(id, bin string, withRedis bool, cfg string) (*row, error) {
+// cfg and extra environment.
+func (b *bench) startGatewayConfig(id, bin string, withRedis bool, cfg string, extraEnv ...string) (*row, error) {
 	r := &row{id: id}
 	cfgPath := filepath.Join(b.dir, id+".yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
@@ -187,6 +195,7 @@ func (b *bench) startGatewayConfig(id, bin string, withRedis bool, cfg string) (
 		"GATEWAY_MAX_CONNS_PER_PEER=100000", // the load comes from one loopback address
 		"GATEWAY_MAX_NEW_CONNS_PER_PEER=100000",
 	}
+	env = append(env, extraEnv...)
 	if b.opts.sweepPushedTTL > 0 {
 		env = append(env, "GATEWAY_KEY_CACHE_PUSHED_TTL="+b.opts.sweepPushedTTL.String())
 	}
@@ -295,7 +304,7 @@ func (b *bench) startProxy(id, pkg, confName, template string, args func(conf st
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
-	p, err := childproc.Start(b.dir, pkg, nil, bin, args(path)...)
+	p, err := childproc.Start(b.dir, id, nil, bin, args(path)...)
 	if err != nil {
 		r.skip = err.Error()
 		return r, nil
