@@ -96,8 +96,10 @@ func (b *bench) startBareProxy(extraEnv ...string) (*row, error) {
 		return nil, err
 	}
 	name := "bareproxy"
-	if len(extraEnv) > 0 {
-		name = "bareproxy-tls"
+	for _, e := range extraEnv {
+		if strings.HasPrefix(e, envTLSCert+"=") {
+			name = "bareproxy-tls"
+		}
 	}
 	p, err := childproc.Start(b.dir, name, append([]string{envRole + "=" + roleBareProxy, envListen + "=" + addr,
 		envUpstream + "=" + b.backendAddr}, extraEnv...), b.self)
