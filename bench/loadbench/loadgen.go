@@ -37,6 +37,9 @@ type measurement struct {
 	// RedisCommands counts every command Redis ran, a script's own too.
 	RedisCommands int64
 	CPUOK         bool
+	// Wall is the time between the two CPU readings (-tls: the idle CPU
+	// over it is subtracted).
+	Wall time.Duration
 	// Leases is what the gateway's lease counters moved over the run.
 	Leases leaseCounts
 }

@@ -138,7 +138,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.sweepDuration, "sweep-duration", 30*time.Second, "measured load of each sweep cell (at least key_cache.ttl, so that a cache without pushes expires each key once in it)")
 	fs.BoolVar(&o.tls, "tls", false, "measure TLS alone: the bare proxy, the gateway (in-process limiter) and nginx, each over plain HTTP and over TLS (one ECDSA P-256 certificate, P-256 key exchange), keep-alive (wrk, the first of -conns) and a new connection per request (full handshakes), interleaved; writes -tls-out")
 	fs.StringVar(&o.tlsOut, "tls-out", "docs/bench-tls.md", "with -tls, write the results here, relative to the vendorgate checkout (empty: print only)")
-	fs.StringVar(&o.tlsProfile, "tls-profile", "", "with -tls, a directory where a CPU profile of each gateway row under the keep-alive load is written after the rounds (\"\": none)")
+	fs.StringVar(&o.tlsProfile, "tls-profile", "", "with -tls, a directory where CPU profiles of the bare proxy and gateway rows under each load (and the gateways' heap profiles) are written after the rounds (\"\": none)")
 	fs.StringVar(&o.tlsGOGC, "tls-gogc", "", "with -tls, GOGC of the bare proxy and the gateway (\"\": Go's default, 100): the same GC pacing for both whatever their live heaps")
 	fs.IntVar(&o.handshakeConns, "handshake-conns", 8, "with -tls, connections in flight of the new-connection load")
 	fs.IntVar(&o.handshakeMax, "handshake-max", 20000, "with -tls, at most this many connections per run of the new-connection load")

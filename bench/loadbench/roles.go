@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -36,6 +38,9 @@ const (
 	// with that certificate (-tls).
 	envTLSCert = "LOADBENCH_TLS_CERT"
 	envTLSKey  = "LOADBENCH_TLS_KEY"
+	// envPprof, when set, is where the bare proxy serves /debug/pprof/
+	// (-tls-profile), so that its profile can be set beside the gateway's.
+	envPprof = "LOADBENCH_PPROF_LISTEN"
 
 	roleResponder = "responder"
 	roleBareProxy = "bareproxy"
@@ -71,6 +76,16 @@ func runRole() (ok bool, err error) {
 		}
 		h = r.serve
 	case roleBareProxy:
+		if addr := os.Getenv(envPprof); addr != "" {
+			pl, err := net.Listen("tcp4", addr)
+			if err != nil {
+				return true, fmt.Errorf("%s: pprof listen: %w", role, err)
+			}
+			mux := http.NewServeMux()
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/heap", pprof.Index)
+			go func() { _ = http.Serve(pl, mux) }()
+		}
 		h = newBareProxy(os.Getenv(envUpstream)).serve
 	default:
 		return true, fmt.Errorf("unknown %s %q", envRole, role)

@@ -72,6 +72,9 @@ type row struct {
 	// admin listener.
 	main  *childproc.Proc
 	admin string
+	// pprof serves /debug/pprof/ when not empty: the admin listener, or
+	// the bare proxy's under -tls-profile.
+	pprof string
 	redis *testredis.Server
 	skip  string
 }
@@ -108,6 +111,11 @@ func (b *bench) startBareProxy(extraEnv ...string) (*row, error) {
 	}
 	r.procs = append(r.procs, p)
 	r.url = "http://" + addr + mePath
+	for _, e := range extraEnv {
+		if a, ok := strings.CutPrefix(e, envPprof+"="); ok {
+			r.pprof = a
+		}
+	}
 	return r, p.WaitTCP(addr, 10*time.Second)
 }
 
@@ -214,7 +222,7 @@ func (b *bench) startGatewayConfig(id, bin string, withRedis bool, cfg string, e
 		return r, nil
 	}
 	r.procs = append(r.procs, p)
-	r.main, r.admin = p, admin
+	r.main, r.admin, r.pprof = p, admin, admin
 	r.url = "http://" + addr + mePath
 	if err := p.WaitTCP(addr, 15*time.Second); err != nil {
 		r.stop()

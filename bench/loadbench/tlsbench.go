@@ -27,6 +27,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/bench/internal/childproc"
 	"vendorgate/bench/internal/wrk"
 )
 
@@ -192,12 +193,21 @@ func (b *bench) startTLSRows() error {
 		var r *row
 		var err error
 		switch id {
-		case rowBare:
-			r, err = b.startBareProxy(b.goEnv()...)
-		case rowBareTLS:
-			r, err = b.startBareProxy(append([]string{envTLSCert + "=" + k.cert, envTLSKey + "=" + k.key}, b.goEnv()...)...)
+		case rowBare, rowBareTLS:
+			env := b.goEnv()
+			if id == rowBareTLS {
+				env = append(env, envTLSCert+"="+k.cert, envTLSKey+"="+k.key)
+			}
+			if b.opts.tlsProfile != "" {
+				a, err := childproc.FreeAddr()
+				if err != nil {
+					return err
+				}
+				env = append(env, envPprof+"="+a)
+			}
+			r, err = b.startBareProxy(env...)
 			if r != nil {
-				r.id = rowBareTLS
+				r.id = id
 			}
 		case rowGateway, rowGatewayTLS:
 			if b.gatewayBin == "" {
@@ -315,6 +325,7 @@ type connRun struct {
 	firstErr      string
 	elapsed       time.Duration
 	cpu           time.Duration
+	wall          time.Duration // from the first CPU reading to the second
 	cpuOK         bool
 }
 
@@ -353,6 +364,7 @@ func (b *bench) connLoad(r *row, workers int, d time.Duration, limit int64) conn
 	if cpuAfter := b.cpuOf(r); cpuBefore != nil && cpuAfter != nil {
 		out.cpu, out.cpuOK = cpuAfter[0]-cpuBefore[0], true
 	}
+	out.wall = time.Since(start)
 	return out
 }
 
@@ -367,7 +379,7 @@ func (b *bench) keepAlive(r *row, conns int, d time.Duration) (measurement, erro
 	if isTLSRow(r.id) {
 		l.Env = []string{"OPENSSL_CONF=" + b.tlsKit.opensslConf}
 	}
-	cpuBefore := b.cpuOf(r)
+	cpuBefore, start := b.cpuOf(r), time.Now()
 	s, err := w.runner.Run(context.Background(), l)
 	if err != nil {
 		return measurement{}, err
@@ -376,6 +388,7 @@ func (b *bench) keepAlive(r *row, conns int, d time.Duration) (measurement, erro
 	if cpuAfter := b.cpuOf(r); cpuBefore != nil && cpuAfter != nil {
 		m.ProxyCPU, m.CPUOK = cpuAfter[0]-cpuBefore[0], true
 	}
+	m.Wall = time.Since(start)
 	if r.main != nil && r.main.Exited() {
 		r.skip = "exited during the run: " + r.main.Tail()
 		return m, errors.New(r.skip)
@@ -393,6 +406,9 @@ type tlsResults struct {
 	hsWorkers int
 	hsLimit   int64
 	profiles  []string
+	// idle is each row's CPU per second of wall time with no load (its
+	// timers, probes and collector), read before and after the rounds.
+	idle map[string]float64
 }
 
 // tlsAlone is -tls: the rows of tlsRowIDs, keep-alive and new-connection
@@ -414,6 +430,7 @@ func (b *bench) tlsAlone(ctx context.Context, out string, stdout, stderr io.Writ
 		res.hs[r.id] = make([]*connRun, o.reps)
 	}
 	b.logf("load average before the runs: %s", loadAverage())
+	idleBefore := b.idleCPU(active, o.duration)
 	if o.warmup > 0 {
 		for _, r := range active {
 			if _, err := b.keepAlive(r, conns, max(o.warmup, time.Second)); err != nil {
@@ -456,6 +473,15 @@ func (b *bench) tlsAlone(ctx context.Context, out string, stdout, stderr io.Writ
 				float64(h.conns-h.failed)/h.elapsed.Seconds(), perRequest(h.cpu, h.conns-h.failed))
 		}
 	}
+	res.idle = map[string]float64{}
+	idleAfter := b.idleCPU(active, o.duration)
+	for _, r := range active {
+		a, okA := idleBefore[r.id]
+		z, okZ := idleAfter[r.id]
+		if okA && okZ {
+			res.idle[r.id] = (a + z) / 2
+		}
+	}
 	if o.tlsProfile != "" {
 		b.tlsProfiles(res, conns)
 	}
@@ -477,7 +503,28 @@ func (b *bench) tlsAlone(ctx context.Context, out string, stdout, stderr io.Writ
 	return nil
 }
 
-// tlsProfiles takes CPU profiles of each gateway row, one under the
+// idleCPU reads each row's CPU over d with no load, all rows at once: the
+// CPU a server spends whatever it serves (seconds per second). A row at a
+// lower rate (a TLS row: wrk and the handshake client do more per request)
+// would otherwise be charged more of it per request.
+func (b *bench) idleCPU(rows []*row, d time.Duration) map[string]float64 {
+	before := map[string][]time.Duration{}
+	for _, r := range rows {
+		before[r.id] = b.cpuOf(r)
+	}
+	start := time.Now()
+	time.Sleep(d)
+	out := map[string]float64{}
+	for _, r := range rows {
+		if after := b.cpuOf(r); after != nil && before[r.id] != nil {
+			out[r.id] = (after[0] - before[r.id][0]).Seconds() / time.Since(start).Seconds()
+		}
+	}
+	return out
+}
+
+// tlsProfiles takes CPU profiles of each Go row (the gateway's and the
+// bare proxy's), one under the
 // keep-alive load and one under the new-connection load, after the
 // measured rounds (a profile costs CPU), into -tls-profile: compare them
 // with go tool pprof -diff_base.
@@ -488,18 +535,26 @@ func (b *bench) tlsProfiles(res *tlsResults, conns int) {
 	}
 	secs := max(int(b.opts.duration.Seconds()), 2)
 	for _, r := range b.active() {
-		if r.admin == "" {
+		if r.pprof == "" {
 			continue
 		}
 		loads := []struct {
 			name string
 			run  func(time.Duration) error
 		}{
-			{"keepalive", func(d time.Duration) error { _, err := b.keepAlive(r, conns, d); return err }},
+			{"keepalive", func(d time.Duration) error {
+				m, err := b.keepAlive(r, conns, d)
+				if err == nil {
+					b.logf("%s: keep-alive under the profile: %.0f req/s", r.label(), m.RPS)
+				}
+				return err
+			}},
 			{"newconns", func(d time.Duration) error {
-				if h := b.connLoad(r, res.hsWorkers, d, 1<<40); h.failed > 0 {
+				h := b.connLoad(r, res.hsWorkers, d, 1<<40)
+				if h.failed > 0 {
 					return fmt.Errorf("%d of %d connections failed: %s", h.failed, h.conns, h.firstErr)
 				}
+				b.logf("%s: new connections under the profile: %.0f a second", r.label(), float64(h.conns)/h.elapsed.Seconds())
 				return nil
 			}},
 		}
@@ -508,7 +563,7 @@ func (b *bench) tlsProfiles(res *tlsResults, conns int) {
 			go func() { done <- l.run(time.Duration(secs+2) * time.Second) }()
 			time.Sleep(time.Second)
 			file := filepath.Join(b.opts.tlsProfile, "cpu-"+r.id+"-"+l.name+".pb.gz")
-			err := fetchProfile(r.admin, secs, file)
+			err := fetchProfile(r.pprof, secs, file)
 			if werr := <-done; err == nil {
 				err = werr
 			}
@@ -522,6 +577,9 @@ func (b *bench) tlsProfiles(res *tlsResults, conns int) {
 		// The live heap sets how much marking each byte allocated costs
 		// (a handshake allocates tens of KB in crypto/tls).
 		base := filepath.Join(b.opts.tlsProfile, "heap-"+r.id)
+		if r.admin == "" {
+			continue
+		}
 		if err := saveHeap(r.admin, base); err != nil {
 			res.notes = append(res.notes, fmt.Sprintf("heap profile of %s: %v", r.label(), err))
 			continue
@@ -622,6 +680,11 @@ func costOf(plain, withTLS func(rep int) (time.Duration, int64, bool), rounds in
 	return c
 }
 
+// busy is cpu less the row's idle CPU over wall.
+func (res *tlsResults) busy(id string, cpu, wall time.Duration) time.Duration {
+	return cpu - time.Duration(res.idle[id]*float64(wall))
+}
+
 func (res *tlsResults) kaCost(plainID, tlsID string) tlsCost {
 	get := func(id string) func(int) (time.Duration, int64, bool) {
 		return func(rep int) (time.Duration, int64, bool) {
@@ -629,7 +692,7 @@ func (res *tlsResults) kaCost(plainID, tlsID string) tlsCost {
 			if rep >= len(ms) || ms[rep] == nil || !ms[rep].CPUOK {
 				return 0, 0, false
 			}
-			return ms[rep].ProxyCPU, ms[rep].OK, true
+			return res.busy(id, ms[rep].ProxyCPU, ms[rep].Wall), ms[rep].OK, true
 		}
 	}
 	return costOf(get(plainID), get(tlsID), res.rounds)
@@ -642,7 +705,7 @@ func (res *tlsResults) hsCost(plainID, tlsID string) tlsCost {
 			if rep >= len(hs) || hs[rep] == nil || !hs[rep].cpuOK {
 				return 0, 0, false
 			}
-			return hs[rep].cpu, hs[rep].conns - hs[rep].failed, true
+			return res.busy(id, hs[rep].cpu, hs[rep].wall), hs[rep].conns - hs[rep].failed, true
 		}
 	}
 	return costOf(get(plainID), get(tlsID), res.rounds)
@@ -701,10 +764,14 @@ further on:
   verifications) limits the rate; the CPU per connection is the server's alone.
 
 A row's TLS cost is its CPU per request (or per connection) with TLS less the same server's
-without, over the whole run (the per-round figures show the spread). The targets: the gateway's
-TLS cost per request and per full handshake within 10 %% of the bare proxy's.
+without, over the whole run (the per-round figures show the spread), each run's CPU less what the
+server spends idle over the same time (its timers, health probes, collector: read with no load
+for %s before and after the rounds, all rows at once). Without that correction a row run at a
+lower rate, as every TLS row is, would be charged more of its idle CPU per request. The tables of
+the rows show the CPU as read. The targets: the gateway's TLS cost per request and per full
+handshake within 10 %% of the bare proxy's.
 
-`, res.kaConns, b.opts.duration, res.hsWorkers, b.opts.duration, res.hsLimit)
+`, res.kaConns, b.opts.duration, res.hsWorkers, b.opts.duration, res.hsLimit, b.opts.duration)
 	w("## Keep-alive\n\n")
 	w("| row | req/s (median) | p99 (median) | server CPU per request |\n|---|---:|---:|---:|\n")
 	for _, r := range b.rows {
@@ -740,7 +807,16 @@ TLS cost per request and per full handshake within 10 %% of the bare proxy's.
 		}
 		w("| %s | %.0f | %s |\n", r.label(), medianOf(rate), c)
 	}
-	w("\n## TLS cost (the TLS row less the plain row)\n\n")
+	if len(res.idle) > 0 {
+		var idle []string
+		for _, r := range b.rows {
+			if v, ok := res.idle[r.id]; ok {
+				idle = append(idle, fmt.Sprintf("%s %.1f ms", r.label(), v*1000))
+			}
+		}
+		w("\nIdle CPU a second (no load, the mean of the readings before and after the rounds): %s.\n", strings.Join(idle, "; "))
+	}
+	w("\n## TLS cost (the TLS row less the plain row, idle CPU subtracted)\n\n")
 	w("| server | CPU per request | by round | CPU per full handshake | by round |\n|---|---:|---|---:|---|\n")
 	costs := map[string][2]tlsCost{}
 	for _, p := range tlsPairs {
