@@ -40,6 +40,9 @@ type measurement struct {
 	// Wall is the time between the two CPU readings (-tls: the idle CPU
 	// over it is subtracted).
 	Wall time.Duration
+	// Syscalls counts the server's read and write system calls over the
+	// run (-tls).
+	Syscalls int64
 	// Leases is what the gateway's lease counters moved over the run.
 	Leases leaseCounts
 }

@@ -379,6 +379,7 @@ func (b *bench) keepAlive(r *row, conns int, d time.Duration) (measurement, erro
 	if isTLSRow(r.id) {
 		l.Env = []string{"OPENSSL_CONF=" + b.tlsKit.opensslConf}
 	}
+	scBefore, scErr := syscalls(r.procs[0].Pid())
 	cpuBefore, start := b.cpuOf(r), time.Now()
 	s, err := w.runner.Run(context.Background(), l)
 	if err != nil {
@@ -389,6 +390,9 @@ func (b *bench) keepAlive(r *row, conns int, d time.Duration) (measurement, erro
 		m.ProxyCPU, m.CPUOK = cpuAfter[0]-cpuBefore[0], true
 	}
 	m.Wall = time.Since(start)
+	if scAfter, err := syscalls(r.procs[0].Pid()); err == nil && scErr == nil {
+		m.Syscalls = scAfter - scBefore
+	}
 	if r.main != nil && r.main.Exited() {
 		r.skip = "exited during the run: " + r.main.Tail()
 		return m, errors.New(r.skip)
@@ -773,22 +777,28 @@ handshake within 10 %% of the bare proxy's.
 
 `, res.kaConns, b.opts.duration, res.hsWorkers, b.opts.duration, res.hsLimit, b.opts.duration)
 	w("## Keep-alive\n\n")
-	w("| row | req/s (median) | p99 (median) | server CPU per request |\n|---|---:|---:|---:|\n")
+	w("| row | req/s (median) | p99 (median) | server CPU per request | reads and writes per request |\n|---|---:|---:|---:|---:|\n")
 	for _, r := range b.rows {
 		if r.skip != "" {
-			w("| %s | skipped: %s | | |\n", r.label(), oneLine(r.skip))
+			w("| %s | skipped: %s | | | |\n", r.label(), oneLine(r.skip))
 			continue
 		}
 		cpu, n, rps, p99, good := pooledKA(res.ka[r.id])
 		if len(rps) == 0 {
-			w("| %s | – | – | – |\n", r.label())
+			w("| %s | – | – | – | – |\n", r.label())
 			continue
 		}
 		c := "–"
 		if good {
 			c = fmt.Sprintf("%.1f µs", usPer(cpu, n))
 		}
-		w("| %s | %.0f | %s | %s |\n", r.label(), medianOf(rps), ms(time.Duration(medianOf(p99))), c)
+		var sc int64
+		for _, m := range res.ka[r.id] {
+			if m != nil {
+				sc += m.Syscalls
+			}
+		}
+		w("| %s | %.0f | %s | %s | %.2f |\n", r.label(), medianOf(rps), ms(time.Duration(medianOf(p99))), c, float64(sc)/float64(max(n, 1)))
 	}
 	w("\n## New connections (a full handshake each)\n\n")
 	w("| row | connections/s (median) | server CPU per connection |\n|---|---:|---:|\n")
