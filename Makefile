@@ -4,7 +4,7 @@ BIN      := bin
 BINARIES := gateway backend vendorctl
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(HOME)/go/bin/staticcheck)
 
-.PHONY: all build run test bench bench-go bench-load bench-sweep lint lint-openapi clean
+.PHONY: all build run test bench bench-go bench-load bench-sweep bench-tls lint lint-openapi clean
 
 all: build
 
@@ -41,6 +41,12 @@ bench-load: build
 SWEEP ?= 1000,10000,100000
 bench-sweep: build
 	cd bench && $(GO) run ./loadbench -sweep $(SWEEP) -conns '' -many-conns '' $(LOADBENCH_FLAGS)
+
+# The TLS rows alone, rewriting docs/bench-tls.md: the bare proxy, the
+# gateway and nginx, each over plain HTTP and TLS, keep-alive and a full
+# handshake per connection, interleaved (about 5 minutes).
+bench-tls: build
+	cd bench && $(GO) run ./loadbench -tls -conns 64 -reps 5 $(LOADBENCH_FLAGS)
 
 lint:
 	@scripts/check-binaries.sh

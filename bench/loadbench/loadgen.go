@@ -37,6 +37,12 @@ type measurement struct {
 	// RedisCommands counts every command Redis ran, a script's own too.
 	RedisCommands int64
 	CPUOK         bool
+	// Wall is the time between the two CPU readings (-tls: the idle CPU
+	// over it is subtracted).
+	Wall time.Duration
+	// Syscalls counts the server's read and write system calls over the
+	// run (-tls).
+	Syscalls int64
 	// Leases is what the gateway's lease counters moved over the run.
 	Leases leaseCounts
 }

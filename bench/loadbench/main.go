@@ -19,6 +19,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -92,7 +93,14 @@ type options struct {
 	sweepPushedTTL  time.Duration
 	sweepHeap       string
 	sweepMemLimit   string
-	args            []string
+	// -tls: the TLS rows alone, written to tlsOut.
+	tls            bool
+	tlsOut         string
+	tlsProfile     string
+	tlsGOGC        string
+	handshakeConns int
+	handshakeMax   int
+	args           []string
 }
 
 // sweepOnly: -sweep without the main table's loads.
@@ -128,6 +136,12 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.sweepHeap, "sweep-heap", "", "a directory where each sweep cell's gateway heap profile (heap-KEYS-ROW.pb.gz, after a collection) and runtime memory statistics (heap-KEYS-ROW.txt) are written at the end of its measured run (\"\": none)")
 	fs.StringVar(&o.sweepMemLimit, "sweep-gomemlimit", "", "GOMEMLIMIT of every gateway this run starts, meant for a sweep alone (for example 150MiB; \"\": none): the operator setting that trades GC CPU for RSS")
 	fs.DurationVar(&o.sweepDuration, "sweep-duration", 30*time.Second, "measured load of each sweep cell (at least key_cache.ttl, so that a cache without pushes expires each key once in it)")
+	fs.BoolVar(&o.tls, "tls", false, "measure TLS alone: the bare proxy, the gateway (in-process limiter) and nginx, each over plain HTTP and over TLS (one ECDSA P-256 certificate, P-256 key exchange), keep-alive (wrk, the first of -conns) and a new connection per request (full handshakes), interleaved; writes -tls-out")
+	fs.StringVar(&o.tlsOut, "tls-out", "docs/bench-tls.md", "with -tls, write the results here, relative to the vendorgate checkout (empty: print only)")
+	fs.StringVar(&o.tlsProfile, "tls-profile", "", "with -tls, a directory where CPU profiles of the bare proxy and gateway rows under each load (and the gateways' heap profiles) are written after the rounds (\"\": none)")
+	fs.StringVar(&o.tlsGOGC, "tls-gogc", "", "with -tls, GOGC of the bare proxy and the gateway (\"\": Go's default, 100): the same GC pacing for both whatever their live heaps")
+	fs.IntVar(&o.handshakeConns, "handshake-conns", 8, "with -tls, connections in flight of the new-connection load")
+	fs.IntVar(&o.handshakeMax, "handshake-max", 20000, "with -tls, at most this many connections per run of the new-connection load")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -174,8 +188,14 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if o.baseline != "" {
 		o.rows = withBaseline(o.rows)
 	}
-	if o.sweepOnly() {
-		o.rows = nil // the sweep starts its own gateways
+	if o.sweepOnly() || o.tls {
+		o.rows = nil // the sweep and -tls start their own
+	}
+	if o.tls && (len(o.sweep) > 0 || o.baseline != "" || o.baselineGateway != "" || len(o.pressure) > 0) {
+		return o, errors.New("-tls runs alone: without -sweep, -baseline, -baseline-gateway and -pressure")
+	}
+	if o.tls && (o.handshakeConns < 1 || o.handshakeMax < 1) {
+		return o, errors.New("-handshake-conns and -handshake-max must be at least 1")
 	}
 	if o.reps < 1 || o.duration < time.Second {
 		return o, errors.New("-reps must be at least 1 and -duration at least 1s")
@@ -241,6 +261,12 @@ type bench struct {
 
 	gen  loadGenerator
 	rows []*row
+
+	// -tls: the certificate and the client's configuration, and what each
+	// TLS row negotiated.
+	tlsKit    *tlsKit
+	tlsClient *tls.Config
+	tlsStates []string
 }
 
 // run is the whole benchmark; stdout gets the table, stderr the progress.
@@ -275,6 +301,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if opts.sweepOnly() {
 		return b.sweepAlone(ctx, out, stdout, stderr)
+	}
+	if opts.tls {
+		tlsOut := opts.tlsOut
+		if tlsOut != "" && !filepath.IsAbs(tlsOut) {
+			if b.root == "" {
+				return fmt.Errorf("-tls-out %s: the vendorgate checkout was not found (run from bench/, or give an absolute path)", tlsOut)
+			}
+			tlsOut = product.Path(b.root, tlsOut)
+		}
+		return b.tlsAlone(ctx, tlsOut, stdout, stderr)
 	}
 	res, err := b.measure(ctx)
 	if err != nil {

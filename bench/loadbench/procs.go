@@ -79,3 +79,60 @@ func cpuTime(pid int) (time.Duration, error) {
 	walk(int64(pid))
 	return time.Duration(total) * time.Second / clockTicks, nil
 }
+
+// syscalls is the read and write system calls (syscr plus syscw of
+// /proc/PID/io) of pid and every process below it.
+func syscalls(pid int) (int64, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	parent := map[int64]int64{}
+	for _, e := range entries {
+		n, err := strconv.ParseInt(e.Name(), 10, 64)
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		parent[n], _ = strconv.ParseInt(f[1], 10, 64)
+	}
+	var total int64
+	var walk func(p int64) error
+	walk = func(p int64) error {
+		b, err := os.ReadFile("/proc/" + strconv.FormatInt(p, 10) + "/io")
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if ok && (k == "syscr" || k == "syscw") {
+				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				total += n
+			}
+		}
+		for child, pp := range parent {
+			if pp == p {
+				if err := walk(child); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(int64(pid)); err != nil {
+		return 0, err
+	}
+	return total, nil
+}

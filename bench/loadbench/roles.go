@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -31,6 +34,13 @@ const (
 	envUpstream = "LOADBENCH_UPSTREAM"
 	envKeysFile = "LOADBENCH_KEYS_FILE"
 	envToken    = "LOADBENCH_INTERNAL_TOKEN"
+	// envTLSCert and envTLSKey, when set, make the bare proxy serve TLS
+	// with that certificate (-tls).
+	envTLSCert = "LOADBENCH_TLS_CERT"
+	envTLSKey  = "LOADBENCH_TLS_KEY"
+	// envPprof, when set, is where the bare proxy serves /debug/pprof/
+	// (-tls-profile), so that its profile can be set beside the gateway's.
+	envPprof = "LOADBENCH_PPROF_LISTEN"
 
 	roleResponder = "responder"
 	roleBareProxy = "bareproxy"
@@ -50,6 +60,13 @@ func runRole() (ok bool, err error) {
 	if err != nil {
 		return true, fmt.Errorf("%s: listen: %w", role, err)
 	}
+	if cert := os.Getenv(envTLSCert); cert != "" {
+		kp, err := tls.LoadX509KeyPair(cert, os.Getenv(envTLSKey))
+		if err != nil {
+			return true, fmt.Errorf("%s: %w", role, err)
+		}
+		ln = tls.NewListener(ln, bareTLSConfig(kp))
+	}
 	var h fasthttp.RequestHandler
 	switch role {
 	case roleResponder:
@@ -59,6 +76,16 @@ func runRole() (ok bool, err error) {
 		}
 		h = r.serve
 	case roleBareProxy:
+		if addr := os.Getenv(envPprof); addr != "" {
+			pl, err := net.Listen("tcp4", addr)
+			if err != nil {
+				return true, fmt.Errorf("%s: pprof listen: %w", role, err)
+			}
+			mux := http.NewServeMux()
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/heap", pprof.Index)
+			go func() { _ = http.Serve(pl, mux) }()
+		}
 		h = newBareProxy(os.Getenv(envUpstream)).serve
 	default:
 		return true, fmt.Errorf("unknown %s %q", envRole, role)
@@ -198,6 +225,19 @@ func (r *responder) lookup(ctx *fasthttp.RequestCtx, hash string) {
 func vendorID(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
 func keyID(i int) string    { return fmt.Sprintf("00000000-0000-4000-9000-%012d", i) }
 
+// bareTLSConfig is the bare proxy's TLS: crypto/tls's defaults (session
+// tickets on, with keys the process makes) but for TLS 1.2 at least, as
+// the gateway, ALPN http/1.1, and the curve pinned to P-256 on this side
+// too (-tls).
+func bareTLSConfig(kp tls.Certificate) *tls.Config {
+	return &tls.Config{
+		Certificates:     []tls.Certificate{kp},
+		MinVersion:       tls.VersionTLS12,
+		NextProtos:       []string{"http/1.1"},
+		CurvePreferences: []tls.CurveID{tls.CurveP256},
+	}
+}
+
 // bareProxy is the floor of proxying: a fasthttp server handing every
 // request to one HostClient, with no auth, no limits and no header work
 // beyond dropping the client's Connection header.
@@ -218,6 +258,9 @@ func (p *bareProxy) serve(ctx *fasthttp.RequestCtx) {
 	req := &ctx.Request
 	req.Header.Del("Connection")
 	req.SetHost(p.hc.Addr)
+	if ctx.IsTLS() { // the upstream hop is plain HTTP
+		req.URI().SetScheme("http")
+	}
 	if err := p.hc.Do(req, &ctx.Response); err != nil {
 		ctx.ResetBody()
 		ctx.SetStatusCode(fasthttp.StatusBadGateway)

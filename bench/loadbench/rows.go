@@ -52,6 +52,9 @@ func rowLabel(id string) string {
 	if l, ok := leaseRowLabel(id); ok {
 		return l
 	}
+	if l, ok := tlsRowLabel(id); ok {
+		return l
+	}
 	return id
 }
 
@@ -69,6 +72,9 @@ type row struct {
 	// admin listener.
 	main  *childproc.Proc
 	admin string
+	// pprof serves /debug/pprof/ when not empty: the admin listener, or
+	// the bare proxy's under -tls-profile.
+	pprof string
 	redis *testredis.Server
 	skip  string
 }
@@ -84,20 +90,32 @@ func (r *row) stop() {
 	}
 }
 
-// startBareProxy re-executes this binary as the bare fasthttp proxy.
-func (b *bench) startBareProxy() (*row, error) {
+// startBareProxy re-executes this binary as the bare fasthttp proxy, with
+// extra environment (its certificate, -tls).
+func (b *bench) startBareProxy(extraEnv ...string) (*row, error) {
 	r := &row{id: rowBare}
 	addr, err := childproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	p, err := childproc.Start(b.dir, "bareproxy", []string{envRole + "=" + roleBareProxy, envListen + "=" + addr,
-		envUpstream + "=" + b.backendAddr}, b.self)
+	name := "bareproxy"
+	for _, e := range extraEnv {
+		if strings.HasPrefix(e, envTLSCert+"=") {
+			name = "bareproxy-tls"
+		}
+	}
+	p, err := childproc.Start(b.dir, name, append([]string{envRole + "=" + roleBareProxy, envListen + "=" + addr,
+		envUpstream + "=" + b.backendAddr}, extraEnv...), b.self)
 	if err != nil {
 		return nil, err
 	}
 	r.procs = append(r.procs, p)
 	r.url = "http://" + addr + mePath
+	for _, e := range extraEnv {
+		if a, ok := strings.CutPrefix(e, envPprof+"="); ok {
+			r.pprof = a
+		}
+	}
 	return r, p.WaitTCP(addr, 10*time.Second)
 }
 
@@ -151,8 +169,8 @@ func (b *bench) startGatewayBin(id, bin string, withRedis bool) (*row, error) {
 }
 
 // startGatewayConfig starts gateway binary bin as row id with configuration
-// cfg.
-func (b *bench) startGatewayConfig(id, bin string, withRedis bool, cfg string) (*row, error) {
+// cfg and extra environment.
+func (b *bench) startGatewayConfig(id, bin string, withRedis bool, cfg string, extraEnv ...string) (*row, error) {
 	r := &row{id: id}
 	cfgPath := filepath.Join(b.dir, id+".yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
@@ -187,6 +205,7 @@ func (b *bench) startGatewayConfig(id, bin string, withRedis bool, cfg string) (
 		"GATEWAY_MAX_CONNS_PER_PEER=100000", // the load comes from one loopback address
 		"GATEWAY_MAX_NEW_CONNS_PER_PEER=100000",
 	}
+	env = append(env, extraEnv...)
 	if b.opts.sweepPushedTTL > 0 {
 		env = append(env, "GATEWAY_KEY_CACHE_PUSHED_TTL="+b.opts.sweepPushedTTL.String())
 	}
@@ -203,7 +222,7 @@ func (b *bench) startGatewayConfig(id, bin string, withRedis bool, cfg string) (
 		return r, nil
 	}
 	r.procs = append(r.procs, p)
-	r.main, r.admin = p, admin
+	r.main, r.admin, r.pprof = p, admin, admin
 	r.url = "http://" + addr + mePath
 	if err := p.WaitTCP(addr, 15*time.Second); err != nil {
 		r.stop()
@@ -295,7 +314,7 @@ func (b *bench) startProxy(id, pkg, confName, template string, args func(conf st
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
-	p, err := childproc.Start(b.dir, pkg, nil, bin, args(path)...)
+	p, err := childproc.Start(b.dir, id, nil, bin, args(path)...)
 	if err != nil {
 		r.skip = err.Error()
 		return r, nil

@@ -93,6 +93,9 @@ type Load struct {
 	Conns   int
 	// Duration is rounded to whole seconds, at least one: wrk's unit.
 	Duration time.Duration
+	// Env is added to wrk's environment: OPENSSL_CONF, say, to pin the
+	// curves of an https:// URL.
+	Env []string
 }
 
 // Rotation is one header whose value changes with every request: the lines
@@ -121,6 +124,9 @@ func (r *Runner) Run(ctx context.Context, l Load) (Summary, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if len(l.Env) > 0 {
+		cmd.Env = append(os.Environ(), l.Env...)
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return Summary{}, fmt.Errorf("wrk %s: %w\n%s", l.URL, err, out)
