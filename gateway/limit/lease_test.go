@@ -568,7 +568,7 @@ func TestLeaseClusterSilentNode(t *testing.T) {
 		}
 	}
 	leasedRate := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour}
-	for i := 0; i < 20 || !r.leases.holds(busy, time.Now().UnixNano()); i++ {
+	for i := 0; i < 20 || !r.leases.holds(busy, r.clock.Nanotime()); i++ {
 		if d, err := r.Allow(one(busy, leasedRate)); err != nil || !d.Allowed || i == 100 {
 			t.Fatal("no lease held after 100 reads", d, err)
 		}
