@@ -42,6 +42,10 @@ type simApplied struct {
 	grant float64 // the grant's TAT, seconds since 2017
 	after float64 // tokens positioned past it
 	emis  float64
+	// unused is the tokens sent back; applies: the stored TAT was at
+	// least the grant's.
+	unused  float64
+	applies bool
 }
 
 // scriptModel is gcraSource in Go, number for number (Lua's numbers are
@@ -81,8 +85,9 @@ func scriptModel(db simDB, now, sec, usec int64, keys, argv []string) ([]int64, 
 			g, after := num(argv[a+2])/1000000, num(argv[a+3])
 			a += 4
 			k++
-			ap := simApplied{key: key, grant: g, after: after, emis: emission}
+			ap := simApplied{key: key, grant: g, after: after, emis: emission, unused: unused}
 			if stored := tats[key]; have[key] && stored >= g-0.000001 {
+				ap.applies = true
 				if back := math.Min(unused*emission, g-tnow+after*emission); back > 0 {
 					tats[key] = stored - back
 					dirty[key] = true
