@@ -330,10 +330,18 @@ func (r *Redis) beat() {
 func (r *Redis) leaseTick() {
 	now := r.clock.Nanotime()
 	if r.leases.held(now) && (r.cluster || now-r.heard.Load() > int64(r.beatEvery)) {
-		if _, err := r.rt(false, r.timeout, nil, nil); err != nil {
-			r.leases.drop()
-		} else {
+		// A ping waits as a request does on a silent Redis: the timeout
+		// and the node's grace; an answer read late (it waited in the
+		// socket past the deadline) is the node's lateness, not Redis'
+		// (whether Redis answered in time is what heard and pinged tell
+		// the leases). A failed ping is a Redis failure: counted, and every
+		// lease dropped with it.
+		switch _, err := r.rt(false, r.timeout+r.Grace(), nil, nil); {
+		case err == nil:
 			r.pinged.Store(now)
+		case replyLate(err):
+		default:
+			r.hooks.onFailure(err)
 		}
 	}
 	all := r.returnAll.Swap(false)
@@ -349,7 +357,12 @@ func (r *Redis) clientTrip(_ bool, deadline time.Duration, keys [][]string, args
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	if len(keys) == 0 {
-		return nil, r.ping(ctx)
+		late := r.batch.conns.lateReads.Load()
+		err := r.ping(ctx)
+		if err != nil && KindOf(err) == FailTimeout && r.batch.conns.lateReads.Load() != late {
+			err = fmt.Errorf("%w: %w", errReadLate, err)
+		}
+		return nil, err
 	}
 	_, err := runScripts(ctx, r.client, keys, args)
 	return nil, err

@@ -550,7 +550,8 @@ func (g *simGW) roundTrip(judged bool, deadline time.Duration, keys [][]string, 
 					if st.count == n || st.err != nil {
 						at := w.now + g.late
 						if !judged && at > sent+int64(deadline) {
-							return // read after its deadline: the deadline's event fails it
+							st.lateRead = true // answered in time, read after its deadline
+							return             // the deadline's event fails it
 						}
 						w.at(at, func() { g.deliver(p, st, call, simReply{v: st.replies, err: st.err}) })
 					}
@@ -590,8 +591,12 @@ func (g *simGW) roundTrip(judged bool, deadline time.Duration, keys [][]string, 
 		})
 	} else {
 		w.after(deadline, func() {
+			err := context.DeadlineExceeded
+			if st.lateRead {
+				err = fmt.Errorf("%w: %w", errReadLate, err)
+			}
 			if !st.done {
-				g.deliver(p, st, call, simReply{err: context.DeadlineExceeded})
+				g.deliver(p, st, call, simReply{err: err})
 			}
 		})
 	}
@@ -600,11 +605,12 @@ func (g *simGW) roundTrip(judged bool, deadline time.Duration, keys [][]string, 
 }
 
 type simTrip struct {
-	replies [][]any
-	nodes   []int
-	count   int
-	err     error
-	done    bool
+	lateRead bool
+	replies  [][]any
+	nodes    []int
+	count    int
+	err      error
+	done     bool
 }
 
 // deliver ends a round trip: its goroutine goes on.
