@@ -336,6 +336,9 @@ func (l *leases) grant(key string, r Rate, res Result, granted int, tatUS int64,
 	if granted > 1 && l.hooks.Granted != nil {
 		l.hooks.Granted(granted - 1)
 	}
+	if granted > 1 && !current && l.hooks.Dropped != nil {
+		l.hooks.Dropped(granted - 1) // Redis failed while the call was out: no lease
+	}
 }
 
 // addSegment merges n tokens granted up to tatUS into e's lease, which

@@ -57,10 +57,11 @@ var (
 
 // simRegressions are seeds that once failed, run first: 4 (a heartbeat
 // ping read late dropped every lease with Redis answering within its
-// timeout), and seeds that found faults of the simulation itself (a
+// timeout), 1492 (a grant answered after Redis failed: its tokens lost
+// uncounted), and seeds that found faults of the simulation itself (a
 // refund Redis skipped, a call Redis ran after its caller gave up, two
 // grants of one TAT, a killed gateway's taken tokens).
-var simRegressions = []int64{4, 11, 1000146, 1000232, 1001063, 1001547, 1001934, 1002546}
+var simRegressions = []int64{4, 11, 1492, 1000146, 1000232, 1001063, 1001547, 1001934, 1002546}
 
 const (
 	simTimeout = 50 * time.Millisecond
