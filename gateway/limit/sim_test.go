@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -130,6 +131,7 @@ func TestSimulation(t *testing.T) {
 
 // simWorld is one run.
 type simWorld struct {
+	mu      sync.Mutex
 	t       *testing.T
 	seed    int64
 	verbose bool
@@ -241,9 +243,11 @@ type simGW struct {
 	readers  int   // decisions waiting on a call (Close waits for them)
 	beats    int   // beats of the lease loop waiting on a round trip
 	blocked  bool  // its Close waits for them
-	closer   *simProc
-	gate     chan struct{}
-	lastRead []int64 // per node, when it last read an answer
+	// lockWaiters are decisions whose second pass waits on Close.
+	lockWaiters int
+	closer      *simProc
+	gate        chan struct{}
+	lastRead    []int64 // per node, when it last read an answer
 }
 
 // simProc is one of the product's goroutines.
@@ -453,6 +457,8 @@ func (w *simWorld) start(i int) {
 				}
 			},
 			Dropped: func(n int) {
+				w.mu.Lock() // second passes ending at Close run side by side
+				defer w.mu.Unlock()
 				w.dropped = append(w.dropped, simSlack{n, w.now + int64(w.ttl) + 60e9})
 				w.logf("gateway %d dropped %d", g.id, n)
 			},
@@ -655,10 +661,29 @@ func (g *simGW) deliver(p *simProc, st *simTrip, call *simCall, rep simReply) {
 				}
 			}
 		}
+		if g.blocked && g.readers > 0 {
+			// Close still waits for others: a second pass of this one
+			// waits on Close (a writer waiting holds readers off).
+			w.parked = slices.DeleteFunc(w.parked, func(q *simProc) bool { return q == p })
+			w.current = p
+			w.running++
+			p.wake <- rep
+			select {
+			case <-w.park:
+				w.running--
+			case <-time.After(500 * time.Millisecond):
+				g.lockWaiters++ // it goes on when Close has taken its lock
+				w.running--
+			}
+			return
+		}
 		if g.blocked && g.readers == 0 {
 			// The last decision Close waited for ends; Close goes on once
-			// it has (at its timer's stop: see simClock).
+			// it has (at its timer's stop: see simClock), and so do the
+			// second passes waiting on Close.
 			g.gate = make(chan struct{})
+			w.running += g.lockWaiters
+			g.lockWaiters = 0
 			w.resume(p, rep)
 			g.blocked = false
 			w.current = g.closer
