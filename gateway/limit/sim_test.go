@@ -61,8 +61,9 @@ var (
 // timeout), 1492 (a grant answered after Redis failed: its tokens lost
 // uncounted), and seeds that found faults of the simulation itself (a
 // refund Redis skipped, a call Redis ran after its caller gave up, two
-// grants of one TAT, a killed gateway's taken tokens).
-var simRegressions = []int64{4, 11, 1492, 1000146, 1000232, 1001063, 1001547, 1001934, 1002546}
+// grants of one TAT, a killed gateway's taken tokens and the answers
+// Redis charged that it never read).
+var simRegressions = []int64{4, 11, 1492, 1000146, 1000229, 1000232, 1001063, 1001547, 1001934, 1002546}
 
 const (
 	simTimeout = 50 * time.Millisecond
@@ -277,8 +278,10 @@ type simCall struct {
 	execAt   int64
 	blame    map[string]simBlame // a refused bucket: its TAT, and what it may hold beyond what was admitted
 	granted  map[string]bool
-	abandon  bool // its caller gave up
-	lateExec bool // Redis ran it after that
+	charged  map[string]int // tokens Redis charged, by bucket
+	execd    bool           // Redis ran it
+	abandon  bool           // its caller gave up
+	lateExec bool           // Redis ran it after that, or its gateway was killed: counted lost
 }
 
 type simEvent struct {
@@ -492,7 +495,7 @@ func (g *simGW) roundTrip(judged bool, deadline time.Duration, keys [][]string, 
 	st := &simTrip{replies: make([][]any, n), nodes: make([]int, n)}
 	var call *simCall
 	if judged {
-		call = &simCall{keys: keys[0], blame: map[string]simBlame{}, granted: map[string]bool{}}
+		call = &simCall{keys: keys[0], blame: map[string]simBlame{}, granted: map[string]bool{}, charged: map[string]int{}}
 		p.req.calls = append(p.req.calls, call)
 		g.readers++
 		for i := 0; i < p.req.cs.Count; i++ {
@@ -643,7 +646,7 @@ func (g *simGW) deliver(p *simProc, st *simTrip, call *simCall, rep simReply) {
 		g.readers--
 		call.ok = rep.err == nil
 		call.abandon = rep.err != nil
-		if rep.err == nil {
+		if rep.err == nil && !call.lateExec { // else counted at the kill
 			v := rep.v[0]
 			for j, k := range call.keys {
 				n := int(v[valuesPerKey*j+4].(int64))
@@ -800,6 +803,8 @@ func (w *simWorld) exec(g *simGW, nd *simNode, keys []string, args []any, call *
 		for j, k := range keys {
 			granted := out[valuesPerKey*j+4]
 			call.granted[k] = granted > 0
+			call.charged[k] = int(granted)
+			call.execd = true
 			if granted > 1 { // a new grant: its refunds have a budget of their own
 				delete(w.grantsBack, simGrantID{g.id, k, float64(out[valuesPerKey*j+5]) / 1e6})
 			}
@@ -1089,6 +1094,20 @@ func (w *simWorld) restart(g *simGW, kill bool) {
 	if kill {
 		w.event("gateway %d killed", g.id)
 		g.dead = true
+		for _, p := range w.parked { // answers Redis charged that nobody will read
+			if p.g != g || p.req == nil || len(p.req.calls) == 0 {
+				continue
+			}
+			if call := p.req.calls[len(p.req.calls)-1]; call.execd && !call.lateExec {
+				call.lateExec = true
+				for _, k := range call.keys {
+					if n := call.charged[k]; n > 0 {
+						w.inReply[k] -= max(n-1, 0)
+						w.lose(k, n)
+					}
+				}
+			}
+		}
 		for _, key := range mapsKeys(w.keyNode) {
 			if n := w.heldAt(g, key); n > 0 {
 				w.lose(key, n)
