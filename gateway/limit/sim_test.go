@@ -59,11 +59,12 @@ var (
 // simRegressions are seeds that once failed, run first: 4 (a heartbeat
 // ping read late dropped every lease with Redis answering within its
 // timeout), 1492 (a grant answered after Redis failed: its tokens lost
-// uncounted), and seeds that found faults of the simulation itself (a
+// uncounted), 1001152 and 1001588 (a token given back to a lease sent back
+// meanwhile and sent back again, with that defect put back), and seeds that found faults of the simulation itself (a
 // refund Redis skipped, a call Redis ran after its caller gave up, two
 // grants of one TAT, a killed gateway's taken tokens and the answers
 // Redis charged that it never read).
-var simRegressions = []int64{4, 11, 1492, 1000146, 1000229, 1000232, 1001063, 1001547, 1001934, 1002546}
+var simRegressions = []int64{4, 11, 1492, 1000146, 1000229, 1000232, 1001063, 1001152, 1001547, 1001588, 1001934, 1002546}
 
 const (
 	simTimeout = 50 * time.Millisecond
@@ -189,12 +190,10 @@ type simGrantID struct {
 	grant float64
 }
 
+// simBack is what a grant's refunds gave back so far (s).
 type simBack struct {
-	first        int64
-	back, after  float64
-	emis         float64
-	refunds      int
-	firstFutureS float64
+	back    float64
+	refunds int
 }
 
 type simRefusal struct {
@@ -759,7 +758,7 @@ func (w *simWorld) exec(g *simGW, nd *simNode, keys []string, args []any, call *
 		id := simGrantID{g.id, a.key, a.grant}
 		b := w.grantsBack[id]
 		if b == nil {
-			b = &simBack{first: w.now, emis: a.emis, firstFutureS: a.grant - (float64(ts)/1e6 - 1483228800)}
+			b = &simBack{}
 			w.grantsBack[id] = b
 		}
 		w.refundedTokens += a.unused
@@ -776,17 +775,18 @@ func (w *simWorld) exec(g *simGW, nd *simNode, keys []string, args []any, call *
 			// segment folded from several grants, from the earliest).
 			// Charges made after the grant were placed past these tokens,
 			// so the bucket stays charged for it until it is whole again.
-			tnow := float64(ts)/1e6 - 1483228800
 			kept := a.unused*a.emis - math.Max(0, math.Min(a.unused*a.emis, a.grant-tnow+a.after*a.emis))
 			w.kept[a.key] += kept
 		}
-		b.back += a.back
-		b.after += a.after
-		b.refunds++
-		if !w.lostState && b.back > math.Max(b.firstFutureS, 0)+b.after*b.emis+float64(b.refunds)*2e-6 {
-			w.fail("gateway %d's refunds of %s's grant up to %.6f gave back %.6f s, more than the %.6f s then in its future (+%g tokens past it): another charge erased",
-				g.id, a.key, a.grant, b.back, b.firstFutureS, b.after)
+		// What of the grant is still in the future: below its TAT, less
+		// what its earlier refunds gave back (and a whole interval for
+		// each token positioned past it). More erases another charge.
+		if future := math.Max(0, a.grant-tnow-b.back) + a.after*a.emis; !w.lostState && a.back > future+2e-6 {
+			w.fail("gateway %d's refund of %s's grant up to %.6f gave back %.6f s, more than the %.6f s of it still in the future (%.6f s given back before): another charge erased",
+				g.id, a.key, a.grant, a.back, future, b.back)
 		}
+		b.back += a.back
+		b.refunds++
 	}
 	if w.verbose {
 		for _, a := range applied {
