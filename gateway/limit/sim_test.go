@@ -63,8 +63,9 @@ var (
 // meanwhile and sent back again, with that defect put back), and seeds that found faults of the simulation itself (a
 // refund Redis skipped, a call Redis ran after its caller gave up, two
 // grants of one TAT, a killed gateway's taken tokens and the answers
-// Redis charged that it never read).
-var simRegressions = []int64{4, 11, 1492, 1000146, 1000229, 1000232, 1001063, 1001152, 1001547, 1001588, 1001934, 1002546}
+// Redis charged that it never read, a request's own token on its way back
+// to a gateway killed before it arrived).
+var simRegressions = []int64{4, 11, 1492, 1000146, 1000229, 1000232, 1001063, 1001152, 1001547, 1001588, 1001934, 1002546, 1014092, 1014247}
 
 const (
 	simTimeout = 50 * time.Millisecond
@@ -649,7 +650,7 @@ func (g *simGW) deliver(p *simProc, st *simTrip, call *simCall, rep simReply) {
 			v := rep.v[0]
 			for j, k := range call.keys {
 				n := int(v[valuesPerKey*j+4].(int64))
-				w.inReply[k] -= max(n-1, 0)
+				w.inReply[k] -= n
 				if g.dead && n > 0 { // nobody reads it: lost
 					w.lose(k, n)
 				}
@@ -705,7 +706,7 @@ func (w *simWorld) abandoned(call *simCall, keys []string, v []any) {
 	}
 	for j, k := range keys {
 		if n := int(v[valuesPerKey*j+4].(int64)); n > 0 {
-			w.inReply[k] -= n - 1
+			w.inReply[k] -= n
 			w.lose(k, n)
 		}
 	}
@@ -812,8 +813,8 @@ func (w *simWorld) exec(g *simGW, nd *simNode, keys []string, args []any, call *
 			case call.abandon && granted > 0: // its caller gave up before Redis ran it
 				call.lateExec = true
 				w.lose(k, int(granted))
-			case granted > 1:
-				w.inReply[k] += int(granted) - 1
+			case granted > 0: // on its way back: spent by its request, leased, or lost
+				w.inReply[k] += int(granted)
 			}
 			if out[valuesPerKey*j] == 0 && args[1+4*j+2] != "1" {
 				e := args[1+4*j].(float64)
@@ -1102,7 +1103,7 @@ func (w *simWorld) restart(g *simGW, kill bool) {
 				call.lateExec = true
 				for _, k := range call.keys {
 					if n := call.charged[k]; n > 0 {
-						w.inReply[k] -= max(n-1, 0)
+						w.inReply[k] -= n
 						w.lose(k, n)
 					}
 				}
