@@ -65,7 +65,7 @@ var (
 // grants of one TAT, a killed gateway's taken tokens and the answers
 // Redis charged that it never read, a request's own token on its way back
 // to a gateway killed before it arrived).
-var simRegressions = []int64{4, 11, 1492, 1000146, 1000229, 1000232, 1001063, 1001152, 1001547, 1001588, 1001934, 1002546, 1014092, 1014247}
+var simRegressions = []int64{4, 11, 1492, 1000146, 1000229, 1000232, 1001063, 1001152, 1001547, 1001588, 1001934, 1002546, 1014092, 1014247, 1016244}
 
 const (
 	simTimeout = 50 * time.Millisecond
@@ -170,6 +170,7 @@ type simWorld struct {
 	ideal      int
 	allowance  map[string]float64 // bucket: over-admission a fault may cause
 	grantsBack map[simGrantID]*simBack
+	grants     map[simGrantID]int // leases granted at each TAT
 	// In flight and lost, for blaming a refusal.
 	inRefund, inReply, taken map[string]int
 	trace                    map[string][]string   // verbose: a bucket's story
@@ -401,7 +402,7 @@ func newSimWorld(seed int64, verbose bool, t *testing.T) *simWorld {
 	rng := rand.New(rand.NewSource(seed))
 	w := &simWorld{t: t, seed: seed, verbose: verbose, rng: rng, park: make(chan struct{}),
 		trace: map[string][]string{}, keyNode: map[string]int{}, rates: map[string]Rate{}, consumed: map[string][]int64{},
-		allowance: map[string]float64{}, grantsBack: map[simGrantID]*simBack{},
+		allowance: map[string]float64{}, grantsBack: map[simGrantID]*simBack{}, grants: map[simGrantID]int{},
 		inRefund: map[string]int{}, inReply: map[string]int{}, taken: map[string]int{}, lost: map[string][]simSlack{},
 		kept: map[string]float64{}}
 	w.ttl = []time.Duration{time.Second, 2 * time.Second, 2 * time.Second}[rng.Intn(3)]
@@ -782,7 +783,10 @@ func (w *simWorld) exec(g *simGW, nd *simNode, keys []string, args []any, call *
 		// What of the grant is still in the future: below its TAT, less
 		// what its earlier refunds gave back (and a whole interval for
 		// each token positioned past it). More erases another charge.
-		if future := math.Max(0, a.grant-tnow-b.back) + a.after*a.emis; !w.lostState && a.back > future+2e-6 {
+		// (Two grants of one gateway that reached the same TAT, refunds
+		// between them taking back whole intervals, cannot be told apart
+		// by their refunds: not checked.)
+		if future := math.Max(0, a.grant-tnow-b.back) + a.after*a.emis; !w.lostState && w.grants[id] < 2 && a.back > future+2e-6 {
 			w.fail("gateway %d's refund of %s's grant up to %.6f gave back %.6f s, more than the %.6f s of it still in the future (%.6f s given back before): another charge erased",
 				g.id, a.key, a.grant, a.back, future, b.back)
 		}
@@ -807,7 +811,9 @@ func (w *simWorld) exec(g *simGW, nd *simNode, keys []string, args []any, call *
 			call.charged[k] = int(granted)
 			call.execd = true
 			if granted > 1 { // a new grant: its refunds have a budget of their own
-				delete(w.grantsBack, simGrantID{g.id, k, float64(out[valuesPerKey*j+5]) / 1e6})
+				id := simGrantID{g.id, k, float64(out[valuesPerKey*j+5]) / 1e6}
+				delete(w.grantsBack, id)
+				w.grants[id]++
 			}
 			switch {
 			case call.abandon && granted > 0: // its caller gave up before Redis ran it
