@@ -134,18 +134,19 @@ func TestSimulation(t *testing.T) {
 
 // simWorld is one run.
 type simWorld struct {
-	mu      sync.Mutex
-	t       *testing.T
-	seed    int64
-	verbose bool
-	rng     *rand.Rand
-	now     int64 // ns since the start: Redis' clock and the true time
-	seq     uint64
-	queue   simQueue
-	park    chan struct{}
-	running int
-	current *simProc
-	over    bool
+	mu          sync.Mutex
+	lockWaiters int // decisions whose second pass waits on a Close
+	t           *testing.T
+	seed        int64
+	verbose     bool
+	rng         *rand.Rand
+	now         int64 // ns since the start: Redis' clock and the true time
+	seq         uint64
+	queue       simQueue
+	park        chan struct{}
+	running     int
+	current     *simProc
+	over        bool
 
 	ttl      time.Duration
 	leaseMax int
@@ -672,14 +673,21 @@ func (g *simGW) deliver(p *simProc, st *simTrip, call *simCall, rep simReply) {
 			w.current = p
 			w.running++
 			p.wake <- rep
-			select {
-			case <-w.park:
-				w.running--
-			case <-time.After(500 * time.Millisecond):
-				g.lockWaiters++ // it goes on when Close has taken its lock
-				w.running--
+			for {
+				select {
+				case <-w.park:
+					w.running--
+					return
+				default:
+				}
+				if w.waitingOnClose() > w.lockWaiters {
+					g.lockWaiters++ // it goes on when Close has taken its lock
+					w.lockWaiters++
+					w.running--
+					return
+				}
+				runtime.Gosched()
 			}
-			return
 		}
 		if g.blocked && g.readers == 0 {
 			// The last decision Close waited for ends; Close goes on once
@@ -687,6 +695,7 @@ func (g *simGW) deliver(p *simProc, st *simTrip, call *simCall, rep simReply) {
 			// second passes waiting on Close.
 			g.gate = make(chan struct{})
 			w.running += g.lockWaiters
+			w.lockWaiters -= g.lockWaiters
 			g.lockWaiters = 0
 			w.resume(p, rep)
 			g.blocked = false
@@ -698,6 +707,28 @@ func (g *simGW) deliver(p *simProc, st *simTrip, call *simCall, rep simReply) {
 		}
 	}
 	w.resume(p, rep)
+}
+
+// waitingOnClose counts the decisions waiting on a Close's lock to take
+// theirs (a second pass), from the goroutines' states: a product goroutine
+// runs until it waits on the transport or ends, or waits there.
+func (w *simWorld) waitingOnClose() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "[sync.RWMutex.RLock") && strings.Contains(g, ").allowLeased(") {
+			count++
+		}
+	}
+	return count
 }
 
 // abandoned counts the tokens of a call whose caller gave up as lost.
