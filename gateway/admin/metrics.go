@@ -102,7 +102,7 @@ func NewMetrics(routes []string) *Metrics {
 		RedisCallDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "vendorgate_gateway_redis_call_duration_seconds",
 			Help: "Time of a limiter call to Redis.", Buckets: prometheus.ExponentialBuckets(0.00005, 2, 14)}),
 		RedisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_redis_errors_total",
-			Help: "Limiter round trips to Redis that failed (a pipelined batch is one), by kind: timeout (no answer within redis.wire_timeout), connection (refused, reset, closed), script (an error reply)."}, []string{"kind"}),
+			Help: "Limiter round trips to Redis that failed (a pipelined batch is one, and so is a lease heartbeat, which drops the leases), by kind: timeout (no answer within redis.wire_timeout; a heartbeat: within redis.timeout and the silence grace), connection (refused, reset, closed), script (an error reply)."}, []string{"kind"}),
 		RedisUnsent: prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_redis_unsent_total",
 			Help: "Limiter calls given up before they were sent to Redis (their requests failed, uncharged): the gateway was behind or Redis silent."}),
 		RedisBreakerTrips: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_redis_breaker_trips_total",

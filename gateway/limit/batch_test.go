@@ -33,7 +33,8 @@ func oneSender(t *testing.T, r *Redis, timeout time.Duration) {
 	t.Helper()
 	r.batch.close()
 	r.batch = newBatcher(r.client, &RedisOptions{Timeout: timeout, WireTimeout: timeout, BusyTimeout: timeout,
-		PipelineMax: 1024, PipelineSenders: 1}, r.cb, r.hooks)
+		PipelineMax: 1024, PipelineSenders: 1}, r.cb, r.hooks, r.clock)
+	r.heard = &r.batch.conns.lastRead
 	t.Cleanup(r.batch.close)
 }
 

@@ -24,8 +24,8 @@ import (
 // (a sender that got its core late) is not yet waited on; a reply that
 // arrived while the gateway was not scheduled is waiting, not missing.
 type conns struct {
-	epoch    time.Time
-	lastRead atomic.Int64 // ns since epoch: the latest read that returned bytes, on any connection
+	clock    clock
+	lastRead atomic.Int64 // clock's ns: the latest read that returned bytes, on any connection
 	mu       sync.Mutex
 	set      map[*watchedConn]syscall.RawConn // nil RawConn: cannot be peeked (TLS)
 	// lateReads counts reads that timed out with Redis' reply already
@@ -46,7 +46,6 @@ type conns struct {
 // watch adds c as a hook to the client, or to every node of a Cluster.
 // It must be called before the client dials.
 func (c *conns) watch(client redis.UniversalClient) {
-	c.epoch = time.Now()
 	c.lastRead.Store(math.MinInt64 / 2)
 	c.set = make(map[*watchedConn]syscall.RawConn)
 	switch cl := client.(type) {
@@ -57,7 +56,7 @@ func (c *conns) watch(client redis.UniversalClient) {
 	}
 }
 
-func (c *conns) now() int64 { return int64(time.Since(c.epoch)) }
+func (c *conns) now() int64 { return c.clock.Nanotime() }
 
 // DialHook wraps each new connection.
 func (c *conns) DialHook(next redis.DialHook) redis.DialHook {
@@ -121,7 +120,7 @@ type watchedConn struct {
 	net.Conn
 	w           *conns
 	raw         syscall.RawConn // nil: cannot be peeked
-	wrote, read atomic.Int64    // ns since the epoch; 0: never
+	wrote, read atomic.Int64    // clock's ns; 0: never
 }
 
 func (c *watchedConn) Write(p []byte) (int, error) {

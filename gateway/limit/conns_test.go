@@ -15,7 +15,7 @@ import (
 // a request written to a hung Redis is, once it has waited the timeout.
 func TestConnsJudgeAtTheSocket(t *testing.T) {
 	rs := testredis.Start(t)
-	var w conns
+	w := conns{clock: systemClock{epoch: time.Now()}}
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, PoolSize: 1})
 	t.Cleanup(func() { c.Close() })
 	w.watch(c)

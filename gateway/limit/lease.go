@@ -3,6 +3,7 @@ package limit
 import (
 	"cmp"
 	"hash/maphash"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -48,8 +49,8 @@ type leases struct {
 	max   atomic.Int64 // tokens asked at most per bucket; 1: no leases
 	ttl   atomic.Int64 // a lease's life, ns
 	epoch atomic.Uint64
-	// lastGrant is when a lease was last granted (unix ns): none is held a
-	// lease_ttl after it, and the heartbeat rests.
+	// lastGrant is when a lease was last granted (ns, the limiter's clock):
+	// none is held a lease_ttl after it, and the heartbeat rests.
 	lastGrant atomic.Int64
 	// fresh reports whether Redis answered within the limiter's timeout.
 	fresh  func() bool
@@ -83,7 +84,7 @@ type leaseShard struct {
 // bucketLease is one bucket's demand at this gateway and its lease.
 type bucketLease struct {
 	// Demand: requests in the window that started at win and in the one
-	// before it; last is the latest request (unix ns).
+	// before it; last is the latest request (ns, the limiter's clock).
 	win, last int64
 	cur, prev int32
 
@@ -103,8 +104,8 @@ type bucketLease struct {
 	// back or dropped rather than spent to the end (see giveBack).
 	refunded   uint8
 	epoch      uint64 // leases.epoch at the grant
-	expires    int64  // unix ns
-	grantedAt  int64  // unix ns
+	expires    int64  // ns, the limiter's clock
+	grantedAt  int64  // ns, the limiter's clock
 	resetGrant int64  // the bucket's reset at the grant, ns
 	emission   int64  // ns
 	tatGrantUS int64  // the bucket's TAT after the grant, µs since 2017 (Redis' clock)
@@ -123,6 +124,7 @@ type refund struct {
 
 func newLeases(max int, ttl time.Duration, fresh func() bool, h LeaseHooks) *leases {
 	l := &leases{fresh: fresh, seed: maphash.MakeSeed(), hooks: h}
+	l.lastGrant.Store(math.MinInt64 / 2)
 	l.set(max, ttl)
 	for i := range l.shards {
 		l.shards[i].m = make(map[string]bucketLease)
@@ -282,7 +284,7 @@ func (l *leases) giveBack(key string, t ticket, now int64) {
 // grant is what Redis granted a request's call for one bucket of rate r:
 // res the bucket's result, granted the tokens charged (the request's own
 // and its lease), tatUS the bucket's TAT after them. epoch is leases.epoch
-// when the call was made, sent when (unix ns): a lease lives lease_ttl
+// when the call was made, sent when (ns, the limiter's clock): a lease lives lease_ttl
 // from then, and none is installed when Redis failed meanwhile.
 func (l *leases) grant(key string, r Rate, res Result, granted int, tatUS int64, epoch uint64, sent, now int64) {
 	sh := l.shard(key)
@@ -333,6 +335,9 @@ func (l *leases) grant(key string, r Rate, res Result, granted int, tatUS int64,
 	sh.mu.Unlock()
 	if granted > 1 && l.hooks.Granted != nil {
 		l.hooks.Granted(granted - 1)
+	}
+	if granted > 1 && !current && l.hooks.Dropped != nil {
+		l.hooks.Dropped(granted - 1) // Redis failed while the call was out: no lease
 	}
 }
 

@@ -133,10 +133,10 @@ type reply struct {
 	err error
 }
 
-func newBatcher(client redis.UniversalClient, o *RedisOptions, cb *gobreaker.TwoStepCircuitBreaker[Decision], h *hooks) *batcher {
+func newBatcher(client redis.UniversalClient, o *RedisOptions, cb *gobreaker.TwoStepCircuitBreaker[Decision], h *hooks, clk clock) *batcher {
 	_, cluster := client.(*redis.ClusterClient)
 	b := &batcher{client: client, timeout: o.Timeout, wire: o.WireTimeout, busy: o.BusyTimeout, max: o.PipelineMax,
-		cb: cb, hooks: h, conns: new(conns), cluster: cluster,
+		cb: cb, hooks: h, conns: &conns{clock: clk}, cluster: cluster,
 		late:  newLateness(latenessEvery, latenessWindow, max(o.Timeout/10, time.Millisecond), o.BusyTimeout-o.Timeout),
 		queue: make(chan *call, 4*o.PipelineMax), stop: make(chan struct{}), done: make(chan struct{})}
 	b.conns.answered = b.late.noteAnswer

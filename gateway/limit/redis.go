@@ -114,6 +114,7 @@ const BreakerName = "redis"
 type Redis struct {
 	client    redis.UniversalClient
 	timeout   time.Duration
+	wire      time.Duration
 	cb        *gobreaker.TwoStepCircuitBreaker[Decision]
 	hooks     *hooks
 	observe   func(time.Duration, error)
@@ -133,12 +134,51 @@ type Redis struct {
 	closed  atomic.Bool
 	// cluster: leases are honoured only while every master answers the
 	// lease loop's pings; pinged is when the last ping that all answered
-	// was sent (batch.conns' clock).
-	cluster  bool
-	pinged   atomic.Int64
-	loopStop chan struct{}
-	loopDone chan struct{}
+	// was sent (clock's time).
+	cluster bool
+	pinged  atomic.Int64
+	// clock is the lease logic's time; heard is when a byte was last read
+	// from Redis, on any connection (clock's time).
+	clock clock
+	heard *atomic.Int64
+	// rt, when set, replaces the batcher and the client (see roundTrip).
+	rt roundTrip
+	// The lease loop: one beat at a time under loopMu, each arming the next
+	// (see leaseTick); stopBeat cancels the next; lastSweep is the last
+	// sweep of expired leases.
+	loopMu    sync.Mutex
+	loopOff   bool
+	stopBeat  func() bool
+	beatEvery time.Duration
+	lastSweep int64
 }
+
+// clock is the time of the lease logic (a lease's life, a bucket's demand,
+// whether Redis answered lately, the heartbeat) and of the sockets'
+// evidence: monotonic nanoseconds, so that a wall clock stepped by the
+// system moves none of it, and the timer of the lease loop's beat. The
+// limiter's is the system's; a simulation brings its own.
+type clock interface {
+	Nanotime() int64
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+// systemClock is the system's monotonic time since epoch.
+type systemClock struct{ epoch time.Time }
+
+func (c systemClock) Nanotime() int64 { return int64(time.Since(c.epoch)) }
+
+func (systemClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+
+// roundTrip is one round trip to Redis: the script run once per group of
+// keys and args (one group per hash slot), or, with no group, a ping of
+// every node the buckets live on; it returns each group's reply. A
+// decision's call (judged) is waited for as the batcher waits: failed
+// only when Redis was silent past Timeout; a ping and refunds wait up to
+// deadline. The limiter's own is the batcher (decisions) and the client
+// (the rest); a simulation brings its own, to decide delay, order and
+// loss.
+type roundTrip func(judged bool, deadline time.Duration, keys [][]string, args [][]any) ([][]any, error)
 
 type deniedShard struct {
 	mu sync.RWMutex
@@ -149,7 +189,13 @@ type denial struct{ until, reset int64 } // unix ns
 
 // NewRedis returns a Redis limiter behind its own breaker.
 func NewRedis(o RedisOptions) (*Redis, error) {
-	if o.Client == nil {
+	return newRedis(o, systemClock{epoch: time.Now()}, nil)
+}
+
+// newRedis is NewRedis on clock; with rt (a simulation) the limiter has
+// no batcher, starts no goroutine of its own and needs no client.
+func newRedis(o RedisOptions, clk clock, rt roundTrip) (*Redis, error) {
+	if o.Client == nil && rt == nil {
 		return nil, errors.New("limit: redis client required")
 	}
 	if o.Timeout <= 0 {
@@ -185,11 +231,14 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 	r := &Redis{
 		client:  o.Client,
 		timeout: o.Timeout,
+		wire:    o.WireTimeout,
 		hooks:   h,
 		observe: o.ObserveCall,
 		now:     o.Now,
 		seed:    maphash.MakeSeed(),
 		charged: o.OnCharged,
+		clock:   clk,
+		rt:      rt,
 	}
 	r.cb = breaker.NewTwoStep[Decision](breaker.Settings{Name: BreakerName, Failures: o.BreakerFailures,
 		Window: o.BreakerWindow, FailureRatio: o.BreakerFailureRatio, OpenFor: o.BreakerOpenFor,
@@ -209,13 +258,22 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 		_, r.cluster = o.Client.(*redis.ClusterClient)
 		r.pinged.Store(math.MinInt64 / 2)
 		r.leases = newLeases(o.LeaseMax, o.LeaseTTL, func() bool {
-			now := r.batch.conns.now()
-			return now-r.batch.conns.lastRead.Load() <= int64(o.Timeout) && (!r.cluster || now-r.pinged.Load() <= int64(o.Timeout))
+			now := r.clock.Nanotime()
+			return now-r.heard.Load() <= int64(o.Timeout) && (!r.cluster || now-r.pinged.Load() <= int64(o.Timeout))
 		}, o.Leases)
 		h.lost = r.leases.drop // before the senders start
-		r.batch = newBatcher(o.Client, &o, r.cb, h)
-		r.loopStop, r.loopDone = make(chan struct{}), make(chan struct{})
-		go r.leaseLoop(o.Timeout)
+		if rt == nil {
+			r.batch = newBatcher(o.Client, &o, r.cb, h, clk)
+			r.heard = &r.batch.conns.lastRead
+			r.rt = r.clientTrip
+		} else {
+			r.heard = new(atomic.Int64)
+			r.heard.Store(math.MinInt64 / 2)
+		}
+		r.beatEvery = max(o.Timeout/2, 5*time.Millisecond)
+		r.loopMu.Lock()
+		r.stopBeat = clk.AfterFunc(r.beatEvery, r.beat)
+		r.loopMu.Unlock()
 	}
 	return r, nil
 }
@@ -234,55 +292,80 @@ func (r *Redis) SetLeases(max int, ttl time.Duration) {
 // then stops the pipelining goroutines (when Pipeline is on); calls made
 // afterwards fail with ErrUnavailable. It does not close the client.
 func (r *Redis) Close() {
-	if r.batch == nil {
+	if r.leases == nil {
 		return
 	}
 	r.closeOnce.Do(func() {
 		r.closing.Lock() // the grants under way are in
 		r.closed.Store(true)
 		r.closing.Unlock()
-		close(r.loopStop)
-		<-r.loopDone
-		r.batch.close()
+		r.loopMu.Lock() // after the beat under way
+		r.loopOff = true
+		r.stopBeat()
+		r.sendRefunds(r.leases.sweep(r.clock.Nanotime(), true))
+		r.loopMu.Unlock()
+		if r.batch != nil {
+			r.batch.close()
+		}
 	})
 }
 
-// leaseLoop keeps the leases honest: a heartbeat to Redis while leases are
-// held and nothing else was answered within half the timeout, or with a
-// Cluster every half timeout to every master (another node's answers say
-// nothing of a bucket's own; a failed heartbeat drops every lease); every quarter lease period, the refunds of expired
-// leases; at a reload and at Close, the refunds of them all. timeout is
-// the limiter's (a ping waits as long as a request).
-func (r *Redis) leaseLoop(timeout time.Duration) {
-	defer close(r.loopDone)
-	beat := max(timeout/2, 5*time.Millisecond)
-	t := time.NewTicker(beat)
-	defer t.Stop()
-	var lastSweep int64
-	for {
-		select {
-		case <-r.loopStop:
-			r.sendRefunds(r.leases.sweep(time.Now().UnixNano(), true))
-			return
-		case <-t.C:
-		}
-		now := time.Now().UnixNano()
-		if r.leases.held(now) && (r.cluster || r.batch.conns.now()-r.batch.conns.lastRead.Load() > int64(beat)) {
-			sent := r.batch.conns.now()
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			if err := r.ping(ctx); err != nil {
-				r.leases.drop()
-			} else {
-				r.pinged.Store(sent)
-			}
-			cancel()
-		}
-		all := r.returnAll.Swap(false)
-		if all || now-lastSweep >= r.leases.ttl.Load()/4 {
-			lastSweep = now
-			r.sendRefunds(r.leases.sweep(now, all))
+// beat is one beat of the lease loop, which arms the next.
+func (r *Redis) beat() {
+	r.loopMu.Lock()
+	defer r.loopMu.Unlock()
+	if r.loopOff {
+		return
+	}
+	r.leaseTick()
+	r.stopBeat = r.clock.AfterFunc(r.beatEvery, r.beat)
+}
+
+// leaseTick keeps the leases honest, every beat (half the timeout): a
+// heartbeat to Redis while leases are held and nothing else was answered
+// within the beat, or with a Cluster to every master (another node's
+// answers say nothing of a bucket's own; a failed heartbeat drops every
+// lease); every quarter lease period, the refunds of expired leases; at a
+// reload, the refunds of them all (at Close too, see Close).
+func (r *Redis) leaseTick() {
+	now := r.clock.Nanotime()
+	if r.leases.held(now) && (r.cluster || now-r.heard.Load() > int64(r.beatEvery)) {
+		// A ping waits as a request does on a silent Redis: the timeout
+		// and the node's grace; an answer read late (it waited in the
+		// socket past the deadline) is the node's lateness, not Redis'
+		// (whether Redis answered in time is what heard and pinged tell
+		// the leases). A failed ping is a Redis failure: counted, and every
+		// lease dropped with it.
+		switch _, err := r.rt(false, r.timeout+r.Grace(), nil, nil); {
+		case err == nil:
+			r.pinged.Store(now)
+		case replyLate(err):
+		default:
+			r.hooks.onFailure(err)
 		}
 	}
+	all := r.returnAll.Swap(false)
+	if all || now-r.lastSweep >= r.leases.ttl.Load()/4 {
+		r.lastSweep = now
+		r.sendRefunds(r.leases.sweep(now, all))
+	}
+}
+
+// clientTrip is the limiter's roundTrip over its client, for pings and
+// refunds (decisions go through the batcher).
+func (r *Redis) clientTrip(_ bool, deadline time.Duration, keys [][]string, args [][]any) ([][]any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	if len(keys) == 0 {
+		late := r.batch.conns.lateReads.Load()
+		err := r.ping(ctx)
+		if err != nil && KindOf(err) == FailTimeout && r.batch.conns.lateReads.Load() != late {
+			err = fmt.Errorf("%w: %w", errReadLate, err)
+		}
+		return nil, err
+	}
+	_, err := runScripts(ctx, r.client, keys, args)
+	return nil, err
 }
 
 // ping asks every Redis the limiter's buckets live on (each master of a
@@ -309,10 +392,9 @@ func (r *Redis) sendRefunds(refs []refund) {
 	var keys [][]string
 	var args [][]any
 	index := make(map[uint16]int) // a slot's script still filling
-	_, cluster := r.client.(*redis.ClusterClient)
 	for _, f := range refs {
 		var s uint16
-		if cluster {
+		if r.cluster {
 			s = slot(f.key)
 		}
 		i, ok := index[s]
@@ -324,9 +406,7 @@ func (r *Redis) sendRefunds(refs []refund) {
 		keys[i] = append(keys[i], f.key)
 		args[i] = append(args[i], 0, f.emission, f.unused, f.tatGrantUS, f.after)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.batch.wire)
-	defer cancel()
-	_, _ = runScripts(ctx, r.client, keys, args)
+	_, _ = r.rt(false, r.wire, keys, args)
 }
 
 // Lateness is the node's recent scheduling lateness: how late, at most,
@@ -440,7 +520,7 @@ var errOpen = fmt.Errorf("%w: breaker %s: %w", ErrUnavailable, BreakerName, gobr
 // answered lately) says again is worth it, when first: Redis has answered
 // now.
 func (r *Redis) allowLeased(cs *Checks, clock int64, first bool) (d Decision, again bool, err error) {
-	now := time.Now().UnixNano()
+	now := r.clock.Nanotime()
 	epoch := r.leases.epoch.Load()
 	var tickets [MaxChecks]ticket
 	var held [MaxChecks]bool
@@ -501,7 +581,7 @@ func (r *Redis) allowLeased(cs *Checks, clock int64, first bool) (d Decision, ag
 		}
 		return d, false, nil
 	}
-	done := time.Now().UnixNano()
+	done := r.clock.Nanotime()
 	for j := 0; j < rest.Count; j++ {
 		c := &rest.List[j]
 		g := grants[j]
@@ -532,9 +612,14 @@ func (r *Redis) call(cs *Checks, want *[MaxChecks]int) (Decision, [MaxChecks]gra
 	var d Decision
 	var g [MaxChecks]grant
 	var err error
-	if r.batch != nil {
+	if r.batch != nil || r.leases != nil {
 		var v []any
-		if v, err = r.batch.do(cs, want); err == nil {
+		if r.batch != nil {
+			v, err = r.batch.do(cs, want)
+		} else {
+			v, err = r.tripCall(*cs, *want) // by value: cs must not escape
+		}
+		if err == nil {
 			d, g, err = batchDecisionOf(cs, v)
 		}
 	} else {
@@ -560,6 +645,28 @@ func (r *Redis) call(cs *Checks, want *[MaxChecks]int) (Decision, [MaxChecks]gra
 		r.charged(n)
 	}
 	return d, g, nil
+}
+
+// tripCall is a decision's call through rt, in place of the batcher (a
+// simulation's): a round trip that failed drops the leases, as the
+// batcher's sender does; a caller that gave up (silent, busy) drops
+// nothing itself.
+func (r *Redis) tripCall(cs Checks, want [MaxChecks]int) ([]any, error) {
+	keys := make([]string, cs.Count)
+	args := make([]any, 1+4*cs.Count)
+	args[0] = cs.Count
+	for i := 0; i < cs.Count; i++ {
+		keys[i] = keyPrefix + cs.List[i].Key
+		setArgs(args[1+4*i:5+4*i], cs.List[i].Rate, want[i])
+	}
+	v, err := r.rt(true, r.timeout, [][]string{keys}, [][]any{args})
+	switch {
+	case err == nil:
+		return v[0], nil
+	case !errors.Is(err, ErrBusy) && !errors.Is(err, errSilent):
+		r.hooks.onFailure(err)
+	}
+	return nil, err
 }
 
 // callAlone makes the call on a connection of its own, bounded by the
