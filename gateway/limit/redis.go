@@ -90,12 +90,14 @@ type RedisOptions struct {
 	PipelineSenders int
 	// LeaseMax is the most tokens one call takes of a bucket: the request's
 	// own and a lease of the rest, decided here without asking Redis (see
-	// leases). 1 (the default) is no lease: every request asks Redis,
-	// strictly exact. Leases need Pipeline.
+	// leases). 1 is no lease: every request asks Redis, strictly exact;
+	// below 1 is 1. The gateway passes config's redis.lease_max (16).
+	// Leases need Pipeline.
 	LeaseMax int
 	// LeaseTTL is how long a lease lives, from its call: what is left then
 	// goes back. Admissions stay within what GCRA allows with a burst of
-	// burst + ceil(rate × LeaseTTL). Default 1s.
+	// burst + ceil(rate × LeaseTTL). The gateway passes config's
+	// redis.lease_ttl (2s); zero here is 1s.
 	LeaseTTL time.Duration
 	// Leases are told what happens to leased tokens.
 	Leases LeaseHooks
@@ -107,9 +109,9 @@ type RedisOptions struct {
 // BreakerName is the name of the limiter's breaker in metrics.
 const BreakerName = "redis"
 
-// Redis is the shared limiter: GCRA in Redis through redis_rate (one limit)
-// or one script applying the same GCRA to every limit of a request, one
-// round trip either way. A denial is remembered in process until its
+// Redis is the shared limiter: GCRA in Redis by one script (lua.go)
+// applying redis_rate's arithmetic, with its stored value, to every limit
+// of a request in one round trip. A denial is remembered in process until its
 // RetryAfter, so a vendor known to be over its limit costs no Redis call.
 type Redis struct {
 	client    redis.UniversalClient
