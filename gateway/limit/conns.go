@@ -29,10 +29,11 @@ type conns struct {
 	mu       sync.Mutex
 	set      map[*watchedConn]syscall.RawConn // nil RawConn: cannot be peeked (TLS)
 	// lateReads counts reads that timed out with Redis' reply already
-	// waiting in the socket buffer: the wire deadline passed while the
-	// gateway was not scheduled to read, not while Redis was silent.
-	// (go-redis drops such a connection as for any timeout; the count is
-	// how the round trip learns whose lateness it was.)
+	// waiting in the socket buffer and could not take it (a read that
+	// timed out so takes what waits: see Read): the wire deadline passed
+	// while the gateway was not scheduled to read, not while Redis was
+	// silent. (go-redis drops such a connection as for any timeout; the
+	// count is how the round trip learns whose lateness it was.)
 	lateReads atomic.Int64
 	// answered, when set (before the first dial), is told how long each
 	// answer took: from a request's write to the first read that returned
@@ -140,8 +141,15 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 	var ne net.Error
 	if n == 0 && c.raw != nil && errors.As(err, &ne) && ne.Timeout() {
 		if waiting, _ := peek(c.raw); waiting {
-			c.w.lateReads.Add(1)
-			return 0, err
+			// Redis answered in time and the node read late: the reply is
+			// taken, not lost with the connection (its callers would be
+			// refused with their decisions in the socket).
+			if n = readWaiting(c.raw, p); n > 0 {
+				err = nil
+			} else {
+				c.w.lateReads.Add(1)
+				return 0, err
+			}
 		}
 	}
 	if n > 0 {

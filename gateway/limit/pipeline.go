@@ -71,10 +71,12 @@ var errSilent = fmt.Errorf("no answer from redis within the limiter timeout: %w"
 //     Redis). A caller that reaches busy without a silent Redis gives up
 //     with ErrBusy (the node cannot keep up: shed as 503 request_failed),
 //     never with ErrUnavailable.
-//   - A round trip whose wire deadline passed with Redis' reply already
-//     waiting unread (conns sees it at a read that timed out) was the
-//     node's lateness, not Redis': excluded from the breaker, and its
-//     callers fail with ErrBusy.
+//   - A read that runs past the wire deadline with Redis' reply already
+//     waiting in the socket (conns peeks at a read that timed out) takes
+//     the reply: Redis answered in time, and its callers get their
+//     decisions. Should the waiting bytes not be taken after all, the
+//     round trip was the node's lateness, not Redis': excluded from the
+//     breaker, and its callers fail with ErrBusy.
 //   - A caller that gives up before its call was sent takes it back: the
 //     senders skip it, so it is neither sent nor charged. Nothing is
 //     retried (the client has MaxRetries -1).
