@@ -175,6 +175,52 @@ func TestReplyReadLateIsTaken(t *testing.T) {
 	}
 }
 
+// TestRequestWrittenLateIsNotAFailure: the sender's write runs only after
+// the wire deadline passed (a node that did not schedule it), so the
+// request is never written and Redis never asked. Its callers fail as an
+// overloaded node (ErrBusy), not as a Redis outage, and the breaker counts
+// nothing, however often it happens. (Before, the write's i/o timeout was
+// a Redis timeout: 503 rate_limit_unavailable, and one failure for the
+// breaker each.)
+func TestRequestWrittenLateIsNotAFailure(t *testing.T) {
+	rs := testredis.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
+		ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond, PoolSize: 4})
+	t.Cleanup(func() { c.Close() })
+	var failures atomic.Int64
+	r, err := NewRedis(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, WireTimeout: 100 * time.Millisecond,
+		BusyTimeout: time.Second, Pipeline: true, PipelineSenders: 1,
+		OnFailure: func(FailureKind, error) { failures.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	var late atomic.Bool
+	r.batch.conns.beforeWrite = func() {
+		if late.Load() {
+			time.Sleep(150 * time.Millisecond) // past the 100ms wire deadline
+		}
+	}
+	rate := Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}
+	if _, err := r.Allow(one("vg:{v:wl}:reads", rate)); err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	late.Store(true)
+	for i := 0; i < 5; i++ {
+		_, err := r.Allow(one("vg:{v:wl}:reads", rate))
+		if !errors.Is(err, ErrBusy) || errors.Is(err, ErrUnavailable) {
+			t.Fatalf("call %d written late: %v, want ErrBusy", i, err)
+		}
+	}
+	late.Store(false)
+	if failures.Load() != 0 || r.State() != gobreaker.StateClosed {
+		t.Fatalf("%d failures counted, breaker %s", failures.Load(), r.State())
+	}
+	if _, err := r.Allow(one("vg:{v:wl}:reads", rate)); err != nil {
+		t.Fatalf("after the late writes: %v", err)
+	}
+}
+
 // TestLateNodeWaitsForAPausedRedis: the node runs late (its probe wakes
 // 150ms late, as on cores taken by others), and Redis, on the same node,
 // stops for 100ms: past the callers' 50ms, within the lateness. The
