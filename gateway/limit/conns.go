@@ -29,11 +29,16 @@ type conns struct {
 	mu       sync.Mutex
 	set      map[*watchedConn]syscall.RawConn // nil RawConn: cannot be peeked (TLS)
 	// lateReads counts reads that timed out with Redis' reply already
-	// waiting in the socket buffer: the wire deadline passed while the
-	// gateway was not scheduled to read, not while Redis was silent.
-	// (go-redis drops such a connection as for any timeout; the count is
-	// how the round trip learns whose lateness it was.)
+	// waiting in the socket buffer and could not take it (a read that
+	// timed out so takes what waits: see Read): the wire deadline passed
+	// while the gateway was not scheduled to read, not while Redis was
+	// silent. (go-redis drops such a connection as for any timeout; the
+	// count is how the round trip learns whose lateness it was.)
 	lateReads atomic.Int64
+	// lateWrites counts writes that reached the socket only after their
+	// deadline had passed and wrote nothing: the request never left the
+	// gateway, and Redis was not asked.
+	lateWrites atomic.Int64
 	// answered, when set (before the first dial), is told how long each
 	// answer took: from a request's write to the first read that returned
 	// bytes after it.
@@ -41,6 +46,9 @@ type conns struct {
 	// beforeRead, when set (tests only, before the first dial), runs
 	// before each read: a reader that got its core late.
 	beforeRead func()
+	// beforeWrite, when set (tests only, before the first dial), runs
+	// before each write: a writer that got its core late.
+	beforeWrite func()
 }
 
 // watch adds c as a hook to the client, or to every node of a Cluster.
@@ -121,10 +129,40 @@ type watchedConn struct {
 	w           *conns
 	raw         syscall.RawConn // nil: cannot be peeked
 	wrote, read atomic.Int64    // clock's ns; 0: never
+	writeBy     atomic.Int64    // clock's ns: the write deadline; 0: none
+}
+
+// SetDeadline notes the write deadline and sets both.
+func (c *watchedConn) SetDeadline(t time.Time) error {
+	c.noteWriteDeadline(t)
+	return c.Conn.SetDeadline(t)
+}
+
+// SetWriteDeadline notes the write deadline and sets it.
+func (c *watchedConn) SetWriteDeadline(t time.Time) error {
+	c.noteWriteDeadline(t)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *watchedConn) noteWriteDeadline(t time.Time) {
+	by := int64(0)
+	if !t.IsZero() {
+		by = max(c.w.now()+int64(time.Until(t)), 1) // the deadline on the conns' clock
+	}
+	c.writeBy.Store(by)
 }
 
 func (c *watchedConn) Write(p []byte) (int, error) {
+	if c.w.beforeWrite != nil {
+		c.w.beforeWrite()
+	}
+	by := c.writeBy.Load()
+	late := by != 0 && c.w.now() >= by // the deadline passed before the gateway got to write
 	n, err := c.Conn.Write(p)
+	var ne net.Error
+	if n == 0 && late && errors.As(err, &ne) && ne.Timeout() {
+		c.w.lateWrites.Add(1)
+	}
 	if n > 0 {
 		c.wrote.Store(max(c.w.now(), 1))
 	}
@@ -139,8 +177,15 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 	var ne net.Error
 	if n == 0 && c.raw != nil && errors.As(err, &ne) && ne.Timeout() {
 		if waiting, _ := peek(c.raw); waiting {
-			c.w.lateReads.Add(1)
-			return 0, err
+			// Redis answered in time and the node read late: the reply is
+			// taken, not lost with the connection (its callers would be
+			// refused with their decisions in the socket).
+			if n = readWaiting(c.raw, p); n > 0 {
+				err = nil
+			} else {
+				c.w.lateReads.Add(1)
+				return 0, err
+			}
 		}
 	}
 	if n > 0 {

@@ -14,3 +14,16 @@ func peek(raw syscall.RawConn) (waiting, open bool) {
 	})
 	return waiting, err == nil
 }
+
+// readWaiting reads into p what raw has waiting, without blocking and
+// whatever its deadline (a read past the deadline is refused by the
+// runtime before it looks at the socket): 0 when nothing waits.
+func readWaiting(raw syscall.RawConn, p []byte) int {
+	n := 0
+	_ = raw.Control(func(fd uintptr) {
+		if m, _, err := syscall.Recvfrom(int(fd), p, syscall.MSG_DONTWAIT); err == nil && m > 0 {
+			n = m
+		}
+	})
+	return n
+}

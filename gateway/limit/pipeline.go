@@ -19,8 +19,12 @@ var errClosed = errors.New("limiter closed")
 // reply already waiting unread: the node read late.
 var errReadLate = errors.New("redis reply waiting unread past the wire deadline (the gateway read late)")
 
-// replyLate reports whether err is such a round trip's.
-func replyLate(err error) bool { return errors.Is(err, errReadLate) }
+// errWriteLate marks a round trip whose request reached the socket only
+// after the wire deadline and was not written: Redis was never asked.
+var errWriteLate = errors.New("redis request not written before the wire deadline (the gateway wrote late)")
+
+// replyLate reports whether err is such a round trip's (either).
+func replyLate(err error) bool { return errors.Is(err, errReadLate) || errors.Is(err, errWriteLate) }
 
 // poolWait reports whether err is a wait for a connection of the client's
 // own pool that ran out (every connection in use by this gateway): nothing
@@ -71,10 +75,14 @@ var errSilent = fmt.Errorf("no answer from redis within the limiter timeout: %w"
 //     Redis). A caller that reaches busy without a silent Redis gives up
 //     with ErrBusy (the node cannot keep up: shed as 503 request_failed),
 //     never with ErrUnavailable.
-//   - A round trip whose wire deadline passed with Redis' reply already
-//     waiting unread (conns sees it at a read that timed out) was the
-//     node's lateness, not Redis': excluded from the breaker, and its
-//     callers fail with ErrBusy.
+//   - A read that runs past the wire deadline with Redis' reply already
+//     waiting in the socket (conns peeks at a read that timed out) takes
+//     the reply: Redis answered in time, and its callers get their
+//     decisions. Should the waiting bytes not be taken after all, the
+//     round trip was the node's lateness, not Redis': excluded from the
+//     breaker, and its callers fail with ErrBusy. So is a round trip whose
+//     request reached its socket only after the deadline and was not
+//     written (conns notes the write deadline): Redis was never asked.
 //   - A caller that gives up before its call was sent takes it back: the
 //     senders skip it, so it is neither sent nor charged. Nothing is
 //     retried (the client has MaxRetries -1).
@@ -349,7 +357,7 @@ func (b *batcher) send(batch []*call) {
 		return
 	}
 	b.batches.Add(1)
-	lateBefore := b.conns.lateReads.Load()
+	lateBefore, unwrittenBefore := b.conns.lateReads.Load(), b.conns.lateWrites.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), b.wire)
 	defer cancel()
 	groups := b.group(live)
@@ -362,9 +370,15 @@ func (b *batcher) send(batch []*call) {
 	cmds, failed := runScripts(ctx, b.client, keys, args)
 	// A timeout while a reply sat unread in a socket was the node's doing:
 	// excluded from the breaker, its callers shed.
-	late := failed != nil && KindOf(failed) == FailTimeout && b.conns.lateReads.Load() != lateBefore
-	if late {
-		failed = fmt.Errorf("%w: %w", errReadLate, failed)
+	// So was a request that reached its socket past the deadline, unwritten.
+	late := false
+	if failed != nil && KindOf(failed) == FailTimeout {
+		switch {
+		case b.conns.lateReads.Load() != lateBefore:
+			late, failed = true, fmt.Errorf("%w: %w", errReadLate, failed)
+		case b.conns.lateWrites.Load() != unwrittenBefore:
+			late, failed = true, fmt.Errorf("%w: %w", errWriteLate, failed)
+		}
 	}
 	// A batch that got no connection of the pool in time was never sent:
 	// this gateway's overload, excluded from the breaker, its callers shed.
@@ -375,9 +389,9 @@ func (b *batcher) send(batch []*call) {
 	for i, g := range groups {
 		v, err := cmds[i].Slice()
 		if late {
-			// Redis answered in time; this gateway read too late and lost
-			// the reply with the connection. Its callers fail, but as an
-			// overloaded node, never as a Redis outage.
+			// This gateway read too late and lost Redis' reply with the
+			// connection, or wrote too late and never asked. Its callers
+			// fail, but as an overloaded node, never as a Redis outage.
 			err = fmt.Errorf("%w: %w", ErrBusy, failed)
 		} else if err != nil && poolWait(err) {
 			err = fmt.Errorf("%w: %w", ErrBusy, err)
