@@ -347,18 +347,7 @@ func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
 		b = append(b, '"')
 		b = append(b, rt.Name...)
 		b = append(b, `";r=`...)
-		rem, reset := res.Remaining, res.ResetAfter
-		switch {
-		case !res.Allowed:
-			rem = 0
-		case !ex.decision.Allowed:
-			// Another limit refused the request, and a decision is
-			// all-or-nothing: this bucket's token was not taken (or was
-			// given back to its lease), so one more fits than Remaining,
-			// figured as if charged, says.
-			rem = min(rem+1, rt.Quota())
-			reset = max(reset-rt.Period/time.Duration(rt.Limit), 0)
-		}
+		rem, reset := ex.decision.Left(i, rt) // a refusal took no token
 		b = strconv.AppendInt(b, int64(rem), 10)
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, int64((reset+time.Second-1)/time.Second), 10)

@@ -129,14 +129,11 @@ func TestSilentRedisFailsAtTimeout(t *testing.T) {
 	}
 }
 
-// TestReplyReadLateIsTaken: the sender's read runs only after the wire
-// deadline passed (a node that did not schedule it), with Redis' reply
-// waiting in the socket. Redis answered in time: the reply is taken, not
-// thrown away with the connection, and its callers get their decisions;
-// the breaker counts nothing, however often it happens. (Before, the
-// round trip was lost and its callers refused 503 request_failed: a
-// vendor's read failed on a loaded node with its decision in hand.)
-func TestReplyReadLateIsTaken(t *testing.T) {
+// lateNodeLimiter is a pipelined limiter with one sender on a real Redis,
+// a 100ms wire deadline, and a count of the failures it reports: the
+// setting of the tests of a node that gets to its socket late.
+func lateNodeLimiter(t *testing.T) (*Redis, *atomic.Int64) {
+	t.Helper()
 	rs := testredis.Start(t)
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
 		ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond, PoolSize: 4})
@@ -149,6 +146,18 @@ func TestReplyReadLateIsTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Close)
+	return r, &failures
+}
+
+// TestReplyReadLateIsTaken: the sender's read runs only after the wire
+// deadline passed (a node that did not schedule it), with Redis' reply
+// waiting in the socket. Redis answered in time: the reply is taken, not
+// thrown away with the connection, and its callers get their decisions;
+// the breaker counts nothing, however often it happens. (Before, the
+// round trip was lost and its callers refused 503 request_failed: a
+// vendor's read failed on a loaded node with its decision in hand.)
+func TestReplyReadLateIsTaken(t *testing.T) {
+	r, failures := lateNodeLimiter(t)
 	var late atomic.Bool
 	r.batch.conns.beforeRead = func() {
 		if late.Load() {
@@ -183,18 +192,7 @@ func TestReplyReadLateIsTaken(t *testing.T) {
 // a Redis timeout: 503 rate_limit_unavailable, and one failure for the
 // breaker each.)
 func TestRequestWrittenLateIsNotAFailure(t *testing.T) {
-	rs := testredis.Start(t)
-	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
-		ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond, PoolSize: 4})
-	t.Cleanup(func() { c.Close() })
-	var failures atomic.Int64
-	r, err := NewRedis(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, WireTimeout: 100 * time.Millisecond,
-		BusyTimeout: time.Second, Pipeline: true, PipelineSenders: 1,
-		OnFailure: func(FailureKind, error) { failures.Add(1) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Close)
+	r, failures := lateNodeLimiter(t)
 	var late atomic.Bool
 	r.batch.conns.beforeWrite = func() {
 		if late.Load() {

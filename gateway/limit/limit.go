@@ -127,6 +127,23 @@ type Decision struct {
 	Results [MaxChecks]Result
 }
 
+// Left is what check i's bucket holds after the decision, as the RateLimit
+// header says it: what remains and how long until it is whole. 0 when the
+// bucket refused. When another limit refused the request, one more than
+// Remaining and one emission interval less: a decision is all-or-nothing,
+// so this bucket's token was not taken (or was given back to its lease),
+// where Remaining and ResetAfter are figured as if it had been.
+func (d *Decision) Left(i int, r Rate) (remaining int, reset time.Duration) {
+	res := d.Results[i]
+	switch {
+	case !res.Allowed:
+		return 0, res.ResetAfter
+	case !d.Allowed:
+		return min(res.Remaining+1, r.burst()), max(res.ResetAfter-r.Period/time.Duration(r.Limit), 0)
+	}
+	return res.Remaining, res.ResetAfter
+}
+
 // decide fills Allowed, RetryAfter and ShadowDenied from Results.
 func (d *Decision) decide(cs *Checks) {
 	d.Count = cs.Count
