@@ -6,6 +6,7 @@ import (
 	"vendorgate/gateway/admin"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/limit"
+	"vendorgate/gateway/policy"
 	"vendorgate/gateway/usage"
 )
 
@@ -14,7 +15,7 @@ import (
 // log line for each refusal a shadow limit would have made. err is the
 // limiter's failure (every check counted unavailable), except a request
 // shed because the node cannot keep up (limit.ErrBusy, counted apart).
-func (g *Gateway) recordLimits(sn *snapshot, id *auth.Identity, cs *limit.Checks, d *limit.Decision, err error) {
+func (g *Gateway) recordLimits(sn *snapshot, id *auth.Identity, cs *policy.Checks, d *limit.Decision, err error) {
 	if errors.Is(err, limit.ErrBusy) {
 		return // shed: counted by the limiter, not a decision
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/gateway/docs"
-	"vendorgate/gateway/limit"
+	"vendorgate/gateway/policy"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/wire"
 )
@@ -31,7 +31,7 @@ func (g *Gateway) renderDocs(sn *snapshot) error {
 			continue // off, or shadow: shadow limits never refuse, clients are not told of them
 		}
 		scope := "per vendor, across all its keys"
-		if p.Scope == limit.PerKey {
+		if p.Scope == policy.PerKey {
 			scope = "per key"
 		}
 		pols = append(pols, docs.Policy{Name: p.Name, Applies: classDescriptions[p.Class], Scope: scope, Quota: p.Quota(), Rate: p.Limit, Window: p.Period})

@@ -15,6 +15,7 @@ import (
 	"vendorgate/gateway/clientip"
 	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/limit"
+	"vendorgate/gateway/policy"
 	"vendorgate/gateway/proxy"
 	"vendorgate/gateway/respond"
 	"vendorgate/shared/apierr"
@@ -58,8 +59,8 @@ type exchange struct {
 	ridLen      int
 	rid         [64]byte
 	// rate limit state for the RateLimit headers
-	plan     *limit.Plan
-	checks   limit.Checks
+	plan     *policy.Plan
+	checks   policy.Checks
 	decision limit.Decision
 	hasLimit bool
 	// slot is the vendor's in-flight slot the request holds, nil for none

@@ -32,6 +32,7 @@ import (
 	"vendorgate/gateway/docs"
 	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/limit"
+	"vendorgate/gateway/policy"
 	"vendorgate/gateway/probe"
 	"vendorgate/gateway/proxy"
 	"vendorgate/gateway/respond"
@@ -68,7 +69,7 @@ type Options struct {
 
 // limiter is what the flow needs of a rate limiter.
 type limiter interface {
-	Allow(cs limit.Checks) (limit.Decision, error)
+	Allow(cs policy.Checks) (limit.Decision, error)
 }
 
 // Gateway is one gateway instance.

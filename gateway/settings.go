@@ -11,7 +11,7 @@ import (
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/clientip"
 	"vendorgate/gateway/inflight"
-	"vendorgate/gateway/limit"
+	"vendorgate/gateway/policy"
 	"vendorgate/gateway/throttle"
 	"vendorgate/gateway/usage"
 	"vendorgate/shared/apikey"
@@ -31,9 +31,9 @@ type snapshot struct {
 	// bucket layout, and the table compiled for the default limits and for
 	// each vendor with an override.
 	policies  []config.Policy
-	layout    *limit.Layout
-	def       *limit.Table
-	overrides map[string]*limit.Table
+	layout    *policy.Layout
+	def       *policy.Table
+	overrides map[string]*policy.Table
 	// The caps of a vendor's requests in flight: the defaults, and the
 	// vendors with caps of their own.
 	inFlight          inflight.Caps
@@ -107,22 +107,22 @@ func compile(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 	if sn.def, err = newTable(rows, ""); err != nil {
 		return nil, err
 	}
-	tables := []*limit.Table{sn.def}
+	tables := []*policy.Table{sn.def}
 	for _, v := range overriddenVendors(rows) {
 		if sn.overrides == nil {
-			sn.overrides = make(map[string]*limit.Table)
+			sn.overrides = make(map[string]*policy.Table)
 		}
 		if sn.overrides[v], err = newTable(rows, v); err != nil {
 			return nil, err
 		}
 		tables = append(tables, sn.overrides[v])
 	}
-	var prevLayout *limit.Layout
+	var prevLayout *policy.Layout
 	if prev != nil {
 		prevLayout = prev.layout
 	}
 	// Keys hold bucket names only for the rows some table checks.
-	sn.layout = limit.LayoutOf(tables, prevLayout)
+	sn.layout = policy.LayoutOf(tables, prevLayout)
 	return sn, nil
 }
 
@@ -169,13 +169,13 @@ func (sn *snapshot) countDecisions(m *admin.Metrics) {
 
 // newTable compiles rows with vendor's overrides applied ("" for the
 // defaults) for the vendor API's routes.
-func newTable(rows []config.Policy, vendor string) (*limit.Table, error) {
-	ps := make([]limit.Policy, len(rows))
+func newTable(rows []config.Policy, vendor string) (*policy.Table, error) {
+	ps := make([]policy.Policy, len(rows))
 	for i, r := range rows {
 		l := r.For(vendor)
-		ps[i] = limit.Policy{Rate: rateOf(r.Name, l), Scope: scopeOf(r.Scope), Class: r.Class, Twin: twinOf(l)}
+		ps[i] = policy.Policy{Rate: rateOf(r.Name, l), Scope: scopeOf(r.Scope), Class: r.Class, Twin: twinOf(l)}
 	}
-	t, err := limit.NewTable(ps, routeClasses())
+	t, err := policy.NewTable(ps, routeClasses())
 	if err != nil && vendor != "" {
 		err = fmt.Errorf("overrides of %s: %w", vendor, err)
 	}
@@ -196,28 +196,28 @@ func overriddenVendors(rows []config.Policy) []string {
 	return vs
 }
 
-func rateOf(name string, l config.Limit) limit.Rate {
+func rateOf(name string, l config.Limit) policy.Rate {
 	if !l.Enabled() {
-		return limit.Rate{Name: name} // off: never checked
+		return policy.Rate{Name: name} // off: never checked
 	}
-	return limit.Rate{Name: name, Limit: l.Rate, Burst: l.Burst, Period: l.Period, Shadow: l.Shadow}
+	return policy.Rate{Name: name, Limit: l.Rate, Burst: l.Burst, Period: l.Period, Shadow: l.Shadow}
 }
 
 // twinOf is l's shadow twin; zero (never checked) when l has none or is
 // not set itself.
-func twinOf(l config.Limit) limit.Rate {
+func twinOf(l config.Limit) policy.Rate {
 	if l.ShadowTwin == nil || !l.Enabled() {
-		return limit.Rate{}
+		return policy.Rate{}
 	}
 	t := l.ShadowTwin
-	return limit.Rate{Limit: t.Rate, Burst: t.Burst, Period: t.Period, Shadow: true}
+	return policy.Rate{Limit: t.Rate, Burst: t.Burst, Period: t.Period, Shadow: true}
 }
 
-func scopeOf(s string) limit.Scope {
+func scopeOf(s string) policy.Scope {
 	if s == config.ScopeKey {
-		return limit.PerKey
+		return policy.PerKey
 	}
-	return limit.PerVendor
+	return policy.PerVendor
 }
 
 func capsOf(c config.InFlightCaps) inflight.Caps {
@@ -236,7 +236,7 @@ func (sn *snapshot) inFlightCaps(vendor string) inflight.Caps {
 }
 
 // table is the policy table of vendor: its override, or the defaults.
-func (sn *snapshot) table(vendor string) *limit.Table {
+func (sn *snapshot) table(vendor string) *policy.Table {
 	if len(sn.overrides) > 0 {
 		if t, ok := sn.overrides[vendor]; ok {
 			return t
@@ -247,7 +247,7 @@ func (sn *snapshot) table(vendor string) *limit.Table {
 
 // limits sets cs to the checks of a request to rt by identity id and
 // returns the plan they came from (its RateLimit-Policy value).
-func (sn *snapshot) limits(id *auth.Identity, rt *route, cs *limit.Checks) *limit.Plan {
+func (sn *snapshot) limits(id *auth.Identity, rt *route, cs *policy.Checks) *policy.Plan {
 	p := sn.table(id.VendorID).Plan(rt.plan)
 	p.Checks(cs, id.Buckets(sn.layout))
 	return p

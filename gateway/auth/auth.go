@@ -17,7 +17,7 @@ import (
 	"time"
 	"unsafe"
 
-	"vendorgate/gateway/limit"
+	"vendorgate/gateway/policy"
 	"vendorgate/gateway/usage"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/logctx"
@@ -53,12 +53,12 @@ type Identity struct {
 	// buckets are the key's bucket names by policy index, built on the
 	// first request under a policy layout and kept until the layout
 	// changes (a reload that adds or removes a policy).
-	buckets atomic.Pointer[limit.Buckets]
+	buckets atomic.Pointer[policy.Buckets]
 }
 
 // Buckets returns the key's bucket names under layout l, indexed by
 // policy: built once per key and layout, so a request does not allocate.
-func (id *Identity) Buckets(l *limit.Layout) *limit.Buckets {
+func (id *Identity) Buckets(l *policy.Layout) *policy.Buckets {
 	if b := id.buckets.Load(); b != nil && b.Layout == l {
 		return b
 	}

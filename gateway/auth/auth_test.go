@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"vendorgate/gateway/limit"
+	"vendorgate/gateway/policy"
 
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/wire"
@@ -66,14 +66,14 @@ func authn(a *Authenticator, key string) (*Identity, error) {
 
 func TestCacheHitAndInvalidation(t *testing.T) {
 	a, tb, key := newAuth(t, 100)
-	layout := limit.NewLayout([]limit.Policy{{Rate: limit.Rate{Name: "reads"}}, {Rate: limit.Rate{Name: "key-reads"}, Scope: limit.PerKey}}, nil)
+	layout := policy.NewLayout([]policy.Policy{{Rate: policy.Rate{Name: "reads"}}, {Rate: policy.Rate{Name: "key-reads"}, Scope: policy.PerKey}}, nil)
 	for i := 0; i < 3; i++ {
 		id, err := authn(a, key)
 		if err != nil || id.KeyID != "k1" {
 			t.Fatalf("%v %+v", err, id)
 		}
-		if b := id.Buckets(layout); b.Name(0) != (limit.Bucket{Key: "vg:{v:v1}:reads", Twin: "vg:{v:v1}:reads:twin"}) ||
-			b.Name(1) != (limit.Bucket{Key: "vg:{v:v1}:k:k1:reads", Twin: "vg:{v:v1}:k:k1:reads:twin"}) {
+		if b := id.Buckets(layout); b.Name(0) != (policy.Bucket{Key: "vg:{v:v1}:reads", Twin: "vg:{v:v1}:reads:twin"}) ||
+			b.Name(1) != (policy.Bucket{Key: "vg:{v:v1}:k:k1:reads", Twin: "vg:{v:v1}:k:k1:reads:twin"}) {
 			t.Fatalf("buckets %+v", b)
 		}
 	}
@@ -337,16 +337,16 @@ func BenchmarkAuthenticateCached(b *testing.B) {
 // adds a policy) builds them anew.
 func TestBucketsFollowTheLayout(t *testing.T) {
 	id := &Identity{VendorID: "v1", KeyID: "k1"}
-	rows := []limit.Policy{{Rate: limit.Rate{Name: "reads"}}, {Rate: limit.Rate{Name: "orders"}}}
-	l1 := limit.NewLayout(rows, nil)
+	rows := []policy.Policy{{Rate: policy.Rate{Name: "reads"}}, {Rate: policy.Rate{Name: "orders"}}}
+	l1 := policy.NewLayout(rows, nil)
 	b1 := id.Buckets(l1)
 	if id.Buckets(l1) != b1 {
 		t.Fatal("the same layout built the names again")
 	}
-	if l := limit.NewLayout(rows, l1); l != l1 {
+	if l := policy.NewLayout(rows, l1); l != l1 {
 		t.Fatal("a layout of the same rows is not the previous one")
 	}
-	l2 := limit.NewLayout(append(rows, limit.Policy{Rate: limit.Rate{Name: "report-downloads"}}), l1)
+	l2 := policy.NewLayout(append(rows, policy.Policy{Rate: policy.Rate{Name: "report-downloads"}}), l1)
 	if l2 == l1 {
 		t.Fatal("a layout with another row is the previous one")
 	}

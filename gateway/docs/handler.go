@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/gateway/limit"
+	"vendorgate/gateway/policy"
 	"vendorgate/shared/apikey"
 )
 
@@ -35,7 +36,7 @@ type HandlerOptions struct {
 // at start and on every reload, so the page shows the limits in force.
 type Handler struct {
 	o    HandlerOptions
-	rate limit.Rate
+	rate policy.Rate
 	lim  *limit.Local
 	set  atomic.Pointer[Set]
 }
@@ -73,7 +74,7 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 	if o.Rate <= 0 || o.Window <= 0 {
 		return nil, errors.New("docs: rate and window must be positive")
 	}
-	return &Handler{o: o, rate: limit.Rate{Name: "docs", Limit: o.Rate, Period: o.Window},
+	return &Handler{o: o, rate: policy.Rate{Name: "docs", Limit: o.Rate, Period: o.Window},
 		lim: limit.NewLocal(limit.LocalOptions{Now: o.Now})}, nil
 }
 
@@ -99,8 +100,8 @@ func (h *Handler) Render(limits []Policy, fk FailedKeys) error {
 // past its limit it writes nothing and returns how long to wait: the
 // caller answers 429 with its envelope.
 func (h *Handler) Serve(ctx *fasthttp.RequestCtx, rt Route, client netip.Addr) (retryAfter time.Duration, limited bool) {
-	var cs limit.Checks
-	cs.Add(limit.Check{Key: "docs:" + client.String(), Rate: h.rate})
+	var cs policy.Checks
+	cs.Add(policy.Check{Key: "docs:" + client.String(), Rate: h.rate})
 	dec, _ := h.lim.Allow(cs) // the in-process limiter never fails
 	if !dec.Allowed {
 		return dec.RetryAfter, true

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"vendorgate/gateway/policy"
 	"vendorgate/shared/testredis"
 )
 
@@ -50,9 +51,9 @@ func patient(r *Redis, d time.Duration) {
 
 // inOneBatch holds Redis while n calls of fn queue behind a first one, then
 // lets them go: the n calls are one batch. It returns their results.
-func inOneBatch(t *testing.T, rs *testredis.Server, r *Redis, n int, fn func(i int) Checks) []Decision {
+func inOneBatch(t *testing.T, rs *testredis.Server, r *Redis, n int, fn func(i int) policy.Checks) []Decision {
 	t.Helper()
-	warm := Rate{Name: "reads", Limit: 1000, Period: time.Minute}
+	warm := policy.Rate{Name: "reads", Limit: 1000, Period: time.Minute}
 	if _, err := r.Allow(one("vg:{v:warm}:reads", warm)); err != nil { // connection and script
 		t.Fatal(err)
 	}
@@ -102,8 +103,8 @@ func TestBatchOneScriptSharedBucket(t *testing.T) {
 	r := newRedisSlow(t, rs)
 	oneSender(t, r, 5*time.Second)
 	const n, l = 40, 10
-	rate := Rate{Name: "reads", Limit: l, Period: time.Hour}
-	ds := inOneBatch(t, rs, r, n, func(int) Checks { return one("vg:{v:shared}:reads", rate) })
+	rate := policy.Rate{Name: "reads", Limit: l, Period: time.Hour}
+	ds := inOneBatch(t, rs, r, n, func(int) policy.Checks { return one("vg:{v:shared}:reads", rate) })
 	allowed := 0
 	seen := map[int]bool{}
 	for _, d := range ds {
@@ -124,11 +125,11 @@ func TestBatchThousandBuckets(t *testing.T) {
 	r := newRedisSlow(t, rs)
 	oneSender(t, r, 10*time.Second)
 	const n = 1000
-	checks := func(i int) Checks {
-		var cs Checks
-		cs.Add(Check{Key: fmt.Sprintf("vg:{v:t%d}:reads", i), Rate: Rate{Name: "reads", Limit: 2 + i%3, Period: time.Hour}})
+	checks := func(i int) policy.Checks {
+		var cs policy.Checks
+		cs.Add(policy.Check{Key: fmt.Sprintf("vg:{v:t%d}:reads", i), Rate: policy.Rate{Name: "reads", Limit: 2 + i%3, Period: time.Hour}})
 		if i%2 == 0 {
-			cs.Add(Check{Key: fmt.Sprintf("vg:{v:t%d}:k:1:reads", i), Rate: Rate{Name: "key-reads", Limit: 1, Period: time.Hour}})
+			cs.Add(policy.Check{Key: fmt.Sprintf("vg:{v:t%d}:k:1:reads", i), Rate: policy.Rate{Name: "key-reads", Limit: 1, Period: time.Hour}})
 		}
 		return cs
 	}
@@ -164,7 +165,7 @@ func TestBatchCluster(t *testing.T) {
 	var allowed [vendors]atomic.Int64
 	concurrently(calls, func(i int) {
 		v := i % vendors
-		d, err := r.Allow(one(fmt.Sprintf("vg:{v:c%d}:reads", v), Rate{Name: "reads", Limit: l, Period: time.Hour}))
+		d, err := r.Allow(one(fmt.Sprintf("vg:{v:c%d}:reads", v), policy.Rate{Name: "reads", Limit: l, Period: time.Hour}))
 		if err != nil {
 			t.Error(err)
 			return

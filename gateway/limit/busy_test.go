@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 
+	"vendorgate/gateway/policy"
 	"vendorgate/shared/testredis"
 )
 
@@ -43,7 +44,7 @@ func busyLimiter(t *testing.T, rs *testredis.Server, o RedisOptions) (r *Redis, 
 func TestLateSenderIsNotAFailure(t *testing.T) {
 	rs := testredis.Start(t)
 	r, failures, unsent := busyLimiter(t, rs, RedisOptions{})
-	rate := Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}
+	rate := policy.Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}
 	if _, err := r.Allow(one("vg:{v:late}:reads", rate)); err != nil { // connection and script
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestLateSenderIsNotAFailure(t *testing.T) {
 func TestBusyBoundShedsUncharged(t *testing.T) {
 	rs := testredis.Start(t)
 	r, failures, unsent := busyLimiter(t, rs, RedisOptions{BusyTimeout: 200 * time.Millisecond})
-	rate := Rate{Name: "reads", Limit: 10, Period: time.Hour}
+	rate := policy.Rate{Name: "reads", Limit: 10, Period: time.Hour}
 	if d, err := r.Allow(one("vg:{v:shed}:reads", rate)); err != nil || d.Results[0].Remaining != 9 {
 		t.Fatalf("%+v %v", d, err)
 	}
@@ -104,7 +105,7 @@ func TestBusyBoundShedsUncharged(t *testing.T) {
 func TestSilentRedisFailsAtTimeout(t *testing.T) {
 	rs := testredis.Start(t)
 	r, failures, _ := busyLimiter(t, rs, RedisOptions{WireTimeout: 200 * time.Millisecond})
-	rate := Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}
+	rate := policy.Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}
 	if _, err := r.Allow(one("vg:{v:silent}:reads", rate)); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestReplyReadLateIsTaken(t *testing.T) {
 			time.Sleep(150 * time.Millisecond) // past the 100ms wire deadline
 		}
 	}
-	rate := Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}
+	rate := policy.Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}
 	if _, err := r.Allow(one("vg:{v:rl}:reads", rate)); err != nil {
 		t.Fatalf("first call: %v", err)
 	}
@@ -199,7 +200,7 @@ func TestRequestWrittenLateIsNotAFailure(t *testing.T) {
 			time.Sleep(150 * time.Millisecond) // past the 100ms wire deadline
 		}
 	}
-	rate := Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}
+	rate := policy.Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}
 	if _, err := r.Allow(one("vg:{v:wl}:reads", rate)); err != nil {
 		t.Fatalf("first call: %v", err)
 	}
@@ -228,7 +229,7 @@ func TestRequestWrittenLateIsNotAFailure(t *testing.T) {
 func TestLateNodeWaitsForAPausedRedis(t *testing.T) {
 	rs := testredis.Start(t)
 	r, failures, unsent := busyLimiter(t, rs, RedisOptions{})
-	rate := Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}
+	rate := policy.Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}
 	if _, err := r.Allow(one("vg:{v:paused}:reads", rate)); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"vendorgate/gateway/policy"
 	"vendorgate/shared/testredis"
 )
 
@@ -46,8 +47,8 @@ func BenchmarkLimiterDesigns(b *testing.B) {
 	for i := range keys {
 		keys[i] = "vg:{v:" + strconv.Itoa(i) + "}:reads"
 	}
-	rate := Rate{Name: "reads", Limit: 1 << 30, Period: time.Minute}
-	run := func(b *testing.B, allow func(cs Checks) error) {
+	rate := policy.Rate{Name: "reads", Limit: 1 << 30, Period: time.Minute}
+	run := func(b *testing.B, allow func(cs policy.Checks) error) {
 		info := redis.NewClient(&redis.Options{Addr: rs.Addr()})
 		defer info.Close()
 		var next atomic.Uint64
@@ -82,7 +83,7 @@ func BenchmarkLimiterDesigns(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer r.Close()
-			run(b, func(cs Checks) error { _, err := r.Allow(cs); return err })
+			run(b, func(cs policy.Checks) error { _, err := r.Allow(cs); return err })
 			b.ReportMetric(float64(charged.Load())/float64(b.N), "charged/op")
 		})
 	}
@@ -96,7 +97,7 @@ func BenchmarkLimiterDesigns(b *testing.B) {
 		if err := gcraScript.Load(context.Background(), c).Err(); err != nil {
 			b.Fatal(err)
 		}
-		run(b, func(cs Checks) error {
+		run(b, func(cs policy.Checks) error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			c := cs.List[0]

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"vendorgate/gateway/policy"
 )
 
 // Leases: a gateway decides most requests of a busy bucket itself. When a
@@ -286,7 +288,7 @@ func (l *leases) giveBack(key string, t ticket, now int64) {
 // and its lease), tatUS the bucket's TAT after them. epoch is leases.epoch
 // when the call was made, sent when (ns, the limiter's clock): a lease lives lease_ttl
 // from then, and none is installed when Redis failed meanwhile.
-func (l *leases) grant(key string, r Rate, res Result, granted int, tatUS int64, epoch uint64, sent, now int64) {
+func (l *leases) grant(key string, r policy.Rate, res Result, granted int, tatUS int64, epoch uint64, sent, now int64) {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	e := sh.m[key]
@@ -325,7 +327,7 @@ func (l *leases) grant(key string, r Rate, res Result, granted int, tatUS int64,
 			e.tatGrantUS = tatUS
 		}
 		e.grantedAt = now
-		e.burst = int32(r.burst())
+		e.burst = int32(r.EffectiveBurst())
 		e.remGrant = int32(res.Remaining)
 		e.resetGrant = int64(res.ResetAfter)
 		e.emission = int64(r.Period) / int64(r.Limit)

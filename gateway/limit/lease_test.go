@@ -16,6 +16,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
+	"vendorgate/gateway/policy"
 	"vendorgate/shared/testredis"
 )
 
@@ -30,7 +31,7 @@ type leased struct {
 }
 
 // admit sends n reads of key under r, each of which must be admitted.
-func (l *leased) admit(t *testing.T, key string, r Rate, n int) {
+func (l *leased) admit(t *testing.T, key string, r policy.Rate, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		if d, err := l.Allow(one(key, r)); err != nil || !d.Allowed {
@@ -80,7 +81,7 @@ func storedTAT(t *testing.T, c *redis.Client, key string) float64 {
 func TestLeaseSingleGatewayEdges(t *testing.T) {
 	rs := testredis.Start(t)
 	l := newLeased(t, rs, 16, time.Second)
-	r := Rate{Name: "reads", Limit: 120, Period: time.Minute}
+	r := policy.Rate{Name: "reads", Limit: 120, Period: time.Minute}
 	for i := 0; i < 120; i++ {
 		d, err := l.Allow(one("vg:{v:1}:reads", r))
 		if err != nil || !d.Allowed {
@@ -101,7 +102,7 @@ func TestLeaseSingleGatewayEdges(t *testing.T) {
 func TestLeaseMaxOneIsExact(t *testing.T) {
 	rs := testredis.Start(t)
 	l := newLeased(t, rs, 1, time.Second)
-	r := Rate{Name: "reads", Limit: 120, Period: time.Minute}
+	r := policy.Rate{Name: "reads", Limit: 120, Period: time.Minute}
 	for i := 0; i < 50; i++ {
 		if d, err := l.Allow(one("vg:{v:1}:reads", r)); err != nil || !d.Allowed {
 			t.Fatalf("read %d: %+v %v", i+1, d, err)
@@ -117,7 +118,7 @@ func TestLeaseMaxOneIsExact(t *testing.T) {
 func TestLeaseRemainingIsHonest(t *testing.T) {
 	rs := testredis.Start(t)
 	l := newLeased(t, rs, 8, time.Second)
-	r := Rate{Name: "reads", Limit: 120, Period: time.Hour} // no refill within the test
+	r := policy.Rate{Name: "reads", Limit: 120, Period: time.Hour} // no refill within the test
 	prev := 120
 	for i := 0; i < 40; i++ {
 		d, err := l.Allow(one("vg:{v:1}:reads", r))
@@ -136,12 +137,12 @@ func TestLeaseRemainingIsHonest(t *testing.T) {
 func TestLeaseRefusalTakesNothing(t *testing.T) {
 	rs := testredis.Start(t)
 	l := newLeased(t, rs, 8, time.Second)
-	vendor := Rate{Name: "reads", Limit: 5, Period: time.Hour}
-	key := Rate{Name: "key-reads", Limit: 1000, Period: time.Hour}
-	cs := func() Checks {
-		var cs Checks
-		cs.Add(Check{Key: "vg:{v:1}:reads", Rate: vendor})
-		cs.Add(Check{Key: "vg:{v:1}:k:1:reads", Rate: key})
+	vendor := policy.Rate{Name: "reads", Limit: 5, Period: time.Hour}
+	key := policy.Rate{Name: "key-reads", Limit: 1000, Period: time.Hour}
+	cs := func() policy.Checks {
+		var cs policy.Checks
+		cs.Add(policy.Check{Key: "vg:{v:1}:reads", Rate: vendor})
+		cs.Add(policy.Check{Key: "vg:{v:1}:k:1:reads", Rate: key})
 		return cs
 	}
 	allowed := 0
@@ -181,7 +182,7 @@ func TestLeaseRefundKeepsOthersCharges(t *testing.T) {
 	rs := testredis.Start(t)
 	a := newLeased(t, rs, 16, 10*time.Second)
 	b := newLeased(t, rs, 1, time.Second)
-	r := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour} // 1 s a token
+	r := policy.Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour} // 1 s a token
 	const key = "vg:{v:1}:reads"
 	a.admit(t, key, r, 12) // demand builds; a lease comes
 	if a.granted.Load() == 0 {
@@ -204,7 +205,7 @@ func TestLeaseRefundAfterFlush(t *testing.T) {
 	rs := testredis.Start(t)
 	a := newLeased(t, rs, 16, 10*time.Second)
 	b := newLeased(t, rs, 1, time.Second)
-	r := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour}
+	r := policy.Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour}
 	const key = "vg:{v:1}:reads"
 	a.admit(t, key, r, 12)
 	if a.granted.Load() == 0 {
@@ -229,7 +230,7 @@ func TestLeaseRefundAfterFlush(t *testing.T) {
 func TestLeaseFailsClosed(t *testing.T) {
 	rs := testredis.Start(t)
 	l := newLeased(t, rs, 64, 10*time.Second)
-	r := Rate{Name: "reads", Limit: 100000, Period: time.Minute}
+	r := policy.Rate{Name: "reads", Limit: 100000, Period: time.Minute}
 	const key = "vg:{v:1}:reads"
 	l.admit(t, key, r, 200)
 	if l.granted.Load() == 0 {
@@ -253,7 +254,7 @@ func TestLeaseFailsClosed(t *testing.T) {
 func TestLeaseRedisRestart(t *testing.T) {
 	rs := testredis.Start(t)
 	l := newLeased(t, rs, 64, 10*time.Second)
-	r := Rate{Name: "reads", Limit: 100000, Period: time.Minute}
+	r := policy.Rate{Name: "reads", Limit: 100000, Period: time.Minute}
 	const key = "vg:{v:1}:reads"
 	l.admit(t, key, r, 200)
 	rs.Stop()
@@ -269,7 +270,7 @@ func TestLeaseRedisRestart(t *testing.T) {
 }
 
 // allowedAgain waits, up to 10 s, until Redis is back and cs is allowed.
-func allowedAgain(t *testing.T, l *leased, cs Checks) {
+func allowedAgain(t *testing.T, l *leased, cs policy.Checks) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -285,7 +286,7 @@ func allowedAgain(t *testing.T, l *leased, cs Checks) {
 }
 
 // replay counts how many of times (sorted) GCRA with rate r admits.
-func replay(times []time.Time, r Rate) int {
+func replay(times []time.Time, r policy.Rate) int {
 	var tat int64
 	n := 0
 	for _, at := range times {
@@ -321,7 +322,7 @@ func TestLeaseBoundAcrossGateways(t *testing.T) {
 func leaseBound(t *testing.T, ttl time.Duration) {
 	rs := testredis.Start(t)
 	gws := []*leased{newLeased(t, rs, 16, ttl), newLeased(t, rs, 16, ttl), newLeased(t, rs, 16, ttl)}
-	r := Rate{Name: "reads", Limit: 120, Period: time.Minute}
+	r := policy.Rate{Name: "reads", Limit: 120, Period: time.Minute}
 	const key = "vg:{v:7}:reads"
 	var mu sync.Mutex
 	var offered, admitted []time.Time
@@ -364,7 +365,7 @@ func leaseBound(t *testing.T, ttl time.Duration) {
 	sort.Slice(admitted, func(i, j int) bool { return admitted[i].Before(admitted[j]) })
 	extra := int(math.Ceil(float64(r.Limit) * ttl.Seconds() / r.Period.Seconds()))
 	bound := r
-	bound.Burst = r.burst() + extra
+	bound.Burst = r.EffectiveBurst() + extra
 	if got := replay(admitted, bound); got != len(admitted) {
 		t.Errorf("GCRA with burst %d admits %d of the %d reads admitted", bound.Burst, got, len(admitted))
 	}
@@ -385,7 +386,7 @@ func leaseBound(t *testing.T, ttl time.Duration) {
 func TestLeaseOrdersAcrossGateways(t *testing.T) {
 	rs := testredis.Start(t)
 	gws := []*leased{newLeased(t, rs, 16, time.Second), newLeased(t, rs, 16, time.Second), newLeased(t, rs, 16, time.Second)}
-	r := Rate{Name: "orders", Limit: 10, Period: time.Minute}
+	r := policy.Rate{Name: "orders", Limit: 10, Period: time.Minute}
 	var ok atomic.Int64
 	var wg sync.WaitGroup
 	for c := 0; c < 20; c++ {
@@ -417,7 +418,7 @@ func TestLeaseOrdersAcrossGateways(t *testing.T) {
 func TestLeaseReload(t *testing.T) {
 	rs := testredis.Start(t)
 	l := newLeased(t, rs, 16, 10*time.Second)
-	r := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour}
+	r := policy.Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour}
 	const key = "vg:{v:1}:reads"
 	l.admit(t, key, r, 12)
 	if l.granted.Load() == 0 {
@@ -447,7 +448,7 @@ func TestLeaseReload(t *testing.T) {
 func TestLeaseTableForgetsIdleBuckets(t *testing.T) {
 	rs := testredis.Start(t)
 	l := newLeased(t, rs, 16, 50*time.Millisecond)
-	r := Rate{Name: "reads", Limit: 1000, Period: time.Minute}
+	r := policy.Rate{Name: "reads", Limit: 1000, Period: time.Minute}
 	for i := 0; i < 100; i++ {
 		if _, err := l.Allow(one("vg:{v:"+strconv.Itoa(i)+"}:reads", r)); err != nil {
 			t.Fatal(err)
@@ -472,7 +473,7 @@ func TestScriptSharesRedisRateBuckets(t *testing.T) {
 	rs := testredis.Start(t)
 	l := newLeased(t, rs, 1, time.Second)
 	old := redis_rate.NewLimiter(l.client)
-	r := Rate{Name: "reads", Limit: 120, Period: time.Minute}
+	r := policy.Rate{Name: "reads", Limit: 120, Period: time.Minute}
 	const key = "vg:{v:1}:reads"
 	res, err := old.AllowN(context.Background(), key, redis_rate.PerMinute(120), 10)
 	if err != nil || res.Allowed != 10 {
@@ -501,7 +502,7 @@ func TestLeaseCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rate := Rate{Name: "reads", Limit: 360, Burst: 1000, Period: time.Hour} // 10 s a token: the test's seconds under -race drain none
+	rate := policy.Rate{Name: "reads", Limit: 360, Burst: 1000, Period: time.Hour} // 10 s a token: the test's seconds under -race drain none
 	const vendors, reads = 8, 20
 	for i := 0; i < reads; i++ {
 		for v := 0; v < vendors; v++ {
@@ -541,7 +542,7 @@ func BenchmarkLeasedAllow(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer r.Close()
-	cs := one("vg:{v:1}:reads", Rate{Name: "reads", Limit: 1 << 30, Period: time.Minute})
+	cs := one("vg:{v:1}:reads", policy.Rate{Name: "reads", Limit: 1 << 30, Period: time.Minute})
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -576,7 +577,7 @@ func TestLeaseClusterSilentNode(t *testing.T) {
 			other = k
 		}
 	}
-	leasedRate := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour}
+	leasedRate := policy.Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour}
 	for i := 0; i < 20 || !r.leases.holds(busy, r.clock.Nanotime()); i++ {
 		if d, err := r.Allow(one(busy, leasedRate)); err != nil || !d.Allowed || i == 100 {
 			t.Fatal("no lease held after 100 reads", d, err)
@@ -584,7 +585,7 @@ func TestLeaseClusterSilentNode(t *testing.T) {
 	}
 	// The other vendor's reads go to their node each time (a burst of 3
 	// leaves nothing to lease) and keep this gateway hearing from Redis.
-	unleased := Rate{Name: "reads", Limit: 1000000, Burst: 3, Period: time.Minute}
+	unleased := policy.Rate{Name: "reads", Limit: 1000000, Burst: 3, Period: time.Minute}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -618,12 +619,12 @@ func TestLeaseClusterSilentNode(t *testing.T) {
 func TestLeaseRefundManyBuckets(t *testing.T) {
 	rs := testredis.Start(t)
 	l := newLeased(t, rs, 16, time.Minute)
-	r := Rate{Name: "reads", Limit: 360, Burst: 1000, Period: time.Hour} // 10 s a token
-	const requests, reads = 1200, 3                                      // 8 buckets a request; the third read takes a lease
-	checks := func(i int) Checks {
-		var cs Checks
-		for j := 0; j < MaxChecks; j++ {
-			cs.Add(Check{Key: fmt.Sprintf("vg:{v:%d}:b%d", i, j), Rate: r})
+	r := policy.Rate{Name: "reads", Limit: 360, Burst: 1000, Period: time.Hour} // 10 s a token
+	const requests, reads = 1200, 3                                             // 8 buckets a request; the third read takes a lease
+	checks := func(i int) policy.Checks {
+		var cs policy.Checks
+		for j := 0; j < policy.MaxChecks; j++ {
+			cs.Add(policy.Check{Key: fmt.Sprintf("vg:{v:%d}:b%d", i, j), Rate: r})
 		}
 		return cs
 	}
@@ -643,7 +644,7 @@ func TestLeaseRefundManyBuckets(t *testing.T) {
 		}(w)
 	}
 	wg.Wait()
-	if l.granted.Load() < requests*MaxChecks {
+	if l.granted.Load() < requests*policy.MaxChecks {
 		t.Fatalf("%d tokens leased, want one a bucket", l.granted.Load())
 	}
 	l.Close()
@@ -651,7 +652,7 @@ func TestLeaseRefundManyBuckets(t *testing.T) {
 	pipe := l.client.Pipeline()
 	var cmds []*redis.StringCmd
 	for i := 0; i < requests; i++ {
-		for j := 0; j < MaxChecks; j++ {
+		for j := 0; j < policy.MaxChecks; j++ {
 			cmds = append(cmds, pipe.Get(context.Background(), keyPrefix+fmt.Sprintf("vg:{v:%d}:b%d", i, j)))
 		}
 	}
@@ -681,16 +682,16 @@ func TestLeaseRefundManyBuckets(t *testing.T) {
 func TestLeaseEdgesSeveralChecksConcurrent(t *testing.T) {
 	rs := testredis.Start(t)
 	l := newLeased(t, rs, 16, 10*time.Second)
-	vendor := Rate{Name: "reads", Limit: 120, Period: time.Hour} // 30 s a token: no refill within the test
-	key := Rate{Name: "key-reads", Limit: 1000, Period: time.Hour}
-	shadowVendor := Rate{Name: "reads", Limit: 60, Period: time.Hour, Shadow: true}
-	shadowKey := Rate{Name: "key-reads", Limit: 2000, Period: time.Hour, Shadow: true}
-	cs := func() Checks {
-		var cs Checks
-		cs.Add(Check{Key: "vg:{v:1}:reads", Rate: vendor})
-		cs.Add(Check{Key: "vg:{v:1}:reads:shadow", Rate: shadowVendor, Twin: true})
-		cs.Add(Check{Key: "vg:{v:1}:k:1:reads", Rate: key})
-		cs.Add(Check{Key: "vg:{v:1}:k:1:reads:shadow", Rate: shadowKey, Twin: true})
+	vendor := policy.Rate{Name: "reads", Limit: 120, Period: time.Hour} // 30 s a token: no refill within the test
+	key := policy.Rate{Name: "key-reads", Limit: 1000, Period: time.Hour}
+	shadowVendor := policy.Rate{Name: "reads", Limit: 60, Period: time.Hour, Shadow: true}
+	shadowKey := policy.Rate{Name: "key-reads", Limit: 2000, Period: time.Hour, Shadow: true}
+	cs := func() policy.Checks {
+		var cs policy.Checks
+		cs.Add(policy.Check{Key: "vg:{v:1}:reads", Rate: vendor})
+		cs.Add(policy.Check{Key: "vg:{v:1}:reads:shadow", Rate: shadowVendor, Twin: true})
+		cs.Add(policy.Check{Key: "vg:{v:1}:k:1:reads", Rate: key})
+		cs.Add(policy.Check{Key: "vg:{v:1}:k:1:reads:shadow", Rate: shadowKey, Twin: true})
 		return cs
 	}
 	var allowed, shadowDenied atomic.Int64
@@ -731,7 +732,7 @@ func TestLeaseEdgesSeveralChecksConcurrent(t *testing.T) {
 func TestLeaseCloseRacingRequests(t *testing.T) {
 	rs := testredis.Start(t)
 	l := newLeased(t, rs, 16, 10*time.Second)
-	r := Rate{Name: "reads", Limit: 360, Burst: 100000, Period: time.Hour} // 10 s a token
+	r := policy.Rate{Name: "reads", Limit: 360, Burst: 100000, Period: time.Hour} // 10 s a token
 	const key = "vg:{v:1}:reads"
 	var admitted, after atomic.Int64
 	var closed atomic.Bool
@@ -766,7 +767,7 @@ func TestLeaseRefundKeepsNoFraction(t *testing.T) {
 	rs := testredis.Start(t)
 	a := newLeased(t, rs, 2, time.Minute)
 	b := newLeased(t, rs, 1, time.Second)
-	r := Rate{Name: "reads", Limit: 1800, Burst: 1000, Period: time.Hour} // 2 s a token
+	r := policy.Rate{Name: "reads", Limit: 1800, Burst: 1000, Period: time.Hour} // 2 s a token
 	const key = "vg:{v:1}:reads"
 	a.admit(t, key, r, 3) // the third read takes a lease of one more (lease_max 2)
 	if a.granted.Load() != 1 || a.spent.Load() != 0 {
@@ -801,8 +802,8 @@ func TestLeaseGiveBackAfterRefund(t *testing.T) {
 	rs := testredis.Start(t)
 	a := newLeased(t, rs, 16, time.Minute)
 	b := newLeased(t, rs, 1, time.Second)
-	r := Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour} // 1 s a token
-	scarce := Rate{Name: "key-reads", Limit: 1, Period: time.Hour}
+	r := policy.Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour} // 1 s a token
+	scarce := policy.Rate{Name: "key-reads", Limit: 1, Period: time.Hour}
 	const key, other = "vg:{v:1}:reads", "vg:{v:1}:k:1:reads"
 	for a.granted.Load()-a.spent.Load() < 3 { // a lease of 3 unused at least
 		if d, err := a.Allow(one(key, r)); err != nil || !d.Allowed || a.charged.Load() > 20 {
@@ -828,9 +829,9 @@ func TestLeaseGiveBackAfterRefund(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		var cs Checks
-		cs.Add(Check{Key: key, Rate: r})
-		cs.Add(Check{Key: other, Rate: scarce})
+		var cs policy.Checks
+		cs.Add(policy.Check{Key: key, Rate: r})
+		cs.Add(policy.Check{Key: other, Rate: scarce})
 		if d, err := a.Allow(cs); err == nil && d.Allowed {
 			t.Error("admitted beyond the scarce bucket")
 		}
@@ -858,7 +859,7 @@ func TestLeaseMergedGrantsKeepTheirTATs(t *testing.T) {
 	for _, order := range []string{"in order", "reversed"} {
 		t.Run(order, func(t *testing.T) {
 			l := newLeases(16, time.Second, func() bool { return true }, LeaseHooks{})
-			r := Rate{Name: "reads", Limit: 60, Period: time.Minute}
+			r := policy.Rate{Name: "reads", Limit: 60, Period: time.Minute}
 			now := time.Now().UnixNano()
 			first := func() { l.grant("b", r, Result{Remaining: 50}, 5, 1_000_000, 0, now, now) }
 			second := func() { l.grant("b", r, Result{Remaining: 40}, 4, 9_000_000, 0, now+int64(time.Millisecond), now) }
@@ -888,7 +889,7 @@ func TestLeaseMergedGrantsKeepTheirTATs(t *testing.T) {
 // TestLeaseEdgesSeveralChecksConcurrent).
 func TestLeaseFoldedSegmentsRefundInFull(t *testing.T) {
 	l := newLeases(16, time.Second, func() bool { return true }, LeaseHooks{})
-	r := Rate{Name: "reads", Limit: 60, Period: time.Minute}
+	r := policy.Rate{Name: "reads", Limit: 60, Period: time.Minute}
 	now := time.Now().UnixNano()
 	for _, tat := range []int64{1_000_000, 3_000_000, 5_000_000} { // three grants of two tokens
 		l.grant("b", r, Result{Remaining: 50}, 3, tat, 0, now, now)
@@ -911,7 +912,7 @@ func TestLeaseFoldedSegmentsRefundInFull(t *testing.T) {
 // back meanwhile it is lost (a second refund of one grant could erase
 // another gateway's later charge), and counted as dropped.
 func TestLeaseTokensGivenBack(t *testing.T) {
-	r := Rate{Name: "reads", Limit: 60, Period: time.Minute}
+	r := policy.Rate{Name: "reads", Limit: 60, Period: time.Minute}
 	now := time.Now().UnixNano()
 	var dropped int
 	newL := func() *leases {

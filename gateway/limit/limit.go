@@ -27,79 +27,13 @@ package limit
 import (
 	"errors"
 	"time"
+
+	"vendorgate/gateway/policy"
 )
 
 // ErrUnavailable means the limiter could not decide: Redis refused, timed
 // out or its breaker is open. The caller must refuse the request.
 var ErrUnavailable = errors.New("rate limiter unavailable")
-
-// MaxChecks is how many limits one request can be subject to: the policies
-// of its route's classes, and a shadow twin of each (NewTable refuses a
-// table past it). The checks travel by value in an array of this size.
-const MaxChecks = 8
-
-// Rate is one limit: Limit requests per Period, with bursts up to Burst
-// (Limit when zero). Shadow limits are counted and reported but never
-// refuse. Name is the policy name in the RateLimit headers.
-type Rate struct {
-	Name   string
-	Limit  int
-	Burst  int
-	Period time.Duration
-	Shadow bool
-}
-
-// burst is the effective burst: Limit when Burst is not set.
-func (r Rate) burst() int {
-	if r.Burst > 0 {
-		return r.Burst
-	}
-	return r.Limit
-}
-
-// Quota is the policy's quota in the RateLimit headers: the burst.
-func (r Rate) Quota() int { return r.burst() }
-
-// valid reports whether r can ever allow a request; redis_rate denies every
-// call with a zero burst and errors on a zero limit.
-func (r Rate) valid() bool { return r.Limit > 0 && r.Period > 0 }
-
-// Check is one limit applied to one bucket. Key names the bucket; keys of
-// one request share a Redis Cluster hash tag ("vg:{v:<vendor>}:...").
-type Check struct {
-	Key  string
-	Rate Rate
-	// Policy is the index of the policy in its table (usage counts by it);
-	// Twin marks the check of the policy's shadow twin.
-	Policy int
-	Twin   bool
-}
-
-// Checks are the limits of one request, passed by value so that a call
-// through an interface does not allocate.
-type Checks struct {
-	Count int              // how many of List are set
-	List  [MaxChecks]Check // the first Count are the checks
-}
-
-// Add appends c; it ignores checks past MaxChecks and rates that are not set.
-func (cs *Checks) Add(c Check) {
-	if cs.Count < MaxChecks && c.Rate.valid() {
-		cs.List[cs.Count] = c
-		cs.Count++
-	}
-}
-
-// Enforces reports whether any check may refuse the request: one that is
-// not a shadow limit.
-func (cs *Checks) Enforces() bool {
-	for i := 0; i < cs.Count; i++ {
-		if !cs.List[i].Rate.Shadow {
-			return true
-		}
-	}
-	return false
-}
 
 // Result is the state of one bucket after a check.
 type Result struct {
@@ -124,7 +58,7 @@ type Decision struct {
 	ShadowDenied bool
 	// Count is how many Results there are: one per check, in their order.
 	Count   int
-	Results [MaxChecks]Result
+	Results [policy.MaxChecks]Result
 }
 
 // Left is what check i's bucket holds after the decision, as the RateLimit
@@ -133,19 +67,19 @@ type Decision struct {
 // Remaining and one emission interval less: a decision is all-or-nothing,
 // so this bucket's token was not taken (or was given back to its lease),
 // where Remaining and ResetAfter are figured as if it had been.
-func (d *Decision) Left(i int, r Rate) (remaining int, reset time.Duration) {
+func (d *Decision) Left(i int, r policy.Rate) (remaining int, reset time.Duration) {
 	res := d.Results[i]
 	switch {
 	case !res.Allowed:
 		return 0, res.ResetAfter
 	case !d.Allowed:
-		return min(res.Remaining+1, r.burst()), max(res.ResetAfter-r.Period/time.Duration(r.Limit), 0)
+		return min(res.Remaining+1, r.EffectiveBurst()), max(res.ResetAfter-r.Period/time.Duration(r.Limit), 0)
 	}
 	return res.Remaining, res.ResetAfter
 }
 
 // decide fills Allowed, RetryAfter and ShadowDenied from Results.
-func (d *Decision) decide(cs *Checks) {
+func (d *Decision) decide(cs *policy.Checks) {
 	d.Count = cs.Count
 	d.Allowed = true
 	for i := 0; i < cs.Count; i++ {
@@ -167,12 +101,12 @@ func (d *Decision) decide(cs *Checks) {
 // gcra is redis_rate's GCRA step in nanoseconds: given the stored
 // theoretical arrival time tat (0 when none) it returns the result and the
 // new tat to store when allowed.
-func gcra(now, tat int64, r Rate) (Result, int64) {
+func gcra(now, tat int64, r policy.Rate) (Result, int64) {
 	emission := int64(r.Period) / int64(r.Limit)
 	if emission <= 0 {
 		emission = 1
 	}
-	burstOffset := emission * int64(r.burst())
+	burstOffset := emission * int64(r.EffectiveBurst())
 	if tat < now {
 		tat = now
 	}

@@ -11,19 +11,20 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 
+	"vendorgate/gateway/policy"
 	"vendorgate/shared/testredis"
 )
 
-func one(key string, r Rate) Checks {
-	var cs Checks
-	cs.Add(Check{Key: key, Rate: r})
+func one(key string, r policy.Rate) policy.Checks {
+	var cs policy.Checks
+	cs.Add(policy.Check{Key: key, Rate: r})
 	return cs
 }
 
 func TestLocalGCRA(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	l := NewLocal(LocalOptions{Now: func() time.Time { return now }})
-	r := Rate{Name: "reads", Limit: 120, Period: time.Minute}
+	r := policy.Rate{Name: "reads", Limit: 120, Period: time.Minute}
 	for i := 0; i < 120; i++ {
 		d, _ := l.Allow(one("v", r))
 		if !d.Allowed || d.Results[0].Remaining != 119-i {
@@ -51,11 +52,11 @@ func TestLocalGCRA(t *testing.T) {
 
 func TestLocalAllOrNothing(t *testing.T) {
 	l := NewLocal(LocalOptions{})
-	vendor := Rate{Name: "reads", Limit: 10, Period: time.Minute}
-	key := Rate{Name: "key-reads", Limit: 1, Period: time.Minute}
-	var cs Checks
-	cs.Add(Check{Key: "v", Rate: vendor})
-	cs.Add(Check{Key: "v:k", Rate: key})
+	vendor := policy.Rate{Name: "reads", Limit: 10, Period: time.Minute}
+	key := policy.Rate{Name: "key-reads", Limit: 1, Period: time.Minute}
+	var cs policy.Checks
+	cs.Add(policy.Check{Key: "v", Rate: vendor})
+	cs.Add(policy.Check{Key: "v:k", Rate: key})
 	if d, _ := l.Allow(cs); !d.Allowed {
 		t.Fatal(d)
 	}
@@ -104,17 +105,17 @@ func testRedisMatchesLocal(t *testing.T, pipeline bool) {
 	var calls atomic.Int64
 	r := newRedisOpts(t, rs, &calls, pipeline)
 	l := NewLocal(LocalOptions{})
-	vendor := Rate{Name: "reads", Limit: 5, Period: time.Minute}
-	key := Rate{Name: "key-reads", Limit: 3, Period: time.Minute}
+	vendor := policy.Rate{Name: "reads", Limit: 5, Period: time.Minute}
+	key := policy.Rate{Name: "key-reads", Limit: 3, Period: time.Minute}
 	for _, multi := range []bool{false, true} {
 		prefix := "single"
 		if multi {
 			prefix = "multi"
 		}
-		var cs Checks
-		cs.Add(Check{Key: "vg:{v:" + prefix + "}:reads", Rate: vendor})
+		var cs policy.Checks
+		cs.Add(policy.Check{Key: "vg:{v:" + prefix + "}:reads", Rate: vendor})
 		if multi {
-			cs.Add(Check{Key: "vg:{v:" + prefix + "}:k:1:reads", Rate: key})
+			cs.Add(policy.Check{Key: "vg:{v:" + prefix + "}:k:1:reads", Rate: key})
 		}
 		for i := 0; i < 7; i++ {
 			dr, err := r.Allow(cs)
@@ -152,7 +153,7 @@ func testRedisUnavailableAndBreaker(t *testing.T, pipeline bool) {
 	rs := testredis.Start(t)
 	var calls atomic.Int64
 	r := newRedisOpts(t, rs, &calls, pipeline)
-	rate := Rate{Name: "reads", Limit: 100, Period: time.Minute}
+	rate := policy.Rate{Name: "reads", Limit: 100, Period: time.Minute}
 	if _, err := r.Allow(one("a", rate)); err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func testRedisUnavailableAndBreaker(t *testing.T, pipeline bool) {
 
 func BenchmarkLocal(b *testing.B) {
 	l := NewLocal(LocalOptions{})
-	cs := one("vg:{v:bench}:reads", Rate{Name: "reads", Limit: 1 << 30, Period: time.Second})
+	cs := one("vg:{v:bench}:reads", policy.Rate{Name: "reads", Limit: 1 << 30, Period: time.Second})
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -208,10 +209,10 @@ func benchRedis(b *testing.B, pipeline bool) {
 	patient(r, time.Second) // a cold pool under RunParallel dials many connections at once
 	for _, multi := range []bool{false, true} {
 		name := "one-limit"
-		cs := one("vg:{v:bench}:reads", Rate{Name: "reads", Limit: 1 << 30, Period: time.Second})
+		cs := one("vg:{v:bench}:reads", policy.Rate{Name: "reads", Limit: 1 << 30, Period: time.Second})
 		if multi {
 			name = "two-limits"
-			cs.Add(Check{Key: "vg:{v:bench}:k:1:reads", Rate: Rate{Name: "key-reads", Limit: 1 << 30, Period: time.Second}})
+			cs.Add(policy.Check{Key: "vg:{v:bench}:k:1:reads", Rate: policy.Rate{Name: "key-reads", Limit: 1 << 30, Period: time.Second}})
 		}
 		for _, par := range []int{1, 16} {
 			// par 16 runs 16 callers per CPU: concurrent requests, what
@@ -236,12 +237,12 @@ func benchRedis(b *testing.B, pipeline bool) {
 // requests neither race on a shard's map nor over-admit.
 func TestLocalManyChecksConcurrent(t *testing.T) {
 	l := NewLocal(LocalOptions{})
-	vendor := Rate{Name: "reads", Limit: 100, Period: time.Hour}
-	var cs Checks
-	cs.Add(Check{Key: "vg:{v:1}:reads", Rate: vendor})
-	cs.Add(Check{Key: "vg:{v:1}:reads:twin", Rate: Rate{Name: "reads", Limit: 1000, Period: time.Hour, Shadow: true}, Twin: true})
-	cs.Add(Check{Key: "vg:{v:1}:k:1:reads", Rate: Rate{Name: "key-reads", Limit: 1000, Period: time.Hour}})
-	cs.Add(Check{Key: "vg:{v:1}:k:1:reads:twin", Rate: Rate{Name: "key-reads", Limit: 1000, Period: time.Hour, Shadow: true}, Twin: true})
+	vendor := policy.Rate{Name: "reads", Limit: 100, Period: time.Hour}
+	var cs policy.Checks
+	cs.Add(policy.Check{Key: "vg:{v:1}:reads", Rate: vendor})
+	cs.Add(policy.Check{Key: "vg:{v:1}:reads:twin", Rate: policy.Rate{Name: "reads", Limit: 1000, Period: time.Hour, Shadow: true}, Twin: true})
+	cs.Add(policy.Check{Key: "vg:{v:1}:k:1:reads", Rate: policy.Rate{Name: "key-reads", Limit: 1000, Period: time.Hour}})
+	cs.Add(policy.Check{Key: "vg:{v:1}:k:1:reads:twin", Rate: policy.Rate{Name: "key-reads", Limit: 1000, Period: time.Hour, Shadow: true}, Twin: true})
 	var allowed atomic.Int64
 	done := make(chan struct{})
 	for g := 0; g < 8; g++ {
@@ -283,7 +284,7 @@ func testPoolWaitIsNotAFailure(t *testing.T, pipeline bool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Close)
-	rate := Rate{Name: "reads", Limit: 100, Period: time.Minute}
+	rate := policy.Rate{Name: "reads", Limit: 100, Period: time.Minute}
 	if _, err := r.Allow(one("a", rate)); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"vendorgate/gateway/policy"
 )
 
 // localShards spreads buckets over locks so that vendors do not contend.
@@ -45,15 +47,15 @@ func NewLocal(o LocalOptions) *Local {
 
 // Allow checks every limit of cs and charges them only when every enforced
 // limit allows (a shadow limit that refuses is not charged).
-func (l *Local) Allow(cs Checks) (Decision, error) {
+func (l *Local) Allow(cs policy.Checks) (Decision, error) {
 	var d Decision
 	now := l.now().UnixNano()
-	var idx [MaxChecks]int
+	var idx [policy.MaxChecks]int
 	for i := 0; i < cs.Count; i++ {
 		idx[i] = int(maphash.String(l.seed, cs.List[i].Key) % localShards)
 	}
 	order, locked := l.lock(&idx, cs.Count)
-	var tats [MaxChecks]int64
+	var tats [policy.MaxChecks]int64
 	for i := 0; i < cs.Count; i++ {
 		d.Results[i], tats[i] = gcra(now, l.shards[idx[i]].tat[cs.List[i].Key], cs.List[i].Rate)
 	}
@@ -78,7 +80,7 @@ func (l *Local) Allow(cs Checks) (Decision, error) {
 // request's buckets may share a shard), so that two requests never hold
 // one another's; unlock releases them. Up to MaxChecks shards: a sort of
 // a handful on the stack.
-func (l *Local) lock(idx *[MaxChecks]int, n int) (order [MaxChecks]int, m int) {
+func (l *Local) lock(idx *[policy.MaxChecks]int, n int) (order [policy.MaxChecks]int, m int) {
 	for i := 0; i < n; i++ {
 		order[m] = idx[i]
 		m++
@@ -91,7 +93,7 @@ func (l *Local) lock(idx *[MaxChecks]int, n int) (order [MaxChecks]int, m int) {
 	return order, m
 }
 
-func (l *Local) unlock(order *[MaxChecks]int, m int) {
+func (l *Local) unlock(order *[policy.MaxChecks]int, m int) {
 	for i := 0; i < m; i++ {
 		l.shards[order[i]].mu.Unlock()
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
+
+	"vendorgate/gateway/policy"
 )
 
 // errClosed answers calls made after Close.
@@ -128,8 +130,8 @@ const (
 // never queued it; one that gave up leaves it to the garbage collector,
 // since a sender may still hold it.
 type call struct {
-	keys  [MaxChecks]string
-	args  [4 * MaxChecks]any
+	keys  [policy.MaxChecks]string
+	args  [4 * policy.MaxChecks]any
 	n     int
 	state atomic.Int32
 	reply chan reply // capacity 1: the batch never blocks on a caller
@@ -183,7 +185,7 @@ func (b *batcher) close() {
 // do runs the limit script for cs (want: the tokens asked of each bucket,
 // 1 or more) through the next batch and returns its raw reply. It returns
 // within timeout when Redis is silent, and within busy whatever happens.
-func (b *batcher) do(cs *Checks, want *[MaxChecks]int) ([]any, error) {
+func (b *batcher) do(cs *policy.Checks, want *[policy.MaxChecks]int) ([]any, error) {
 	select {
 	case <-b.stop:
 		return nil, errClosed
@@ -450,13 +452,13 @@ func batchArgs(g []*call) ([]string, []any) {
 }
 
 // setArgs writes one admission key's four script arguments into dst.
-func setArgs(dst []any, r Rate, want int) {
+func setArgs(dst []any, r policy.Rate, want int) {
 	shadow := "0"
 	if r.Shadow {
 		shadow = "1"
 	}
 	emission := r.Period.Seconds() / float64(r.Limit)
-	dst[0], dst[1], dst[2], dst[3] = emission, emission*float64(r.burst()), shadow, max(want, 1)
+	dst[0], dst[1], dst[2], dst[3] = emission, emission*float64(r.EffectiveBurst()), shadow, max(want, 1)
 }
 
 // runScripts runs gcraSource once per group of keys and args: one command,

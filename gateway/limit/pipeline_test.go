@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"vendorgate/gateway/policy"
 	"vendorgate/shared/testredis"
 )
 
@@ -36,10 +37,10 @@ func TestPipelineOwnResults(t *testing.T) {
 	const n = 64
 	errs := make(chan error, n)
 	concurrently(n, func(i int) {
-		var cs Checks
-		cs.Add(Check{Key: fmt.Sprintf("vg:{v:own%d}:reads", i), Rate: Rate{Name: "reads", Limit: i + 2, Period: time.Minute}})
+		var cs policy.Checks
+		cs.Add(policy.Check{Key: fmt.Sprintf("vg:{v:own%d}:reads", i), Rate: policy.Rate{Name: "reads", Limit: i + 2, Period: time.Minute}})
 		if i%2 == 1 { // half carry a per-key limit too: two keys per script call
-			cs.Add(Check{Key: fmt.Sprintf("vg:{v:own%d}:k:1:reads", i), Rate: Rate{Name: "key-reads", Limit: 1, Period: time.Minute}})
+			cs.Add(policy.Check{Key: fmt.Sprintf("vg:{v:own%d}:k:1:reads", i), Rate: policy.Rate{Name: "key-reads", Limit: 1, Period: time.Minute}})
 		}
 		d, err := r.Allow(cs)
 		switch {
@@ -68,7 +69,7 @@ func TestPipelineExact(t *testing.T) {
 	patient(r, 2*time.Second)
 	const n, l = 300, 50
 	var allowed, denied atomic.Int64
-	rate := Rate{Name: "reads", Limit: l, Period: time.Hour}
+	rate := policy.Rate{Name: "reads", Limit: l, Period: time.Hour}
 	concurrently(n, func(int) {
 		d, err := r.Allow(one("vg:{v:exact}:reads", rate))
 		switch {
@@ -93,7 +94,7 @@ func TestPipelineReusesCallsSafely(t *testing.T) {
 	rs := testredis.Start(t)
 	r := newRedisOpts(t, rs, nil, true)
 	patient(r, 2*time.Second) // -race on a busy machine
-	rate := Rate{Name: "reads", Limit: 1 << 30, Period: time.Minute}
+	rate := policy.Rate{Name: "reads", Limit: 1 << 30, Period: time.Minute}
 	concurrently(16, func(i int) {
 		for range 100 {
 			if _, err := r.Allow(one(fmt.Sprintf("vg:{v:reuse%d}:reads", i), rate)); err != nil {
@@ -110,7 +111,7 @@ func TestPipelineBatches(t *testing.T) {
 	rs := testredis.Start(t)
 	r := newRedisOpts(t, rs, nil, true)
 	oneSender(t, r, 5*time.Second)
-	rate := Rate{Name: "reads", Limit: 1000, Period: time.Minute}
+	rate := policy.Rate{Name: "reads", Limit: 1000, Period: time.Minute}
 	if _, err := r.Allow(one("vg:{v:b}:reads", rate)); err != nil { // warm: connection and script
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestPipelineBatches(t *testing.T) {
 func TestPipelineHungRedis(t *testing.T) {
 	rs := testredis.Start(t)
 	r := newRedisOpts(t, rs, nil, true)
-	rate := Rate{Name: "reads", Limit: 1000, Period: time.Minute}
+	rate := policy.Rate{Name: "reads", Limit: 1000, Period: time.Minute}
 	if _, err := r.Allow(one("vg:{v:h}:reads", rate)); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestPipelineHungRedis(t *testing.T) {
 func TestPipelineNoScriptAndClose(t *testing.T) {
 	rs := testredis.Start(t)
 	r := newRedisOpts(t, rs, nil, true)
-	rate := Rate{Name: "reads", Limit: 10, Period: time.Minute}
+	rate := policy.Rate{Name: "reads", Limit: 10, Period: time.Minute}
 	for i := 0; i < 3; i++ {
 		rs.Do(t, "SCRIPT", "FLUSH")
 		d, err := r.Allow(one("vg:{v:ns}:reads", rate))

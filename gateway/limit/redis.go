@@ -14,6 +14,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"vendorgate/gateway/breaker"
+	"vendorgate/gateway/policy"
 )
 
 // keyPrefix is redis_rate's key prefix: the script keeps redis_rate's
@@ -442,7 +443,7 @@ func (r *Redis) State() gobreaker.State { return r.cb.State() }
 // past Timeout, or the breaker open: ErrUnavailable; the node too busy to
 // get an answer within BusyTimeout while Redis answers: ErrBusy; never an
 // allowed Decision.
-func (r *Redis) Allow(cs Checks) (Decision, error) {
+func (r *Redis) Allow(cs policy.Checks) (Decision, error) {
 	if cs.Count == 0 {
 		return Decision{Allowed: true}, nil
 	}
@@ -478,7 +479,7 @@ func (r *Redis) Allow(cs Checks) (Decision, error) {
 // remembered answers cs from the in-process memory of denials: the first
 // enforced bucket (not held, when held is given) known to refuse until
 // later.
-func (r *Redis) remembered(cs *Checks, held *[MaxChecks]bool, now int64) (Decision, bool) {
+func (r *Redis) remembered(cs *policy.Checks, held *[policy.MaxChecks]bool, now int64) (Decision, bool) {
 	for i := 0; i < cs.Count; i++ {
 		if cs.List[i].Rate.Shadow || held != nil && held[i] {
 			continue
@@ -494,7 +495,7 @@ func (r *Redis) remembered(cs *Checks, held *[MaxChecks]bool, now int64) (Decisi
 }
 
 // allowRedis decides cs in Redis, one token a bucket: no lease.
-func (r *Redis) allowRedis(cs *Checks) (Decision, error) {
+func (r *Redis) allowRedis(cs *policy.Checks) (Decision, error) {
 	if r.cb.State() == gobreaker.StateOpen {
 		return Decision{}, errOpen
 	}
@@ -504,7 +505,7 @@ func (r *Redis) allowRedis(cs *Checks) (Decision, error) {
 }
 
 // ones asks one token of every bucket.
-var ones = [MaxChecks]int{1, 1, 1, 1, 1, 1, 1, 1}
+var ones = [policy.MaxChecks]int{1, 1, 1, 1, 1, 1, 1, 1}
 
 // errLimiterClosed answers a leased decision after Close.
 var errLimiterClosed = fmt.Errorf("%w: %w", ErrUnavailable, errClosed)
@@ -521,13 +522,13 @@ var errOpen = fmt.Errorf("%w: breaker %s: %w", ErrUnavailable, BreakerName, gobr
 // a bucket whose lease holds tokens it did not honour (Redis had not
 // answered lately) says again is worth it, when first: Redis has answered
 // now.
-func (r *Redis) allowLeased(cs *Checks, clock int64, first bool) (d Decision, again bool, err error) {
+func (r *Redis) allowLeased(cs *policy.Checks, clock int64, first bool) (d Decision, again bool, err error) {
 	now := r.clock.Nanotime()
 	epoch := r.leases.epoch.Load()
-	var tickets [MaxChecks]ticket
-	var held [MaxChecks]bool
-	var rest Checks
-	var want, idx [MaxChecks]int // by rest's index: tokens asked, index in cs
+	var tickets [policy.MaxChecks]ticket
+	var held [policy.MaxChecks]bool
+	var rest policy.Checks
+	var want, idx [policy.MaxChecks]int // by rest's index: tokens asked, index in cs
 	for i := 0; i < cs.Count; i++ {
 		res, t, w, ok := r.leases.take(cs.List[i].Key, now, !first)
 		if ok {
@@ -591,7 +592,7 @@ func (r *Redis) allowLeased(cs *Checks, clock int64, first bool) (d Decision, ag
 		if extra := g.n - 1; extra > 0 {
 			// The header counts the lease as this gateway's remaining.
 			res := &d.Results[idx[j]]
-			res.Remaining = min(res.Remaining+extra, c.Rate.burst())
+			res.Remaining = min(res.Remaining+extra, c.Rate.EffectiveBurst())
 			res.ResetAfter = max(res.ResetAfter-time.Duration(extra)*(c.Rate.Period/time.Duration(c.Rate.Limit)), 0)
 		}
 	}
@@ -609,10 +610,10 @@ type grant struct {
 // call makes the one round trip of a decision: through the batcher, which
 // reports each round trip to the breaker itself, or alone. want is the
 // tokens asked of each bucket.
-func (r *Redis) call(cs *Checks, want *[MaxChecks]int) (Decision, [MaxChecks]grant, error) {
+func (r *Redis) call(cs *policy.Checks, want *[policy.MaxChecks]int) (Decision, [policy.MaxChecks]grant, error) {
 	start := time.Now()
 	var d Decision
-	var g [MaxChecks]grant
+	var g [policy.MaxChecks]grant
 	var err error
 	if r.batch != nil || r.leases != nil {
 		var v []any
@@ -653,7 +654,7 @@ func (r *Redis) call(cs *Checks, want *[MaxChecks]int) (Decision, [MaxChecks]gra
 // simulation's): a round trip that failed drops the leases, as the
 // batcher's sender does; a caller that gave up (silent, busy) drops
 // nothing itself.
-func (r *Redis) tripCall(cs Checks, want [MaxChecks]int) ([]any, error) {
+func (r *Redis) tripCall(cs policy.Checks, want [policy.MaxChecks]int) ([]any, error) {
 	keys := make([]string, cs.Count)
 	args := make([]any, 1+4*cs.Count)
 	args[0] = cs.Count
@@ -675,10 +676,10 @@ func (r *Redis) tripCall(cs Checks, want [MaxChecks]int) ([]any, error) {
 // timeout: one round trip, one outcome for the breaker, one token a
 // bucket. (Without the batcher a caller is its own sender: a busy node's
 // late caller still counts a late round trip, among the window's others.)
-func (r *Redis) callAlone(cs *Checks) (Decision, [MaxChecks]grant, error) {
+func (r *Redis) callAlone(cs *policy.Checks) (Decision, [policy.MaxChecks]grant, error) {
 	done, err := r.cb.Allow()
 	if err != nil {
-		return Decision{}, [MaxChecks]grant{}, fmt.Errorf("breaker %s: %w", BreakerName, err)
+		return Decision{}, [policy.MaxChecks]grant{}, fmt.Errorf("breaker %s: %w", BreakerName, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	defer cancel()
@@ -692,24 +693,24 @@ func (r *Redis) callAlone(cs *Checks) (Decision, [MaxChecks]grant, error) {
 	cmds, err := runScripts(ctx, r.client, [][]string{keys}, [][]any{args})
 	done(err)
 	if err != nil && poolWait(err) { // never sent: this gateway's overload
-		return Decision{}, [MaxChecks]grant{}, fmt.Errorf("%w: %w", ErrBusy, err)
+		return Decision{}, [policy.MaxChecks]grant{}, fmt.Errorf("%w: %w", ErrBusy, err)
 	}
 	if err != nil {
 		r.hooks.onFailure(err)
-		return Decision{}, [MaxChecks]grant{}, err
+		return Decision{}, [policy.MaxChecks]grant{}, err
 	}
 	v, err := cmds[0].Slice()
 	if err != nil {
-		return Decision{}, [MaxChecks]grant{}, err
+		return Decision{}, [policy.MaxChecks]grant{}, err
 	}
 	return batchDecisionOf(cs, v)
 }
 
 // batchDecisionOf reads cs's part of the script's answer: six integers
 // per key, times in microseconds.
-func batchDecisionOf(cs *Checks, v []any) (Decision, [MaxChecks]grant, error) {
+func batchDecisionOf(cs *policy.Checks, v []any) (Decision, [policy.MaxChecks]grant, error) {
 	var d Decision
-	var g [MaxChecks]grant
+	var g [policy.MaxChecks]grant
 	if len(v) != valuesPerKey*cs.Count {
 		return d, g, fmt.Errorf("limit script answered %d values for %d keys", len(v), cs.Count)
 	}

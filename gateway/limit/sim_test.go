@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"vendorgate/gateway/policy"
 )
 
 // The lease limiter, simulated. Several gateways run the product's lease
@@ -158,7 +160,7 @@ type simWorld struct {
 	gws      []*simGW // every instance ever
 	vendors  []*simVendor
 	keyNode  map[string]int
-	rates    map[string]Rate
+	rates    map[string]policy.Rate
 	parked   []*simProc
 
 	faulted    bool     // a fault beyond delays, reloads, restarts and clock steps
@@ -272,7 +274,7 @@ type simReply struct {
 type simReq struct {
 	g       *simGW
 	at      int64
-	cs      Checks
+	cs      policy.Checks
 	calls   []*simCall // its calls to Redis, the last one decides
 	allowed bool
 }
@@ -405,7 +407,7 @@ func (c simClock) AfterFunc(d time.Duration, f func()) func() bool {
 func newSimWorld(seed int64, verbose bool, t *testing.T) *simWorld {
 	rng := rand.New(rand.NewSource(seed))
 	w := &simWorld{t: t, seed: seed, verbose: verbose, rng: rng, park: make(chan struct{}),
-		trace: map[string][]string{}, keyNode: map[string]int{}, rates: map[string]Rate{}, consumed: map[string][]int64{},
+		trace: map[string][]string{}, keyNode: map[string]int{}, rates: map[string]policy.Rate{}, consumed: map[string][]int64{},
 		allowance: map[string]float64{}, grantsBack: map[simGrantID]*simBack{}, grants: map[simGrantID]int{},
 		inRefund: map[string]int{}, inReply: map[string]int{}, taken: map[string]int{}, lost: map[string][]simSlack{},
 		kept: map[string]float64{}}
@@ -419,19 +421,19 @@ func newSimWorld(seed int64, verbose bool, t *testing.T) *simWorld {
 		vd := &simVendor{vendor: tag + "reads", steady: 0.5 + rng.Float64()*8, burst: rng.Intn(2) == 0, heavy: rng.Intn(3)}
 		limit := []int{60, 120, 300, 600}[rng.Intn(4)]
 		burst := []int{0, limit / 4, 10}[rng.Intn(3)]
-		w.rates[vd.vendor] = Rate{Name: "reads", Limit: limit, Burst: burst, Period: time.Minute}
+		w.rates[vd.vendor] = policy.Rate{Name: "reads", Limit: limit, Burst: burst, Period: time.Minute}
 		if rng.Intn(2) == 0 {
 			vd.shadow = tag + "reads:shadow"
-			w.rates[vd.shadow] = Rate{Name: "reads-next", Limit: limit * 3 / 4, Burst: burst * 3 / 4, Period: time.Minute, Shadow: true}
+			w.rates[vd.shadow] = policy.Rate{Name: "reads-next", Limit: limit * 3 / 4, Burst: burst * 3 / 4, Period: time.Minute, Shadow: true}
 		}
 		for k := 0; k < rng.Intn(3); k++ {
 			key := fmt.Sprintf("%sk:%d", tag, k)
 			vd.keys = append(vd.keys, key)
-			w.rates[key] = Rate{Name: "key", Limit: limit / 3, Period: time.Minute}
+			w.rates[key] = policy.Rate{Name: "key", Limit: limit / 3, Period: time.Minute}
 			twin := ""
 			if rng.Intn(2) == 0 {
 				twin = key + ":shadow"
-				w.rates[twin] = Rate{Name: "key-next", Limit: limit / 4, Period: time.Minute, Shadow: true}
+				w.rates[twin] = policy.Rate{Name: "key-next", Limit: limit / 4, Period: time.Minute, Shadow: true}
 			}
 			vd.twins = append(vd.twins, twin)
 		}
@@ -756,7 +758,7 @@ func (w *simWorld) lose(key string, n int) {
 // span is how long a bucket's charges count: a burst and a lease.
 func (w *simWorld) span(key string) int64 {
 	r := w.rates[strings.TrimPrefix(key, keyPrefix)]
-	return int64(r.Period)/int64(r.Limit)*int64(r.burst()+w.leaseMax) + int64(w.ttl)
+	return int64(r.Period)/int64(r.Limit)*int64(r.EffectiveBurst()+w.leaseMax) + int64(w.ttl)
 }
 
 // delay is one leg of a round trip on a healthy Redis: within half the
@@ -921,7 +923,7 @@ func (w *simWorld) request(vd *simVendor, gi int) {
 	req := &simReq{g: g, at: w.now}
 	add := func(key string) {
 		if key != "" {
-			req.cs.Add(Check{Key: key, Rate: w.rates[key], Twin: w.rates[key].Shadow})
+			req.cs.Add(policy.Check{Key: key, Rate: w.rates[key], Twin: w.rates[key].Shadow})
 		}
 	}
 	add(vd.vendor)
@@ -1104,7 +1106,7 @@ func (w *simWorld) loseState(nd *simNode, what string, f func(*simNode), down bo
 			continue
 		}
 		r := w.rates[strings.TrimPrefix(key, keyPrefix)]
-		w.allowance[key] += float64(w.blame(key) + r.burst() + w.leaseMax)
+		w.allowance[key] += float64(w.blame(key) + r.EffectiveBurst() + w.leaseMax)
 		if s, ok := nd.db.get(key, w.now); ok {
 			if old, ok := nd.replica.get(key, w.now); ok && old != s {
 				var a, b float64
@@ -1277,7 +1279,7 @@ func (w *simWorld) check() {
 		times := w.consumed[key]
 		slices.Sort(times)
 		bound := r
-		bound.Burst = r.burst() + int(math.Ceil(float64(r.Limit)*w.ttl.Seconds()/r.Period.Seconds()))
+		bound.Burst = r.EffectiveBurst() + int(math.Ceil(float64(r.Limit)*w.ttl.Seconds()/r.Period.Seconds()))
 		over, _ := simReplay(times, bound, nil)
 		if float64(over) > w.allowance[key] {
 			w.fail("%s: %d of %d admissions past GCRA with burst %d (allowed by faults: %.0f)", key, over, len(times), bound.Burst, w.allowance[key])
@@ -1318,13 +1320,13 @@ func (w *simWorld) check() {
 	for _, req := range w.offered {
 		at := float64(req.at) / 1e9
 		ok := true
-		var next [MaxChecks]float64
-		var fits [MaxChecks]bool
+		var next [policy.MaxChecks]float64
+		var fits [policy.MaxChecks]bool
 		for i := 0; i < req.cs.Count; i++ {
 			r := req.cs.List[i].Rate
 			e := r.Period.Seconds() / float64(r.Limit)
 			tat := math.Max(tats[req.cs.List[i].Key], at)
-			next[i], fits[i] = tat+e, at >= tat+e-e*float64(r.burst())-1e-9
+			next[i], fits[i] = tat+e, at >= tat+e-e*float64(r.EffectiveBurst())-1e-9
 			ok = ok && (fits[i] || r.Shadow)
 		}
 		if ok {
@@ -1345,9 +1347,9 @@ func (w *simWorld) check() {
 // not admit (with simTol of slack; without probe, those are not charged),
 // and for each time of probe, the TAT (s) after every admission before it
 // (the probe's time when that is past).
-func simReplay(times []int64, r Rate, probe []int64) (over int, tats []float64) {
+func simReplay(times []int64, r policy.Rate, probe []int64) (over int, tats []float64) {
 	e := r.Period.Seconds() / float64(r.Limit)
-	offset := e * float64(r.burst())
+	offset := e * float64(r.EffectiveBurst())
 	tat := math.Inf(-1)
 	j := 0
 	for _, t := range times {

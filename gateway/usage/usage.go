@@ -15,16 +15,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"vendorgate/gateway/limit"
+	"vendorgate/gateway/policy"
 )
 
 // Policy is a limit policy's index in the gateway's policy table
-// (limit.Table): usage counts by it, the table names it.
+// (policy.Table): usage counts by it, the table names it.
 type Policy int
 
 // MaxPolicies is how many policies a vendor's counters hold: the policy
 // table's capacity.
-const MaxPolicies = limit.MaxPolicies
+const MaxPolicies = policy.MaxPolicies
 
 // The counters of one policy, in this order wherever they travel.
 const (

@@ -1,4 +1,10 @@
-package limit
+// Package policy is the limit policy table: its rows (a name, a scope,
+// a class of routes, a rate and burst per period, a shadow flag and twin),
+// each key's bucket names, and the checks a request to a route makes. It
+// knows nothing of how a check is decided (package limit does, in process
+// or in Redis): auth keeps bucket names by it, usage counts by it, and the
+// docs page reads it.
+package policy
 
 import (
 	"fmt"
@@ -8,6 +14,74 @@ import (
 	"strings"
 	"time"
 )
+
+// MaxChecks is how many limits one request can be subject to: the policies
+// of its route's classes, and a shadow twin of each (NewTable refuses a
+// table past it). The checks travel by value in an array of this size.
+const MaxChecks = 8
+
+// Rate is one limit: Limit requests per Period, with bursts up to Burst
+// (Limit when zero). Shadow limits are counted and reported but never
+// refuse. Name is the policy name in the RateLimit headers.
+type Rate struct {
+	Name   string
+	Limit  int
+	Burst  int
+	Period time.Duration
+	Shadow bool
+}
+
+// EffectiveBurst is the effective burst: Limit when Burst is not set.
+func (r Rate) EffectiveBurst() int {
+	if r.Burst > 0 {
+		return r.Burst
+	}
+	return r.Limit
+}
+
+// Quota is the policy's quota in the RateLimit headers: the burst.
+func (r Rate) Quota() int { return r.EffectiveBurst() }
+
+// Valid reports whether r can ever allow a request; redis_rate denies every
+// call with a zero burst and errors on a zero limit.
+func (r Rate) Valid() bool { return r.Limit > 0 && r.Period > 0 }
+
+// Check is one limit applied to one bucket. Key names the bucket; keys of
+// one request share a Redis Cluster hash tag ("vg:{v:<vendor>}:...").
+type Check struct {
+	Key  string
+	Rate Rate
+	// Policy is the index of the policy in its table (usage counts by it);
+	// Twin marks the check of the policy's shadow twin.
+	Policy int
+	Twin   bool
+}
+
+// Checks are the limits of one request, passed by value so that a call
+// through an interface does not allocate.
+type Checks struct {
+	Count int              // how many of List are set
+	List  [MaxChecks]Check // the first Count are the checks
+}
+
+// Add appends c; it ignores checks past MaxChecks and rates that are not set.
+func (cs *Checks) Add(c Check) {
+	if cs.Count < MaxChecks && c.Rate.Valid() {
+		cs.List[cs.Count] = c
+		cs.Count++
+	}
+}
+
+// Enforces reports whether any check may refuse the request: one that is
+// not a shadow limit.
+func (cs *Checks) Enforces() bool {
+	for i := 0; i < cs.Count; i++ {
+		if !cs.List[i].Rate.Shadow {
+			return true
+		}
+	}
+	return false
+}
 
 // A limit policy is one row of the policy table: its name (the
 // RateLimit-Policy name, the metrics' and the usage view's label), its
@@ -95,7 +169,7 @@ func LayoutOf(tables []*Table, prev *Layout) *Layout {
 	for i := range l.rows {
 		checked := false
 		for _, t := range tables {
-			checked = checked || t.Policies[i].valid()
+			checked = checked || t.Policies[i].Valid()
 		}
 		l.rows[i].unnamed = !checked
 	}
@@ -249,15 +323,15 @@ func NewTable(rows []Policy, routeClasses [][]string) (*Table, error) {
 			counted[c] = true
 		}
 		for i, row := range rows {
-			if !contains(classes, row.Class) || !row.valid() {
+			if !contains(classes, row.Class) || !row.Valid() {
 				continue
 			}
-			if p.count+1+btoi(row.Twin.valid()) > MaxChecks {
+			if p.count+1+btoi(row.Twin.Valid()) > MaxChecks {
 				return nil, fmt.Errorf("limits: a route counting %s is subject to more than %d limits (shadow twins count)", strings.Join(classes, ", "), MaxChecks)
 			}
 			p.checks[p.count] = Check{Rate: row.Rate, Policy: i}
 			p.count++
-			if row.Twin.valid() {
+			if row.Twin.Valid() {
 				tw := row.Twin
 				tw.Name, tw.Shadow = row.Name, true
 				p.checks[p.count] = Check{Rate: tw, Policy: i, Twin: true}
@@ -269,7 +343,7 @@ func NewTable(rows []Policy, routeClasses [][]string) (*Table, error) {
 		}
 	}
 	for _, row := range rows {
-		if row.valid() && !counted[row.Class] {
+		if row.Valid() && !counted[row.Class] {
 			classes := make([]string, 0, len(counted))
 			for c := range counted {
 				classes = append(classes, c)
