@@ -28,15 +28,13 @@ func newRedisSlow(t *testing.T, rs *testredis.Server) *Redis {
 	return r
 }
 
-// oneSender swaps r's batcher for one with a single sender, so that the
+// oneSender swaps r's pipeline for one with a single sender, so that the
 // calls arriving while its pipeline is in flight form exactly one batch.
 func oneSender(t *testing.T, r *Redis, timeout time.Duration) {
 	t.Helper()
-	r.batch.close()
-	r.batch = newBatcher(r.client, &RedisOptions{Timeout: timeout, WireTimeout: timeout, BusyTimeout: timeout,
-		PipelineMax: 1024, PipelineSenders: 1}, r.cb, r.hooks, r.clock)
-	r.heard = &r.batch.conns.lastRead
-	t.Cleanup(r.batch.close)
+	r.conn.RestartPipeline(timeout, 1024, 1)
+	r.heard = r.conn.Heard()
+	t.Cleanup(r.conn.Close)
 }
 
 // patient gives r's calls d for everything (a caller's wait, the wire, the
@@ -44,9 +42,7 @@ func oneSender(t *testing.T, r *Redis, timeout time.Duration) {
 // a busy machine.
 func patient(r *Redis, d time.Duration) {
 	r.timeout = d
-	if r.batch != nil {
-		r.batch.timeout, r.batch.wire, r.batch.busy = d, d, d
-	}
+	r.conn.SetTimeouts(d, d, d)
 }
 
 // inOneBatch holds Redis while n calls of fn queue behind a first one, then
@@ -57,11 +53,11 @@ func inOneBatch(t *testing.T, rs *testredis.Server, r *Redis, n int, fn func(i i
 	if _, err := r.Allow(one("vg:{v:warm}:reads", warm)); err != nil { // connection and script
 		t.Fatal(err)
 	}
-	before := r.batch.batches.Load()
+	before := r.conn.Batches()
 	rs.Pause()
 	first := make(chan error, 1)
 	go func() { _, err := r.Allow(one("vg:{v:warm}:reads", warm)); first <- err }()
-	for r.batch.batches.Load() == before {
+	for r.conn.Batches() == before {
 		time.Sleep(time.Millisecond)
 	}
 	type res struct {
@@ -73,10 +69,10 @@ func inOneBatch(t *testing.T, rs *testredis.Server, r *Redis, n int, fn func(i i
 	for i := 0; i < n; i++ {
 		go func() { d, err := r.Allow(fn(i)); out <- res{i, d, err} }()
 	}
-	for len(r.batch.queue) < n {
+	for r.conn.Queued() < n {
 		time.Sleep(time.Millisecond)
 	}
-	scripts := r.batch.scripts.Load()
+	scripts := r.conn.Scripts()
 	rs.Resume()
 	if err := <-first; err != nil {
 		t.Fatal(err)
@@ -89,7 +85,7 @@ func inOneBatch(t *testing.T, rs *testredis.Server, r *Redis, n int, fn func(i i
 		}
 		ds[x.i] = x.d
 	}
-	if got := r.batch.scripts.Load() - scripts; got != 1 {
+	if got := r.conn.Scripts() - scripts; got != 1 {
 		t.Fatalf("%d script calls for one batch of %d calls, want 1", got, n)
 	}
 	return ds
@@ -179,17 +175,7 @@ func TestBatchCluster(t *testing.T) {
 			t.Errorf("vendor %d admitted %d, want %d", v, got, l)
 		}
 	}
-	if s, b := r.batch.scripts.Load(), r.batch.batches.Load(); s < b || s > calls {
+	if s, b := r.conn.Scripts(), r.conn.Batches(); s < b || s > calls {
 		t.Fatalf("%d script calls in %d batches for %d calls", s, b, calls)
-	}
-}
-
-func TestSlot(t *testing.T) {
-	// Values from the Redis Cluster specification and CLUSTER KEYSLOT.
-	for key, want := range map[string]uint16{"123456789": 0x31C3, "foo": 12182, "{user1000}.following": 3443,
-		"{user1000}.followers": 3443, "foo{}{bar}": 8363, "foo{{bar}}zap": 4015, "foo{bar}{zap}": 5061} {
-		if got := slot(key); got != want%16384 {
-			t.Errorf("slot(%q) = %d, want %d", key, got, want%16384)
-		}
 	}
 }

@@ -48,7 +48,7 @@ func TestLateSenderIsNotAFailure(t *testing.T) {
 	if _, err := r.Allow(one("vg:{v:late}:reads", rate)); err != nil { // connection and script
 		t.Fatal(err)
 	}
-	r.batch.beforeSend = func() { time.Sleep(120 * time.Millisecond) }
+	r.conn.SetBeforeSend(func() { time.Sleep(120 * time.Millisecond) })
 	for round := 0; round < 4; round++ {
 		concurrently(16, func(i int) {
 			d, err := r.Allow(one(fmt.Sprintf("vg:{v:late%d}:reads", i), rate))
@@ -81,11 +81,11 @@ func TestBusyBoundShedsUncharged(t *testing.T) {
 	}
 	release := make(chan struct{})
 	var held atomic.Bool
-	r.batch.beforeSend = func() {
+	r.conn.SetBeforeSend(func() {
 		if held.CompareAndSwap(false, true) {
 			<-release
 		}
-	}
+	})
 	_, err := r.Allow(one("vg:{v:shed}:reads", rate))
 	if !errors.Is(err, ErrBusy) || errors.Is(err, ErrUnavailable) {
 		t.Fatalf("past the busy bound: %v, want ErrBusy", err)
@@ -125,7 +125,7 @@ func TestSilentRedisFailsAtTimeout(t *testing.T) {
 			t.Fatalf("breaker still %s after %d failed round trips", r.State(), failures.Load())
 		}
 	}
-	if k := r.hooks.lastKind(); k != FailTimeout {
+	if k := r.health.LastKind(); k != FailTimeout {
 		t.Fatalf("last failure kind %q, want %q", k, FailTimeout)
 	}
 }
@@ -160,11 +160,11 @@ func lateNodeLimiter(t *testing.T) (*Redis, *atomic.Int64) {
 func TestReplyReadLateIsTaken(t *testing.T) {
 	r, failures := lateNodeLimiter(t)
 	var late atomic.Bool
-	r.batch.conns.beforeRead = func() {
+	r.conn.SetBeforeRead(func() {
 		if late.Load() {
 			time.Sleep(150 * time.Millisecond) // past the 100ms wire deadline
 		}
-	}
+	})
 	rate := policy.Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}
 	if _, err := r.Allow(one("vg:{v:rl}:reads", rate)); err != nil {
 		t.Fatalf("first call: %v", err)
@@ -195,11 +195,11 @@ func TestReplyReadLateIsTaken(t *testing.T) {
 func TestRequestWrittenLateIsNotAFailure(t *testing.T) {
 	r, failures := lateNodeLimiter(t)
 	var late atomic.Bool
-	r.batch.conns.beforeWrite = func() {
+	r.conn.SetBeforeWrite(func() {
 		if late.Load() {
 			time.Sleep(150 * time.Millisecond) // past the 100ms wire deadline
 		}
-	}
+	})
 	rate := policy.Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}
 	if _, err := r.Allow(one("vg:{v:wl}:reads", rate)); err != nil {
 		t.Fatalf("first call: %v", err)
@@ -233,7 +233,7 @@ func TestLateNodeWaitsForAPausedRedis(t *testing.T) {
 	if _, err := r.Allow(one("vg:{v:paused}:reads", rate)); err != nil {
 		t.Fatal(err)
 	}
-	r.batch.late.wakeDelay.Store(int64(150 * time.Millisecond))
+	r.conn.SetWakeDelay(150 * time.Millisecond)
 	for deadline := time.Now().Add(5 * time.Second); r.Lateness() < 100*time.Millisecond; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("lateness %s with the probe 150ms late", r.Lateness())
@@ -266,7 +266,7 @@ func TestLateNodeWaitsForAPausedRedis(t *testing.T) {
 	// The node quiet again: the grace falls back (to a few ms; on a loaded
 	// test machine more), and a paused Redis is called dead at about the
 	// timeout.
-	r.batch.late.wakeDelay.Store(0)
+	r.conn.SetWakeDelay(0)
 	for deadline := time.Now().Add(10 * time.Second); r.Grace() >= 200*time.Millisecond; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("grace still %s (lateness %s) on a quiet probe", r.Grace(), r.Lateness())

@@ -5,23 +5,22 @@
 // errors are for failures (ErrUnavailable), which the gateway answers with
 // 503: it never fails open.
 //
-// How *Redis waits (pipeline.go, conns.go, failure.go): a request's call
-// joins the next pipelined batch; a sender makes the round trip under a
-// wire deadline of its own (WireTimeout) and reports it to the breaker as
-// ONE outcome (a TwoStepCircuitBreaker judging failures in a row or by
-// share over a window). The request waits Timeout for its reply, then
-// judges Redis by the limiter's sockets: silent (a request written
-// Timeout ago, plus a grace from the node's measured scheduling lateness,
-// about zero on a quiet node: lateness.go; nothing read since, no reply
-// waiting unread) fails it closed with ErrUnavailable; anything else is
-// the node being late, and it waits on up to BusyTimeout, then is shed
-// with ErrBusy, uncharged when its call was never sent. Those three answers
-// stay apart: a Redis failure, an overloaded node, a decision.
+// Where a request is admitted or refused: allow.go (Redis.Allow). It
+// answers from the in-process memory of denials, from this gateway's
+// leases (lease.go: tokens the script charged ahead, spent without asking
+// Redis while Redis answers, the unused sent back as refunds), or by one
+// call of the script (lua.go: GCRA with Redis' TIME as the clock, charging
+// and leasing, and refunding), and assembles the Decision. redis.go builds
+// the limiter and runs the lease loop (heartbeat, refunds, reload, Close).
+// docs/limits.md is the whole account: the algorithm, the invariants, why
+// the lease bound holds, and each failure mode with what a vendor sees.
 //
-// Leases (lease.go): a busy bucket's call takes its own token and a lease
-// of more, which this gateway spends without asking Redis while Redis
-// answers; one Lua script (lua.go) charges, leases and refunds, keeping
-// redis_rate's stored value.
+// How a call reaches Redis, and when Redis counts as down, is the
+// transport's (gateway/limit/redisconn): keys and arguments in, raw replies
+// out, pipelined, judged at the sockets, behind a breaker. It answers a
+// caller whose Redis stayed silent past Timeout with a failure (here
+// ErrUnavailable), and one whose node was too late to get Redis' answer
+// in time with ErrBusy (shed, never taken for an outage).
 package limit
 
 import (

@@ -1,6 +1,11 @@
 package limit
 
-import "github.com/redis/go-redis/v9"
+import (
+	"github.com/redis/go-redis/v9"
+
+	"vendorgate/gateway/limit/redisconn"
+	"vendorgate/gateway/policy"
+)
 
 // gcraSource is the limiter's one Redis script: redis_rate's GCRA (the same
 // arithmetic, the same clock from Redis TIME, the same stored value: the
@@ -145,3 +150,22 @@ var gcraScript = redis.NewScript(gcraSource)
 
 // valuesPerKey is how many integers the script answers per admission key.
 const valuesPerKey = 6
+
+// argsPerKey is how many ARGV values an admission key takes (setArgs).
+const argsPerKey = 4
+
+// A request's checks fit one call of the transport.
+var (
+	_ [redisconn.MaxKeys - policy.MaxChecks]struct{}
+	_ [redisconn.MaxArgs - argsPerKey*policy.MaxChecks]struct{}
+)
+
+// setArgs writes one admission key's four script arguments into dst.
+func setArgs(dst []any, r policy.Rate, want int) {
+	shadow := "0"
+	if r.Shadow {
+		shadow = "1"
+	}
+	emission := r.Period.Seconds() / float64(r.Limit)
+	dst[0], dst[1], dst[2], dst[3] = emission, emission*float64(r.EffectiveBurst()), shadow, max(want, 1)
+}

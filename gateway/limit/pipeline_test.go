@@ -56,7 +56,7 @@ func TestPipelineOwnResults(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if b := r.batch.batches.Load(); b == 0 || b > n {
+	if b := r.conn.Batches(); b == 0 || b > n {
 		t.Fatalf("%d pipelines for %d calls", b, n)
 	}
 }
@@ -115,11 +115,11 @@ func TestPipelineBatches(t *testing.T) {
 	if _, err := r.Allow(one("vg:{v:b}:reads", rate)); err != nil { // warm: connection and script
 		t.Fatal(err)
 	}
-	before := r.batch.batches.Load()
+	before := r.conn.Batches()
 	rs.Pause()
 	done := make(chan error, 1)
 	go func() { _, err := r.Allow(one("vg:{v:b}:reads", rate)); done <- err }()
-	for r.batch.batches.Load() == before { // the first call's pipeline is in flight
+	for r.conn.Batches() == before { // the first call's pipeline is in flight
 		time.Sleep(time.Millisecond)
 	}
 	const n = 40
@@ -127,7 +127,7 @@ func TestPipelineBatches(t *testing.T) {
 	for i := 0; i < n; i++ {
 		go func() { _, err := r.Allow(one("vg:{v:b}:reads", rate)); errs <- err }()
 	}
-	for len(r.batch.queue) < n {
+	for r.conn.Queued() < n {
 		time.Sleep(time.Millisecond)
 	}
 	rs.Resume()
@@ -139,7 +139,7 @@ func TestPipelineBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := r.batch.batches.Load() - before; got != 2 {
+	if got := r.conn.Batches() - before; got != 2 {
 		t.Fatalf("%d pipelines for 1 + %d calls, want 2", got, n)
 	}
 }

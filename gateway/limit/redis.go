@@ -1,7 +1,6 @@
 package limit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -13,8 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 
-	"vendorgate/gateway/breaker"
-	"vendorgate/gateway/policy"
+	"vendorgate/gateway/limit/redisconn"
 )
 
 // keyPrefix is redis_rate's key prefix: the script keeps redis_rate's
@@ -107,26 +105,46 @@ type RedisOptions struct {
 	OnCharged func(n int)
 }
 
-// BreakerName is the name of the limiter's breaker in metrics.
-const BreakerName = "redis"
+// The transport's names the gateway uses: the breaker's name in metrics,
+// the shed answer of a busy node, how a failed round trip is classified.
+const BreakerName = redisconn.BreakerName
+
+// ErrBusy means this gateway could not get a request's limit call answered
+// within RedisOptions.BusyTimeout although Redis was answering meanwhile,
+// or could not get a connection of its own pool in time (see
+// redisconn.ErrBusy). The caller refuses the request as an overload (503
+// request_failed), never as a limiter outage, and never lets it through.
+var ErrBusy = redisconn.ErrBusy
+
+// FailureKind says how a round trip to Redis failed.
+type FailureKind = redisconn.FailureKind
+
+// The kinds of failed round trips (see redisconn).
+const (
+	FailTimeout    = redisconn.FailTimeout
+	FailConnection = redisconn.FailConnection
+	FailScript     = redisconn.FailScript
+)
+
+// KindOf classifies the error of a failed round trip.
+func KindOf(err error) FailureKind { return redisconn.KindOf(err) }
 
 // Redis is the shared limiter: GCRA in Redis by one script (lua.go)
 // applying redis_rate's arithmetic, with its stored value, to every limit
 // of a request in one round trip. A denial is remembered in process until its
 // RetryAfter, so a vendor known to be over its limit costs no Redis call.
 type Redis struct {
-	client    redis.UniversalClient
 	timeout   time.Duration
 	wire      time.Duration
-	cb        *gobreaker.TwoStepCircuitBreaker[Decision]
-	hooks     *hooks
+	health    *redisconn.Health
+	conn      *redisconn.Conn // nil with a simulation's roundTrip
+	batched   bool            // decisions go through conn's pipeline
 	observe   func(time.Duration, error)
 	now       func() time.Time
 	seed      maphash.Seed
 	denied    [localShards]deniedShard
 	closeOnce sync.Once
-	batch     *batcher // nil without Pipeline
-	leases    *leases  // nil without Pipeline
+	leases    *leases // nil without Pipeline
 	charged   func(n int)
 	// returnAll asks the lease loop to send every lease back (a reload).
 	returnAll atomic.Bool
@@ -144,7 +162,7 @@ type Redis struct {
 	// from Redis, on any connection (clock's time).
 	clock clock
 	heard *atomic.Int64
-	// rt, when set, replaces the batcher and the client (see roundTrip).
+	// rt, when set, replaces conn (see roundTrip).
 	rt roundTrip
 	// The lease loop: one beat at a time under loopMu, each arming the next
 	// (see leaseTick); stopBeat cancels the next; lastSweep is the last
@@ -178,17 +196,10 @@ func (systemClock) AfterFunc(d time.Duration, f func()) func() bool { return tim
 // every node the buckets live on; it returns each group's reply. A
 // decision's call (judged) is waited for as the batcher waits: failed
 // only when Redis was silent past Timeout; a ping and refunds wait up to
-// deadline. The limiter's own is the batcher (decisions) and the client
-// (the rest); a simulation brings its own, to decide delay, order and
-// loss.
+// deadline. The limiter's own is its Conn's pipeline (decisions) and its
+// Conn's client (the rest); a simulation brings its own, to decide delay,
+// order and loss.
 type roundTrip func(judged bool, deadline time.Duration, keys [][]string, args [][]any) ([][]any, error)
-
-type deniedShard struct {
-	mu sync.RWMutex
-	m  map[string]denial
-}
-
-type denial struct{ until, reset int64 } // unix ns
 
 // NewRedis returns a Redis limiter behind its own breaker.
 func NewRedis(o RedisOptions) (*Redis, error) {
@@ -196,7 +207,7 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 }
 
 // newRedis is NewRedis on clock; with rt (a simulation) the limiter has
-// no batcher, starts no goroutine of its own and needs no client.
+// no Conn, starts no goroutine of its own and needs no client.
 func newRedis(o RedisOptions, clk clock, rt roundTrip) (*Redis, error) {
 	if o.Client == nil && rt == nil {
 		return nil, errors.New("limit: redis client required")
@@ -230,12 +241,9 @@ func newRedis(o RedisOptions, clk clock, rt roundTrip) (*Redis, error) {
 	if o.ObserveCall == nil {
 		o.ObserveCall = func(time.Duration, error) {}
 	}
-	h := &hooks{failure: o.OnFailure, unsent: o.OnUnsent, busy: o.OnBusy, open: o.OnBreakerOpen}
 	r := &Redis{
-		client:  o.Client,
 		timeout: o.Timeout,
 		wire:    o.WireTimeout,
-		hooks:   h,
 		observe: o.ObserveCall,
 		now:     o.Now,
 		seed:    maphash.MakeSeed(),
@@ -243,11 +251,6 @@ func newRedis(o RedisOptions, clk clock, rt roundTrip) (*Redis, error) {
 		clock:   clk,
 		rt:      rt,
 	}
-	r.cb = breaker.NewTwoStep[Decision](breaker.Settings{Name: BreakerName, Failures: o.BreakerFailures,
-		Window: o.BreakerWindow, FailureRatio: o.BreakerFailureRatio, OpenFor: o.BreakerOpenFor,
-		OnTrip:        func(c gobreaker.Counts) { h.counts = c },
-		Excluded:      notRedis, // the gateway read late, or its pool was full: not Redis' failure
-		OnStateChange: h.onStateChange(o.OnStateChange, o.BreakerWindow.String())})
 	for i := range r.denied {
 		r.denied[i].m = make(map[string]denial)
 	}
@@ -264,10 +267,30 @@ func newRedis(o RedisOptions, clk clock, rt roundTrip) (*Redis, error) {
 			now := r.clock.Nanotime()
 			return now-r.heard.Load() <= int64(o.Timeout) && (!r.cluster || now-r.pinged.Load() <= int64(o.Timeout))
 		}, o.Leases)
-		h.lost = r.leases.drop // before the senders start
+	}
+	hopts := redisconn.HealthOptions{BreakerOpenFor: o.BreakerOpenFor, BreakerFailures: o.BreakerFailures,
+		BreakerWindow: o.BreakerWindow, BreakerFailureRatio: o.BreakerFailureRatio,
+		OnStateChange: o.OnStateChange, OnBreakerOpen: o.OnBreakerOpen, OnFailure: o.OnFailure,
+		OnUnsent: o.OnUnsent, OnBusy: o.OnBusy}
+	if r.leases != nil {
+		hopts.OnLost = r.leases.drop // Redis failed: the leases go with it
+	}
+	var err error
+	if r.health, err = redisconn.NewHealth(hopts); err != nil {
+		return nil, fmt.Errorf("limit: %w", err)
+	}
+	if rt == nil {
+		r.conn, err = redisconn.New(redisconn.Options{Client: o.Client, Script: gcraScript, Timeout: o.Timeout,
+			WireTimeout: o.WireTimeout, BusyTimeout: o.BusyTimeout, Pipeline: o.Pipeline,
+			PipelineMax: o.PipelineMax, PipelineSenders: o.PipelineSenders}, r.health, clk)
+		if err != nil {
+			return nil, fmt.Errorf("limit: %w", err)
+		}
+		r.batched = o.Pipeline
+	}
+	if o.Pipeline {
 		if rt == nil {
-			r.batch = newBatcher(o.Client, &o, r.cb, h, clk)
-			r.heard = &r.batch.conns.lastRead
+			r.heard = r.conn.Heard()
 			r.rt = r.clientTrip
 		} else {
 			r.heard = new(atomic.Int64)
@@ -307,8 +330,8 @@ func (r *Redis) Close() {
 		r.stopBeat()
 		r.sendRefunds(r.leases.sweep(r.clock.Nanotime(), true))
 		r.loopMu.Unlock()
-		if r.batch != nil {
-			r.batch.close()
+		if r.conn != nil {
+			r.conn.Close()
 		}
 	})
 }
@@ -342,9 +365,9 @@ func (r *Redis) leaseTick() {
 		switch _, err := r.rt(false, r.timeout+r.Grace(), nil, nil); {
 		case err == nil:
 			r.pinged.Store(now)
-		case replyLate(err):
+		case redisconn.ReplyLate(err):
 		default:
-			r.hooks.onFailure(err)
+			r.health.Failed(err)
 		}
 	}
 	all := r.returnAll.Swap(false)
@@ -354,30 +377,14 @@ func (r *Redis) leaseTick() {
 	}
 }
 
-// clientTrip is the limiter's roundTrip over its client, for pings and
-// refunds (decisions go through the batcher).
+// clientTrip is the limiter's roundTrip over its Conn's client, for pings
+// of every node the buckets live on and refunds (decisions go through the
+// pipeline).
 func (r *Redis) clientTrip(_ bool, deadline time.Duration, keys [][]string, args [][]any) ([][]any, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
 	if len(keys) == 0 {
-		late := r.batch.conns.lateReads.Load()
-		err := r.ping(ctx)
-		if err != nil && KindOf(err) == FailTimeout && r.batch.conns.lateReads.Load() != late {
-			err = fmt.Errorf("%w: %w", errReadLate, err)
-		}
-		return nil, err
+		return nil, r.conn.Ping(deadline)
 	}
-	_, err := runScripts(ctx, r.client, keys, args)
-	return nil, err
-}
-
-// ping asks every Redis the limiter's buckets live on (each master of a
-// Cluster) whether it answers.
-func (r *Redis) ping(ctx context.Context) error {
-	if c, ok := r.client.(*redis.ClusterClient); ok {
-		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.Ping(ctx).Err() })
-	}
-	return r.client.Ping(ctx).Err()
+	return r.conn.Run(deadline, keys, args)
 }
 
 // refundsPerScript bounds the keys of one refund script: the script reads
@@ -389,7 +396,7 @@ const refundsPerScript = 1000
 // hash slot with a Cluster, and one per refundsPerScript keys, pipelined).
 // A refund that fails is lost: the tokens come back as the bucket refills.
 func (r *Redis) sendRefunds(refs []refund) {
-	if len(refs) == 0 || r.cb.State() == gobreaker.StateOpen {
+	if len(refs) == 0 || r.health.Open() {
 		return
 	}
 	var keys [][]string
@@ -398,7 +405,7 @@ func (r *Redis) sendRefunds(refs []refund) {
 	for _, f := range refs {
 		var s uint16
 		if r.cluster {
-			s = slot(f.key)
+			s = redisconn.Slot(f.key)
 		}
 		i, ok := index[s]
 		if !ok || len(keys[i]) == refundsPerScript {
@@ -416,10 +423,10 @@ func (r *Redis) sendRefunds(refs []refund) {
 // the gateway's goroutines woke over about the last second (a probe's
 // short sleeps, callers' timers). Zero without Pipeline.
 func (r *Redis) Lateness() time.Duration {
-	if r.batch == nil {
+	if r.conn == nil {
 		return 0
 	}
-	return r.batch.late.Lateness()
+	return r.conn.Lateness()
 }
 
 // Grace is how much longer than Timeout a silent Redis is waited for now
@@ -428,337 +435,12 @@ func (r *Redis) Lateness() time.Duration {
 // and at least the longest Redis took to answer over the same second (see
 // lateness). Zero on a quiet node, and without Pipeline.
 func (r *Redis) Grace() time.Duration {
-	if r.batch == nil {
+	if r.conn == nil {
 		return 0
 	}
-	return r.batch.late.Grace()
+	return r.conn.Grace()
 }
 
 // State is the breaker's state; reading it also moves an open breaker whose
 // time is up to half-open.
-func (r *Redis) State() gobreaker.State { return r.cb.State() }
-
-// Allow checks cs: from this gateway's leases when every bucket of the
-// request has a token (lease.go), otherwise in Redis. Redis down, silent
-// past Timeout, or the breaker open: ErrUnavailable; the node too busy to
-// get an answer within BusyTimeout while Redis answers: ErrBusy; never an
-// allowed Decision.
-func (r *Redis) Allow(cs policy.Checks) (Decision, error) {
-	if cs.Count == 0 {
-		return Decision{Allowed: true}, nil
-	}
-	now := r.now().UnixNano()
-	var d Decision
-	var err error
-	if r.leases != nil && r.leases.on() {
-		if r.closed.Load() {
-			return Decision{}, errLimiterClosed
-		}
-		var again bool
-		d, again, err = r.allowLeased(&cs, now, true)
-		if again {
-			d, _, err = r.allowLeased(&cs, now, false)
-		}
-	} else {
-		if d, ok := r.remembered(&cs, nil, now); ok {
-			return d, nil
-		}
-		d, err = r.allowRedis(&cs)
-	}
-	if err != nil || d.Allowed {
-		return d, err
-	}
-	for i := 0; i < cs.Count; i++ {
-		if res := d.Results[i]; res.Known && !res.Allowed && !cs.List[i].Rate.Shadow && res.RetryAfter > 0 {
-			r.remember(cs.List[i].Key, denial{until: now + int64(res.RetryAfter), reset: now + int64(res.ResetAfter)})
-		}
-	}
-	return d, nil
-}
-
-// remembered answers cs from the in-process memory of denials: the first
-// enforced bucket (not held, when held is given) known to refuse until
-// later.
-func (r *Redis) remembered(cs *policy.Checks, held *[policy.MaxChecks]bool, now int64) (Decision, bool) {
-	for i := 0; i < cs.Count; i++ {
-		if cs.List[i].Rate.Shadow || held != nil && held[i] {
-			continue
-		}
-		if dn, ok := r.deniedUntil(cs.List[i].Key, now); ok {
-			var d Decision
-			d.Results[i] = Result{Known: true, RetryAfter: time.Duration(dn.until - now), ResetAfter: time.Duration(dn.reset - now)}
-			d.decide(cs)
-			return d, true
-		}
-	}
-	return Decision{}, false
-}
-
-// allowRedis decides cs in Redis, one token a bucket: no lease.
-func (r *Redis) allowRedis(cs *policy.Checks) (Decision, error) {
-	if r.cb.State() == gobreaker.StateOpen {
-		return Decision{}, errOpen
-	}
-	want := ones
-	d, _, err := r.call(cs, &want)
-	return d, err
-}
-
-// ones asks one token of every bucket.
-var ones = [policy.MaxChecks]int{1, 1, 1, 1, 1, 1, 1, 1}
-
-// errLimiterClosed answers a leased decision after Close.
-var errLimiterClosed = fmt.Errorf("%w: %w", ErrUnavailable, errClosed)
-
-// errOpen answers a call the open breaker refuses.
-var errOpen = fmt.Errorf("%w: breaker %s: %w", ErrUnavailable, BreakerName, gobreaker.ErrOpenState)
-
-// allowLeased decides cs from the leases of its buckets, asking Redis for
-// the buckets without a token (and their next lease) only. A request is
-// admitted with a token from each bucket; when a remembered denial, Redis
-// refuses or fails, the tokens taken from leases go back to them. (A
-// lease's tokens are spent before a denial remembered for its bucket: they
-// were charged.) clock is the denial memory's clock. A refusal by Redis of
-// a bucket whose lease holds tokens it did not honour (Redis had not
-// answered lately) says again is worth it, when first: Redis has answered
-// now.
-func (r *Redis) allowLeased(cs *policy.Checks, clock int64, first bool) (d Decision, again bool, err error) {
-	now := r.clock.Nanotime()
-	epoch := r.leases.epoch.Load()
-	var tickets [policy.MaxChecks]ticket
-	var held [policy.MaxChecks]bool
-	var rest policy.Checks
-	var want, idx [policy.MaxChecks]int // by rest's index: tokens asked, index in cs
-	for i := 0; i < cs.Count; i++ {
-		res, t, w, ok := r.leases.take(cs.List[i].Key, now, !first)
-		if ok {
-			d.Results[i], tickets[i], held[i] = res, t, true
-			continue
-		}
-		idx[rest.Count], want[rest.Count] = i, w
-		rest.List[rest.Count] = cs.List[i]
-		rest.Count++
-	}
-	if rest.Count == 0 {
-		d.decide(cs)
-		return d, false, nil
-	}
-	giveBack := func() {
-		for i := 0; i < cs.Count; i++ {
-			if held[i] {
-				r.leases.giveBack(cs.List[i].Key, tickets[i], now)
-			}
-		}
-	}
-	if dn, ok := r.remembered(cs, &held, clock); ok {
-		giveBack()
-		return dn, false, nil
-	}
-	if r.cb.State() == gobreaker.StateOpen {
-		giveBack()
-		return Decision{}, false, errOpen
-	}
-	r.closing.RLock() // until the grants are in
-	defer r.closing.RUnlock()
-	if r.closed.Load() {
-		giveBack()
-		return Decision{}, false, errLimiterClosed
-	}
-	rd, grants, err := r.call(&rest, &want)
-	if err != nil {
-		giveBack()
-		return Decision{}, false, err
-	}
-	for j := 0; j < rest.Count; j++ {
-		d.Results[idx[j]] = rd.Results[j]
-	}
-	d.decide(cs)
-	if !d.Allowed {
-		giveBack()
-		if first {
-			for j := 0; j < rest.Count; j++ {
-				if res := rd.Results[j]; !res.Allowed && !rest.List[j].Rate.Shadow && r.leases.holds(rest.List[j].Key, now) {
-					return d, true, nil
-				}
-			}
-		}
-		return d, false, nil
-	}
-	done := r.clock.Nanotime()
-	for j := 0; j < rest.Count; j++ {
-		c := &rest.List[j]
-		g := grants[j]
-		r.leases.grant(c.Key, c.Rate, rd.Results[j], g.n, g.tatUS, epoch, now, done)
-		if extra := g.n - 1; extra > 0 {
-			// The header counts the lease as this gateway's remaining.
-			res := &d.Results[idx[j]]
-			res.Remaining = min(res.Remaining+extra, c.Rate.EffectiveBurst())
-			res.ResetAfter = max(res.ResetAfter-time.Duration(extra)*(c.Rate.Period/time.Duration(c.Rate.Limit)), 0)
-		}
-	}
-	return d, false, nil
-}
-
-// grant is what the script granted one bucket of an allowed call: n
-// tokens (the request's own and a lease of the rest; 0 when refused) and
-// the bucket's TAT after them, µs since 2017.
-type grant struct {
-	n     int
-	tatUS int64
-}
-
-// call makes the one round trip of a decision: through the batcher, which
-// reports each round trip to the breaker itself, or alone. want is the
-// tokens asked of each bucket.
-func (r *Redis) call(cs *policy.Checks, want *[policy.MaxChecks]int) (Decision, [policy.MaxChecks]grant, error) {
-	start := time.Now()
-	var d Decision
-	var g [policy.MaxChecks]grant
-	var err error
-	if r.batch != nil || r.leases != nil {
-		var v []any
-		if r.batch != nil {
-			v, err = r.batch.do(cs, want)
-		} else {
-			v, err = r.tripCall(*cs, *want) // by value: cs must not escape
-		}
-		if err == nil {
-			d, g, err = batchDecisionOf(cs, v)
-		}
-	} else {
-		d, g, err = r.callAlone(cs)
-	}
-	r.observe(time.Since(start), err)
-	switch {
-	case err == nil:
-	case errors.Is(err, ErrBusy):
-		r.hooks.onBusy()
-		return Decision{}, g, err
-	default:
-		return Decision{}, g, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	d.decide(cs)
-	if d.Allowed && r.charged != nil {
-		n := 0
-		for i := 0; i < cs.Count; i++ {
-			if g[i].n > 0 {
-				n++
-			}
-		}
-		r.charged(n)
-	}
-	return d, g, nil
-}
-
-// tripCall is a decision's call through rt, in place of the batcher (a
-// simulation's): a round trip that failed drops the leases, as the
-// batcher's sender does; a caller that gave up (silent, busy) drops
-// nothing itself.
-func (r *Redis) tripCall(cs policy.Checks, want [policy.MaxChecks]int) ([]any, error) {
-	keys := make([]string, cs.Count)
-	args := make([]any, 1+4*cs.Count)
-	args[0] = cs.Count
-	for i := 0; i < cs.Count; i++ {
-		keys[i] = keyPrefix + cs.List[i].Key
-		setArgs(args[1+4*i:5+4*i], cs.List[i].Rate, want[i])
-	}
-	v, err := r.rt(true, r.timeout, [][]string{keys}, [][]any{args})
-	switch {
-	case err == nil:
-		return v[0], nil
-	case !errors.Is(err, ErrBusy) && !errors.Is(err, errSilent):
-		r.hooks.onFailure(err)
-	}
-	return nil, err
-}
-
-// callAlone makes the call on a connection of its own, bounded by the
-// timeout: one round trip, one outcome for the breaker, one token a
-// bucket. (Without the batcher a caller is its own sender: a busy node's
-// late caller still counts a late round trip, among the window's others.)
-func (r *Redis) callAlone(cs *policy.Checks) (Decision, [policy.MaxChecks]grant, error) {
-	done, err := r.cb.Allow()
-	if err != nil {
-		return Decision{}, [policy.MaxChecks]grant{}, fmt.Errorf("breaker %s: %w", BreakerName, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
-	defer cancel()
-	keys := make([]string, cs.Count)
-	args := make([]any, 1+4*cs.Count)
-	args[0] = cs.Count
-	for i := 0; i < cs.Count; i++ {
-		keys[i] = keyPrefix + cs.List[i].Key
-		setArgs(args[1+4*i:5+4*i], cs.List[i].Rate, 1)
-	}
-	cmds, err := runScripts(ctx, r.client, [][]string{keys}, [][]any{args})
-	done(err)
-	if err != nil && poolWait(err) { // never sent: this gateway's overload
-		return Decision{}, [policy.MaxChecks]grant{}, fmt.Errorf("%w: %w", ErrBusy, err)
-	}
-	if err != nil {
-		r.hooks.onFailure(err)
-		return Decision{}, [policy.MaxChecks]grant{}, err
-	}
-	v, err := cmds[0].Slice()
-	if err != nil {
-		return Decision{}, [policy.MaxChecks]grant{}, err
-	}
-	return batchDecisionOf(cs, v)
-}
-
-// batchDecisionOf reads cs's part of the script's answer: six integers
-// per key, times in microseconds.
-func batchDecisionOf(cs *policy.Checks, v []any) (Decision, [policy.MaxChecks]grant, error) {
-	var d Decision
-	var g [policy.MaxChecks]grant
-	if len(v) != valuesPerKey*cs.Count {
-		return d, g, fmt.Errorf("limit script answered %d values for %d keys", len(v), cs.Count)
-	}
-	for i := 0; i < cs.Count; i++ {
-		var x [valuesPerKey]int64
-		for j := range x {
-			n, ok := v[valuesPerKey*i+j].(int64)
-			if !ok {
-				return Decision{}, g, fmt.Errorf("limit script answered %T, want an integer", v[valuesPerKey*i+j])
-			}
-			x[j] = n
-		}
-		allowed, rem, retry, reset := x[0] == 1, x[1], x[2], x[3]
-		d.Results[i] = Result{Known: true, Allowed: allowed, Remaining: int(rem), ResetAfter: time.Duration(reset) * time.Microsecond}
-		if !allowed {
-			d.Results[i].RetryAfter = time.Duration(retry) * time.Microsecond
-		}
-		g[i] = grant{n: int(x[4]), tatUS: x[5]}
-	}
-	return d, g, nil
-}
-
-func (r *Redis) shard(key string) *deniedShard {
-	return &r.denied[maphash.String(r.seed, key)%localShards]
-}
-
-func (r *Redis) deniedUntil(key string, now int64) (denial, bool) {
-	sh := r.shard(key)
-	sh.mu.RLock()
-	dn, ok := sh.m[key]
-	sh.mu.RUnlock()
-	if !ok || dn.until <= now {
-		return denial{}, false
-	}
-	return dn, true
-}
-
-func (r *Redis) remember(key string, dn denial) {
-	sh := r.shard(key)
-	sh.mu.Lock()
-	if len(sh.m) >= 1024 { // bounded: drop the denials that have ended
-		now := r.now().UnixNano()
-		for k, v := range sh.m {
-			if v.until <= now {
-				delete(sh.m, k)
-			}
-		}
-	}
-	sh.m[key] = dn
-	sh.mu.Unlock()
-}
+func (r *Redis) State() gobreaker.State { return r.health.State() }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"vendorgate/gateway/limit/redisconn"
 	"vendorgate/gateway/policy"
 )
 
@@ -440,7 +441,7 @@ func newSimWorld(seed int64, verbose bool, t *testing.T) *simWorld {
 		w.vendors = append(w.vendors, vd)
 	}
 	for key := range w.rates {
-		w.keyNode[keyPrefix+key] = int(slot(key)) % len(w.nodes)
+		w.keyNode[keyPrefix+key] = int(redisconn.Slot(key)) % len(w.nodes)
 	}
 	for i := 0; i < 2+rng.Intn(2); i++ {
 		w.slots = append(w.slots, nil)
@@ -491,7 +492,7 @@ func (g *simGW) roundTrip(judged bool, deadline time.Duration, keys [][]string, 
 	w := g.w
 	p := w.current
 	if w.over {
-		return nil, errClosed
+		return nil, redisconn.ErrClosed
 	}
 	sent := w.now
 	n := len(keys)
@@ -593,7 +594,7 @@ func (g *simGW) roundTrip(judged bool, deadline time.Duration, keys [][]string, 
 			}
 			switch {
 			case !heard:
-				g.deliver(p, st, call, simReply{err: errSilent})
+				g.deliver(p, st, call, simReply{err: redisconn.ErrSilent})
 			case w.now-sent >= int64(time.Second):
 				g.deliver(p, st, call, simReply{err: ErrBusy})
 			default:
@@ -603,14 +604,14 @@ func (g *simGW) roundTrip(judged bool, deadline time.Duration, keys [][]string, 
 		w.after(simTimeout, look)
 		w.after(simWire, func() { // the sender's round trip: a failure drops every lease
 			if st.count < n && !g.dead {
-				g.r.hooks.onFailure(context.DeadlineExceeded)
+				g.r.health.Failed(context.DeadlineExceeded)
 			}
 		})
 	} else {
 		w.after(deadline, func() {
 			err := context.DeadlineExceeded
 			if st.lateRead {
-				err = fmt.Errorf("%w: %w", errReadLate, err)
+				err = fmt.Errorf("%w: %w", redisconn.ErrReadLate, err)
 			}
 			if !st.done {
 				g.deliver(p, st, call, simReply{err: err})
@@ -952,7 +953,7 @@ func (w *simWorld) decided(req *simReq, d Decision, err error) {
 		last = req.calls[n-1]
 	}
 	if err != nil {
-		if !w.faulted && !errors.Is(err, errClosed) {
+		if !w.faulted && !errors.Is(err, redisconn.ErrClosed) {
 			w.fail("gateway %d answered %v with Redis healthy", g.id, err)
 		}
 		return
@@ -1259,7 +1260,7 @@ func (w *simWorld) run() {
 	}
 	w.over = true
 	for len(w.parked) > 0 { // let the goroutines still waiting end
-		w.resume(w.parked[0], simReply{err: errClosed})
+		w.resume(w.parked[0], simReply{err: redisconn.ErrClosed})
 	}
 	w.check()
 }

@@ -1,4 +1,4 @@
-package limit
+package redisconn
 
 import (
 	"sync/atomic"

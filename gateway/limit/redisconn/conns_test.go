@@ -1,4 +1,4 @@
-package limit
+package redisconn
 
 import (
 	"context"
@@ -9,6 +9,11 @@ import (
 
 	"vendorgate/shared/testredis"
 )
+
+// systemClock is the system's monotonic time since epoch.
+type systemClock struct{ epoch time.Time }
+
+func (c systemClock) Nanotime() int64 { return int64(time.Since(c.epoch)) }
 
 // TestConnsJudgeAtTheSocket: a request written to Redis and answered is
 // not silence while its reply waits unread (the node is late, not Redis);

@@ -1,9 +1,9 @@
-package limit
+package redisconn
 
-// slot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its hash
+// Slot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its hash
 // tag (the part between the first "{" and the next "}", when not empty)
 // or of the whole key, modulo 16384, as the cluster specification defines.
-func slot(key string) uint16 {
+func Slot(key string) uint16 {
 	if i := indexByte(key, '{'); i >= 0 {
 		if j := indexByte(key[i+1:], '}'); j > 0 {
 			key = key[i+1 : i+1+j]

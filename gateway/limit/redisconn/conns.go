@@ -1,4 +1,4 @@
-package limit
+package redisconn
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // (a sender that got its core late) is not yet waited on; a reply that
 // arrived while the gateway was not scheduled is waiting, not missing.
 type conns struct {
-	clock    clock
+	clock    Clock
 	lastRead atomic.Int64 // clock's ns: the latest read that returned bytes, on any connection
 	mu       sync.Mutex
 	set      map[*watchedConn]syscall.RawConn // nil RawConn: cannot be peeked (TLS)

@@ -1,6 +1,6 @@
 //go:build unix
 
-package limit
+package redisconn
 
 import "syscall"
 

@@ -1,4 +1,4 @@
-package limit
+package redisconn
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// ErrBusy means this gateway could not get a request's limit call answered
-// within RedisOptions.BusyTimeout although Redis was answering meanwhile,
+// ErrBusy means this gateway could not get a request's call answered
+// within Options.BusyTimeout although Redis was answering meanwhile,
 // or could not get a connection of its own pool in time: the node is past
 // its capacity, Redis is not at fault. The caller refuses
 // the request as an overload (503 request_failed), never as a limiter
@@ -56,15 +56,15 @@ func isReply(err error) bool {
 	return errors.As(err, &re)
 }
 
-// hooks are the limiter's outward notifications, each optional, and what
-// it remembers of failures to say why its breaker opened.
+// hooks are the outward notifications, each optional, and what is
+// remembered of failures to say why the breaker opened.
 type hooks struct {
 	failure func(kind FailureKind, err error)
 	unsent  func()
 	busy    func()
 	open    func(kind FailureKind, why string, reopened bool)
 	// lost is told that Redis failed (a failed round trip, the breaker
-	// opening): the leases go with it. Set by the limiter, before any call.
+	// opening).
 	lost func()
 	// last is the kind of the latest failed round trip; counts are the
 	// breaker's counts when it last tripped (written and read under the

@@ -1,4 +1,4 @@
-package limit
+package redisconn
 
 import (
 	"context"
@@ -9,9 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sony/gobreaker/v2"
-
-	"vendorgate/gateway/policy"
 )
 
 // errClosed answers calls made after Close.
@@ -42,7 +39,7 @@ func notRedis(err error) bool { return replyLate(err) || poolWait(err) }
 // to anyone: Redis is down or hung, and the request fails closed.
 var errSilent = fmt.Errorf("no answer from redis within the limiter timeout: %w", context.DeadlineExceeded)
 
-// batcher is auto-pipelining for the limit script: concurrent callers
+// batcher is auto-pipelining for the limiter's script: concurrent callers
 // enqueue their call, one goroutine takes whatever is queued (up to max)
 // and sends it as ONE pipeline of EVALSHA calls, one write and one read for
 // the lot, then hands each caller its own reply. A lone caller is one round
@@ -97,11 +94,11 @@ type batcher struct {
 	wire    time.Duration // one round trip's deadline
 	busy    time.Duration // a caller's wait in all while Redis answers
 	max     int
-	cb      *gobreaker.TwoStepCircuitBreaker[Decision]
-	hooks   *hooks
+	script  *redis.Script
+	health  *Health
 	conns   *conns
 	late    *lateness // the node's recent scheduling lateness
-	queue   chan *call
+	queue   chan *Call
 	stop    chan struct{}
 	done    chan struct{}
 	once    sync.Once
@@ -125,17 +122,28 @@ const (
 	callWithdrawn
 )
 
-// call is one caller's script call and the channel its reply arrives on.
-// A call is reused (calls pool) only by a caller that got its reply or
-// never queued it; one that gave up leaves it to the garbage collector,
-// since a sender may still hold it.
-type call struct {
-	keys  [policy.MaxChecks]string
-	args  [4 * policy.MaxChecks]any
-	n     int
-	state atomic.Int32
-	reply chan reply // capacity 1: the batch never blocks on a caller
-	timer *time.Timer
+// The most keys, and arguments, one call may carry.
+const (
+	MaxKeys = 8
+	MaxArgs = 4 * MaxKeys
+)
+
+// Call is one caller's script call (its keys, its arguments, how many
+// values of the batch's reply are its own) and the channel its reply
+// arrives on. A batch's script sees every call's keys in call order as
+// KEYS, and as ARGV, per call, its number of keys then its arguments; it
+// answers the calls' values in call order. A call is reused (calls pool)
+// only by a caller that got its reply or never queued it; one that gave up
+// leaves it to the garbage collector, since a sender may still hold it.
+type Call struct {
+	Keys    [MaxKeys]string
+	Args    [MaxArgs]any
+	NKeys   int // Keys[:NKeys] are the call's
+	NArgs   int // Args[:NArgs] are the call's
+	NValues int // the values of the reply that are the call's
+	state   atomic.Int32
+	reply   chan reply // capacity 1: the batch never blocks on a caller
+	timer   *time.Timer
 }
 
 type reply struct {
@@ -143,19 +151,19 @@ type reply struct {
 	err error
 }
 
-func newBatcher(client redis.UniversalClient, o *RedisOptions, cb *gobreaker.TwoStepCircuitBreaker[Decision], h *hooks, clk clock) *batcher {
+func newBatcher(client redis.UniversalClient, o *Options, h *Health, clk Clock) *batcher {
 	_, cluster := client.(*redis.ClusterClient)
 	b := &batcher{client: client, timeout: o.Timeout, wire: o.WireTimeout, busy: o.BusyTimeout, max: o.PipelineMax,
-		cb: cb, hooks: h, conns: &conns{clock: clk}, cluster: cluster,
+		script: o.Script, health: h, conns: &conns{clock: clk}, cluster: cluster,
 		late:  newLateness(latenessEvery, latenessWindow, max(o.Timeout/10, time.Millisecond), o.BusyTimeout-o.Timeout),
-		queue: make(chan *call, 4*o.PipelineMax), stop: make(chan struct{}), done: make(chan struct{})}
+		queue: make(chan *Call, 4*o.PipelineMax), stop: make(chan struct{}), done: make(chan struct{})}
 	b.conns.answered = b.late.noteAnswer
 	b.conns.watch(client)
 	b.late.start()
 	b.calls.New = func() any {
 		t := time.NewTimer(time.Hour)
 		t.Stop()
-		return &call{reply: make(chan reply, 1), timer: t}
+		return &Call{reply: make(chan reply, 1), timer: t}
 	}
 	var wg sync.WaitGroup
 	for i := 0; i < o.PipelineSenders; i++ {
@@ -182,20 +190,17 @@ func (b *batcher) close() {
 	})
 }
 
-// do runs the limit script for cs (want: the tokens asked of each bucket,
-// 1 or more) through the next batch and returns its raw reply. It returns
+// call is a Call for do, to be filled.
+func (b *batcher) call() *Call { return b.calls.Get().(*Call) }
+
+// do runs the script for c (from call) through the next batch and returns
+// its part of the raw reply; c is not the caller's any more. It returns
 // within timeout when Redis is silent, and within busy whatever happens.
-func (b *batcher) do(cs *policy.Checks, want *[policy.MaxChecks]int) ([]any, error) {
+func (b *batcher) do(c *Call) ([]any, error) {
 	select {
 	case <-b.stop:
 		return nil, errClosed
 	default: // a call racing close waits out its timeout at worst
-	}
-	c := b.calls.Get().(*call)
-	c.n = cs.Count
-	for i := 0; i < cs.Count; i++ {
-		c.keys[i] = keyPrefix + cs.List[i].Key
-		setArgs(c.args[4*i:4*i+4], cs.List[i].Rate, want[i])
 	}
 	c.state.Store(callQueued)
 	start := time.Now()
@@ -270,15 +275,15 @@ func (b *batcher) silent() bool { return b.conns.silent(b.timeout + b.late.Grace
 // giveUp ends a caller's wait with err. A call still queued is withdrawn
 // (never sent, not charged, counted); one a sender already took is left to
 // it: its reply, if it came meanwhile, is taken after all.
-func (b *batcher) giveUp(c *call, neverQueued bool, err error) error {
+func (b *batcher) giveUp(c *Call, neverQueued bool, err error) error {
 	if neverQueued {
 		c.timer.Stop()
 		b.calls.Put(c) // never queued: nobody else holds it
-		b.hooks.onUnsent()
+		b.health.hooks.onUnsent()
 		return err
 	}
 	if c.state.CompareAndSwap(callQueued, callWithdrawn) {
-		b.hooks.onUnsent() // the sender that meets it skips it
+		b.health.hooks.onUnsent() // the sender that meets it skips it
 		return err
 	}
 	select {
@@ -294,7 +299,7 @@ func (b *batcher) giveUp(c *call, neverQueued bool, err error) error {
 // queued by then, and sends them. With every sender busy the queue grows,
 // and the next free sender takes it whole: batches grow with the load.
 func (b *batcher) run() {
-	batch := make([]*call, 0, b.max)
+	batch := make([]*Call, 0, b.max)
 	for {
 		select {
 		case c := <-b.queue:
@@ -337,7 +342,7 @@ func (b *batcher) drain() {
 // its scripts: EVAL loads it again). The round trip is one outcome for the
 // breaker; with the breaker open (or its one half-open probe in flight) the
 // batch is not sent and its callers fail closed.
-func (b *batcher) send(batch []*call) {
+func (b *batcher) send(batch []*Call) {
 	if b.beforeSend != nil {
 		b.beforeSend()
 	}
@@ -350,7 +355,7 @@ func (b *batcher) send(batch []*call) {
 	if len(live) == 0 {
 		return
 	}
-	done, err := b.cb.Allow()
+	done, err := b.health.cb.Allow()
 	if err != nil {
 		err = fmt.Errorf("breaker %s: %w", BreakerName, err)
 		for _, c := range live {
@@ -369,7 +374,7 @@ func (b *batcher) send(batch []*call) {
 		keys[i], args[i] = batchArgs(g)
 	}
 	b.scripts.Add(uint64(len(groups)))
-	cmds, failed := runScripts(ctx, b.client, keys, args)
+	cmds, failed := runScripts(ctx, b.client, b.script, keys, args)
 	// A timeout while a reply sat unread in a socket was the node's doing:
 	// excluded from the breaker, its callers shed.
 	// So was a request that reached its socket past the deadline, unwritten.
@@ -386,7 +391,7 @@ func (b *batcher) send(batch []*call) {
 	// this gateway's overload, excluded from the breaker, its callers shed.
 	done(failed)
 	if failed != nil && !notRedis(failed) {
-		b.hooks.onFailure(failed)
+		b.health.Failed(failed)
 	}
 	for i, g := range groups {
 		v, err := cmds[i].Slice()
@@ -401,9 +406,9 @@ func (b *batcher) send(batch []*call) {
 		off := 0
 		for _, c := range g {
 			r := reply{err: err}
-			if n := valuesPerKey * c.n; err == nil {
+			if n := c.NValues; err == nil {
 				if off+n > len(v) {
-					r.err = errors.New("limit script answered fewer values than its calls asked")
+					r.err = errors.New("the script answered fewer values than its calls asked")
 				} else {
 					r.v = v[off : off+n : off+n]
 				}
@@ -416,14 +421,14 @@ func (b *batcher) send(batch []*call) {
 
 // group splits live into the script calls of one batch: all of it, or with
 // Redis Cluster one group per hash slot (each call's buckets share one).
-func (b *batcher) group(live []*call) [][]*call {
+func (b *batcher) group(live []*Call) [][]*Call {
 	if !b.cluster {
-		return [][]*call{live}
+		return [][]*Call{live}
 	}
-	var groups [][]*call
+	var groups [][]*Call
 	index := make(map[uint16]int)
 	for _, c := range live {
-		s := slot(c.keys[0])
+		s := Slot(c.Keys[0])
 		i, ok := index[s]
 		if !ok {
 			i = len(groups)
@@ -435,50 +440,41 @@ func (b *batcher) group(live []*call) [][]*call {
 	return groups
 }
 
-// batchArgs is one group's KEYS and ARGV for gcraSource.
-func batchArgs(g []*call) ([]string, []any) {
-	nk := 0
+// batchArgs is one group's KEYS and ARGV for the script (see Call).
+func batchArgs(g []*Call) ([]string, []any) {
+	nk, na := 0, 0
 	for _, c := range g {
-		nk += c.n
+		nk += c.NKeys
+		na += c.NArgs
 	}
 	keys := make([]string, 0, nk)
-	args := make([]any, 0, len(g)+4*nk)
+	args := make([]any, 0, len(g)+na)
 	for _, c := range g {
-		keys = append(keys, c.keys[:c.n]...)
-		args = append(args, c.n)
-		args = append(args, c.args[:4*c.n]...)
+		keys = append(keys, c.Keys[:c.NKeys]...)
+		args = append(args, c.NKeys)
+		args = append(args, c.Args[:c.NArgs]...)
 	}
 	return keys, args
 }
 
-// setArgs writes one admission key's four script arguments into dst.
-func setArgs(dst []any, r policy.Rate, want int) {
-	shadow := "0"
-	if r.Shadow {
-		shadow = "1"
-	}
-	emission := r.Period.Seconds() / float64(r.Limit)
-	dst[0], dst[1], dst[2], dst[3] = emission, emission*float64(r.EffectiveBurst()), shadow, max(want, 1)
-}
-
-// runScripts runs gcraSource once per group of keys and args: one command,
+// runScripts runs script once per group of keys and args: one command,
 // or several pipelined in one round trip (Redis Cluster, one per slot),
 // then EVAL for any that met NOSCRIPT (a Redis that lost its scripts). It
 // returns the commands and the first error among them.
-func runScripts(ctx context.Context, client redis.UniversalClient, keys [][]string, args [][]any) ([]*redis.Cmd, error) {
+func runScripts(ctx context.Context, client redis.UniversalClient, script *redis.Script, keys [][]string, args [][]any) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(keys))
 	if len(keys) == 1 {
-		cmds[0] = gcraScript.EvalSha(ctx, client, keys[0], args[0]...)
+		cmds[0] = script.EvalSha(ctx, client, keys[0], args[0]...)
 	} else {
 		pipe := client.Pipeline()
 		for i := range keys {
-			cmds[i] = gcraScript.EvalSha(ctx, pipe, keys[i], args[i]...)
+			cmds[i] = script.EvalSha(ctx, pipe, keys[i], args[i]...)
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
 	}
 	for i, cmd := range cmds {
 		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			cmds[i] = gcraScript.Eval(ctx, client, keys[i], args[i]...)
+			cmds[i] = script.Eval(ctx, client, keys[i], args[i]...)
 		}
 	}
 	var failed error

@@ -1,0 +1,342 @@
+package limit
+
+// allow.go is where a request is admitted or refused: Allow, from this
+// gateway's leases (lease.go) when every bucket has a token, else by the
+// script in Redis (lua.go) through the transport (redisconn); a denial
+// remembered in process answers first. docs/limits.md says why the bound
+// holds.
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"vendorgate/gateway/limit/redisconn"
+	"vendorgate/gateway/policy"
+)
+
+// Allow checks cs: from this gateway's leases when every bucket of the
+// request has a token (lease.go), otherwise in Redis. Redis down, silent
+// past Timeout, or the breaker open: ErrUnavailable; the node too busy to
+// get an answer within BusyTimeout while Redis answers: ErrBusy; never an
+// allowed Decision.
+func (r *Redis) Allow(cs policy.Checks) (Decision, error) {
+	if cs.Count == 0 {
+		return Decision{Allowed: true}, nil
+	}
+	now := r.now().UnixNano()
+	var d Decision
+	var err error
+	if r.leases != nil && r.leases.on() {
+		if r.closed.Load() {
+			return Decision{}, errLimiterClosed
+		}
+		var again bool
+		d, again, err = r.allowLeased(&cs, now, true)
+		if again {
+			d, _, err = r.allowLeased(&cs, now, false)
+		}
+	} else {
+		if d, ok := r.remembered(&cs, nil, now); ok {
+			return d, nil
+		}
+		d, err = r.allowRedis(&cs)
+	}
+	if err != nil || d.Allowed {
+		return d, err
+	}
+	for i := 0; i < cs.Count; i++ {
+		if res := d.Results[i]; res.Known && !res.Allowed && !cs.List[i].Rate.Shadow && res.RetryAfter > 0 {
+			r.remember(cs.List[i].Key, denial{until: now + int64(res.RetryAfter), reset: now + int64(res.ResetAfter)})
+		}
+	}
+	return d, nil
+}
+
+// remembered answers cs from the in-process memory of denials: the first
+// enforced bucket (not held, when held is given) known to refuse until
+// later.
+func (r *Redis) remembered(cs *policy.Checks, held *[policy.MaxChecks]bool, now int64) (Decision, bool) {
+	for i := 0; i < cs.Count; i++ {
+		if cs.List[i].Rate.Shadow || held != nil && held[i] {
+			continue
+		}
+		if dn, ok := r.deniedUntil(cs.List[i].Key, now); ok {
+			var d Decision
+			d.Results[i] = Result{Known: true, RetryAfter: time.Duration(dn.until - now), ResetAfter: time.Duration(dn.reset - now)}
+			d.decide(cs)
+			return d, true
+		}
+	}
+	return Decision{}, false
+}
+
+// allowRedis decides cs in Redis, one token a bucket: no lease.
+func (r *Redis) allowRedis(cs *policy.Checks) (Decision, error) {
+	if r.health.Open() {
+		return Decision{}, errOpen
+	}
+	want := ones
+	d, _, err := r.call(cs, &want)
+	return d, err
+}
+
+// ones asks one token of every bucket.
+var ones = [policy.MaxChecks]int{1, 1, 1, 1, 1, 1, 1, 1}
+
+// errLimiterClosed answers a leased decision after Close.
+var errLimiterClosed = fmt.Errorf("%w: %w", ErrUnavailable, redisconn.ErrClosed)
+
+// errOpen answers a call the open breaker refuses.
+var errOpen = fmt.Errorf("%w: breaker %s: %w", ErrUnavailable, BreakerName, gobreaker.ErrOpenState)
+
+// allowLeased decides cs from the leases of its buckets, asking Redis for
+// the buckets without a token (and their next lease) only. A request is
+// admitted with a token from each bucket; when a remembered denial, Redis
+// refuses or fails, the tokens taken from leases go back to them. (A
+// lease's tokens are spent before a denial remembered for its bucket: they
+// were charged.) clock is the denial memory's clock. A refusal by Redis of
+// a bucket whose lease holds tokens it did not honour (Redis had not
+// answered lately) says again is worth it, when first: Redis has answered
+// now.
+func (r *Redis) allowLeased(cs *policy.Checks, clock int64, first bool) (d Decision, again bool, err error) {
+	now := r.clock.Nanotime()
+	epoch := r.leases.epoch.Load()
+	var tickets [policy.MaxChecks]ticket
+	var held [policy.MaxChecks]bool
+	var rest policy.Checks
+	var want, idx [policy.MaxChecks]int // by rest's index: tokens asked, index in cs
+	for i := 0; i < cs.Count; i++ {
+		res, t, w, ok := r.leases.take(cs.List[i].Key, now, !first)
+		if ok {
+			d.Results[i], tickets[i], held[i] = res, t, true
+			continue
+		}
+		idx[rest.Count], want[rest.Count] = i, w
+		rest.List[rest.Count] = cs.List[i]
+		rest.Count++
+	}
+	if rest.Count == 0 {
+		d.decide(cs)
+		return d, false, nil
+	}
+	giveBack := func() {
+		for i := 0; i < cs.Count; i++ {
+			if held[i] {
+				r.leases.giveBack(cs.List[i].Key, tickets[i], now)
+			}
+		}
+	}
+	if dn, ok := r.remembered(cs, &held, clock); ok {
+		giveBack()
+		return dn, false, nil
+	}
+	if r.health.Open() {
+		giveBack()
+		return Decision{}, false, errOpen
+	}
+	r.closing.RLock() // until the grants are in
+	defer r.closing.RUnlock()
+	if r.closed.Load() {
+		giveBack()
+		return Decision{}, false, errLimiterClosed
+	}
+	rd, grants, err := r.call(&rest, &want)
+	if err != nil {
+		giveBack()
+		return Decision{}, false, err
+	}
+	for j := 0; j < rest.Count; j++ {
+		d.Results[idx[j]] = rd.Results[j]
+	}
+	d.decide(cs)
+	if !d.Allowed {
+		giveBack()
+		if first {
+			for j := 0; j < rest.Count; j++ {
+				if res := rd.Results[j]; !res.Allowed && !rest.List[j].Rate.Shadow && r.leases.holds(rest.List[j].Key, now) {
+					return d, true, nil
+				}
+			}
+		}
+		return d, false, nil
+	}
+	done := r.clock.Nanotime()
+	for j := 0; j < rest.Count; j++ {
+		c := &rest.List[j]
+		g := grants[j]
+		r.leases.grant(c.Key, c.Rate, rd.Results[j], g.n, g.tatUS, epoch, now, done)
+		if extra := g.n - 1; extra > 0 {
+			// The header counts the lease as this gateway's remaining.
+			res := &d.Results[idx[j]]
+			res.Remaining = min(res.Remaining+extra, c.Rate.EffectiveBurst())
+			res.ResetAfter = max(res.ResetAfter-time.Duration(extra)*(c.Rate.Period/time.Duration(c.Rate.Limit)), 0)
+		}
+	}
+	return d, false, nil
+}
+
+// grant is what the script granted one bucket of an allowed call: n
+// tokens (the request's own and a lease of the rest; 0 when refused) and
+// the bucket's TAT after them, µs since 2017.
+type grant struct {
+	n     int
+	tatUS int64
+}
+
+// call makes the one round trip of a decision: through the pipeline, whose
+// sender reports each round trip to the breaker itself, or alone. want is
+// the tokens asked of each bucket.
+func (r *Redis) call(cs *policy.Checks, want *[policy.MaxChecks]int) (Decision, [policy.MaxChecks]grant, error) {
+	start := time.Now()
+	var d Decision
+	var g [policy.MaxChecks]grant
+	var err error
+	if r.batched || r.leases != nil {
+		var v []any
+		if r.batched {
+			c := r.conn.Call()
+			c.NKeys, c.NArgs, c.NValues = cs.Count, argsPerKey*cs.Count, valuesPerKey*cs.Count
+			for i := 0; i < cs.Count; i++ {
+				c.Keys[i] = keyPrefix + cs.List[i].Key
+				setArgs(c.Args[argsPerKey*i:argsPerKey*(i+1)], cs.List[i].Rate, want[i])
+			}
+			v, err = r.conn.Do(c)
+		} else {
+			v, err = r.tripCall(*cs, *want) // by value: cs must not escape
+		}
+		if err == nil {
+			d, g, err = batchDecisionOf(cs, v)
+		}
+	} else {
+		d, g, err = r.callAlone(cs)
+	}
+	r.observe(time.Since(start), err)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrBusy):
+		r.health.Busy()
+		return Decision{}, g, err
+	default:
+		return Decision{}, g, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	d.decide(cs)
+	if d.Allowed && r.charged != nil {
+		n := 0
+		for i := 0; i < cs.Count; i++ {
+			if g[i].n > 0 {
+				n++
+			}
+		}
+		r.charged(n)
+	}
+	return d, g, nil
+}
+
+// tripCall is a decision's call through rt, in place of the pipeline (a
+// simulation's): a round trip that failed drops the leases, as the
+// pipeline's sender does; a caller that gave up (silent, busy) drops
+// nothing itself.
+func (r *Redis) tripCall(cs policy.Checks, want [policy.MaxChecks]int) ([]any, error) {
+	keys := make([]string, cs.Count)
+	args := make([]any, 1+4*cs.Count)
+	args[0] = cs.Count
+	for i := 0; i < cs.Count; i++ {
+		keys[i] = keyPrefix + cs.List[i].Key
+		setArgs(args[1+4*i:5+4*i], cs.List[i].Rate, want[i])
+	}
+	v, err := r.rt(true, r.timeout, [][]string{keys}, [][]any{args})
+	switch {
+	case err == nil:
+		return v[0], nil
+	case !errors.Is(err, ErrBusy) && !errors.Is(err, redisconn.ErrSilent):
+		r.health.Failed(err)
+	}
+	return nil, err
+}
+
+// callAlone makes the call on a connection of its own (Conn.Once), one
+// token a bucket.
+func (r *Redis) callAlone(cs *policy.Checks) (Decision, [policy.MaxChecks]grant, error) {
+	keys := make([]string, cs.Count)
+	args := make([]any, 1+4*cs.Count)
+	args[0] = cs.Count
+	for i := 0; i < cs.Count; i++ {
+		keys[i] = keyPrefix + cs.List[i].Key
+		setArgs(args[1+4*i:5+4*i], cs.List[i].Rate, 1)
+	}
+	v, err := r.conn.Once(keys, args)
+	if err != nil {
+		return Decision{}, [policy.MaxChecks]grant{}, err
+	}
+	return batchDecisionOf(cs, v)
+}
+
+// batchDecisionOf reads cs's part of the script's answer: six integers
+// per key, times in microseconds.
+func batchDecisionOf(cs *policy.Checks, v []any) (Decision, [policy.MaxChecks]grant, error) {
+	var d Decision
+	var g [policy.MaxChecks]grant
+	if len(v) != valuesPerKey*cs.Count {
+		return d, g, fmt.Errorf("limit script answered %d values for %d keys", len(v), cs.Count)
+	}
+	for i := 0; i < cs.Count; i++ {
+		var x [valuesPerKey]int64
+		for j := range x {
+			n, ok := v[valuesPerKey*i+j].(int64)
+			if !ok {
+				return Decision{}, g, fmt.Errorf("limit script answered %T, want an integer", v[valuesPerKey*i+j])
+			}
+			x[j] = n
+		}
+		allowed, rem, retry, reset := x[0] == 1, x[1], x[2], x[3]
+		d.Results[i] = Result{Known: true, Allowed: allowed, Remaining: int(rem), ResetAfter: time.Duration(reset) * time.Microsecond}
+		if !allowed {
+			d.Results[i].RetryAfter = time.Duration(retry) * time.Microsecond
+		}
+		g[i] = grant{n: int(x[4]), tatUS: x[5]}
+	}
+	return d, g, nil
+}
+
+func (r *Redis) shard(key string) *deniedShard {
+	return &r.denied[maphash.String(r.seed, key)%localShards]
+}
+
+func (r *Redis) deniedUntil(key string, now int64) (denial, bool) {
+	sh := r.shard(key)
+	sh.mu.RLock()
+	dn, ok := sh.m[key]
+	sh.mu.RUnlock()
+	if !ok || dn.until <= now {
+		return denial{}, false
+	}
+	return dn, true
+}
+
+func (r *Redis) remember(key string, dn denial) {
+	sh := r.shard(key)
+	sh.mu.Lock()
+	if len(sh.m) >= 1024 { // bounded: drop the denials that have ended
+		now := r.now().UnixNano()
+		for k, v := range sh.m {
+			if v.until <= now {
+				delete(sh.m, k)
+			}
+		}
+	}
+	sh.m[key] = dn
+	sh.mu.Unlock()
+}
+
+// deniedShard is one shard of the in-process memory of denials.
+type deniedShard struct {
+	mu sync.RWMutex
+	m  map[string]denial
+}
+
+type denial struct{ until, reset int64 } // unix ns

@@ -1,0 +1,236 @@
+// Package redisconn is the rate limiter's way to Redis: it sends script
+// calls (keys and arguments) and hands back raw replies, and judges
+// whether Redis answers. It knows nothing of limits, buckets or decisions:
+// what a call asks and what its reply means are the caller's
+// (gateway/limit).
+//
+// What it does, by file:
+//   - conn.go: Conn, one call alone or through the pipeline, a batch of
+//     scripts (refunds), a ping of every node.
+//   - pipeline.go: the batcher (auto-pipelining: concurrent calls sent as
+//     one round trip), how a caller waits and whom it blames.
+//   - conns.go, peek_*.go: the sockets' evidence (what was written, what
+//     read, what waits unread) that tells a silent Redis from a late node.
+//   - lateness.go: the node's measured scheduling lateness and the grace
+//     it earns a silent Redis.
+//   - failure.go: Health (the breaker over round trips and the hooks told
+//     of failures), how a failure is classified, ErrBusy.
+//   - slot.go: Redis Cluster's hash slot of a key.
+package redisconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The errors a caller tells apart (see pipeline.go): a call after Close;
+// a caller's wait that ran out while Redis answered nobody (Redis down or
+// hung: fail closed); a round trip whose reply waited unread past its
+// wire deadline (the gateway read late).
+var (
+	ErrClosed   = errClosed
+	ErrSilent   = errSilent
+	ErrReadLate = errReadLate
+)
+
+// ReplyLate reports whether err is a round trip the gateway read or wrote
+// late: not Redis' failure.
+func ReplyLate(err error) bool { return replyLate(err) }
+
+// Clock is the sockets' time: monotonic nanoseconds, so that a wall clock
+// stepped by the system moves none of it.
+type Clock interface{ Nanotime() int64 }
+
+// Options configure a Conn. Every duration and count it uses is required
+// (config holds their defaults): New refuses a zero.
+type Options struct {
+	// Client is a plain, Sentinel or Cluster client. It should have
+	// MaxRetries -1: a retried EVALSHA can charge a bucket twice.
+	Client redis.UniversalClient
+	// Script is what every call runs (see Call for how a batch of calls
+	// is laid out).
+	Script *redis.Script
+	// Timeout is how long a call waits on a silent Redis: past it, with no
+	// answer from Redis to anyone meanwhile, the call fails.
+	Timeout time.Duration
+	// WireTimeout bounds one pipelined round trip on the wire (its socket
+	// deadline, set when the batch is sent); past it the round trip is one
+	// failure for the breaker. At least Timeout: a sender that got its
+	// core late must find the reply still readable, not an i/o timeout
+	// with the reply already in the socket buffer. The client should have
+	// ReadTimeout and WriteTimeout at least this long.
+	WireTimeout time.Duration
+	// BusyTimeout is how long in all a call may wait while Redis is
+	// visibly answering (round trips answered meanwhile) though its own
+	// Timeout passed: the node is busy, not Redis. Past it the call fails
+	// with ErrBusy. At least Timeout.
+	BusyTimeout time.Duration
+	// Pipeline sends the calls of concurrent callers together, as one
+	// pipelined write of script calls answered in one read (see batcher).
+	// Off: one round trip per call on its own pooled connection (Once).
+	Pipeline bool
+	// PipelineMax bounds the calls in one pipeline (with Pipeline).
+	PipelineMax int
+	// PipelineSenders is how many pipelines may be in flight at once (with
+	// Pipeline).
+	PipelineSenders int
+}
+
+// Conn is the limiter's connection to Redis: a client, its breaker
+// (Health), and with Pipeline the batcher and its sockets' evidence.
+type Conn struct {
+	client  redis.UniversalClient
+	script  *redis.Script
+	timeout time.Duration
+	health  *Health
+	clock   Clock
+	cluster bool
+	batch   *batcher // nil without Pipeline
+}
+
+// New returns a Conn over o.Client, reporting round trips to h; with
+// Pipeline it starts the senders (stopped by Close). It refuses settings
+// it cannot use.
+func New(o Options, h *Health, clk Clock) (*Conn, error) {
+	switch {
+	case o.Client == nil:
+		return nil, errors.New("redisconn: redis client required")
+	case o.Script == nil:
+		return nil, errors.New("redisconn: script required")
+	case h == nil:
+		return nil, errors.New("redisconn: health required")
+	case o.Timeout <= 0:
+		return nil, fmt.Errorf("redisconn: timeout %s must be positive", o.Timeout)
+	case o.WireTimeout < o.Timeout:
+		return nil, fmt.Errorf("redisconn: wire timeout %s must be at least the timeout %s", o.WireTimeout, o.Timeout)
+	case o.BusyTimeout < o.Timeout:
+		return nil, fmt.Errorf("redisconn: busy timeout %s must be at least the timeout %s", o.BusyTimeout, o.Timeout)
+	case o.Pipeline && o.PipelineMax <= 0:
+		return nil, fmt.Errorf("redisconn: pipeline max %d must be positive", o.PipelineMax)
+	case o.Pipeline && o.PipelineSenders <= 0:
+		return nil, fmt.Errorf("redisconn: pipeline senders %d must be positive", o.PipelineSenders)
+	}
+	_, cluster := o.Client.(*redis.ClusterClient)
+	c := &Conn{client: o.Client, script: o.Script, timeout: o.Timeout, health: h, clock: clk, cluster: cluster}
+	if o.Pipeline {
+		c.batch = newBatcher(o.Client, &o, h, clk)
+	}
+	return c, nil
+}
+
+// Cluster reports whether the client is a Redis Cluster's.
+func (c *Conn) Cluster() bool { return c.cluster }
+
+// Call is a Call to fill and pass to Do (with Pipeline).
+func (c *Conn) Call() *Call { return c.batch.call() }
+
+// Do runs the script for call through the next batch (with Pipeline) and
+// returns its part of the raw reply; call is not the caller's any more.
+// It returns within Timeout when Redis is silent (ErrSilent), and within
+// BusyTimeout whatever happens (ErrBusy: the node is late, not Redis).
+func (c *Conn) Do(call *Call) ([]any, error) { return c.batch.do(call) }
+
+// Once runs the script for keys and args on a connection of its own,
+// bounded by Timeout: one round trip, one outcome for the breaker. (A
+// caller is its own sender: a busy node's late caller still counts a late
+// round trip, among the window's others.) A wait for a pooled connection
+// that ran out is this gateway's overload: ErrBusy, not Redis' failure.
+func (c *Conn) Once(keys []string, args []any) ([]any, error) {
+	done, err := c.health.cb.Allow()
+	if err != nil {
+		return nil, fmt.Errorf("breaker %s: %w", BreakerName, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	cmds, err := runScripts(ctx, c.client, c.script, [][]string{keys}, [][]any{args})
+	done(err)
+	if err != nil && poolWait(err) { // never sent: this gateway's overload
+		return nil, fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	if err != nil {
+		c.health.Failed(err)
+		return nil, err
+	}
+	return cmds[0].Slice()
+}
+
+// Run runs the script once per group of keys and args (pipelined in one
+// round trip, up to deadline) and returns each group's reply; a group
+// whose script failed has none. It reports nothing to the breaker.
+func (c *Conn) Run(deadline time.Duration, keys [][]string, args [][]any) ([][]any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	cmds, err := runScripts(ctx, c.client, c.script, keys, args)
+	out := make([][]any, len(cmds))
+	for i, cmd := range cmds {
+		out[i], _ = cmd.Slice()
+	}
+	return out, err
+}
+
+// Ping asks every Redis the client reaches (each master of a Cluster)
+// whether it answers, up to deadline. A reply that waited in the socket
+// past the deadline is the node's lateness (ReplyLate), not Redis'.
+func (c *Conn) Ping(deadline time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	var late int64
+	if c.batch != nil {
+		late = c.batch.conns.lateReads.Load()
+	}
+	var err error
+	if cl, ok := c.client.(*redis.ClusterClient); ok {
+		err = cl.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.Ping(ctx).Err() })
+	} else {
+		err = c.client.Ping(ctx).Err()
+	}
+	if err != nil && KindOf(err) == FailTimeout && c.batch != nil && c.batch.conns.lateReads.Load() != late {
+		err = fmt.Errorf("%w: %w", errReadLate, err)
+	}
+	return err
+}
+
+// Heard is when a byte was last read from Redis, on any connection (the
+// Clock's ns; with Pipeline, nil without).
+func (c *Conn) Heard() *atomic.Int64 {
+	if c.batch == nil {
+		return nil
+	}
+	return &c.batch.conns.lastRead
+}
+
+// Lateness is the node's recent scheduling lateness: how late, at most,
+// the gateway's goroutines woke over about the last second (a probe's
+// short sleeps, callers' timers). Zero without Pipeline.
+func (c *Conn) Lateness() time.Duration {
+	if c.batch == nil {
+		return 0
+	}
+	return c.batch.late.Lateness()
+}
+
+// Grace is how much longer than Timeout a silent Redis is waited for now
+// (at most BusyTimeout in all) before a call fails: while the node's
+// Lateness is past a tenth of Timeout, a multiple of the excess, and at
+// least the longest Redis took to answer over the same second (see
+// lateness). Zero on a quiet node, and without Pipeline.
+func (c *Conn) Grace() time.Duration {
+	if c.batch == nil {
+		return 0
+	}
+	return c.batch.late.Grace()
+}
+
+// Close stops the pipelining goroutines (with Pipeline); calls still
+// queued and calls made afterwards fail with ErrClosed. It does not close
+// the client.
+func (c *Conn) Close() {
+	if c.batch != nil {
+		c.batch.close()
+	}
+}
