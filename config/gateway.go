@@ -324,6 +324,13 @@ type Redis struct {
 	// Pipeline sends the limiter calls of concurrent requests to Redis in
 	// one pipelined write (one round trip for many). Default true.
 	Pipeline bool `yaml:"pipeline" env:"GATEWAY_REDIS_PIPELINE"`
+	// PipelineMax bounds the limiter calls of one pipelined round trip.
+	// Default 128.
+	PipelineMax int `yaml:"pipeline_max" env:"GATEWAY_REDIS_PIPELINE_MAX"`
+	// PipelineSenders is how many pipelined round trips may be in flight
+	// at once. Default 2: on a small machine more senders mean smaller
+	// batches.
+	PipelineSenders int `yaml:"pipeline_senders" env:"GATEWAY_REDIS_PIPELINE_SENDERS"`
 	// LeaseMax is the most tokens of one bucket a limiter call takes: the
 	// request's own and a lease of the rest, which this gateway then
 	// spends without asking Redis. Default 16; 1 turns leases off (every
@@ -450,7 +457,7 @@ func DefaultGateway() *Gateway {
 		TLS:           TLS{WatchInterval: 30 * time.Second, ACME: ACME{CA: LetsEncrypt}},
 		Redis: Redis{Timeout: 50 * time.Millisecond, WireTimeout: 500 * time.Millisecond, BusyTimeout: time.Second,
 			PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3, BreakerWindow: 3 * time.Second, BreakerFailurePercent: 50,
-			Pipeline: true, LeaseMax: 16, LeaseTTL: 2 * time.Second},
+			Pipeline: true, PipelineMax: 128, PipelineSenders: 2, LeaseMax: 16, LeaseTTL: 2 * time.Second},
 		Limits:     defaultLimits(),
 		InFlight:   defaultInFlight(),
 		FailedKeys: FailedKeys{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute, MaxTracked: 100_000, RedisPoolSize: 8},
@@ -556,6 +563,12 @@ func (c *Gateway) Validate() error {
 	}
 	if c.Redis.BreakerOpenFor <= 0 || c.Redis.BreakerFailures <= 0 || c.Redis.BreakerWindow <= 0 {
 		add("redis.breaker_open_for, redis.breaker_failures and redis.breaker_window must be positive")
+	}
+	if c.Redis.PipelineMax < 1 || c.Redis.PipelineMax > 10_000 {
+		add("redis.pipeline_max: %d must be between 1 and 10000", c.Redis.PipelineMax)
+	}
+	if c.Redis.PipelineSenders < 1 || c.Redis.PipelineSenders > 64 {
+		add("redis.pipeline_senders: %d must be between 1 and 64", c.Redis.PipelineSenders)
 	}
 	if c.Redis.LeaseMax < 1 || c.Redis.LeaseMax > 1000 {
 		add("redis.lease_max: %d must be between 1 (no leases: every request asks Redis) and 1000", c.Redis.LeaseMax)

@@ -138,7 +138,10 @@ func (g *Gateway) Reload(c *config.Gateway) error {
 	if g.redisLim != nil {
 		// Leases taken under the old limits go back; the new lease
 		// settings apply from the next call.
-		g.redisLim.SetLeases(c.Redis.LeaseMax, c.Redis.LeaseTTL)
+		if err := g.redisLim.SetLeases(c.Redis.LeaseMax, c.Redis.LeaseTTL); err != nil {
+			// config's validation refuses such settings first
+			g.log.Error("lease settings not reloaded; the previous stay", "err", err)
+		}
 	}
 	g.metrics.ConfigReloads.WithLabelValues("ok").Inc()
 	if err := g.renderDocs(sn); err != nil {

@@ -57,12 +57,15 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 	uc.PoolSize = usagePoolSize
 	uc.MaxRetries = -1 // a flush is retried by the recorder, once-only by its guard
 	g.usageClient = redis.NewUniversalClient(&uc)
+	// Below redis.timeout, the wire and busy bounds are redis.timeout
+	// (docs/configuration.md).
 	g.redisLim, err = limit.NewRedis(limit.RedisOptions{Client: g.limiterClient, Timeout: c.Redis.Timeout,
-		WireTimeout: c.Redis.WireTimeout, BusyTimeout: c.Redis.BusyTimeout,
+		WireTimeout: max(c.Redis.WireTimeout, c.Redis.Timeout), BusyTimeout: max(c.Redis.BusyTimeout, c.Redis.Timeout),
 		BreakerOpenFor: c.Redis.BreakerOpenFor, BreakerFailures: c.Redis.BreakerFailures,
 		BreakerWindow: c.Redis.BreakerWindow, BreakerFailureRatio: float64(c.Redis.BreakerFailurePercent) / 100,
 		OnStateChange: g.onBreakerState, OnBreakerOpen: g.onLimiterBreakerOpen,
-		Now: now, Pipeline: c.Redis.Pipeline, ObserveCall: g.observeRedisCall,
+		Now: now, Pipeline: c.Redis.Pipeline, PipelineMax: c.Redis.PipelineMax, PipelineSenders: c.Redis.PipelineSenders,
+		ObserveCall: g.observeRedisCall,
 		OnFailure: g.onRedisFailure, OnUnsent: g.metrics.RedisUnsent.Inc, OnBusy: g.metrics.LimiterShed.Inc,
 		LeaseMax: c.Redis.LeaseMax, LeaseTTL: c.Redis.LeaseTTL, OnCharged: addTo(g.metrics.BucketsCharged),
 		Leases: limit.LeaseHooks{Granted: addTo(g.metrics.LeaseTokens.WithLabelValues("granted")), Spent: g.metrics.LeaseAdmissions.Inc,

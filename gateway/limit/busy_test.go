@@ -29,7 +29,7 @@ func busyLimiter(t *testing.T, rs *testredis.Server, o RedisOptions) (r *Redis, 
 	}
 	o.OnFailure = func(FailureKind, error) { failures.Add(1) }
 	o.OnUnsent = func() { unsent.Add(1) }
-	r, err := NewRedis(o)
+	r, err := NewRedis(withDefaults(o))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,9 +140,9 @@ func lateNodeLimiter(t *testing.T) (*Redis, *atomic.Int64) {
 		ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond, PoolSize: 4})
 	t.Cleanup(func() { c.Close() })
 	var failures atomic.Int64
-	r, err := NewRedis(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, WireTimeout: 100 * time.Millisecond,
+	r, err := NewRedis(withDefaults(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, WireTimeout: 100 * time.Millisecond,
 		BusyTimeout: time.Second, Pipeline: true, PipelineSenders: 1,
-		OnFailure: func(FailureKind, error) { failures.Add(1) }})
+		OnFailure: func(FailureKind, error) { failures.Add(1) }}))
 	if err != nil {
 		t.Fatal(err)
 	}

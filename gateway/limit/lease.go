@@ -134,15 +134,9 @@ func newLeases(max int, ttl time.Duration, fresh func() bool, h LeaseHooks) *lea
 	return l
 }
 
-// set changes lease_max and lease_ttl (a reload); leases held keep their
-// expiry.
+// set changes lease_max and lease_ttl (a reload; checkLeases has passed
+// them); leases held keep their expiry.
 func (l *leases) set(max int, ttl time.Duration) {
-	if max < 1 {
-		max = 1
-	}
-	if ttl <= 0 {
-		ttl = time.Second
-	}
 	l.max.Store(int64(max))
 	l.ttl.Store(int64(ttl))
 }

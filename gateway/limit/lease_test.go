@@ -45,11 +45,11 @@ func newLeased(t *testing.T, rs *testredis.Server, max int, ttl time.Duration) *
 	l := &leased{client: redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true,
 		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})}
 	t.Cleanup(func() { l.client.Close() })
-	r, err := NewRedis(RedisOptions{Client: l.client, Timeout: 300 * time.Millisecond, WireTimeout: 2 * time.Second,
+	r, err := NewRedis(withDefaults(RedisOptions{Client: l.client, Timeout: 300 * time.Millisecond, WireTimeout: 2 * time.Second,
 		BusyTimeout: 2 * time.Second, Pipeline: true, LeaseMax: max, LeaseTTL: ttl,
 		OnCharged: func(n int) { l.charged.Add(int64(n)) },
 		Leases: LeaseHooks{Granted: func(n int) { l.granted.Add(int64(n)) }, Spent: func() { l.spent.Add(1) },
-			Refunded: func(n int) { l.refunded.Add(int64(n)) }, Dropped: func(n int) { l.dropped.Add(int64(n)) }}})
+			Refunded: func(n int) { l.refunded.Add(int64(n)) }, Dropped: func(n int) { l.dropped.Add(int64(n)) }}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,8 +497,8 @@ func TestLeaseCluster(t *testing.T) {
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
 	var granted, refunded atomic.Int64
-	r, err := NewRedis(RedisOptions{Client: c, Timeout: 2 * time.Second, Pipeline: true, LeaseMax: 16, LeaseTTL: 10 * time.Second,
-		Leases: LeaseHooks{Granted: func(n int) { granted.Add(int64(n)) }, Refunded: func(n int) { refunded.Add(int64(n)) }}})
+	r, err := NewRedis(withDefaults(RedisOptions{Client: c, Timeout: 2 * time.Second, Pipeline: true, LeaseMax: 16, LeaseTTL: 10 * time.Second,
+		Leases: LeaseHooks{Granted: func(n int) { granted.Add(int64(n)) }, Refunded: func(n int) { refunded.Add(int64(n)) }}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,7 +537,7 @@ func BenchmarkLeasedAllow(b *testing.B) {
 	rs := testredis.Start(b)
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer c.Close()
-	r, err := NewRedis(RedisOptions{Client: c, Timeout: time.Second, Pipeline: true, LeaseMax: 1000, LeaseTTL: time.Minute})
+	r, err := NewRedis(withDefaults(RedisOptions{Client: c, Timeout: time.Second, Pipeline: true, LeaseMax: 1000, LeaseTTL: time.Minute}))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -563,8 +563,8 @@ func TestLeaseClusterSilentNode(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	var granted atomic.Int64
 	const timeout = 100 * time.Millisecond
-	r, err := NewRedis(RedisOptions{Client: c, Timeout: timeout, WireTimeout: 300 * time.Millisecond, BusyTimeout: 2 * time.Second,
-		Pipeline: true, LeaseMax: 16, LeaseTTL: 10 * time.Second, Leases: LeaseHooks{Granted: func(n int) { granted.Add(int64(n)) }}})
+	r, err := NewRedis(withDefaults(RedisOptions{Client: c, Timeout: timeout, WireTimeout: 300 * time.Millisecond, BusyTimeout: 2 * time.Second,
+		Pipeline: true, LeaseMax: 16, LeaseTTL: 10 * time.Second, Leases: LeaseHooks{Granted: func(n int) { granted.Add(int64(n)) }}}))
 	if err != nil {
 		t.Fatal(err)
 	}

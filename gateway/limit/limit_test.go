@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 
+	"vendorgate/config"
 	"vendorgate/gateway/policy"
 	"vendorgate/shared/testredis"
 )
@@ -69,16 +70,53 @@ func TestLocalAllOrNothing(t *testing.T) {
 	}
 }
 
+// withDefaults is o with config's default for every setting o leaves zero
+// (the limiter has none of its own), and the wire and busy bounds at least
+// the timeout, as the gateway passes them. A test that names no LeaseMax
+// means no leases: 1.
+func withDefaults(o RedisOptions) RedisOptions {
+	d := config.DefaultGateway().Redis
+	set := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	set(&o.Timeout, d.Timeout)
+	set(&o.WireTimeout, d.WireTimeout)
+	set(&o.BusyTimeout, d.BusyTimeout)
+	set(&o.BreakerOpenFor, d.BreakerOpenFor)
+	set(&o.BreakerWindow, d.BreakerWindow)
+	set(&o.LeaseTTL, d.LeaseTTL)
+	o.WireTimeout = max(o.WireTimeout, o.Timeout)
+	o.BusyTimeout = max(o.BusyTimeout, o.Timeout)
+	if o.BreakerFailures == 0 {
+		o.BreakerFailures = d.BreakerFailures
+	}
+	if o.BreakerFailureRatio == 0 {
+		o.BreakerFailureRatio = float64(d.BreakerFailurePercent) / 100
+	}
+	if o.PipelineMax == 0 {
+		o.PipelineMax = d.PipelineMax
+	}
+	if o.PipelineSenders == 0 {
+		o.PipelineSenders = d.PipelineSenders
+	}
+	if o.LeaseMax == 0 {
+		o.LeaseMax = 1
+	}
+	return o
+}
+
 func newRedisOpts(t testing.TB, rs *testredis.Server, calls *atomic.Int64, pipeline bool) *Redis {
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
 		DialTimeout: 100 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
 	t.Cleanup(func() { c.Close() })
-	r, err := NewRedis(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, BreakerOpenFor: 200 * time.Millisecond,
+	r, err := NewRedis(withDefaults(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, BreakerOpenFor: 200 * time.Millisecond,
 		Pipeline: pipeline, ObserveCall: func(time.Duration, error) {
 			if calls != nil {
 				calls.Add(1)
 			}
-		}})
+		}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,8 +316,8 @@ func testPoolWaitIsNotAFailure(t *testing.T, pipeline bool) {
 		PoolSize: 1, PoolTimeout: 20 * time.Millisecond})
 	t.Cleanup(func() { c.Close() })
 	var failures atomic.Int64
-	r, err := NewRedis(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, BreakerOpenFor: time.Minute, BreakerFailures: 3,
-		Pipeline: pipeline, OnFailure: func(FailureKind, error) { failures.Add(1) }})
+	r, err := NewRedis(withDefaults(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, BreakerOpenFor: time.Minute, BreakerFailures: 3,
+		Pipeline: pipeline, OnFailure: func(FailureKind, error) { failures.Add(1) }}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,5 +345,49 @@ func testPoolWaitIsNotAFailure(t *testing.T, pipeline bool) {
 	}
 	if d, err := r.Allow(one("a", rate)); err != nil || !d.Allowed {
 		t.Fatalf("with the connection free again: %+v %v", d, err)
+	}
+}
+
+// TestNewRedisRefusesZeros: the limiter fills in no default of its own
+// (config holds them): a setting it needs left zero is refused, and so is
+// a reload to lease settings it cannot use.
+func TestNewRedisRefusesZeros(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	good := withDefaults(RedisOptions{Client: c, Pipeline: true})
+	for name, zero := range map[string]func(o *RedisOptions){
+		"timeout":         func(o *RedisOptions) { o.Timeout = 0 },
+		"wire timeout":    func(o *RedisOptions) { o.WireTimeout = 0 },
+		"busy timeout":    func(o *RedisOptions) { o.BusyTimeout = 0 },
+		"breaker open":    func(o *RedisOptions) { o.BreakerOpenFor = 0 },
+		"breaker fails":   func(o *RedisOptions) { o.BreakerFailures = 0 },
+		"breaker window":  func(o *RedisOptions) { o.BreakerWindow = 0 },
+		"breaker ratio":   func(o *RedisOptions) { o.BreakerFailureRatio = 0 },
+		"pipeline max":    func(o *RedisOptions) { o.PipelineMax = 0 },
+		"senders":         func(o *RedisOptions) { o.PipelineSenders = 0 },
+		"lease max":       func(o *RedisOptions) { o.LeaseMax = 0 },
+		"lease ttl":       func(o *RedisOptions) { o.LeaseTTL = 0 },
+		"wire below time": func(o *RedisOptions) { o.WireTimeout = o.Timeout / 2 },
+	} {
+		o := good
+		zero(&o)
+		if r, err := NewRedis(o); err == nil {
+			r.Close()
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	r, err := NewRedis(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.SetLeases(0, time.Second); err == nil {
+		t.Error("SetLeases accepted lease max 0")
+	}
+	if err := r.SetLeases(16, 0); err == nil {
+		t.Error("SetLeases accepted lease ttl 0")
+	}
+	if err := r.SetLeases(16, 2*time.Second); err != nil {
+		t.Error(err)
 	}
 }

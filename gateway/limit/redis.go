@@ -20,41 +20,45 @@ import (
 // share them during a rolling upgrade.
 const keyPrefix = "rate:"
 
-// RedisOptions configures a Redis limiter.
+// RedisOptions configures a Redis limiter. Each setting's default is
+// config's (the redis.* setting of the same name; the breaker's ratio is
+// redis.breaker_failure_percent / 100): NewRedis fills in none, and refuses
+// a value it cannot use. The hooks are optional.
 type RedisOptions struct {
 	// Client is a plain, Sentinel or Cluster client. It should have
 	// MaxRetries -1: a retried EVALSHA can charge a bucket twice.
 	Client redis.UniversalClient
-	// Timeout is how long a request waits on a silent Redis. Default 50ms:
-	// past it, with no answer from Redis to anyone meanwhile, the request
-	// fails closed instead of queueing behind a sick Redis.
+	// Timeout is how long a request waits on a silent Redis: past it, with
+	// no answer from Redis to anyone meanwhile, the request fails closed
+	// instead of queueing behind a sick Redis.
 	Timeout time.Duration
 	// WireTimeout bounds one pipelined round trip on the wire (its socket
 	// deadline, set when the batch is sent); past it the round trip is one
-	// failure for the breaker. Default 500ms, at least Timeout: a sender
-	// that got its core late must find the reply still readable, not an
-	// i/o timeout with the reply already in the socket buffer. The client
-	// should have ReadTimeout and WriteTimeout at least this long.
+	// failure for the breaker. At least Timeout: a sender that got its
+	// core late must find the reply still readable, not an i/o timeout
+	// with the reply already in the socket buffer. The client should have
+	// ReadTimeout and WriteTimeout at least this long.
 	WireTimeout time.Duration
 	// BusyTimeout is how long in all a request may wait while Redis is
 	// visibly answering (round trips answered meanwhile) though its own
 	// Timeout passed: the node is busy, not Redis. Past it the request
-	// fails with ErrBusy. Default 1s, at least Timeout.
+	// fails with ErrBusy. At least Timeout.
 	BusyTimeout time.Duration
 	// BreakerOpenFor is how long the breaker stays open before it lets one
-	// probe through. Default 2s.
+	// probe through.
 	BreakerOpenFor time.Duration
 	// BreakerFailures is how many failed round trips (a batch is one)
 	// within BreakerWindow open the breaker: in a row, or when they are
 	// also at least BreakerFailureRatio of the round trips that finished in
-	// it. Default 3.
+	// it.
 	BreakerFailures int
-	// BreakerWindow is the rolling window of the failure ratio. Default 3s.
-	// (Failures in a row open the breaker whenever they ended.)
+	// BreakerWindow is the rolling window of the failure ratio. (Failures
+	// in a row open the breaker whenever they ended.)
 	BreakerWindow time.Duration
 	// BreakerFailureRatio is the share of failed round trips within the
-	// window that opens the breaker. Default 0.5: one late round trip among
-	// many answered ones opens nothing; a dead Redis fails them all.
+	// window that opens the breaker, above 0 and at most 1: one late round
+	// trip among many answered ones opens nothing; a dead Redis fails them
+	// all.
 	BreakerFailureRatio float64
 	// OnStateChange is told of every breaker transition (metrics, logs). It
 	// runs under the breaker's lock: it must not call back into the breaker.
@@ -79,24 +83,24 @@ type RedisOptions struct {
 	// Now is the clock of the in-process denial memory; time.Now when nil.
 	Now func() time.Time
 	// Pipeline sends the calls of concurrent requests together, as one
-	// pipelined write of script calls answered in one read (see batcher).
-	// Off: one round trip per request on its own pooled connection.
+	// pipelined write of script calls answered in one read (see
+	// redisconn). Off: one round trip per request on its own pooled
+	// connection, and no leases.
 	Pipeline bool
-	// PipelineMax bounds the calls in one pipeline. Default 128.
+	// PipelineMax bounds the calls in one pipeline (with Pipeline).
 	PipelineMax int
-	// PipelineSenders is how many pipelines may be in flight at once.
-	// Default 2: on a small machine more senders mean smaller batches.
+	// PipelineSenders is how many pipelines may be in flight at once (with
+	// Pipeline).
 	PipelineSenders int
 	// LeaseMax is the most tokens one call takes of a bucket: the request's
 	// own and a lease of the rest, decided here without asking Redis (see
-	// leases). 1 is no lease: every request asks Redis, strictly exact;
-	// below 1 is 1. The gateway passes config's redis.lease_max (16).
-	// Leases need Pipeline.
+	// leases). 1 is no lease: every request asks Redis, strictly exact.
+	// At least 1 with Pipeline (leases need it); unused without.
 	LeaseMax int
 	// LeaseTTL is how long a lease lives, from its call: what is left then
 	// goes back. Admissions stay within what GCRA allows with a burst of
-	// burst + ceil(rate × LeaseTTL). The gateway passes config's
-	// redis.lease_ttl (2s); zero here is 1s.
+	// burst + ceil(rate × LeaseTTL). Positive with Pipeline; unused
+	// without.
 	LeaseTTL time.Duration
 	// Leases are told what happens to leased tokens.
 	Leases LeaseHooks
@@ -129,9 +133,10 @@ const (
 // KindOf classifies the error of a failed round trip.
 func KindOf(err error) FailureKind { return redisconn.KindOf(err) }
 
-// Redis is the shared limiter: GCRA in Redis by one script (lua.go)
-// applying redis_rate's arithmetic, with its stored value, to every limit
-// of a request in one round trip. A denial is remembered in process until its
+// Redis is the shared limiter: GCRA in Redis by one script of its own
+// (lua.go), which applies redis_rate's arithmetic to redis_rate's stored
+// value, for every limit of a request in one round trip (redis_rate itself
+// is no longer called). A denial is remembered in process until its
 // RetryAfter, so a vendor known to be over its limit costs no Redis call.
 type Redis struct {
 	timeout   time.Duration
@@ -194,7 +199,7 @@ func (systemClock) AfterFunc(d time.Duration, f func()) func() bool { return tim
 // roundTrip is one round trip to Redis: the script run once per group of
 // keys and args (one group per hash slot), or, with no group, a ping of
 // every node the buckets live on; it returns each group's reply. A
-// decision's call (judged) is waited for as the batcher waits: failed
+// decision's call (judged) is waited for as a pipelined call waits: failed
 // only when Redis was silent past Timeout; a ping and refunds wait up to
 // deadline. The limiter's own is its Conn's pipeline (decisions) and its
 // Conn's client (the rest); a simulation brings its own, to decide delay,
@@ -209,32 +214,21 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 // newRedis is NewRedis on clock; with rt (a simulation) the limiter has
 // no Conn, starts no goroutine of its own and needs no client.
 func newRedis(o RedisOptions, clk clock, rt roundTrip) (*Redis, error) {
-	if o.Client == nil && rt == nil {
+	switch {
+	case o.Client == nil && rt == nil:
 		return nil, errors.New("limit: redis client required")
+	case o.Timeout <= 0:
+		return nil, fmt.Errorf("limit: timeout %s must be positive", o.Timeout)
+	case o.WireTimeout < o.Timeout:
+		return nil, fmt.Errorf("limit: wire timeout %s must be at least the timeout %s", o.WireTimeout, o.Timeout)
+	case o.BusyTimeout < o.Timeout:
+		return nil, fmt.Errorf("limit: busy timeout %s must be at least the timeout %s", o.BusyTimeout, o.Timeout)
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = 50 * time.Millisecond
+	if o.Pipeline {
+		if err := checkLeases(o.LeaseMax, o.LeaseTTL); err != nil {
+			return nil, err
+		}
 	}
-	if o.BreakerOpenFor <= 0 {
-		o.BreakerOpenFor = 2 * time.Second
-	}
-	if o.BreakerFailures <= 0 {
-		o.BreakerFailures = 3
-	}
-	if o.BreakerWindow <= 0 {
-		o.BreakerWindow = 3 * time.Second
-	}
-	if o.BreakerFailureRatio <= 0 || o.BreakerFailureRatio > 1 {
-		o.BreakerFailureRatio = 0.5
-	}
-	if o.WireTimeout <= 0 {
-		o.WireTimeout = 500 * time.Millisecond
-	}
-	o.WireTimeout = max(o.WireTimeout, o.Timeout)
-	if o.BusyTimeout <= 0 {
-		o.BusyTimeout = time.Second
-	}
-	o.BusyTimeout = max(o.BusyTimeout, o.Timeout)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -255,12 +249,6 @@ func newRedis(o RedisOptions, clk clock, rt roundTrip) (*Redis, error) {
 		r.denied[i].m = make(map[string]denial)
 	}
 	if o.Pipeline {
-		if o.PipelineMax <= 0 {
-			o.PipelineMax = 128
-		}
-		if o.PipelineSenders <= 0 {
-			o.PipelineSenders = 2
-		}
 		_, r.cluster = o.Client.(*redis.ClusterClient)
 		r.pinged.Store(math.MinInt64 / 2)
 		r.leases = newLeases(o.LeaseMax, o.LeaseTTL, func() bool {
@@ -305,13 +293,30 @@ func newRedis(o RedisOptions, clk clock, rt roundTrip) (*Redis, error) {
 }
 
 // SetLeases changes LeaseMax and LeaseTTL (a reload) and sends every
-// lease held back to Redis: they were taken under the old limits.
-func (r *Redis) SetLeases(max int, ttl time.Duration) {
+// lease held back to Redis: they were taken under the old limits. It
+// refuses (and changes nothing) a LeaseMax below 1 or a LeaseTTL not
+// positive.
+func (r *Redis) SetLeases(max int, ttl time.Duration) error {
 	if r.leases == nil {
-		return
+		return nil
+	}
+	if err := checkLeases(max, ttl); err != nil {
+		return err
 	}
 	r.leases.set(max, ttl)
 	r.returnAll.Store(true)
+	return nil
+}
+
+// checkLeases refuses lease settings the leases cannot use.
+func checkLeases(max int, ttl time.Duration) error {
+	switch {
+	case max < 1:
+		return fmt.Errorf("limit: lease max %d must be at least 1 (1: no leases)", max)
+	case ttl <= 0:
+		return fmt.Errorf("limit: lease ttl %s must be positive", ttl)
+	}
+	return nil
 }
 
 // Close waits for the leased decisions under way, sends the leases back,

@@ -456,7 +456,7 @@ func (w *simWorld) start(i int) {
 	for n := range g.lastRead {
 		g.lastRead[n] = math.MinInt64 / 2
 	}
-	r, err := newRedis(RedisOptions{Timeout: simTimeout, WireTimeout: simWire, BusyTimeout: time.Second, Pipeline: true,
+	r, err := newRedis(withDefaults(RedisOptions{Timeout: simTimeout, WireTimeout: simWire, BusyTimeout: time.Second, Pipeline: true,
 		LeaseMax: w.leaseMax, LeaseTTL: w.ttl, Now: func() time.Time { return time.Unix(0, simEpoch*1e9+w.now+g.wallOff) },
 		Leases: LeaseHooks{
 			Spent:    func() { w.logf("gateway %d spent a lease token", g.id) },
@@ -473,7 +473,7 @@ func (w *simWorld) start(i int) {
 				w.dropped = append(w.dropped, simSlack{n, w.now + int64(w.ttl) + 60e9})
 				w.logf("gateway %d dropped %d", g.id, n)
 			},
-		}}, simClock{g}, g.roundTrip)
+		}}), simClock{g}, g.roundTrip)
 	if err != nil {
 		w.t.Fatal(err)
 	}
