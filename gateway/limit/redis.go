@@ -214,15 +214,11 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 // newRedis is NewRedis on clock; with rt (a simulation) the limiter has
 // no Conn, starts no goroutine of its own and needs no client.
 func newRedis(o RedisOptions, clk clock, rt roundTrip) (*Redis, error) {
-	switch {
-	case o.Client == nil && rt == nil:
+	if o.Client == nil && rt == nil {
 		return nil, errors.New("limit: redis client required")
-	case o.Timeout <= 0:
-		return nil, fmt.Errorf("limit: timeout %s must be positive", o.Timeout)
-	case o.WireTimeout < o.Timeout:
-		return nil, fmt.Errorf("limit: wire timeout %s must be at least the timeout %s", o.WireTimeout, o.Timeout)
-	case o.BusyTimeout < o.Timeout:
-		return nil, fmt.Errorf("limit: busy timeout %s must be at least the timeout %s", o.BusyTimeout, o.Timeout)
+	}
+	if err := redisconn.CheckTimeouts(o.Timeout, o.WireTimeout, o.BusyTimeout); err != nil {
+		return nil, fmt.Errorf("limit: %w", err)
 	}
 	if o.Pipeline {
 		if err := checkLeases(o.LeaseMax, o.LeaseTTL); err != nil {

@@ -104,16 +104,13 @@ func New(o Options, h *Health, clk Clock) (*Conn, error) {
 		return nil, errors.New("redisconn: script required")
 	case h == nil:
 		return nil, errors.New("redisconn: health required")
-	case o.Timeout <= 0:
-		return nil, fmt.Errorf("redisconn: timeout %s must be positive", o.Timeout)
-	case o.WireTimeout < o.Timeout:
-		return nil, fmt.Errorf("redisconn: wire timeout %s must be at least the timeout %s", o.WireTimeout, o.Timeout)
-	case o.BusyTimeout < o.Timeout:
-		return nil, fmt.Errorf("redisconn: busy timeout %s must be at least the timeout %s", o.BusyTimeout, o.Timeout)
 	case o.Pipeline && o.PipelineMax <= 0:
 		return nil, fmt.Errorf("redisconn: pipeline max %d must be positive", o.PipelineMax)
 	case o.Pipeline && o.PipelineSenders <= 0:
 		return nil, fmt.Errorf("redisconn: pipeline senders %d must be positive", o.PipelineSenders)
+	}
+	if err := CheckTimeouts(o.Timeout, o.WireTimeout, o.BusyTimeout); err != nil {
+		return nil, err
 	}
 	_, cluster := o.Client.(*redis.ClusterClient)
 	c := &Conn{client: o.Client, script: o.Script, timeout: o.Timeout, health: h, clock: clk, cluster: cluster}
@@ -121,6 +118,20 @@ func New(o Options, h *Health, clk Clock) (*Conn, error) {
 		c.batch = newBatcher(o.Client, &o, h, clk)
 	}
 	return c, nil
+}
+
+// CheckTimeouts refuses a caller's wait, wire deadline and busy bound
+// that cannot be used: the wait must be positive, the others at least it.
+func CheckTimeouts(timeout, wire, busy time.Duration) error {
+	switch {
+	case timeout <= 0:
+		return fmt.Errorf("redisconn: timeout %s must be positive", timeout)
+	case wire < timeout:
+		return fmt.Errorf("redisconn: wire timeout %s must be at least the timeout %s", wire, timeout)
+	case busy < timeout:
+		return fmt.Errorf("redisconn: busy timeout %s must be at least the timeout %s", busy, timeout)
+	}
+	return nil
 }
 
 // Cluster reports whether the client is a Redis Cluster's.
