@@ -38,6 +38,7 @@ import (
 	"vendorgate/gateway/respond"
 	"vendorgate/gateway/throttle"
 	"vendorgate/gateway/usage"
+	"vendorgate/gateway/window"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/logtext"
 	"vendorgate/shared/profiling"
@@ -80,6 +81,9 @@ type Gateway struct {
 	lookup   *backendapi.Client
 	limiter  limiter
 	redisLim *limit.Redis // nil with the in-process limiter
+	// windows decides the quotas and sliding windows (package window), for
+	// the routes that have any.
+	windows  window.Limiter
 	throttle *throttle.Throttle
 	proxy    *proxy.Proxy
 	// inflight counts each vendor's requests in flight here (admit), and

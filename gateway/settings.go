@@ -200,7 +200,23 @@ func rateOf(name string, l config.Limit) policy.Rate {
 	if !l.Enabled() {
 		return policy.Rate{Name: name} // off: never checked
 	}
-	return policy.Rate{Name: name, Limit: l.Rate, Burst: l.Burst, Period: l.Period, Shadow: l.Shadow}
+	r := policy.Rate{Name: name, Limit: l.Rate, Burst: l.Burst, Period: l.Period, Shadow: l.Shadow}
+	switch l.KindOf() {
+	case config.KindWindow:
+		r.Kind = policy.Sliding
+	case config.KindQuota:
+		r.Kind = policy.Quota
+		r.Calendar = policy.Calendar{Days: uint16(l.Days), Month: l.Window == config.WindowMonth}
+		if l.Window == config.WindowDay {
+			r.Calendar.Days = 1
+		}
+		// The nominal length (the usage view's period): a month's is 31 days.
+		r.Period = time.Duration(max(r.Calendar.Days, 1)) * 24 * time.Hour
+		if r.Calendar.Month {
+			r.Period = 31 * 24 * time.Hour
+		}
+	}
+	return r
 }
 
 // twinOf is l's shadow twin; zero (never checked) when l has none or is
