@@ -340,17 +340,12 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 
 // setRateLimitHeaders writes the IETF draft's RateLimit-Policy and
 // RateLimit fields for the enforced limits of the request: r is the
-// remaining quota, t the seconds until the bucket is whole again.
+// remaining quota, t the seconds until the bucket is whole again. The GCRA
+// limits come first, then the quotas and sliding windows (windows.go).
 func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
 	pol := ex.plan.Policy
 	var buf, pbuf [128]byte
 	b := buf[:0]
-	if ex.windows.checks.Count > 0 {
-		pol, b = appendWindowHeaders(append(pbuf[:0], pol...), b, &ex.windows)
-	}
-	if len(pol) == 0 {
-		return
-	}
 	for i := 0; i < ex.checks.Count && ex.hasLimit; i++ {
 		rt := ex.checks.List[i].Rate
 		res := ex.decision.Results[i]
@@ -368,7 +363,13 @@ func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, int64((reset+time.Second-1)/time.Second), 10)
 	}
-	respond.SetRateLimit(ctx, ex.plan.Policy, b)
+	if ex.windows.checks.Count > 0 {
+		pol, b = appendWindowHeaders(append(pbuf[:0], pol...), b, &ex.windows)
+	}
+	if len(pol) == 0 {
+		return
+	}
+	respond.SetRateLimit(ctx, pol, b)
 }
 
 // setRequestID keeps the client's X-Request-Id when it is sane (1-64

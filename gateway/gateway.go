@@ -311,7 +311,7 @@ func New(o Options) (_ *Gateway, err error) {
 	g.admin = &fasthttp.Server{
 		Handler: admin.Handler(admin.Options{Registry: g.metrics.Registry, Checks: g.readyChecks(), OpenAPI: o.OpenAPI,
 			Usage: admin.UsageHandler(admin.UsageOptions{Token: c.AdminToken,
-				Reader: &usage.Reader{Store: usageStore, Limits: g.usageLimits}}),
+				Reader: &usage.Reader{Store: usageStore, Limits: g.usageLimits, Quotas: g.usageQuotas}}),
 			Profiles: profiling.Handler(c.AdminToken, "vendorgate-gateway-admin", admin.GatewayAdminToken)}),
 		Name:        "vendorgate-admin",
 		IdleTimeout: adminIdleTimeout,

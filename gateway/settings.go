@@ -282,3 +282,23 @@ func (g *Gateway) usageLimits(vendor string, p usage.Policy) (string, int, time.
 	}
 	return r.Name, r.Quota(), r.Period, true
 }
+
+// usageQuotas reads quota policy p's counter of vendor for the usage view:
+// per-vendor quotas only (a per-key quota's counters are the keys').
+func (g *Gateway) usageQuotas(vendor string, p usage.Policy) (usage.QuotaUsed, bool, error) {
+	sn := g.snap.Load()
+	t := sn.table(vendor)
+	if int(p) >= len(t.Policies) {
+		return usage.QuotaUsed{}, false, nil
+	}
+	row := t.Policies[p]
+	if row.Kind != policy.Quota || !row.Valid() || row.Scope != policy.PerVendor {
+		return usage.QuotaUsed{}, false, nil
+	}
+	key := sn.layout.Buckets(vendor, "").Name(int(p)).Key
+	used, start, end, err := g.windows.Used(key, row.Rate)
+	if err != nil {
+		return usage.QuotaUsed{}, false, fmt.Errorf("quota %s: %w", row.Name, err)
+	}
+	return usage.QuotaUsed{Used: used, Quota: row.Limit, WindowStart: start, WindowEnd: end}, true, nil
+}

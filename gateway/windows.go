@@ -31,7 +31,7 @@ func (g *Gateway) admitWindowed(sn *snapshot, id *auth.Identity, rt *route, ex *
 	w := &ex.windows
 	ex.plan.Windows(&w.checks, id.Buckets(sn.layout))
 	var err error
-	w.decision, err = g.windows.Charge(&w.checks)
+	w.decision, err = g.windows.Charge(w.checks)
 	g.recordWindows(sn, id, w, err)
 	if err != nil {
 		if w.checks.Enforces() {
@@ -46,7 +46,7 @@ func (g *Gateway) admitWindowed(sn *snapshot, id *auth.Identity, rt *route, ex *
 	}
 	err = g.admitLimits(sn, id, rt, ex)
 	if err != nil && w.decided {
-		g.windows.Refund(&w.checks, &w.decision)
+		w.decision = g.windows.Refund(w.checks, w.decision)
 	}
 	return err
 }

@@ -33,7 +33,7 @@ func NewLocal(now func() time.Time) *Local {
 }
 
 // Charge decides and charges cs.
-func (l *Local) Charge(cs *policy.Checks) (Decision, error) {
+func (l *Local) Charge(cs policy.Checks) (Decision, error) {
 	var d Decision
 	now := l.now()
 	l.mu.Lock()
@@ -83,7 +83,7 @@ func (l *Local) Charge(cs *policy.Checks) (Decision, error) {
 			r.RetryAfter = 0
 		}
 	}
-	d.decide(cs)
+	d.decide(&cs)
 	return d, nil
 }
 
@@ -115,7 +115,7 @@ func (l *Local) sweep(now time.Time) {
 }
 
 // Refund takes back d's charges.
-func (l *Local) Refund(cs *policy.Checks, d *Decision) {
+func (l *Local) Refund(cs policy.Checks, d Decision) Decision {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := 0; i < d.Count; i++ {
@@ -143,6 +143,7 @@ func (l *Local) Refund(cs *policy.Checks, d *Decision) {
 		}
 		r.refunded(c.Rate.Limit)
 	}
+	return d
 }
 
 // Used is a quota bucket's counter for the window holding now.

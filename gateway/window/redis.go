@@ -57,7 +57,7 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 }
 
 // Charge decides and charges cs in one call (chargeScript).
-func (l *Redis) Charge(cs *policy.Checks) (Decision, error) {
+func (l *Redis) Charge(cs policy.Checks) (Decision, error) {
 	var d Decision
 	if cs.Count == 0 {
 		d.Allowed = true
@@ -113,13 +113,13 @@ func (l *Redis) Charge(cs *policy.Checks) (Decision, error) {
 			r.RetryAfter = 0
 		}
 	}
-	d.decide(cs)
+	d.decide(&cs)
 	return d, nil
 }
 
 // Refund takes back d's charges in one call; a failure leaves them (told
 // to OnFailure), never retried.
-func (l *Redis) Refund(cs *policy.Checks, d *Decision) {
+func (l *Redis) Refund(cs policy.Checks, d Decision) Decision {
 	var keys []string
 	args := []any{d.id}
 	for i := 0; i < d.Count; i++ {
@@ -138,13 +138,14 @@ func (l *Redis) Refund(cs *policy.Checks, d *Decision) {
 		r.refunded(c.Rate.Limit)
 	}
 	if len(keys) == 0 {
-		return
+		return d
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
 	if err := refundScript.Run(ctx, l.o.Client, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		l.failed(err)
 	}
+	return d
 }
 
 // Used reads a quota bucket's counter for the window holding now.

@@ -106,10 +106,13 @@ func (d *Decision) decide(cs *policy.Checks) {
 type Limiter interface {
 	// Charge decides cs and, when every enforced check allows it, charges
 	// each check that has room (a shadow check over its limit is not
-	// charged). An error means nothing was decided.
-	Charge(cs *policy.Checks) (Decision, error)
-	// Refund takes back what Charge charged for d; best effort.
-	Refund(cs *policy.Checks, d *Decision)
+	// charged). An error means nothing was decided. The checks are passed
+	// by value, so that a call through the interface does not make the
+	// caller's copy escape.
+	Charge(cs policy.Checks) (Decision, error)
+	// Refund takes back what Charge charged for d, best effort, and
+	// returns d as it stands after (nothing left to refund).
+	Refund(cs policy.Checks, d Decision) Decision
 	// Used is how much of a quota bucket's current window is used, and
 	// when the window began and ends.
 	Used(key string, r policy.Rate) (used int, start, end time.Time, err error)

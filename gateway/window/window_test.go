@@ -46,12 +46,12 @@ func both(t *testing.T, fn func(t *testing.T, c clocked)) {
 	})
 }
 
-func checks(cs ...policy.Check) *policy.Checks {
+func checks(cs ...policy.Check) policy.Checks {
 	var out policy.Checks
 	for _, c := range cs {
 		out.Add(c)
 	}
-	return &out
+	return out
 }
 
 func quota(name string, n int, cal policy.Calendar) policy.Rate {
@@ -105,7 +105,7 @@ func TestScriptCalendar(t *testing.T) {
 				if res.start != s.Unix() || res.Window != e.Sub(s) || res.ResetAfter != e.Sub(now) {
 					t.Fatalf("%v %+v: script window %d+%v reset %v, Go's %v-%v", now, cal, res.start, res.Window, res.ResetAfter, s, e)
 				}
-				r.Refund(cs, &d)
+				d = r.Refund(cs, d)
 			}
 		}
 		day = day.AddDate(0, 0, 1+rand.IntN(20))
@@ -204,11 +204,11 @@ func TestAllOrNothing(t *testing.T) {
 			t.Fatalf("%+v", d)
 		}
 		*c.now = c.now.Add(2 * time.Second) // June now: the refund goes to May
-		c.l.Refund(alone, &d)
+		d = c.l.Refund(alone, d)
 		if rem, _ := d.Left(0); rem != 9 {
 			t.Fatalf("left %d after the refund", rem)
 		}
-		c.l.Refund(alone, &d) // a second Refund of the same decision takes nothing
+		d = c.l.Refund(alone, d) // a second Refund of the same decision takes nothing
 		d, _ = c.l.Charge(alone)
 		if d.Results[0].Used != 1 {
 			t.Fatalf("June's first: %+v", d)
@@ -277,15 +277,15 @@ func TestRedisMatchesLocal(t *testing.T) {
 				cs.Add(c)
 			}
 		}
-		dr, err := r.Charge(&cs)
+		dr, err := r.Charge(cs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dl, _ := l.Charge(&cs)
+		dl, _ := l.Charge(cs)
 		refund := rng.IntN(4) == 0
 		if refund {
-			r.Refund(&cs, &dr)
-			l.Refund(&cs, &dl)
+			dr = r.Refund(cs, dr)
+			dl = l.Refund(cs, dl)
 		}
 		dr.id = ""
 		for i := range dl.Results {
