@@ -68,9 +68,9 @@ type VendorUsage struct {
 
 // PolicyUsage is one policy's buckets of one vendor, oldest first.
 type PolicyUsage struct {
-	Limit         string   `json:"limit"`
-	Quota         int      `json:"quota"`
-	PeriodSeconds int64    `json:"period_seconds"`
+	Limit         string `json:"limit"`
+	Quota         int    `json:"quota"`
+	PeriodSeconds int64  `json:"period_seconds"`
 	// QuotaUsed is a quota's use of its current calendar window.
 	QuotaUsed *QuotaUsed `json:"quota_used,omitempty"`
 	Minutes   []Bucket   `json:"minutes"`
