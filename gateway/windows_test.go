@@ -228,3 +228,37 @@ func TestWindowsAcrossGateways(t *testing.T) {
 	do(t, "POST", g1.url+"/api/vendor/v1/orders", key).wantError(t, 503, apierr.RateLimitUnavailable)
 	do(t, "GET", g2.url+"/api/vendor/v1/me", key).wantError(t, 503, apierr.RateLimitUnavailable)
 }
+
+// TestReadsAsSlidingWindow: the specification's reads row given a sliding
+// window by the operator admits its rate in any period and no more, with
+// its RateLimit headers and its algorithm on /docs.
+func TestReadsAsSlidingWindow(t *testing.T) {
+	limiterModes(t, func(t *testing.T, withRedis func(*Options)) {
+		b := newTestBackend(t)
+		gw := startGateway(t, b, func(o *Options) {
+			withRedis(o)
+			o.Config.Limits.Vendor.Reads = config.Limit{Kind: config.KindWindow, Rate: 3, Period: time.Minute}
+		})
+		key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+		me := gw.url + "/api/vendor/v1/me"
+		for i := 0; i < 3; i++ {
+			a := do(t, "GET", me, key)
+			if a.status != 200 || a.header.Get("RateLimit-Policy") != `"reads";q=3;w=60` ||
+				a.header.Get("RateLimit") != `"reads";r=`+strconv.Itoa(2-i)+";t=60" {
+				t.Fatalf("read %d: %d %q %q", i, a.status, a.header.Get("RateLimit-Policy"), a.header.Get("RateLimit"))
+			}
+		}
+		a := do(t, "GET", me, key)
+		a.wantError(t, 429, apierr.RateLimited)
+		if ra := retryAfter(t, a); ra < 58 || ra > 60 {
+			t.Fatalf("Retry-After %d, want the first read's leaving the window, about 60", ra)
+		}
+		if rl := a.header.Get("RateLimit"); !strings.HasPrefix(rl, `"reads";r=0;t=`) {
+			t.Fatalf("refused read RateLimit %q", rl)
+		}
+		page := string(do(t, "GET", gw.url+"/docs", "").body)
+		if !strings.Contains(page, "sliding window") || !strings.Contains(page, "3 in any minute") {
+			t.Fatal("docs page does not say the reads row is a sliding window of 3 in any minute")
+		}
+	})
+}
