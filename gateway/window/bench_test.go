@@ -64,7 +64,7 @@ func BenchmarkSteady(b *testing.B) {
 			b.ReportMetric((redisCPU(b, info)-cpu0)*1e6/float64(b.N), "redis-us/op")
 			var mem int64
 			n := 0
-			iter := info.Scan(context.Background(), 0, "vg:*", 1000).Iterator()
+			iter := info.Scan(context.Background(), 0, "win:*", 1000).Iterator()
 			for iter.Next(context.Background()) {
 				m, _ := info.MemoryUsage(context.Background(), iter.Val(), 0).Result()
 				mem += m

@@ -31,6 +31,12 @@ type RedisOptions struct {
 	OnFailure func(error)
 }
 
+// keyPrefix begins the window limiter's keys in Redis, apart from the
+// GCRA buckets ("rate:" + the bucket's name) of the same row: a row whose
+// kind a reload changes, or that replicas of two versions decide each
+// their way, never reads the other kind's value.
+const keyPrefix = "win:"
+
 // Redis decides windowed checks in Redis: one EVALSHA per request.
 type Redis struct {
 	o      RedisOptions
@@ -76,7 +82,7 @@ func (l *Redis) Charge(cs policy.Checks) (Decision, error) {
 	}
 	for i := 0; i < cs.Count; i++ {
 		c := &cs.List[i]
-		keys[i] = c.Key
+		keys[i] = keyPrefix + c.Key
 		kind, arg := "s", int64(c.Rate.Period/time.Millisecond)
 		if c.Rate.Kind == policy.Quota {
 			kind, arg = "q", int64(c.Rate.Calendar.Days)
@@ -129,10 +135,10 @@ func (l *Redis) Refund(cs policy.Checks, d Decision) Decision {
 		}
 		c := &cs.List[i]
 		if c.Rate.Kind == policy.Quota {
-			keys = append(keys, quotaKey(c.Key, r.start))
+			keys = append(keys, keyPrefix+quotaKey(c.Key, r.start))
 			args = append(args, "q")
 		} else {
-			keys = append(keys, c.Key)
+			keys = append(keys, keyPrefix+c.Key)
 			args = append(args, "s")
 		}
 		r.refunded(c.Rate.Limit)
@@ -153,7 +159,7 @@ func (l *Redis) Used(key string, r policy.Rate) (int, time.Time, time.Time, erro
 	start, end := r.Calendar.Window(time.Now())
 	ctx, cancel := context.WithTimeout(context.Background(), max(l.o.Timeout, time.Second))
 	defer cancel()
-	n, err := l.o.Client.Get(ctx, quotaKey(key, start.Unix())).Int()
+	n, err := l.o.Client.Get(ctx, keyPrefix+quotaKey(key, start.Unix())).Int()
 	if errors.Is(err, redis.Nil) {
 		err = nil
 	}

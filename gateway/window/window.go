@@ -5,10 +5,12 @@
 // round trip to Redis, exact across gateway replicas, made only for the
 // routes that have such a policy (package limit decides the GCRA rows).
 //
-// A quota is one counter per window ("<bucket>:<window start>", expiring
+// A quota is one counter per window ("win:<bucket>:q<window start>", expiring
 // an hour after the window ends); a sliding window is one sorted set per
 // bucket, one member per request admitted in the last w seconds, scored by
-// the Redis clock in milliseconds. Redis's clock (TIME) is the one clock:
+// the Redis clock in milliseconds ("win:<bucket>"). A bucket's name holds
+// its vendor's hash tag, so that a Redis Cluster keeps a request's keys,
+// the quota counters the script names from them included, in one slot. Redis's clock (TIME) is the one clock:
 // every replica's request falls in the same window.
 //
 // A request's checks are all-or-nothing: Charge charges every bucket only

@@ -3,6 +3,7 @@ package window
 import (
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -295,6 +296,43 @@ func TestRedisMatchesLocal(t *testing.T) {
 		}
 		if dr != dl {
 			t.Fatalf("request %d at %v: redis %+v, local %+v", i, now, dr, dl)
+		}
+	}
+}
+
+// TestCluster: in a Redis Cluster the script's keys, the quota counters
+// it names from a bucket's name included, are in the bucket's slot (its
+// vendor's hash tag), so a quota and a sliding window decide and refund
+// there as on one server.
+func TestCluster(t *testing.T) {
+	cl := testredis.StartCluster(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	r, err := NewRedis(RedisOptions{Client: c, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := 0; v < 20; v++ { // vendors on every node
+		vendor := "vg:{v:" + strconv.Itoa(v) + "}:"
+		cs := checks(policy.Check{Key: vendor + "day", Rate: quota("day", 2, policy.Calendar{Days: 1})},
+			policy.Check{Key: vendor + "strict", Rate: sliding("strict", 5, time.Minute)})
+		for i := 0; i < 4; i++ {
+			d, err := r.Charge(cs)
+			if err != nil {
+				t.Fatalf("vendor %d request %d: %v", v, i, err)
+			}
+			if d.Allowed != (i < 3) { // 2 a day, one given back
+				t.Fatalf("vendor %d request %d: %+v", v, i, d)
+			}
+			if i == 1 {
+				d = r.Refund(cs, d) // given back: the third fits
+				if d.Results[0].Used != 1 {
+					t.Fatalf("vendor %d: refunded %+v", v, d)
+				}
+			}
+		}
+		if used, _, _, err := r.Used(vendor+"day", cs.List[0].Rate); err != nil || used != 2 {
+			t.Fatalf("vendor %d: used %d, %v", v, used, err)
 		}
 	}
 }
