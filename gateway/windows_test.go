@@ -262,3 +262,42 @@ func TestReadsAsSlidingWindow(t *testing.T) {
 		}
 	})
 }
+
+// TestShadowWindowsWithoutRedis: a shadow quota never makes a route
+// depend on Redis (its check, undecided, is counted unavailable and the
+// request goes on, as a shadow GCRA limit's), where an enforced one
+// refuses 503 rate_limit_unavailable.
+func TestShadowWindowsWithoutRedis(t *testing.T) {
+	rs := testredis.Start(t)
+	b := newTestBackend(t)
+	gw := startGateway(t, b, func(o *Options) {
+		o.Config.Redis.URL = config.List{rs.URL()}
+		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 100, Period: time.Minute, Shadow: true}
+		o.Config.Limits.Policies = []config.Policy{
+			{Name: "reads-day", Scope: config.ScopeVendor, Class: config.ClassReads, Limit: config.Limit{Kind: config.KindQuota, Rate: 1, Window: config.WindowDay, Shadow: true}},
+			{Name: "orders-day", Scope: config.ScopeVendor, Class: config.ClassOrders, Limit: config.Limit{Kind: config.KindQuota, Rate: 100, Window: config.WindowDay}},
+		}
+	})
+	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	me := gw.url + "/api/vendor/v1/me"
+	for i := 0; i < 2; i++ { // the second is over the shadow quota: counted, not refused
+		if a := do(t, "GET", me, key); a.status != 200 || a.header.Get("RateLimit-Policy") != "" {
+			t.Fatalf("read %d: %d %q (shadow limits are not told)", i, a.status, a.header.Get("RateLimit-Policy"))
+		}
+	}
+	rs.Stop()
+	if a := do(t, "GET", me, key); a.status != 200 {
+		t.Fatalf("read with Redis gone, only shadow limits: %d %s", a.status, a.body)
+	}
+	do(t, "POST", gw.url+"/api/vendor/v1/orders", key).wantError(t, 503, apierr.RateLimitUnavailable)
+	m := scrape(t, gw)
+	for _, want := range []string{
+		`vendorgate_gateway_limiter_decisions_total{limit="reads-day",outcome="shadow_limited"} 1`,
+		`vendorgate_gateway_limiter_decisions_total{limit="reads-day",outcome="unavailable"} 1`,
+		`vendorgate_gateway_limiter_decisions_total{limit="orders-day",outcome="unavailable"} 1`,
+	} {
+		if !strings.Contains(m, want+"\n") {
+			t.Fatalf("metrics lack %s:\n%s", want, grep(m, "limiter_decisions"))
+		}
+	}
+}
