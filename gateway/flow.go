@@ -64,8 +64,8 @@ type exchange struct {
 	decision limit.Decision
 	hasLimit bool
 	// windows are the quota and sliding window checks, for a route that
-	// has any (windows.go).
-	windows windowed
+	// has any (windows.go); nil for the others, which carry none of it.
+	windows *windowed
 	// slot is the vendor's in-flight slot the request holds, nil for none
 	// (or once a streamed body took it: proxy.Forward).
 	slot proxy.Hold
@@ -320,7 +320,7 @@ func (g *Gateway) fail(ctx *fasthttp.RequestCtx, err error, ex *exchange) {
 // finish is the end of every answer: the common headers, the RateLimit
 // headers, metrics and the access log line.
 func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
-	if ex.hasLimit || ex.windows.checks.Count > 0 {
+	if ex.hasLimit || ex.windows != nil {
 		setRateLimitHeaders(ctx, ex)
 	}
 	respond.Common(ctx, ex.requestID())
@@ -363,8 +363,8 @@ func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, int64((reset+time.Second-1)/time.Second), 10)
 	}
-	if ex.windows.checks.Count > 0 {
-		pol, b = appendWindowHeaders(append(pbuf[:0], pol...), b, &ex.windows)
+	if ex.windows != nil {
+		pol, b = appendWindowHeaders(append(pbuf[:0], pol...), b, ex.windows)
 	}
 	if len(pol) == 0 {
 		return

@@ -28,7 +28,10 @@ type windowed struct {
 // after the windows charged gives their charge back, so that a request is
 // charged by every limit or by none.
 func (g *Gateway) admitWindowed(sn *snapshot, id *auth.Identity, rt *route, ex *exchange) error {
-	w := &ex.windows
+	// Its own allocation (about 1.3 KB), so that the exchange of a route
+	// without windows stays as small as before.
+	w := new(windowed)
+	ex.windows = w
 	ex.plan.Windows(&w.checks, id.Buckets(sn.layout))
 	var err error
 	w.decision, err = g.windows.Charge(w.checks)
