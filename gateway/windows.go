@@ -119,9 +119,9 @@ func appendWindowHeaders(pol, state []byte, w *windowed) ([]byte, []byte) {
 	return pol, state
 }
 
-// onWindowFailure counts a window limiter call that failed among the
-// Redis errors (kind "window"); each request it refused is counted
-// unavailable by recordWindows.
-func (g *Gateway) onWindowFailure(error) {
-	g.metrics.RedisErrors.WithLabelValues("window").Inc()
+// onWindowFailure counts a window limiter call that failed (a charge or a
+// refund) among the limiter's Redis errors, by the same kinds; each
+// request it refused is counted unavailable by recordWindows.
+func (g *Gateway) onWindowFailure(err error) {
+	g.onRedisFailure(limit.KindOf(err), err)
 }
