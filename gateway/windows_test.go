@@ -301,3 +301,43 @@ func TestShadowWindowsWithoutRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotaReloaded: a quota added by a reload counts from the next
+// request; raising it by another reload keeps what was used (the counter
+// is the row's name and the window's start, not its limit).
+func TestQuotaReloaded(t *testing.T) {
+	limiterModes(t, func(t *testing.T, withRedis func(*Options)) {
+		b := newTestBackend(t)
+		gw := startGateway(t, b, func(o *Options) {
+			withRedis(o)
+			o.Config.Limits.Vendor.Orders = config.Limit{Rate: 100, Period: time.Minute}
+		})
+		key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+		orders := gw.url + "/api/vendor/v1/orders"
+		if a := do(t, "POST", orders, key); a.status != 200 {
+			t.Fatalf("before: %d", a.status)
+		}
+		reload := func(rate int) {
+			c := *gw.cfg
+			c.Limits.Vendor.Orders = config.Limit{Rate: 100, Period: time.Minute}
+			c.Limits.Policies = []config.Policy{{Name: "orders-day", Scope: config.ScopeVendor, Class: config.ClassOrders,
+				Limit: config.Limit{Kind: config.KindQuota, Rate: rate, Window: config.WindowDay}}}
+			c.Version = "v" + strconv.Itoa(rate)
+			if err := gw.g.Reload(&c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reload(2)
+		for i, want := range []int{200, 200, 429} {
+			if a := do(t, "POST", orders, key); a.status != want {
+				t.Fatalf("order %d under a quota of 2: %d", i, a.status)
+			}
+		}
+		reload(3)
+		for i, want := range []int{200, 429} {
+			if a := do(t, "POST", orders, key); a.status != want {
+				t.Fatalf("order %d under a quota of 3, 2 used: %d", i, a.status)
+			}
+		}
+	})
+}
