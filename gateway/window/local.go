@@ -15,7 +15,13 @@ type Local struct {
 	// quotas are the counters by window key; sliding the admission times
 	// of each sliding bucket, oldest first.
 	quotas  map[string]quotaCount
-	sliding map[string][]time.Time
+	sliding map[string]slidingTimes
+	swept   time.Time // the last sweep
+}
+
+type slidingTimes struct {
+	times []time.Time // oldest first
+	w     time.Duration
 }
 
 type quotaCount struct {
@@ -29,7 +35,7 @@ func NewLocal(now func() time.Time) *Local {
 	if now == nil {
 		now = time.Now
 	}
-	return &Local{now: now, quotas: make(map[string]quotaCount), sliding: make(map[string][]time.Time)}
+	return &Local{now: now, quotas: make(map[string]quotaCount), sliding: make(map[string]slidingTimes)}
 }
 
 // Charge decides and charges cs.
@@ -73,7 +79,8 @@ func (l *Local) Charge(cs policy.Checks) (Decision, error) {
 				k := quotaKey(c.Key, r.start)
 				l.quotas[k] = quotaCount{used: r.Used, end: time.Unix(r.start, 0).Add(r.Window)}
 			} else {
-				l.sliding[c.Key] = append(l.sliding[c.Key], now)
+				st := l.sliding[c.Key]
+				l.sliding[c.Key] = slidingTimes{times: append(st.times, now), w: c.Rate.Period}
 				r.ResetAfter = c.Rate.Period
 				r.start = now.UnixNano() // what Refund removes
 			}
@@ -90,7 +97,7 @@ func (l *Local) Charge(cs policy.Checks) (Decision, error) {
 // live drops a sliding bucket's times at or before now-w and returns the
 // rest.
 func (l *Local) live(key string, now time.Time, w time.Duration) []time.Time {
-	times := l.sliding[key]
+	times := l.sliding[key].times
 	n := 0
 	for n < len(times) && !times[n].After(now.Add(-w)) {
 		n++
@@ -100,16 +107,26 @@ func (l *Local) live(key string, now time.Time, w time.Duration) []time.Time {
 		delete(l.sliding, key)
 		return nil
 	}
-	l.sliding[key] = times
+	l.sliding[key] = slidingTimes{times: times, w: w}
 	return times
 }
 
-// sweep forgets the quota windows that have ended (an hour after, as in
-// Redis), so that the map holds the live windows only.
+// sweep forgets, once a minute, the quota windows that have ended (an
+// hour after, as in Redis) and the sliding buckets whose last request
+// has left its window, so that the maps hold live buckets only.
 func (l *Local) sweep(now time.Time) {
+	if now.Sub(l.swept) < time.Minute {
+		return
+	}
+	l.swept = now
 	for k, q := range l.quotas {
 		if now.After(q.end.Add(time.Hour)) {
 			delete(l.quotas, k)
+		}
+	}
+	for k, st := range l.sliding {
+		if n := len(st.times); n == 0 || !st.times[n-1].After(now.Add(-st.w)) {
+			delete(l.sliding, k)
 		}
 	}
 }
@@ -133,10 +150,11 @@ func (l *Local) Refund(cs policy.Checks, d Decision) Decision {
 		} else {
 			// Remove one entry of the request's time (entries of equal
 			// times are alike); a later one would leave the window sooner.
-			times := l.sliding[c.Key]
-			for j := len(times) - 1; j >= 0; j-- {
-				if times[j].UnixNano() == r.start {
-					l.sliding[c.Key] = append(times[:j], times[j+1:]...)
+			st := l.sliding[c.Key]
+			for j := len(st.times) - 1; j >= 0; j-- {
+				if st.times[j].UnixNano() == r.start {
+					st.times = append(st.times[:j], st.times[j+1:]...)
+					l.sliding[c.Key] = st
 					break
 				}
 			}

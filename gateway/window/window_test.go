@@ -336,3 +336,28 @@ func TestCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalForgets: the in-process limiter keeps live buckets only: a
+// sliding bucket whose requests have all left its window, and a quota
+// window an hour past its end, are forgotten by the next sweep.
+func TestLocalForgets(t *testing.T) {
+	now := time.Date(2026, 1, 1, 23, 0, 0, 0, time.UTC)
+	l := NewLocal(func() time.Time { return now })
+	for v := 0; v < 100; v++ {
+		vendor := "vg:{v:" + strconv.Itoa(v) + "}:"
+		if _, err := l.Charge(checks(policy.Check{Key: vendor + "s", Rate: sliding("s", 5, time.Minute)},
+			policy.Check{Key: vendor + "d", Rate: quota("d", 5, policy.Calendar{Days: 1})})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(l.sliding) != 100 || len(l.quotas) != 100 {
+		t.Fatalf("%d sliding, %d quotas", len(l.sliding), len(l.quotas))
+	}
+	now = now.Add(2*time.Hour + time.Second) // the day ended more than an hour ago
+	if _, err := l.Charge(checks(policy.Check{Key: "other", Rate: sliding("s", 5, time.Minute)})); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.sliding) != 1 || len(l.quotas) != 0 {
+		t.Fatalf("after the sweep: %d sliding, %d quotas, want 1 and 0", len(l.sliding), len(l.quotas))
+	}
+}
