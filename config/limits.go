@@ -11,19 +11,104 @@ import (
 // own bucket and never enforced: its would-be refusals are counted (the
 // usage view, metrics) and logged, so that a tighter limit can be tried on
 // live traffic before it is enforced.
+//
+// Kind is how the limit decides: KindGCRA (the default, a token bucket),
+// KindQuota (Rate in each calendar Window, "day" or "month" in UTC, or in
+// each span of Days days; Period is not set) or KindWindow (a sliding
+// window: at most Rate in any Period). A quota or a window has no burst
+// and no shadow twin.
 type Limit struct {
 	Rate       int           `yaml:"rate"`
 	Period     time.Duration `yaml:"period"`
 	Burst      int           `yaml:"burst"`
 	Shadow     bool          `yaml:"shadow"`
 	ShadowTwin *Limit        `yaml:"shadow_twin"`
+	Kind       string        `yaml:"kind"`
+	Window     string        `yaml:"window"`
+	Days       int           `yaml:"days"`
 }
+
+// The kinds of limit.
+const (
+	KindGCRA   = "gcra"
+	KindQuota  = "quota"
+	KindWindow = "window"
+)
+
+// The calendar windows of a quota (Limit.Window).
+const (
+	WindowDay   = "day"
+	WindowMonth = "month"
+)
+
+// MaxWindowRate is the most requests a sliding window may admit: its
+// bucket in Redis holds one entry per request in the window.
+const MaxWindowRate = 100000
+
+// MaxQuotaDays is the longest quota window in days.
+const MaxQuotaDays = 366
 
 // Enabled reports whether l is set.
 func (l Limit) Enabled() bool { return l.Rate > 0 }
 
+// KindOf is l's kind: KindGCRA when not set.
+func (l Limit) KindOf() string {
+	if l.Kind == "" {
+		return KindGCRA
+	}
+	return l.Kind
+}
+
+// validateKind checks what l's kind asks of it.
+func (l Limit) validateKind(name string) error {
+	switch l.KindOf() {
+	case KindGCRA:
+		if l.Window != "" || l.Days != 0 {
+			return fmt.Errorf("%s: window and days are for kind quota (kind is %s)", name, KindGCRA)
+		}
+		return nil
+	case KindQuota:
+		switch {
+		case l.Period != 0:
+			return fmt.Errorf("%s.period: a quota counts per calendar window: set window (day or month) or days, not period", name)
+		case l.Window != "" && l.Days != 0:
+			return fmt.Errorf("%s: set window or days, not both", name)
+		case l.Window == "" && l.Days == 0:
+			return fmt.Errorf("%s: a quota needs window (day or month, in UTC) or days (1-%d)", name, MaxQuotaDays)
+		case l.Window != "" && l.Window != WindowDay && l.Window != WindowMonth:
+			return fmt.Errorf("%s.window: %q must be %s or %s (UTC), or use days", name, l.Window, WindowDay, WindowMonth)
+		case l.Window == "" && (l.Days < 1 || l.Days > MaxQuotaDays):
+			return fmt.Errorf("%s.days: %d must be 1-%d", name, l.Days, MaxQuotaDays)
+		}
+	case KindWindow:
+		switch {
+		case l.Window != "" || l.Days != 0:
+			return fmt.Errorf("%s: a sliding window counts over period; window and days are for kind quota", name)
+		case l.Period < time.Second || l.Period%time.Millisecond != 0:
+			return fmt.Errorf("%s.period must be at least 1s, in whole milliseconds (for example 1m)", name)
+		case l.Rate > MaxWindowRate:
+			return fmt.Errorf("%s.rate: a sliding window admits at most %d (Redis keeps one entry per request in the window)", name, MaxWindowRate)
+		}
+	default:
+		return fmt.Errorf("%s.kind: %q must be %s, %s or %s", name, l.Kind, KindGCRA, KindQuota, KindWindow)
+	}
+	switch {
+	case l.Burst != 0:
+		return fmt.Errorf("%s.burst: a %s has no burst (remove it)", name, l.Kind)
+	case l.ShadowTwin != nil:
+		return fmt.Errorf("%s.shadow_twin: a %s has no shadow twin (add a shadow row instead)", name, l.Kind)
+	}
+	return nil
+}
+
 func (l Limit) validate(name string) error {
 	if !l.Enabled() {
+		return nil
+	}
+	if err := l.validateKind(name); err != nil {
+		return err
+	}
+	if l.KindOf() == KindQuota {
 		return nil
 	}
 	if l.Period <= 0 {
@@ -139,24 +224,33 @@ func (l Limits) Rows() []Policy {
 func (p Policy) Path() string { return p.path }
 
 // For returns the row's limit for vendor: its override, or the row's own.
+// An override keeps the row's kind and calendar window.
 func (p Policy) For(vendor string) Limit {
 	if o, ok := p.Overrides[vendor]; ok {
+		o.Kind, o.Window, o.Days = p.Kind, p.Window, p.Days
 		return o
 	}
 	return p.Limit
+}
+
+// validateOverride checks row p's override for vendor: it keeps the row's
+// kind and window (it sets only rate, period, burst and shadow).
+func (p Policy) validateOverride(vendor string) error {
+	o := p.Overrides[vendor]
+	name := p.path + ".overrides." + vendor
+	if l := p.Path(); l == "limits.vendor.reads" || l == "limits.vendor.orders" {
+		name = "limits.overrides." + vendor + "." + p.Name
+	}
+	if o.Kind != "" || o.Window != "" || o.Days != 0 {
+		return fmt.Errorf("%s: an override keeps the row's kind and window: set only rate, period, burst and shadow", name)
+	}
+	return p.For(vendor).validate(name)
 }
 
 // validate checks every row: the one place a policy's settings are
 // checked.
 func (l Limits) validate() []error {
 	var errs []error
-	for vendor, o := range l.Overrides {
-		for name, lim := range map[string]Limit{"reads": o.Reads, "orders": o.Orders} {
-			if err := lim.validate("limits.overrides." + vendor + "." + name); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
 	rows := l.Rows()
 	seen := make(map[string]bool, len(rows))
 	for i, p := range rows {
@@ -164,9 +258,18 @@ func (l Limits) validate() []error {
 			errs = append(errs, err)
 		}
 		if i < 4 {
-			// The built-in rows: their name, scope and class are fixed,
-			// their overrides were checked above.
+			// The built-in rows: their name, scope and class are fixed;
+			// they count requests a minute (or so), so they may be a
+			// sliding window but not a calendar quota.
 			seen[p.Name] = true
+			if p.KindOf() == KindQuota {
+				errs = append(errs, fmt.Errorf("%s.kind: the built-in rows are %s or %s; add a quota as a row of limits.policies", p.path, KindGCRA, KindWindow))
+			}
+			for vendor := range p.Overrides {
+				if err := p.validateOverride(vendor); err != nil {
+					errs = append(errs, err)
+				}
+			}
 			continue
 		}
 		switch {
@@ -185,8 +288,8 @@ func (l Limits) validate() []error {
 		if !p.Enabled() {
 			errs = append(errs, fmt.Errorf("%s.rate must be positive", p.path))
 		}
-		for vendor, o := range p.Overrides {
-			if err := o.validate(p.path + ".overrides." + vendor); err != nil {
+		for vendor := range p.Overrides {
+			if err := p.validateOverride(vendor); err != nil {
 				errs = append(errs, err)
 			}
 		}

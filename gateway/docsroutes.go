@@ -34,7 +34,12 @@ func (g *Gateway) renderDocs(sn *snapshot) error {
 		if p.Scope == policy.PerKey {
 			scope = "per key"
 		}
-		pols = append(pols, docs.Policy{Name: p.Name, Applies: classDescriptions[p.Class], Scope: scope, Quota: p.Quota(), Rate: p.Limit, Window: p.Period})
+		dp := docs.Policy{Name: p.Name, Applies: classDescriptions[p.Class], Scope: scope, Quota: p.Quota(), Rate: p.Limit, Window: p.Period,
+			Algorithm: p.Kind.String()}
+		if p.Kind == policy.Quota {
+			dp.Calendar = calendarName(p.Calendar)
+		}
+		pols = append(pols, dp)
 	}
 	fk := docs.FailedKeys{PerAddress: sn.failedKeys.PerAddress, PerKey: sn.failedKeys.PerKey, Window: sn.failedKeys.Window}
 	if err := g.docs.Render(pols, fk); err != nil {
@@ -84,4 +89,15 @@ func (g *Gateway) finishDocs(ctx *fasthttp.RequestCtx, ex *exchange) {
 		g.log.Info("request", "request_id", string(ex.requestID()), "route", g.labels.of(ex.route),
 			"method", string(ctx.Method()), "status", status, "client", ex.client.String())
 	}
+}
+
+// calendarName says a quota's window as the docs page does.
+func calendarName(c policy.Calendar) string {
+	switch {
+	case c.Month:
+		return "UTC month"
+	case c.Days <= 1:
+		return "UTC day"
+	}
+	return fmt.Sprintf("%d days (UTC, counted from 1970-01-01)", c.Days)
 }

@@ -63,6 +63,9 @@ type exchange struct {
 	checks   policy.Checks
 	decision limit.Decision
 	hasLimit bool
+	// windows are the quota and sliding window checks, for a route that
+	// has any (windows.go); nil for the others, which carry none of it.
+	windows *windowed
 	// slot is the vendor's in-flight slot the request holds, nil for none
 	// (or once a streamed body took it: proxy.Forward).
 	slot proxy.Hold
@@ -241,6 +244,14 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 	// place. The limiter takes a copy (an interface call by value does not
 	// allocate).
 	ex.plan = sn.limits(id, rt, &ex.checks)
+	if ex.plan.Windowed() {
+		return g.admitWindowed(sn, id, rt, ex) // quotas and sliding windows first: windows.go
+	}
+	return g.admitLimits(sn, id, rt, ex)
+}
+
+// admitLimits is step 6: the GCRA limits, then the in-flight cap.
+func (g *Gateway) admitLimits(sn *snapshot, id *auth.Identity, rt *route, ex *exchange) error {
 	ex.trace.begin(spanLimiter)
 	var err error
 	ex.decision, err = g.limiter.Allow(ex.checks)
@@ -309,7 +320,7 @@ func (g *Gateway) fail(ctx *fasthttp.RequestCtx, err error, ex *exchange) {
 // finish is the end of every answer: the common headers, the RateLimit
 // headers, metrics and the access log line.
 func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
-	if ex.hasLimit {
+	if ex.hasLimit || ex.windows != nil {
 		setRateLimitHeaders(ctx, ex)
 	}
 	respond.Common(ctx, ex.requestID())
@@ -329,14 +340,13 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 
 // setRateLimitHeaders writes the IETF draft's RateLimit-Policy and
 // RateLimit fields for the enforced limits of the request: r is the
-// remaining quota, t the seconds until the bucket is whole again.
+// remaining quota, t the seconds until the bucket is whole again. The GCRA
+// limits come first, then the quotas and sliding windows (windows.go).
 func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
-	if len(ex.plan.Policy) == 0 {
-		return
-	}
-	var buf [128]byte
+	pol := ex.plan.Policy
+	var buf, pbuf [128]byte
 	b := buf[:0]
-	for i := 0; i < ex.checks.Count; i++ {
+	for i := 0; i < ex.checks.Count && ex.hasLimit; i++ {
 		rt := ex.checks.List[i].Rate
 		res := ex.decision.Results[i]
 		if rt.Shadow || !res.Known {
@@ -353,7 +363,13 @@ func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, int64((reset+time.Second-1)/time.Second), 10)
 	}
-	respond.SetRateLimit(ctx, ex.plan.Policy, b)
+	if ex.windows != nil {
+		pol, b = appendWindowHeaders(append(pbuf[:0], pol...), b, ex.windows)
+	}
+	if len(pol) == 0 {
+		return
+	}
+	respond.SetRateLimit(ctx, pol, b)
 }
 
 // setRequestID keeps the client's X-Request-Id when it is sane (1-64

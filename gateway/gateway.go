@@ -38,6 +38,7 @@ import (
 	"vendorgate/gateway/respond"
 	"vendorgate/gateway/throttle"
 	"vendorgate/gateway/usage"
+	"vendorgate/gateway/window"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/logtext"
 	"vendorgate/shared/profiling"
@@ -80,6 +81,9 @@ type Gateway struct {
 	lookup   *backendapi.Client
 	limiter  limiter
 	redisLim *limit.Redis // nil with the in-process limiter
+	// windows decides the quotas and sliding windows (package window), for
+	// the routes that have any.
+	windows  window.Limiter
 	throttle *throttle.Throttle
 	proxy    *proxy.Proxy
 	// inflight counts each vendor's requests in flight here (admit), and
@@ -307,7 +311,7 @@ func New(o Options) (_ *Gateway, err error) {
 	g.admin = &fasthttp.Server{
 		Handler: admin.Handler(admin.Options{Registry: g.metrics.Registry, Checks: g.readyChecks(), OpenAPI: o.OpenAPI,
 			Usage: admin.UsageHandler(admin.UsageOptions{Token: c.AdminToken,
-				Reader: &usage.Reader{Store: usageStore, Limits: g.usageLimits}}),
+				Reader: &usage.Reader{Store: usageStore, Limits: g.usageLimits, Quotas: g.usageQuotas}}),
 			Profiles: profiling.Handler(c.AdminToken, "vendorgate-gateway-admin", admin.GatewayAdminToken)}),
 		Name:        "vendorgate-admin",
 		IdleTimeout: adminIdleTimeout,

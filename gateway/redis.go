@@ -13,6 +13,7 @@ import (
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/throttle"
 	"vendorgate/gateway/usage"
+	"vendorgate/gateway/window"
 )
 
 // connectRedis builds the limiter's client (fail fast: no retries, small
@@ -24,6 +25,7 @@ import (
 func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.Store, error) {
 	if len(c.Redis.URL) == 0 {
 		g.limiter = limit.NewLocal(limit.LocalOptions{Now: now})
+		g.windows = window.NewLocal(now)
 		g.throttle = throttle.NewLocal(throttle.LocalOptions{Now: now, MaxTracked: c.FailedKeys.MaxTracked})
 		g.log.Info("rate limiter: in-process GCRA (no Redis configured): limits hold for this single gateway instance only")
 		return usage.NewLocal(nil), nil
@@ -74,6 +76,13 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 		return nil, err
 	}
 	g.limiter = g.redisLim
+	// Quotas and sliding windows: the limiter's client (no retries), one
+	// call per request whose route has one, failing at once while the
+	// limiter's breaker is open.
+	if g.windows, err = window.NewRedis(window.RedisOptions{Client: g.limiterClient, Timeout: c.Redis.Timeout,
+		Down: g.redisLim.Down, OnFailure: g.onWindowFailure}); err != nil {
+		return nil, err
+	}
 	g.throttle = throttle.NewRedis(throttle.RedisOptions{Client: g.throttleClient, Timeout: c.Redis.Timeout,
 		Conns: c.FailedKeys.RedisPoolSize, Hold: c.Redis.BreakerOpenFor, Down: g.redisLim.Down, MaxTracked: c.FailedKeys.MaxTracked,
 		OnFallback: g.onThrottleFallback, OnDegraded: g.onThrottleDegraded, OnRestored: g.onThrottleRestored, Now: now})

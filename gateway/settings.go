@@ -200,7 +200,23 @@ func rateOf(name string, l config.Limit) policy.Rate {
 	if !l.Enabled() {
 		return policy.Rate{Name: name} // off: never checked
 	}
-	return policy.Rate{Name: name, Limit: l.Rate, Burst: l.Burst, Period: l.Period, Shadow: l.Shadow}
+	r := policy.Rate{Name: name, Limit: l.Rate, Burst: l.Burst, Period: l.Period, Shadow: l.Shadow}
+	switch l.KindOf() {
+	case config.KindWindow:
+		r.Kind = policy.Sliding
+	case config.KindQuota:
+		r.Kind = policy.Quota
+		r.Calendar = policy.Calendar{Days: uint16(l.Days), Month: l.Window == config.WindowMonth}
+		if l.Window == config.WindowDay {
+			r.Calendar.Days = 1
+		}
+		// The nominal length (the usage view's period): a month's is 31 days.
+		r.Period = time.Duration(max(r.Calendar.Days, 1)) * 24 * time.Hour
+		if r.Calendar.Month {
+			r.Period = 31 * 24 * time.Hour
+		}
+	}
+	return r
 }
 
 // twinOf is l's shadow twin; zero (never checked) when l has none or is
@@ -265,4 +281,24 @@ func (g *Gateway) usageLimits(vendor string, p usage.Policy) (string, int, time.
 		return r.Name, 0, 0, false
 	}
 	return r.Name, r.Quota(), r.Period, true
+}
+
+// usageQuotas reads quota policy p's counter of vendor for the usage view:
+// per-vendor quotas only (a per-key quota's counters are the keys').
+func (g *Gateway) usageQuotas(vendor string, p usage.Policy) (usage.QuotaUsed, bool, error) {
+	sn := g.snap.Load()
+	t := sn.table(vendor)
+	if int(p) >= len(t.Policies) {
+		return usage.QuotaUsed{}, false, nil
+	}
+	row := t.Policies[p]
+	if row.Kind != policy.Quota || !row.Valid() || row.Scope != policy.PerVendor {
+		return usage.QuotaUsed{}, false, nil
+	}
+	key := sn.layout.Buckets(vendor, "").Name(int(p)).Key
+	used, start, end, err := g.windows.Used(key, row.Rate)
+	if err != nil {
+		return usage.QuotaUsed{}, false, fmt.Errorf("quota %s: %w", row.Name, err)
+	}
+	return usage.QuotaUsed{Used: used, Quota: row.Limit, WindowStart: start, WindowEnd: end}, true, nil
 }

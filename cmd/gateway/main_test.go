@@ -79,6 +79,20 @@ var refused = []struct {
 		"    - {name: d1, scope: vendor, class: reports, rate: 5, period: 1m}\n", nil, "is subject to more than 8 limits"},
 	{"a negative rate", "limits:\n  vendor:\n    reads: {rate: -1, period: 1m}\n", nil, "limits.vendor.reads"},
 	{"a policy without a class", policies(0) + "    - {name: nameless, scope: vendor, rate: 5, period: 1m}\n", nil, ".class: name the routes it counts"},
+	{"a quota without its window", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: quota, rate: 1000}\n", nil, "a quota needs window (day or month, in UTC) or days"},
+	{"a quota with a period", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: quota, rate: 1000, period: 24h}\n", nil, "limits.policies[0].period: a quota counts per calendar window"},
+	{"a quota of a week", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: quota, rate: 1000, window: week}\n", nil, "limits.policies[0].window: \"week\" must be day or month"},
+	{"a quota with window and days", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: quota, rate: 1000, window: day, days: 7}\n", nil, "set window or days, not both"},
+	{"a quota of 400 days", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: quota, rate: 1000, days: 400}\n", nil, "limits.policies[0].days: 400 must be 1-366"},
+	{"a quota with a burst", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: quota, rate: 1000, window: day, burst: 10}\n", nil, "limits.policies[0].burst: a quota has no burst"},
+	{"a quota with a shadow twin", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: quota, rate: 1000, window: day, shadow_twin: {rate: 5, period: 1m}}\n", nil, "a quota has no shadow twin"},
+	{"a kind misspelt", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: leaky, rate: 5, period: 1m}\n", nil, "limits.policies[0].kind: \"leaky\" must be gcra, quota or window"},
+	{"a sliding window without a period", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: window, rate: 5}\n", nil, "limits.policies[0].period must be at least 1s"},
+	{"a sliding window too large", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: window, rate: 200000, period: 1h}\n", nil, "a sliding window admits at most 100000"},
+	{"a token bucket with a calendar window", policies(0) + "    - {name: q, scope: vendor, class: orders, rate: 5, period: 1m, window: day}\n", nil, "window and days are for kind quota"},
+	{"the reads row as a quota", "limits:\n  vendor:\n    reads: {kind: quota, rate: 1000, window: day}\n", nil, "limits.vendor.reads.kind: the built-in rows are gcra or window"},
+	{"an override of another kind", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: quota, rate: 1000, window: day, overrides: {v1: {rate: 5, period: 1m, kind: gcra}}}\n", nil, "limits.policies[0].overrides.v1: an override keeps the row's kind"},
+	{"an override of a quota with a period", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: quota, rate: 1000, window: day, overrides: {v1: {rate: 5, period: 1m}}}\n", nil, "limits.policies[0].overrides.v1.period: a quota counts per calendar window"},
 	{"a trusted proxy that is no address", "trusted_proxies: [10.0.0.0/33]\n", nil, "trusted_proxies"},
 	{"a short key-signing secret", "", map[string]string{"GATEWAY_KEY_SIGNING_SECRETS": "short"}, "key_signing_secrets"},
 	{"no backend", "backend_url: []\n", nil, "backend_url"},
@@ -161,5 +175,21 @@ func TestCheckAgreesWithStart(t *testing.T) {
 				t.Errorf("New: %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestCheckPassesQuotasAndWindows: rows of every kind, the reads row a
+// sliding window, pass `gateway -check`.
+func TestCheckPassesQuotasAndWindows(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "kinds.yaml")
+	kinds := "limits:\n  vendor:\n    reads: {kind: window, rate: 120, period: 1m}\n    orders: {rate: 10, period: 1m}\n  policies:\n" +
+		"    - {name: orders-day, scope: vendor, class: orders, kind: quota, rate: 1000, window: day}\n" +
+		"    - {name: orders-month, scope: vendor, class: orders, kind: quota, rate: 20000, window: month, overrides: {v1: {rate: 40000}}}\n" +
+		"    - {name: reports-week, scope: key, class: reports, kind: quota, rate: 500, days: 7, shadow: true}\n"
+	if err := os.WriteFile(file, []byte(base+kinds), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, stderr := runGateway(t, file, testEnv(), "-check"); code != 0 {
+		t.Fatalf("-check exit %d: %s", code, stderr)
 	}
 }

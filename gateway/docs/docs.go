@@ -41,6 +41,12 @@ type Policy struct {
 	// Rate requests per Window is the sustained rate.
 	Rate   int
 	Window time.Duration
+	// Algorithm is how the limit decides: "gcra" (a token bucket; the
+	// default when empty), "quota" (Rate in each calendar window) or
+	// "window" (a sliding window: Rate in any Window).
+	Algorithm string
+	// Calendar names a quota's window: "UTC day", "UTC month", "7 days".
+	Calendar string
 }
 
 // Options is what a rendering needs. Every field is required except the

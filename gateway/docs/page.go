@@ -118,6 +118,10 @@ type limitView struct {
 	Example       string
 	Spent         int
 	WindowSeconds int64
+	// Algorithm is how it decides ("token bucket (GCRA)", "calendar
+	// quota", "sliding window"); GCRA is true for the token bucket.
+	Algorithm string
+	GCRA      bool
 }
 
 type envView struct {
@@ -204,6 +208,48 @@ func build(doc *openapi3.T, order []string, o Options, base string) (*page, erro
 }
 
 func limitOf(l Policy) limitView {
+	switch l.Algorithm {
+	case "quota":
+		return quotaOf(l)
+	case "window":
+		return slidingOf(l)
+	}
+	v := gcraOf(l)
+	v.Algorithm, v.GCRA = "token bucket (GCRA)", true
+	return v
+}
+
+// quotaOf is a calendar quota: Rate in each window, counted from the
+// window's start, whole again when it turns.
+func quotaOf(l Policy) limitView {
+	w := int64((l.Window + time.Second - 1) / time.Second)
+	spent := max(l.Rate/4, 1)
+	return limitView{Policy: l.Name, Applies: l.Applies, Scope: l.Scope, Quota: l.Quota, Window: l.Calendar,
+		Spent: spent, Example: fmt.Sprintf(`"%s";r=%d;t=%d`, l.Name, l.Rate-spent, w),
+		Sustained: fmt.Sprintf("%d per %s", l.Rate, l.Calendar), Plain: fmt.Sprintf("%d per %s", l.Rate, l.Calendar),
+		Header: fmt.Sprintf(`"%s";q=%d;w=%d`, l.Name, l.Rate, w), WindowSeconds: w, Algorithm: "calendar quota",
+		Admits: fmt.Sprintf("at most %d in each %s, counted exactly across every gateway; once they are used, requests are refused until the window turns (Retry-After and t say when), and the next window starts from zero (w is the window's seconds, t the seconds until it turns)",
+			l.Rate, l.Calendar)}
+}
+
+// slidingOf is a sliding window: at most Rate in any Window.
+func slidingOf(l Policy) limitView {
+	w := int64((l.Window + time.Second - 1) / time.Second)
+	span := duration(l.Window) // "1 minute" said "minute": 120 in any minute
+	if n, unit, ok := strings.Cut(span, " "); ok && n == "1" {
+		span = unit
+	}
+	spent := max(l.Rate/4, 1)
+	return limitView{Policy: l.Name, Applies: l.Applies, Scope: l.Scope, Quota: l.Quota, Window: duration(l.Window),
+		Spent: spent, Example: fmt.Sprintf(`"%s";r=%d;t=%d`, l.Name, l.Rate-spent, w),
+		Sustained: fmt.Sprintf("%d in any %s", l.Rate, span), Plain: fmt.Sprintf("%d in any %s", l.Rate, span),
+		Header: fmt.Sprintf(`"%s";q=%d;w=%d`, l.Name, l.Rate, w), WindowSeconds: w, Algorithm: "sliding window",
+		Admits: fmt.Sprintf("at most %d in any %s, however they fall, counted exactly across every gateway: each request counts for %s after it was admitted, so there is no burst at a window's edge (t is the seconds until the last one counted leaves the window)",
+			l.Rate, span, duration(l.Window))}
+}
+
+// gcraOf is a token bucket.
+func gcraOf(l Policy) limitView {
 	w := int64((l.Window + time.Second - 1) / time.Second)
 	v := limitView{Policy: l.Name, Applies: l.Applies, Scope: l.Scope, Quota: l.Quota, Window: duration(l.Window),
 		Sustained: fmt.Sprintf("%d per %s", l.Rate, duration(l.Window)),

@@ -29,6 +29,58 @@ type Rate struct {
 	Burst  int
 	Period time.Duration
 	Shadow bool
+	// Kind is how the limit is decided: GCRA (package limit) unless set;
+	// a Quota or a Sliding window is decided by package window. Calendar
+	// is a quota's window (Period is then its nominal length: the
+	// calendar's days, 31 for a month).
+	Kind     Kind
+	Calendar Calendar
+}
+
+// Kind is how a policy decides.
+type Kind uint8
+
+// The kinds.
+const (
+	// GCRA: a token bucket of Burst refilled at Limit per Period
+	// (redis_rate's GCRA, package limit); the default.
+	GCRA Kind = iota
+	// Quota: at most Limit in each calendar window (Calendar), one counter
+	// per window (package window).
+	Quota
+	// Sliding: at most Limit in any Period, however the requests fall
+	// (package window).
+	Sliding
+)
+
+// String is the kind's name in the configuration and on the docs page.
+func (k Kind) String() string {
+	switch k {
+	case Quota:
+		return "quota"
+	case Sliding:
+		return "window"
+	}
+	return "gcra"
+}
+
+// Calendar is a quota's window in UTC: the month when Month, else Days
+// days counted from 1970-01-01 (1: each UTC day).
+type Calendar struct {
+	Days  uint16
+	Month bool
+}
+
+// Window is when the window holding now begins and ends.
+func (c Calendar) Window(now time.Time) (start, end time.Time) {
+	now = now.UTC()
+	if c.Month {
+		start = time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+		return start, start.AddDate(0, 1, 0)
+	}
+	span := int64(max(c.Days, 1)) * 86400
+	s := now.Unix() / span * span
+	return time.Unix(s, 0).UTC(), time.Unix(s+span, 0).UTC()
 }
 
 // EffectiveBurst is the effective burst: Limit when Burst is not set.
@@ -302,6 +354,10 @@ type Table struct {
 type Plan struct {
 	count  int
 	checks [MaxChecks]Check // Key left empty: a key's bucket names fill it
+	// wcount and wchecks are the checks of quotas and sliding windows
+	// (package window decides them), apart from the GCRA checks.
+	wcount  int
+	wchecks [MaxChecks]Check
 	// Policy is the RateLimit-Policy value: the enforced limits; nil when
 	// none (shadow limits never refuse, so clients are not told of them).
 	Policy []byte
@@ -326,7 +382,16 @@ func NewTable(rows []Policy, routeClasses [][]string) (*Table, error) {
 			if !contains(classes, row.Class) || !row.Valid() {
 				continue
 			}
-			if p.count+1+btoi(row.Twin.Valid()) > MaxChecks {
+			if row.Kind != GCRA {
+				// A quota or a sliding window: no twin, its own list.
+				if p.count+p.wcount+1 > MaxChecks {
+					return nil, fmt.Errorf("limits: a route counting %s is subject to more than %d limits (shadow twins count)", strings.Join(classes, ", "), MaxChecks)
+				}
+				p.wchecks[p.wcount] = Check{Rate: row.Rate, Policy: i}
+				p.wcount++
+				continue
+			}
+			if p.count+p.wcount+1+btoi(row.Twin.Valid()) > MaxChecks {
 				return nil, fmt.Errorf("limits: a route counting %s is subject to more than %d limits (shadow twins count)", strings.Join(classes, ", "), MaxChecks)
 			}
 			p.checks[p.count] = Check{Rate: row.Rate, Policy: i}
@@ -373,6 +438,34 @@ func (p *Plan) Checks(cs *Checks, b *Buckets) {
 			c.Key = b.Name(c.Policy).Key
 		}
 	}
+}
+
+// Windowed reports whether the plan has quota or sliding window checks.
+func (p *Plan) Windowed() bool { return p.wcount > 0 }
+
+// Windows sets cs to the plan's quota and sliding window checks on a key's
+// buckets b, as Checks does for its GCRA checks.
+func (p *Plan) Windows(cs *Checks, b *Buckets) {
+	cs.Count = p.wcount
+	for i := 0; i < p.wcount; i++ {
+		c := &cs.List[i]
+		*c = p.wchecks[i]
+		c.Key = b.Name(c.Policy).Key
+	}
+}
+
+// AppendPolicy appends one RateLimit-Policy entry, "name";q=quota;w=seconds,
+// to b (", " first when b holds one already).
+func AppendPolicy(b []byte, name string, quota int, seconds int64) []byte {
+	if len(b) > 0 {
+		b = append(b, ", "...)
+	}
+	b = append(b, '"')
+	b = append(b, name...)
+	b = append(b, `";q=`...)
+	b = strconv.AppendInt(b, int64(quota), 10)
+	b = append(b, ";w="...)
+	return strconv.AppendInt(b, seconds, 10)
 }
 
 // appendPolicy appends r to a RateLimit-Policy value: "name";q=quota;w=seconds.

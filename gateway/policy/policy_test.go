@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,5 +46,46 @@ func TestLayoutOfNamesCheckedRows(t *testing.T) {
 	}
 	if LayoutOf([]*Table{def}, l) == l {
 		t.Fatal("a layout naming fewer rows is the previous one")
+	}
+}
+
+// A quota or a sliding window row is planned apart from the GCRA checks
+// (package window decides it), out of the plan's RateLimit-Policy value
+// (the gateway appends it with its window's seconds), and counts against
+// the route's MaxChecks with them.
+func TestWindowedRowsPlannedApart(t *testing.T) {
+	rows := []Policy{
+		{Rate: Rate{Name: "orders", Limit: 10, Period: time.Minute}, Class: "orders"},
+		{Rate: Rate{Name: "orders-day", Limit: 1000, Period: 24 * time.Hour, Kind: Quota, Calendar: Calendar{Days: 1}}, Class: "orders"},
+		{Rate: Rate{Name: "strict", Limit: 5, Period: time.Minute, Kind: Sliding}, Class: "orders"},
+	}
+	tab, err := NewTable(rows, [][]string{{"orders"}, {"reads"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tab.Plan(0)
+	b := NewLayout(rows, nil).Buckets("v1", "k1")
+	var gcra, win Checks
+	p.Checks(&gcra, b)
+	p.Windows(&win, b)
+	if gcra.Count != 1 || gcra.List[0].Rate.Name != "orders" || string(p.Policy) != `"orders";q=10;w=60` {
+		t.Fatalf("GCRA checks %d %q", gcra.Count, p.Policy)
+	}
+	if !p.Windowed() || win.Count != 2 || win.List[0].Key != "vg:{v:v1}:orders-day" || win.List[1].Policy != 2 || win.List[1].Rate.Kind != Sliding {
+		t.Fatalf("windowed checks %+v", win)
+	}
+	if tab.Plan(1).Windowed() {
+		t.Fatal("reads has no windowed row")
+	}
+	// A twin on orders (2 checks) and 7 windowed rows: 9 limits, past
+	// MaxChecks, in a table of 8 rows.
+	rows[0].Twin = Rate{Limit: 5, Period: time.Minute}
+	for len(rows) < MaxPolicies {
+		r := rows[2]
+		r.Name = "strict-" + strconv.Itoa(len(rows))
+		rows = append(rows, r)
+	}
+	if _, err := NewTable(rows, [][]string{{"orders"}}); err == nil || !strings.Contains(err.Error(), "more than 8 limits") {
+		t.Fatalf("9 limits on a route: %v", err)
 	}
 }

@@ -18,10 +18,25 @@ var ErrWindow = errors.New("window must be a whole number of minutes from 1m to 
 // p (its counts are not shown), ok false when the row is off for vendor.
 type Limits func(vendor string, p Policy) (name string, quota int, period time.Duration, ok bool)
 
+// Quotas tells the view how much of quota policy p vendor has used in
+// the window holding now (the quota's own counter, which outlives the
+// buckets' 25 hours); ok is false when p is not a quota of the vendor.
+type Quotas func(vendor string, p Policy) (used QuotaUsed, ok bool, err error)
+
+// QuotaUsed is one quota's use in its current window.
+type QuotaUsed struct {
+	Used        int       `json:"used"`
+	Quota       int       `json:"quota"`
+	WindowStart time.Time `json:"window_start"`
+	WindowEnd   time.Time `json:"window_end"`
+}
+
 // Reader answers the usage view from a Store.
 type Reader struct {
 	Store  Store
 	Limits Limits
+	// Quotas reads the quotas' counters; optional.
+	Quotas Quotas
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -53,10 +68,12 @@ type VendorUsage struct {
 
 // PolicyUsage is one policy's buckets of one vendor, oldest first.
 type PolicyUsage struct {
-	Limit         string   `json:"limit"`
-	Quota         int      `json:"quota"`
-	PeriodSeconds int64    `json:"period_seconds"`
-	Minutes       []Bucket `json:"minutes"`
+	Limit         string `json:"limit"`
+	Quota         int    `json:"quota"`
+	PeriodSeconds int64  `json:"period_seconds"`
+	// QuotaUsed is a quota's use of its current calendar window.
+	QuotaUsed *QuotaUsed `json:"quota_used,omitempty"`
+	Minutes   []Bucket   `json:"minutes"`
 }
 
 // Bucket is one minute's counts or, past the last hour, one hour's
@@ -222,6 +239,16 @@ func (r *Reader) Vendor(vendor string, w time.Duration) (*VendorUsage, bool, err
 			a, l, s := vals.Get(p)
 			used = used || a+l+s > 0
 			pu.Minutes = append(pu.Minutes, Bucket{At: time.Unix(m*60, 0).UTC(), Seconds: 60, Allowed: a, Limited: l, ShadowLimited: s})
+		}
+		if r.Quotas != nil {
+			q, ok, err := r.Quotas(vendor, p)
+			if err != nil {
+				return nil, false, err
+			}
+			if ok {
+				pu.QuotaUsed = &q
+				used = used || q.Used > 0
+			}
 		}
 		seen = seen || used
 		if used || configured {

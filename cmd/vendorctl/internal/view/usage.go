@@ -76,6 +76,10 @@ func WriteVendorUsage(t *Table, u VendorUsage) {
 		}
 		t.Line("")
 		t.Row(p.Limit, "quota "+quota(p.Quota, p.PeriodSeconds))
+		if q := p.QuotaUsed; q != nil {
+			t.Line("", "used "+strconv.Itoa(q.Used)+" of "+strconv.Itoa(q.Quota)+" this window ("+
+				q.WindowStart.UTC().Format("2006-01-02 15:04")+" to "+q.WindowEnd.UTC().Format("2006-01-02 15:04")+" UTC)")
+		}
 		t.Line("", "allowed "+strconv.FormatUint(a, 10)+", limited "+strconv.FormatUint(l, 10)+", shadow-limited "+strconv.FormatUint(s, 10))
 		spark, marks := Sparkline(p.Minutes, p.Quota, p.PeriodSeconds)
 		if spark != "" {

@@ -1,0 +1,343 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"vendorgate/config"
+	"vendorgate/gateway/usage"
+	"vendorgate/shared/apierr"
+	"vendorgate/shared/testredis"
+	"vendorgate/shared/wire"
+)
+
+// secondsToMidnight is what t and Retry-After of a daily quota say now.
+func secondsToMidnight() int {
+	now := time.Now().UTC()
+	next := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
+	return int((next.Sub(now) + time.Second - 1) / time.Second)
+}
+
+func near(got, want int) bool { return got >= want-3 && got <= want+3 }
+
+// TestQuotaPolicy: a daily quota beside the per-minute orders limit, as an
+// operator adds it (one row): its own RateLimit-Policy and RateLimit
+// entries, 429 rate_limited with Retry-After until the day turns past it,
+// and a request refused by either limit charges neither (all-or-nothing);
+// the usage view shows the quota's counter; the docs page names the
+// algorithm.
+func TestQuotaPolicy(t *testing.T) {
+	const adminToken = "usage-admin-token-0123"
+	limiterModes(t, func(t *testing.T, withRedis func(*Options)) {
+		b := newTestBackend(t)
+		gw := startGateway(t, b, func(o *Options) {
+			withRedis(o)
+			o.Config.AdminToken = adminToken
+			o.Config.Limits.Vendor.Orders = config.Limit{Rate: 4, Period: time.Minute, Burst: 4}
+			o.Config.Limits.Policies = []config.Policy{{Name: "orders-day", Scope: config.ScopeVendor, Class: config.ClassOrders,
+				Limit: config.Limit{Kind: config.KindQuota, Rate: 3, Window: config.WindowDay}}}
+		})
+		key, res := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+		orders := gw.url + "/api/vendor/v1/orders"
+		for i := 0; i < 3; i++ {
+			a := do(t, "POST", orders, key)
+			if a.status != 200 {
+				t.Fatalf("order %d: %d %s", i, a.status, a.body)
+			}
+			if p := a.header.Get("RateLimit-Policy"); p != `"orders";q=4;w=60, "orders-day";q=3;w=86400` {
+				t.Fatalf("order %d RateLimit-Policy %q", i, p)
+			}
+			rl := a.header.Get("RateLimit")
+			var r, tt int
+			if _, err := fmt.Sscanf(rl[strings.Index(rl, `"orders-day"`):], `"orders-day";r=%d;t=%d`, &r, &tt); err != nil || r != 2-i || !near(tt, secondsToMidnight()) {
+				t.Fatalf("order %d RateLimit %q (r %d t %d, want r %d t %d)", i, rl, r, tt, 2-i, secondsToMidnight())
+			}
+			if !strings.HasPrefix(rl, `"orders";r=`+strconv.Itoa(3-i)+";") {
+				t.Fatalf("order %d RateLimit %q", i, rl)
+			}
+		}
+		a := do(t, "POST", orders, key)
+		a.wantError(t, 429, apierr.RateLimited)
+		if ra := retryAfter(t, a); !near(ra, secondsToMidnight()) {
+			t.Fatalf("Retry-After %d, want the time until the day turns, %d", ra, secondsToMidnight())
+		}
+		// The quota refused first: the orders bucket was not consulted, so
+		// not charged (its decisions count the 3 admitted only), and the
+		// RateLimit field tells the quota's state alone.
+		if p, rl := a.header.Get("RateLimit-Policy"), a.header.Get("RateLimit"); p != `"orders";q=4;w=60, "orders-day";q=3;w=86400` || !strings.HasPrefix(rl, `"orders-day";r=0;`) {
+			t.Fatalf("refused order RateLimit-Policy %q RateLimit %q", p, rl)
+		}
+		if a := do(t, "POST", orders, key); a.status != 429 {
+			t.Fatalf("again: %d", a.status)
+		}
+		m := scrape(t, gw)
+		for _, want := range []string{
+			`vendorgate_gateway_limiter_decisions_total{limit="orders",outcome="allowed"} 3`,
+			`vendorgate_gateway_limiter_decisions_total{limit="orders-day",outcome="limited"} 2`,
+		} {
+			if !strings.Contains(m, want+"\n") {
+				t.Fatalf("metrics lack %s:\n%s", want, grep(m, "limiter_decisions"))
+			}
+		}
+		// Reads are not orders.
+		if a := do(t, "GET", gw.url+"/api/vendor/v1/me", key); a.status != 200 || a.header.Get("RateLimit-Policy") != `"reads";q=5;w=60` {
+			t.Fatalf("read: %d %q", a.status, a.header.Get("RateLimit-Policy"))
+		}
+
+		// Another vendor counts on a counter of its own.
+		key2, res2 := b.addKey("vendor-b", wire.VendorApproved, time.Now().Add(time.Hour))
+		for i := 0; i < 3; i++ {
+			if a := do(t, "POST", orders, key2); a.status != 200 {
+				t.Fatalf("vendor-b order %d: %d", i, a.status)
+			}
+		}
+		if u := quotaUsed(t, gw, adminToken, res2.VendorID); u != 3 {
+			t.Fatalf("vendor-b used %d", u)
+		}
+		_ = res
+
+		page := do(t, "GET", gw.url+"/docs", "")
+		for _, want := range []string{"calendar quota", "3 per UTC day", "token bucket (GCRA)"} {
+			if !strings.Contains(string(page.body), want) {
+				t.Fatalf("docs page lacks %q", want)
+			}
+		}
+		if u := quotaUsed(t, gw, adminToken, res.VendorID); u != 3 {
+			t.Fatalf("usage view: vendor-a used %d of its quota, want 3", u)
+		}
+	})
+}
+
+// TestQuotaRefundedWhenGCRARefuses: a request the per-minute limit
+// refuses after the quota charged it gives the charge back: the quota's
+// counter is what was admitted, whatever was refused.
+func TestQuotaRefundedWhenGCRARefuses(t *testing.T) {
+	const adminToken = "usage-admin-token-0123"
+	limiterModes(t, func(t *testing.T, withRedis func(*Options)) {
+		b := newTestBackend(t)
+		gw := startGateway(t, b, func(o *Options) {
+			withRedis(o)
+			o.Config.AdminToken = adminToken
+			o.Config.Limits.Vendor.Orders = config.Limit{Rate: 2, Period: time.Hour}
+			o.Config.Limits.Policies = []config.Policy{{Name: "orders-month", Scope: config.ScopeVendor, Class: config.ClassOrders,
+				Limit: config.Limit{Kind: config.KindQuota, Rate: 100, Window: config.WindowMonth}}}
+		})
+		key, res := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+		orders := gw.url + "/api/vendor/v1/orders"
+		statuses := map[int]int{}
+		for i := 0; i < 6; i++ {
+			a := do(t, "POST", orders, key)
+			statuses[a.status]++
+			if a.status == 429 && !strings.Contains(a.header.Get("RateLimit"), `"orders-month";r=98;`) {
+				t.Fatalf("refused by orders: RateLimit %q, want orders-month's 98 left (its charge given back)", a.header.Get("RateLimit"))
+			}
+		}
+		if statuses[200] != 2 || statuses[429] != 4 {
+			t.Fatalf("statuses %v", statuses)
+		}
+		if u := quotaUsed(t, gw, adminToken, res.VendorID); u != 2 {
+			t.Fatalf("the month's counter is %d after 2 admitted and 4 refused, want 2", u)
+		}
+	})
+}
+
+// quotaUsed reads vendor's first quota's counter from the usage view.
+func quotaUsed(t *testing.T, gw *testGateway, token, vendor string) int {
+	t.Helper()
+	gw.g.usage.Flush()
+	req, _ := http.NewRequest("GET", gw.admin+"/usage/"+vendor+"?window=1h", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v usage.VendorUsage
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		t.Fatalf("usage view %d: %v", resp.StatusCode, err)
+	}
+	for _, p := range v.Policies {
+		if p.QuotaUsed != nil {
+			return p.QuotaUsed.Used
+		}
+	}
+	t.Fatalf("usage view of %s shows no quota: %+v", vendor, v)
+	return 0
+}
+
+// TestWindowsAcrossGateways: two gateways on one Redis with the shipped
+// Redis settings admit, between them, exactly a quota's and a sliding
+// window's limit however the requests are spread, and refuse 503
+// rate_limit_unavailable when Redis is gone.
+func TestWindowsAcrossGateways(t *testing.T) {
+	rs := testredis.Start(t)
+	b := newTestBackend(t)
+	shipped := func(o *Options) {
+		o.Config.Redis.URL = config.List{rs.URL()}
+		d := config.DefaultGateway().Redis
+		o.Config.Redis.Timeout, o.Config.Redis.PoolSize = d.Timeout, d.PoolSize
+		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 100000, Period: time.Minute, Kind: config.KindWindow}
+		o.Config.Limits.Vendor.Orders = config.Limit{Rate: 100000, Period: time.Minute}
+		o.Config.Limits.Policies = []config.Policy{
+			{Name: "orders-day", Scope: config.ScopeVendor, Class: config.ClassOrders, Limit: config.Limit{Kind: config.KindQuota, Rate: 25, Days: 1}},
+			{Name: "reads-strict", Scope: config.ScopeVendor, Class: config.ClassReads, Limit: config.Limit{Kind: config.KindWindow, Rate: 15, Period: time.Hour}},
+		}
+	}
+	g1, g2 := startGateway(t, b, shipped), startGateway(t, b, shipped)
+	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	for _, tc := range []struct {
+		method, path string
+		want         int
+	}{{"POST", "/api/vendor/v1/orders", 25}, {"GET", "/api/vendor/v1/me", 15}} {
+		var ok, refused, other atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				gw := g1
+				if w%2 == 1 {
+					gw = g2
+				}
+				for i := 0; i < 10; i++ {
+					switch a := do(t, tc.method, gw.url+tc.path, key); a.status {
+					case 200:
+						ok.Add(1)
+					case 429:
+						refused.Add(1)
+					default:
+						other.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if ok.Load() != int64(tc.want) || refused.Load() != 80-int64(tc.want) || other.Load() != 0 {
+			t.Fatalf("%s %s: %d admitted, %d refused, %d other; want exactly %d admitted across both gateways",
+				tc.method, tc.path, ok.Load(), refused.Load(), other.Load(), tc.want)
+		}
+	}
+	rs.Stop()
+	do(t, "POST", g1.url+"/api/vendor/v1/orders", key).wantError(t, 503, apierr.RateLimitUnavailable)
+	do(t, "GET", g2.url+"/api/vendor/v1/me", key).wantError(t, 503, apierr.RateLimitUnavailable)
+}
+
+// TestReadsAsSlidingWindow: the specification's reads row given a sliding
+// window by the operator admits its rate in any period and no more, with
+// its RateLimit headers and its algorithm on /docs.
+func TestReadsAsSlidingWindow(t *testing.T) {
+	limiterModes(t, func(t *testing.T, withRedis func(*Options)) {
+		b := newTestBackend(t)
+		gw := startGateway(t, b, func(o *Options) {
+			withRedis(o)
+			o.Config.Limits.Vendor.Reads = config.Limit{Kind: config.KindWindow, Rate: 3, Period: time.Minute}
+		})
+		key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+		me := gw.url + "/api/vendor/v1/me"
+		for i := 0; i < 3; i++ {
+			a := do(t, "GET", me, key)
+			if a.status != 200 || a.header.Get("RateLimit-Policy") != `"reads";q=3;w=60` ||
+				a.header.Get("RateLimit") != `"reads";r=`+strconv.Itoa(2-i)+";t=60" {
+				t.Fatalf("read %d: %d %q %q", i, a.status, a.header.Get("RateLimit-Policy"), a.header.Get("RateLimit"))
+			}
+		}
+		a := do(t, "GET", me, key)
+		a.wantError(t, 429, apierr.RateLimited)
+		if ra := retryAfter(t, a); ra < 58 || ra > 60 {
+			t.Fatalf("Retry-After %d, want the first read's leaving the window, about 60", ra)
+		}
+		if rl := a.header.Get("RateLimit"); !strings.HasPrefix(rl, `"reads";r=0;t=`) {
+			t.Fatalf("refused read RateLimit %q", rl)
+		}
+		page := string(do(t, "GET", gw.url+"/docs", "").body)
+		if !strings.Contains(page, "sliding window") || !strings.Contains(page, "3 in any minute") {
+			t.Fatal("docs page does not say the reads row is a sliding window of 3 in any minute")
+		}
+	})
+}
+
+// TestShadowWindowsWithoutRedis: a shadow quota never makes a route
+// depend on Redis (its check, undecided, is counted unavailable and the
+// request goes on, as a shadow GCRA limit's), where an enforced one
+// refuses 503 rate_limit_unavailable.
+func TestShadowWindowsWithoutRedis(t *testing.T) {
+	rs := testredis.Start(t)
+	b := newTestBackend(t)
+	gw := startGateway(t, b, func(o *Options) {
+		o.Config.Redis.URL = config.List{rs.URL()}
+		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 100, Period: time.Minute, Shadow: true}
+		o.Config.Limits.Policies = []config.Policy{
+			{Name: "reads-day", Scope: config.ScopeVendor, Class: config.ClassReads, Limit: config.Limit{Kind: config.KindQuota, Rate: 1, Window: config.WindowDay, Shadow: true}},
+			{Name: "orders-day", Scope: config.ScopeVendor, Class: config.ClassOrders, Limit: config.Limit{Kind: config.KindQuota, Rate: 100, Window: config.WindowDay}},
+		}
+	})
+	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	me := gw.url + "/api/vendor/v1/me"
+	for i := 0; i < 2; i++ { // the second is over the shadow quota: counted, not refused
+		if a := do(t, "GET", me, key); a.status != 200 || a.header.Get("RateLimit-Policy") != "" {
+			t.Fatalf("read %d: %d %q (shadow limits are not told)", i, a.status, a.header.Get("RateLimit-Policy"))
+		}
+	}
+	rs.Stop()
+	if a := do(t, "GET", me, key); a.status != 200 {
+		t.Fatalf("read with Redis gone, only shadow limits: %d %s", a.status, a.body)
+	}
+	do(t, "POST", gw.url+"/api/vendor/v1/orders", key).wantError(t, 503, apierr.RateLimitUnavailable)
+	m := scrape(t, gw)
+	for _, want := range []string{
+		`vendorgate_gateway_limiter_decisions_total{limit="reads-day",outcome="shadow_limited"} 1`,
+		`vendorgate_gateway_limiter_decisions_total{limit="reads-day",outcome="unavailable"} 1`,
+		`vendorgate_gateway_limiter_decisions_total{limit="orders-day",outcome="unavailable"} 1`,
+	} {
+		if !strings.Contains(m, want+"\n") {
+			t.Fatalf("metrics lack %s:\n%s", want, grep(m, "limiter_decisions"))
+		}
+	}
+}
+
+// TestQuotaReloaded: a quota added by a reload counts from the next
+// request; raising it by another reload keeps what was used (the counter
+// is the row's name and the window's start, not its limit).
+func TestQuotaReloaded(t *testing.T) {
+	limiterModes(t, func(t *testing.T, withRedis func(*Options)) {
+		b := newTestBackend(t)
+		gw := startGateway(t, b, func(o *Options) {
+			withRedis(o)
+			o.Config.Limits.Vendor.Orders = config.Limit{Rate: 100, Period: time.Minute}
+		})
+		key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+		orders := gw.url + "/api/vendor/v1/orders"
+		if a := do(t, "POST", orders, key); a.status != 200 {
+			t.Fatalf("before: %d", a.status)
+		}
+		reload := func(rate int) {
+			c := *gw.cfg
+			c.Limits.Vendor.Orders = config.Limit{Rate: 100, Period: time.Minute}
+			c.Limits.Policies = []config.Policy{{Name: "orders-day", Scope: config.ScopeVendor, Class: config.ClassOrders,
+				Limit: config.Limit{Kind: config.KindQuota, Rate: rate, Window: config.WindowDay}}}
+			c.Version = "v" + strconv.Itoa(rate)
+			if err := gw.g.Reload(&c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reload(2)
+		for i, want := range []int{200, 200, 429} {
+			if a := do(t, "POST", orders, key); a.status != want {
+				t.Fatalf("order %d under a quota of 2: %d", i, a.status)
+			}
+		}
+		reload(3)
+		for i, want := range []int{200, 429} {
+			if a := do(t, "POST", orders, key); a.status != want {
+				t.Fatalf("order %d under a quota of 3, 2 used: %d", i, a.status)
+			}
+		}
+	})
+}
