@@ -334,7 +334,9 @@ func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
 	if len(ex.plan.Policy) == 0 {
 		return
 	}
-	var buf [128]byte
+	// Room for MaxChecks entries of a 32-byte name and 10-digit numbers:
+	// a full table's answer allocates no larger buffer.
+	var buf [policy.MaxChecks * 64]byte
 	b := buf[:0]
 	for i := 0; i < ex.checks.Count; i++ {
 		rt := ex.checks.List[i].Rate

@@ -18,7 +18,7 @@ import (
 // MaxChecks is how many limits one request can be subject to: the policies
 // of its route's classes, and a shadow twin of each (NewTable refuses a
 // table past it). The checks travel by value in an array of this size.
-const MaxChecks = 8
+const MaxChecks = 16
 
 // Rate is one limit: Limit requests per Period, with bursts up to Burst
 // (Limit when zero). Shadow limits are counted and reported but never
@@ -98,7 +98,7 @@ func (cs *Checks) Enforces() bool {
 // MaxPolicies is the policy table's capacity: each key's bucket names and
 // each vendor's usage counters are arrays of this size, so that the
 // request path does not allocate.
-const MaxPolicies = 8
+const MaxPolicies = 16
 
 // Scope says whose requests share a policy's bucket.
 type Scope uint8
