@@ -66,6 +66,16 @@ const (
 	ClassOrders = "orders"
 )
 
+// The kinds of a policy row.
+const (
+	// KindGCRA: rate requests per period, bursts up to burst (the default).
+	KindGCRA = "gcra"
+	// KindConcurrency: at most rate requests in flight at once, over every
+	// gateway; a slot is freed when the answer is done, or redis.slot_ttl
+	// after its gateway died.
+	KindConcurrency = "concurrency"
+)
+
 // Policy is one row of the limit policy table: its name (the
 // RateLimit-Policy name, the usage view's and the metrics' label), its
 // scope, the class of routes it counts, its limit (rate, period, burst,
@@ -77,6 +87,10 @@ type Policy struct {
 	Name  string `yaml:"name"`
 	Scope string `yaml:"scope"` // ScopeVendor or ScopeKey
 	Class string `yaml:"class"` // the routes it counts, e.g. ClassReads
+	// Kind is how the row counts: KindGCRA (the default, "" too) or
+	// KindConcurrency (Rate is then the most requests in flight at once
+	// over every gateway; no period, burst, shadow or twin).
+	Kind  string `yaml:"kind"`
 	Limit `yaml:",inline"`
 	// Overrides replace the limit for a vendor, by vendor id.
 	Overrides map[string]Limit `yaml:"overrides"`
@@ -160,8 +174,13 @@ func (l Limits) validate() []error {
 	rows := l.Rows()
 	seen := make(map[string]bool, len(rows))
 	for i, p := range rows {
-		if err := p.Limit.validate(p.path); err != nil {
+		if p.Kind == KindConcurrency {
+			errs = append(errs, p.validateConcurrency()...)
+		} else if err := p.Limit.validate(p.path); err != nil {
 			errs = append(errs, err)
+		}
+		if p.Kind != "" && p.Kind != KindGCRA && p.Kind != KindConcurrency {
+			errs = append(errs, fmt.Errorf("%s.kind: %q must be %s (the default) or %s", p.path, p.Kind, KindGCRA, KindConcurrency))
 		}
 		if i < 4 {
 			// The built-in rows: their name, scope and class are fixed,
@@ -186,6 +205,9 @@ func (l Limits) validate() []error {
 			errs = append(errs, fmt.Errorf("%s.rate must be positive", p.path))
 		}
 		for vendor, o := range p.Overrides {
+			if p.Kind == KindConcurrency {
+				continue // validateConcurrency checked them
+			}
 			if err := o.validate(p.path + ".overrides." + vendor); err != nil {
 				errs = append(errs, err)
 			}
@@ -193,6 +215,33 @@ func (l Limits) validate() []error {
 	}
 	if !l.Vendor.Reads.Enabled() || !l.Vendor.Orders.Enabled() {
 		errs = append(errs, fmt.Errorf("limits.vendor.reads and limits.vendor.orders must have a positive rate"))
+	}
+	return errs
+}
+
+// validateConcurrency checks a row of kind concurrency and its overrides:
+// a cap (rate) and nothing of a rate over time.
+func (p Policy) validateConcurrency() []error {
+	var errs []error
+	check := func(path string, l Limit) {
+		switch {
+		case l.Rate < 0:
+			errs = append(errs, fmt.Errorf("%s.rate must be positive: the most requests in flight at once", path))
+		case l.Period != 0:
+			errs = append(errs, fmt.Errorf("%s.period: a policy of kind concurrency has no period (its rate is the most requests in flight at once)", path))
+		case l.Burst != 0:
+			errs = append(errs, fmt.Errorf("%s.burst: a policy of kind concurrency has no burst", path))
+		case l.Shadow || l.ShadowTwin != nil:
+			errs = append(errs, fmt.Errorf("%s: a policy of kind concurrency has no shadow flag or shadow twin", path))
+		}
+	}
+	check(p.path, p.Limit)
+	for vendor, o := range p.Overrides {
+		if !o.Enabled() {
+			errs = append(errs, fmt.Errorf("%s.overrides.%s.rate must be positive: the most requests in flight at once", p.path, vendor))
+			continue
+		}
+		check(p.path+".overrides."+vendor, o)
 	}
 	return errs
 }

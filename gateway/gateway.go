@@ -28,6 +28,7 @@ import (
 	"vendorgate/gateway/admin"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/backendapi"
+	"vendorgate/gateway/concurrency"
 	"vendorgate/gateway/connlimit"
 	"vendorgate/gateway/docs"
 	"vendorgate/gateway/inflight"
@@ -141,6 +142,8 @@ type Gateway struct {
 	throttleClient redis.UniversalClient // its own pool: failed keys never take the limiter's connections
 	subClient      redis.UniversalClient
 	usageClient    redis.UniversalClient // its own pool: flushes never wait for, or delay, a limiter call
+	slotsClient    redis.UniversalClient // its own pool: the concurrency policies' slots
+	slots          concurrency.Limiter
 	subscriber     *auth.Subscriber
 	usage          *usage.Recorder
 

@@ -108,6 +108,12 @@ func (g *Gateway) release() {
 	if g.redisLim != nil {
 		g.redisLim.Close()
 	}
+	if g.slots != nil {
+		g.slots.Close()
+	}
+	if g.slotsClient != nil {
+		_ = g.slotsClient.Close()
+	}
 	if g.limiterClient != nil {
 		_ = g.limiterClient.Close()
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"vendorgate/config"
+	"vendorgate/gateway/concurrency"
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/throttle"
 	"vendorgate/gateway/usage"
@@ -25,6 +26,7 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 	if len(c.Redis.URL) == 0 {
 		g.limiter = limit.NewLocal(limit.LocalOptions{Now: now})
 		g.throttle = throttle.NewLocal(throttle.LocalOptions{Now: now, MaxTracked: c.FailedKeys.MaxTracked})
+		g.slots = concurrency.NewLocal()
 		g.log.Info("rate limiter: in-process GCRA (no Redis configured): limits hold for this single gateway instance only")
 		return usage.NewLocal(nil), nil
 	}
@@ -71,6 +73,14 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 		return nil, err
 	}
 	g.limiter = g.redisLim
+	sc := *uo
+	sc.PoolSize, sc.MinIdleConns = slotPoolSize, 0
+	g.slotsClient = redis.NewUniversalClient(&sc)
+	g.slots, err = concurrency.NewRedis(concurrency.Options{Client: g.slotsClient, TTL: c.Redis.SlotTTL, Refresh: c.Redis.SlotRefresh,
+		Timeout: c.Redis.Timeout, OnError: g.onSlotsError})
+	if err != nil {
+		return nil, err
+	}
 	g.throttle = throttle.NewRedis(throttle.RedisOptions{Client: g.throttleClient, Timeout: c.Redis.Timeout,
 		Conns: c.FailedKeys.RedisPoolSize, Hold: c.Redis.BreakerOpenFor, Down: g.redisLim.Down, MaxTracked: c.FailedKeys.MaxTracked,
 		OnFallback: g.onThrottleFallback, OnDegraded: g.onThrottleDegraded, OnRestored: g.onThrottleRestored, Now: now})

@@ -174,6 +174,10 @@ func newTable(rows []config.Policy, vendor string) (*policy.Table, error) {
 	for i, r := range rows {
 		l := r.For(vendor)
 		ps[i] = policy.Policy{Rate: rateOf(r.Name, l), Scope: scopeOf(r.Scope), Class: r.Class, Twin: twinOf(l)}
+		if r.Kind == config.KindConcurrency {
+			ps[i].Kind = policy.Concurrency
+			ps[i].Rate = policy.Rate{Name: r.Name, Limit: max(l.Rate, 0)} // a cap, no period
+		}
 	}
 	t, err := policy.NewTable(ps, routeClasses())
 	if err != nil && vendor != "" {

@@ -111,6 +111,20 @@ const (
 	PerKey
 )
 
+// Kind is how a policy counts.
+type Kind uint8
+
+// The kinds.
+const (
+	// GCRA: Limit requests per Period, bursts up to Burst (the default).
+	GCRA Kind = iota
+	// Concurrency: at most Limit requests in flight at once (Period is
+	// not set): a slot taken at admission and given back when the answer
+	// is done. Its checks are the plan's Slots, not its Checks, and it is
+	// not in the RateLimit headers.
+	Concurrency
+)
+
 // Policy is one row of the policy table as the gateway enforces it. Rate's
 // Name is the policy's name and Shadow its shadow flag; Twin is its shadow
 // twin (a Rate with Limit 0 when none), evaluated on a bucket of its own
@@ -121,6 +135,16 @@ type Policy struct {
 	// Class is the class of routes it counts ("reads", "orders", ...).
 	Class string
 	Twin  Rate
+	Kind  Kind
+}
+
+// On reports whether the row counts anything: a positive rate (and, for a
+// GCRA row, a period).
+func (p Policy) On() bool {
+	if p.Kind == Concurrency {
+		return p.Limit > 0
+	}
+	return p.Valid()
 }
 
 // Layout is what a table's bucket names depend on: each row's scope and
@@ -150,6 +174,11 @@ func NewLayout(rows []Policy, prev *Layout) *Layout {
 			// key-reads counts in "k:<key_id>:reads".
 			suffix = strings.TrimPrefix(suffix, "key-")
 		}
+		if p.Kind == Concurrency {
+			// A sorted set of slots: never a GCRA bucket's name, should a
+			// row change its kind and keep its name.
+			suffix += ":slots"
+		}
 		l.rows[i] = layoutRow{scope: p.Scope, suffix: suffix}
 	}
 	if prev != nil && equalRows(prev.rows, l.rows) {
@@ -169,7 +198,7 @@ func LayoutOf(tables []*Table, prev *Layout) *Layout {
 	for i := range l.rows {
 		checked := false
 		for _, t := range tables {
-			checked = checked || t.Policies[i].Valid()
+			checked = checked || t.Policies[i].On()
 		}
 		l.rows[i].unnamed = !checked
 	}
@@ -302,6 +331,10 @@ type Table struct {
 type Plan struct {
 	count  int
 	checks [MaxChecks]Check // Key left empty: a key's bucket names fill it
+	// slots are the concurrency rows the route counts: Rate.Limit is the
+	// cap, Key left empty.
+	nslots int
+	slots  [MaxChecks]Check
 	// Policy is the RateLimit-Policy value: the enforced limits; nil when
 	// none (shadow limits never refuse, so clients are not told of them).
 	Policy []byte
@@ -323,7 +356,15 @@ func NewTable(rows []Policy, routeClasses [][]string) (*Table, error) {
 			counted[c] = true
 		}
 		for i, row := range rows {
-			if !contains(classes, row.Class) || !row.Valid() {
+			if !contains(classes, row.Class) || !row.On() {
+				continue
+			}
+			if row.Kind == Concurrency {
+				if p.nslots == MaxChecks {
+					return nil, fmt.Errorf("limits: a route counting %s is subject to more than %d concurrency limits", strings.Join(classes, ", "), MaxChecks)
+				}
+				p.slots[p.nslots] = Check{Rate: row.Rate, Policy: i}
+				p.nslots++
 				continue
 			}
 			if p.count+1+btoi(row.Twin.Valid()) > MaxChecks {
@@ -343,7 +384,7 @@ func NewTable(rows []Policy, routeClasses [][]string) (*Table, error) {
 		}
 	}
 	for _, row := range rows {
-		if row.Valid() && !counted[row.Class] {
+		if row.On() && !counted[row.Class] {
 			classes := make([]string, 0, len(counted))
 			for c := range counted {
 				classes = append(classes, c)
@@ -373,6 +414,17 @@ func (p *Plan) Checks(cs *Checks, b *Buckets) {
 			c.Key = b.Name(c.Policy).Key
 		}
 	}
+}
+
+// Slots is the number of the plan's concurrency rows: 0 for a route that
+// counts none (the request path then asks for no slot).
+func (p *Plan) Slots() int { return p.nslots }
+
+// Slot is the plan's concurrency row i on a key's buckets b: its bucket
+// name, its cap and its row index.
+func (p *Plan) Slot(i int, b *Buckets) (key string, limit, row int) {
+	c := &p.slots[i]
+	return b.Name(c.Policy).Key, c.Rate.Limit, c.Policy
 }
 
 // appendPolicy appends r to a RateLimit-Policy value: "name";q=quota;w=seconds.
