@@ -1,0 +1,121 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"vendorgate/config"
+	"vendorgate/gateway/concurrency"
+	"vendorgate/shared/apierr"
+	"vendorgate/shared/testredis"
+	"vendorgate/shared/wire"
+)
+
+// downloadsAtOnce is a policy of kind concurrency: n report downloads of
+// one vendor in flight at once, over every gateway.
+func downloadsAtOnce(n int) config.Policy {
+	return config.Policy{Name: "downloads-at-once", Scope: config.ScopeVendor, Class: "reports", Kind: config.KindConcurrency,
+		Limit: config.Limit{Rate: n}}
+}
+
+// TestConcurrencyPolicy: two report downloads of a vendor at once, over
+// two gateways on one Redis (one gateway in process): the third is
+// refused with 429 rate_limited and Retry-After while two are held, on
+// either gateway, and admitted once one of the held streams ends; the
+// policy is in neither RateLimit header; a read is not a report and is
+// never refused by it; another vendor has its own slots.
+func TestConcurrencyPolicy(t *testing.T) {
+	limiterModes(t, func(t *testing.T, withRedis func(*Options)) {
+		b := newTestBackend(t)
+		bigReport(b, 16<<20)
+		start := func() *testGateway {
+			return startGateway(t, b, func(o *Options) {
+				withRedis(o)
+				o.Config.Limits.Vendor.Reads = config.Limit{Rate: 10000, Period: time.Minute} // the polling below reads
+				o.Config.Limits.Policies = []config.Policy{downloadsAtOnce(2)}
+			})
+		}
+		gws := []*testGateway{start()}
+		if gws[0].g.redisLim != nil {
+			gws = append(gws, start())
+		}
+		other := gws[len(gws)-1]
+		key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+		keyB, _ := b.addKey("vendor-b", wire.VendorApproved, time.Now().Add(time.Hour))
+		report := "/api/vendor/v1/orders/o1/reports/mvr"
+
+		h1 := holdDownload(t, gws[0].url+report, key)
+		h2 := holdDownload(t, other.url+report, key)
+		if h1.status != 200 || h2.status != 200 {
+			t.Fatalf("two held downloads: %d %d", h1.status, h2.status)
+		}
+		for _, gw := range gws {
+			h := holdDownload(t, gw.url+report, key)
+			h.conn.Close()
+			h.wantRefused(t)
+			if !strings.Contains(string(h.body), "in flight at once") {
+				t.Fatalf("refusal %s", h.body)
+			}
+			for _, f := range []string{"RateLimit-Policy", "RateLimit"} {
+				if v := h.header.Get(f); strings.Contains(v, "downloads-at-once") {
+					t.Fatalf("%s %q names the concurrency policy", f, v)
+				}
+			}
+		}
+		if a := do(t, "GET", other.url+"/api/vendor/v1/me", key); a.status != 200 {
+			t.Fatalf("a read with two downloads held: %d %s", a.status, a.body)
+		}
+		if h := holdDownload(t, other.url+report, keyB); h.status != 200 {
+			t.Fatalf("another vendor's download: %d %s", h.status, h.body)
+		} else {
+			h.conn.Close()
+		}
+		// One held stream ends: its slot frees when the gateway sees the
+		// end, and the next download is admitted on the other gateway.
+		h1.conn.Close()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			h := holdDownload(t, other.url+report, key)
+			h.conn.Close()
+			if h.status == 200 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the slot of the ended stream never came back: %d %s", h.status, h.body)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// TestConcurrencyPolicyRedisDown: Redis cannot count the slots, so a
+// download answers 503 rate_limit_unavailable, as any limit that cannot
+// decide. The reads row is shadow here, so that the concurrency policy is
+// the one limit that must decide (a shadow check that cannot be decided
+// lets the request go on).
+func TestConcurrencyPolicyRedisDown(t *testing.T) {
+	rs := testredis.Start(t)
+	b := newTestBackend(t)
+	gw := startGateway(t, b, func(o *Options) {
+		o.Config.Redis.URL = config.List{rs.URL()}
+		o.Config.Limits.Vendor.Reads.Shadow = true
+		o.Config.Limits.Policies = []config.Policy{downloadsAtOnce(2)}
+	})
+	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	report := gw.url + "/api/vendor/v1/orders/o1/reports/mvr"
+	if a := do(t, "GET", report, key); a.status != 200 {
+		t.Fatalf("download: %d %s", a.status, a.body)
+	}
+	rs.Stop()
+	a := do(t, "GET", report, key)
+	a.wantError(t, 503, apierr.RateLimitUnavailable)
+	if gw.g.slots.(*concurrency.Redis).Held() != 0 {
+		t.Fatal("a slot is held after the failed call")
+	}
+	// A read counts no concurrency policy: Redis down takes nothing from
+	// it while its own limit is shadow.
+	if a := do(t, "GET", gw.url+"/api/vendor/v1/me", key); a.status != 200 {
+		t.Fatalf("a read with Redis down and only shadow limits: %d %s", a.status, a.body)
+	}
+}
