@@ -66,6 +66,11 @@ func TestConcurrencyPolicy(t *testing.T) {
 		if a := do(t, "GET", other.url+"/api/vendor/v1/me", key); a.status != 200 {
 			t.Fatalf("a read with two downloads held: %d %s", a.status, a.body)
 		}
+		page := do(t, "GET", other.url+"/docs", "")
+		if !strings.Contains(string(page.body), "<code>downloads-at-once</code> at most 2 in flight at once") ||
+			!strings.Contains(string(page.body), "not in the <code>RateLimit</code> headers") {
+			t.Fatalf("the docs page does not say what downloads-at-once admits")
+		}
 		if h := holdDownload(t, other.url+report, keyB); h.status != 200 {
 			t.Fatalf("another vendor's download: %d %s", h.status, h.body)
 		} else {

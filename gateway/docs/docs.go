@@ -41,6 +41,9 @@ type Policy struct {
 	// Rate requests per Window is the sustained rate.
 	Rate   int
 	Window time.Duration
+	// InFlight: a policy of kind concurrency, Rate requests in flight at
+	// once (no Window, not in the RateLimit headers).
+	InFlight bool
 }
 
 // Options is what a rendering needs. Every field is required except the
