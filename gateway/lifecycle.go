@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -140,6 +141,11 @@ func (g *Gateway) Reload(c *config.Gateway) error {
 		return fmt.Errorf("reload: %w", err)
 	}
 	sn.countDecisions(g.metrics)
+	if !slices.Equal(g.snap.Load().names, sn.names) {
+		// Usage counts by row index until a flush names them: what the
+		// old table counted is stored under its names first.
+		g.usage.Flush()
+	}
 	old := g.snap.Swap(sn)
 	if g.redisLim != nil {
 		// Leases taken under the old limits go back; the new lease

@@ -85,7 +85,24 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 		Conns: c.FailedKeys.RedisPoolSize, Hold: c.Redis.BreakerOpenFor, Down: g.redisLim.Down, MaxTracked: c.FailedKeys.MaxTracked,
 		OnFallback: g.onThrottleFallback, OnDegraded: g.onThrottleDegraded, OnRestored: g.onThrottleRestored, Now: now})
 	g.log.Info("rate limiter: Redis", "addrs", strings.Join(uo.Addrs, ","), "sentinel_master", uo.MasterName, "timeout", c.Redis.Timeout.String())
-	return usage.NewRedis(usage.RedisOptions{Client: g.usageClient})
+	st, err := usage.NewRedis(usage.RedisOptions{Client: g.usageClient})
+	if err != nil {
+		return nil, err
+	}
+	// Usage an older gateway kept by row index moves under the names of
+	// the table as it is (the rows were appended, never reordered): once,
+	// a bucket moved is gone from the old format. A failure costs history,
+	// not the start.
+	names := make([]string, 0, 8)
+	for _, r := range c.Limits.Rows() {
+		names = append(names, r.Name)
+	}
+	if n, err := st.Migrate(names); err != nil {
+		g.log.Warn("usage: the buckets of the previous format were not all moved; the rest expire within 25 hours", "err", err, "moved", n)
+	} else if n > 0 {
+		g.log.Info("usage: the buckets of the previous format (by row index) moved under the policies' names", "vendor_rows", n)
+	}
+	return st, nil
 }
 
 // addTo is a counter's Add for an int.

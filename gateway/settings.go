@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"strings"
-	"time"
 
 	"vendorgate/config"
 	"vendorgate/gateway/admin"
@@ -31,6 +30,7 @@ type snapshot struct {
 	// bucket layout, and the table compiled for the default limits and for
 	// each vendor with an override.
 	policies  []config.Policy
+	names     []string // the rows' names by index (usage stores counts by name)
 	layout    *policy.Layout
 	def       *policy.Table
 	overrides map[string]*policy.Table
@@ -95,7 +95,11 @@ func compile(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 	}
 	rows := c.Limits.Rows()
 	cp := *c
-	sn := &snapshot{cfg: &cp, policies: rows, version: c.Version, clientIP: clientip.New(trusted),
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = r.Name
+	}
+	sn := &snapshot{cfg: &cp, policies: rows, names: names, version: c.Version, clientIP: clientip.New(trusted),
 		failedKeys: throttle.Thresholds{PerAddress: c.FailedKeys.PerAddress, PerKey: c.FailedKeys.PerKey, Window: c.FailedKeys.Window}}
 	sn.inFlight = capsOf(c.InFlight.InFlightCaps)
 	for v := range c.InFlight.Overrides {
@@ -257,16 +261,21 @@ func (sn *snapshot) limits(id *auth.Identity, rt *route, cs *policy.Checks) *pol
 	return p
 }
 
-// usageLimits is policy p's name, quota and period for vendor as
-// configured now (overrides applied), for the usage view.
-func (g *Gateway) usageLimits(vendor string, p usage.Policy) (string, int, time.Duration, bool) {
+// usageLimits is the policy table's rows for vendor as configured now
+// (overrides applied), for the usage view: a concurrency row's quota is
+// its cap, with no period.
+func (g *Gateway) usageLimits(vendor string) []usage.Limit {
 	t := g.snap.Load().table(vendor)
-	if int(p) >= len(t.Policies) {
-		return "", 0, 0, false
+	ls := make([]usage.Limit, len(t.Policies))
+	for i, p := range t.Policies {
+		ls[i] = usage.Limit{Name: p.Name, On: p.On()}
+		if ls[i].On {
+			ls[i].Quota, ls[i].Period = p.Quota(), p.Period
+		}
 	}
-	r := t.Policies[p].Rate
-	if r.Limit <= 0 {
-		return r.Name, 0, 0, false
-	}
-	return r.Name, r.Quota(), r.Period, true
+	return ls
 }
+
+// usageNames is the policy table's names by index now: the usage counts
+// of index i are stored under names[i].
+func (g *Gateway) usageNames() []string { return g.snap.Load().names }
