@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"vendorgate/config"
 	"vendorgate/gateway/concurrency"
 	"vendorgate/shared/apierr"
+	"vendorgate/gateway/usage"
 	"vendorgate/shared/testredis"
 	"vendorgate/shared/wire"
 )
@@ -32,6 +35,7 @@ func TestConcurrencyPolicy(t *testing.T) {
 		start := func() *testGateway {
 			return startGateway(t, b, func(o *Options) {
 				withRedis(o)
+				o.Config.AdminToken = "usage-admin-token-0123"
 				o.Config.Limits.Vendor.Reads = config.Limit{Rate: 10000, Period: time.Minute} // the polling below reads
 				o.Config.Limits.Policies = []config.Policy{downloadsAtOnce(2)}
 			})
@@ -41,7 +45,7 @@ func TestConcurrencyPolicy(t *testing.T) {
 			gws = append(gws, start())
 		}
 		other := gws[len(gws)-1]
-		key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+		key, res := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
 		keyB, _ := b.addKey("vendor-b", wire.VendorApproved, time.Now().Add(time.Hour))
 		report := "/api/vendor/v1/orders/o1/reports/mvr"
 
@@ -90,6 +94,37 @@ func TestConcurrencyPolicy(t *testing.T) {
 				t.Fatalf("the slot of the ended stream never came back: %d %s", h.status, h.body)
 			}
 			time.Sleep(20 * time.Millisecond)
+		}
+		// The usage view counts the policy's admissions and refusals (over
+		// both gateways when they share Redis), its quota the cap.
+		var allowed, limited uint64
+		for _, gw := range gws {
+			gw.g.usage.Flush()
+		}
+		req, _ := http.NewRequest("GET", gws[0].admin+"/usage/"+res.VendorID+"?window=1h", nil)
+		req.Header.Set("Authorization", "Bearer usage-admin-token-0123")
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var vu usage.VendorUsage
+		if err := json.NewDecoder(resp.Body).Decode(&vu); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range vu.Policies {
+			if p.Limit != "downloads-at-once" {
+				continue
+			}
+			if p.Quota != 2 {
+				t.Fatalf("downloads-at-once quota %d in the usage view, want the cap 2", p.Quota)
+			}
+			for _, m := range p.Minutes {
+				allowed, limited = allowed+m.Allowed, limited+m.Limited
+			}
+		}
+		if allowed < 3 || limited < uint64(len(gws)) {
+			t.Fatalf("usage of downloads-at-once: %d allowed, %d limited; want at least 3 and %d", allowed, limited, len(gws))
 		}
 	})
 }
