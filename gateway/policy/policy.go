@@ -331,10 +331,11 @@ type Table struct {
 type Plan struct {
 	count  int
 	checks [MaxChecks]Check // Key left empty: a key's bucket names fill it
-	// slots are the concurrency rows the route counts: Rate.Limit is the
-	// cap, Key left empty.
+	// slots are the concurrency rows the route counts: the row's index
+	// and its cap (8 bytes each: a plan is kept per route and per vendor
+	// override).
 	nslots int
-	slots  [MaxChecks]Check
+	slots  [MaxChecks]struct{ row, limit int32 }
 	// Policy is the RateLimit-Policy value: the enforced limits; nil when
 	// none (shadow limits never refuse, so clients are not told of them).
 	Policy []byte
@@ -363,7 +364,7 @@ func NewTable(rows []Policy, routeClasses [][]string) (*Table, error) {
 				if p.nslots == MaxChecks {
 					return nil, fmt.Errorf("limits: a route counting %s is subject to more than %d concurrency limits", strings.Join(classes, ", "), MaxChecks)
 				}
-				p.slots[p.nslots] = Check{Rate: row.Rate, Policy: i}
+				p.slots[p.nslots].row, p.slots[p.nslots].limit = int32(i), int32(min(row.Limit, math.MaxInt32))
 				p.nslots++
 				continue
 			}
@@ -424,7 +425,7 @@ func (p *Plan) Slots() int { return p.nslots }
 // name, its cap and its row index.
 func (p *Plan) Slot(i int, b *Buckets) (key string, limit, row int) {
 	c := &p.slots[i]
-	return b.Name(c.Policy).Key, c.Rate.Limit, c.Policy
+	return b.Name(int(c.row)).Key, int(c.limit), int(c.row)
 }
 
 // appendPolicy appends r to a RateLimit-Policy value: "name";q=quota;w=seconds.
