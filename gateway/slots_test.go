@@ -9,8 +9,8 @@ import (
 
 	"vendorgate/config"
 	"vendorgate/gateway/concurrency"
-	"vendorgate/shared/apierr"
 	"vendorgate/gateway/usage"
+	"vendorgate/shared/apierr"
 	"vendorgate/shared/testredis"
 	"vendorgate/shared/wire"
 )
