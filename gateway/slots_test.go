@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"vendorgate/config"
 	"vendorgate/gateway/concurrency"
 	"vendorgate/gateway/usage"
@@ -157,5 +159,32 @@ func TestConcurrencyPolicyRedisDown(t *testing.T) {
 	// it while its own limit is shadow.
 	if a := do(t, "GET", gw.url+"/api/vendor/v1/me", key); a.status != 200 {
 		t.Fatalf("a read with Redis down and only shadow limits: %d %s", a.status, a.body)
+	}
+}
+
+// BenchmarkReportSlots is a report download through the handler on Redis,
+// without and with a concurrency policy on reports: what a slot (one script
+// call to take it, a batched one to give it back) adds to a request.
+func BenchmarkReportSlots(b *testing.B) {
+	rs := testredis.Start(b)
+	for _, tc := range []struct {
+		name     string
+		policies []config.Policy
+	}{{"none", nil}, {"slot", []config.Policy{downloadsAtOnce(1 << 20)}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			rig := newHandlerRig(b, func(o *Options) {
+				o.DisableAccessLog = true
+				o.Config.Redis.URL = config.List{rs.URL()}
+				o.Config.Limits.Policies = tc.policies
+			})
+			var req fasthttp.Request
+			var ctx fasthttp.RequestCtx
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := rig.readPath(&req, &ctx, "/api/vendor/v1/orders/o1/reports/fast"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
