@@ -203,12 +203,17 @@ func (r *Redis) Acquire(ss *Slots) (*Held, int, error) {
 	r.held[h] = struct{}{}
 	r.mu.Unlock()
 	n, err := acquireScript.Run(ctx, r.o.Client, keys, args...).Int()
-	if err != nil || n != 0 {
+	switch {
+	case err != nil:
 		h.released.Store(true)
 		r.release(h) // a timed-out call may have taken the slots
-		if err != nil {
-			return nil, -1, fmt.Errorf("concurrency: take slots: %w", err)
-		}
+		return nil, -1, fmt.Errorf("concurrency: take slots: %w", err)
+	case n != 0:
+		// Refused: the script took nothing, so nothing goes back.
+		h.released.Store(true)
+		r.mu.Lock()
+		delete(r.held, h)
+		r.mu.Unlock()
 		return nil, n - 1, nil
 	}
 	return h, -1, nil
