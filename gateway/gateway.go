@@ -144,6 +144,7 @@ type Gateway struct {
 	usageClient    redis.UniversalClient // its own pool: flushes never wait for, or delay, a limiter call
 	slotsClient    redis.UniversalClient // its own pool: the concurrency policies' slots
 	slots          concurrency.Limiter
+	slotErrors     *prometheus.CounterVec
 	subscriber     *auth.Subscriber
 	usage          *usage.Recorder
 
@@ -225,6 +226,7 @@ func New(o Options) (_ *Gateway, err error) {
 	g.metrics.Registry.MustRegister(refused)
 	g.inflight = inflight.New()
 	tooSlow := g.registerInFlight()
+	g.registerSlots()
 	if err := g.setupTLS(c.TLS, c.Listen, c.HTTPListen, o.Now); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"vendorgate/gateway/admin"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/concurrency"
@@ -64,5 +66,26 @@ func (g *Gateway) admitSlots(sn *snapshot, id *auth.Identity, ex *exchange) erro
 // cap is then lower by it until redis.slot_ttl passes; a slot not given
 // back holds its place until then).
 func (g *Gateway) onSlotsError(what string, err error) {
+	if c := g.slotErrors; c != nil {
+		c.WithLabelValues(what).Inc()
+	}
 	g.log.Warn("concurrency slots: "+what+" failed; the slots concerned expire after redis.slot_ttl", "err", err)
+}
+
+// registerSlots registers the concurrency policies' metrics: the requests
+// holding slots at this gateway, and the refreshes and releases that
+// failed.
+func (g *Gateway) registerSlots() {
+	g.slotErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_concurrency_slot_errors_total",
+		Help: "Pipelined refreshes or releases of concurrency-policy slots that failed, by call (refresh, release): the slots concerned are freed at their expiry (redis.slot_ttl)."},
+		[]string{"call"})
+	g.metrics.Registry.MustRegister(g.slotErrors,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vendorgate_gateway_concurrency_slots_held",
+			Help: "Requests holding slots of concurrency policies at this gateway now (each refreshed every redis.slot_refresh)."},
+			func() float64 {
+				if g.slots == nil {
+					return 0
+				}
+				return float64(g.slots.Held())
+			}))
 }

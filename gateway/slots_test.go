@@ -56,6 +56,16 @@ func TestConcurrencyPolicy(t *testing.T) {
 		if h1.status != 200 || h2.status != 200 {
 			t.Fatalf("two held downloads: %d %d", h1.status, h2.status)
 		}
+		held := 0
+		for _, gw := range gws {
+			held += gw.g.slots.Held()
+		}
+		if held != 2 {
+			t.Fatalf("%d requests hold slots over the gateways, want 2", held)
+		}
+		if m := scrape(t, gws[0]); !strings.Contains(m, "vendorgate_gateway_concurrency_slots_held ") {
+			t.Fatal("no vendorgate_gateway_concurrency_slots_held in the metrics")
+		}
 		for _, gw := range gws {
 			h := holdDownload(t, gw.url+report, key)
 			h.conn.Close()

@@ -59,6 +59,8 @@ type Limiter interface {
 	// taken (held gives them back). err: the slots could not be counted
 	// (nothing taken).
 	Acquire(ss *Slots) (held *Held, refused int, err error)
+	// Held is how many requests hold slots at this gateway now.
+	Held() int
 	// Close stops the limiter's goroutines.
 	Close()
 }
@@ -337,6 +339,7 @@ func (r *Redis) Close() {
 type Local struct {
 	mu     sync.Mutex
 	counts map[string]int
+	held   int
 }
 
 // NewLocal returns an empty Local limiter.
@@ -359,12 +362,21 @@ func (l *Local) Acquire(ss *Slots) (*Held, int, error) {
 		h.keys[i] = ss.List[i].Key
 		l.counts[h.keys[i]]++
 	}
+	l.held++
 	return h, -1, nil
+}
+
+// Held is how many requests hold slots now.
+func (l *Local) Held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held
 }
 
 func (l *Local) release(h *Held) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.held--
 	for _, k := range h.keys[:h.n] {
 		if l.counts[k]--; l.counts[k] <= 0 {
 			delete(l.counts, k)
