@@ -342,6 +342,13 @@ type Redis struct {
 	// burst of burst + ceil(rate × LeaseTTL). Default 2s. Reloaded on
 	// SIGHUP.
 	LeaseTTL time.Duration `yaml:"lease_ttl" env:"GATEWAY_REDIS_LEASE_TTL"`
+	// SlotTTL is how long a slot of a concurrency policy lives without a
+	// refresh: the slots a dead gateway held are free within it. Default
+	// 15s.
+	SlotTTL time.Duration `yaml:"slot_ttl" env:"GATEWAY_REDIS_SLOT_TTL"`
+	// SlotRefresh is how often a gateway renews the expiry of the slots it
+	// holds; below SlotTTL. Default 5s.
+	SlotRefresh time.Duration `yaml:"slot_refresh" env:"GATEWAY_REDIS_SLOT_REFRESH"`
 }
 
 // FailedKeys is the failed-key throttle: past PerAddress failures from one
@@ -457,7 +464,8 @@ func DefaultGateway() *Gateway {
 		TLS:           TLS{WatchInterval: 30 * time.Second, ACME: ACME{CA: LetsEncrypt}},
 		Redis: Redis{Timeout: 50 * time.Millisecond, WireTimeout: 500 * time.Millisecond, BusyTimeout: time.Second,
 			PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3, BreakerWindow: 3 * time.Second, BreakerFailurePercent: 50,
-			Pipeline: true, PipelineMax: 128, PipelineSenders: 2, LeaseMax: 16, LeaseTTL: 2 * time.Second},
+			Pipeline: true, PipelineMax: 128, PipelineSenders: 2, LeaseMax: 16, LeaseTTL: 2 * time.Second,
+			SlotTTL: 15 * time.Second, SlotRefresh: 5 * time.Second},
 		Limits:     defaultLimits(),
 		InFlight:   defaultInFlight(),
 		FailedKeys: FailedKeys{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute, MaxTracked: 100_000, RedisPoolSize: 8},
@@ -575,6 +583,12 @@ func (c *Gateway) Validate() error {
 	}
 	if c.Redis.LeaseTTL < 10*time.Millisecond || c.Redis.LeaseTTL > time.Minute {
 		add("redis.lease_ttl: %s must be between 10ms and 1m (admissions may exceed the limit by rate × lease_ttl)", c.Redis.LeaseTTL)
+	}
+	if c.Redis.SlotTTL < time.Second || c.Redis.SlotTTL > 10*time.Minute {
+		add("redis.slot_ttl: %s must be between 1s and 10m (a dead gateway's concurrency slots are freed within it)", c.Redis.SlotTTL)
+	}
+	if c.Redis.SlotRefresh < 100*time.Millisecond || c.Redis.SlotRefresh > c.Redis.SlotTTL/2 {
+		add("redis.slot_refresh: %s must be between 100ms and half of redis.slot_ttl (%s), so that a missed refresh frees no slot held", c.Redis.SlotRefresh, c.Redis.SlotTTL)
 	}
 	if c.Redis.BreakerFailurePercent < 1 || c.Redis.BreakerFailurePercent > 100 {
 		add("redis.breaker_failure_percent: %d must be between 1 and 100", c.Redis.BreakerFailurePercent)

@@ -15,8 +15,9 @@ import (
 // Kind is how the limit decides: KindGCRA (the default, a token bucket),
 // KindQuota (Rate in each calendar Window, "day" or "month" in UTC, or in
 // each span of Days days; Period is not set) or KindWindow (a sliding
-// window: at most Rate in any Period). A quota or a window has no burst
-// and no shadow twin.
+// window: at most Rate in any Period), or, on a row of limits.policies,
+// KindConcurrency (at most Rate requests in flight at once). A quota or a
+// window has no burst and no shadow twin.
 type Limit struct {
 	Rate       int           `yaml:"rate"`
 	Period     time.Duration `yaml:"period"`
@@ -33,6 +34,10 @@ const (
 	KindGCRA   = "gcra"
 	KindQuota  = "quota"
 	KindWindow = "window"
+	// KindConcurrency: at most rate requests in flight at once, over every
+	// gateway; a slot is freed when the answer is done, or redis.slot_ttl
+	// after its gateway died. No period, burst, shadow or twin.
+	KindConcurrency = "concurrency"
 )
 
 // The calendar windows of a quota (Limit.Window).
@@ -90,7 +95,7 @@ func (l Limit) validateKind(name string) error {
 			return fmt.Errorf("%s.rate: a sliding window admits at most %d (Redis keeps one entry per request in the window)", name, MaxWindowRate)
 		}
 	default:
-		return fmt.Errorf("%s.kind: %q must be %s, %s or %s", name, l.Kind, KindGCRA, KindQuota, KindWindow)
+		return fmt.Errorf("%s.kind: %q must be %s, %s, %s or %s", name, l.Kind, KindGCRA, KindQuota, KindWindow, KindConcurrency)
 	}
 	switch {
 	case l.Burst != 0:
@@ -254,7 +259,9 @@ func (l Limits) validate() []error {
 	rows := l.Rows()
 	seen := make(map[string]bool, len(rows))
 	for i, p := range rows {
-		if err := p.Limit.validate(p.path); err != nil {
+		if p.Kind == KindConcurrency && i >= 4 {
+			errs = append(errs, p.validateConcurrency()...)
+		} else if err := p.Limit.validate(p.path); err != nil {
 			errs = append(errs, err)
 		}
 		if i < 4 {
@@ -262,7 +269,7 @@ func (l Limits) validate() []error {
 			// they count requests a minute (or so), so they may be a
 			// sliding window but not a calendar quota.
 			seen[p.Name] = true
-			if p.KindOf() == KindQuota {
+			if p.KindOf() == KindQuota || p.KindOf() == KindConcurrency {
 				errs = append(errs, fmt.Errorf("%s.kind: the built-in rows are %s or %s; add a quota as a row of limits.policies", p.path, KindGCRA, KindWindow))
 			}
 			for vendor := range p.Overrides {
@@ -289,6 +296,9 @@ func (l Limits) validate() []error {
 			errs = append(errs, fmt.Errorf("%s.rate must be positive", p.path))
 		}
 		for vendor := range p.Overrides {
+			if p.Kind == KindConcurrency {
+				continue // validateConcurrency checked them
+			}
 			if err := p.validateOverride(vendor); err != nil {
 				errs = append(errs, err)
 			}
@@ -296,6 +306,35 @@ func (l Limits) validate() []error {
 	}
 	if !l.Vendor.Reads.Enabled() || !l.Vendor.Orders.Enabled() {
 		errs = append(errs, fmt.Errorf("limits.vendor.reads and limits.vendor.orders must have a positive rate"))
+	}
+	return errs
+}
+
+// validateConcurrency checks a row of kind concurrency and its overrides:
+// a cap (rate) and nothing of a rate over time.
+func (p Policy) validateConcurrency() []error {
+	var errs []error
+	check := func(path string, l Limit) {
+		switch {
+		case l.Rate < 0:
+			errs = append(errs, fmt.Errorf("%s.rate must be positive: the most requests in flight at once", path))
+		case l.Period != 0:
+			errs = append(errs, fmt.Errorf("%s.period: a policy of kind concurrency has no period (its rate is the most requests in flight at once)", path))
+		case l.Burst != 0:
+			errs = append(errs, fmt.Errorf("%s.burst: a policy of kind concurrency has no burst", path))
+		case l.Shadow || l.ShadowTwin != nil:
+			errs = append(errs, fmt.Errorf("%s: a policy of kind concurrency has no shadow flag or shadow twin", path))
+		case l.Window != "" || l.Days != 0 || l.Kind != "" && path != p.path:
+			errs = append(errs, fmt.Errorf("%s: a policy of kind concurrency has no calendar window, and an override keeps its kind", path))
+		}
+	}
+	check(p.path, p.Limit)
+	for vendor, o := range p.Overrides {
+		if !o.Enabled() {
+			errs = append(errs, fmt.Errorf("%s.overrides.%s.rate must be positive: the most requests in flight at once", p.path, vendor))
+			continue
+		}
+		check(p.path+".overrides."+vendor, o)
 	}
 	return errs
 }

@@ -1,9 +1,16 @@
 package gateway
 
 import (
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"vendorgate/config"
+	"vendorgate/gateway/policy"
+	"vendorgate/shared/wire"
 )
 
 // The allocation budgets of one proxied request through the whole handler
@@ -77,5 +84,61 @@ func TestProxiedRequestAllocs(t *testing.T) {
 				t.Fatalf("GET %s: %.2f allocations per proxied request; the budget is %d", tc.path, allocs, tc.budget)
 			}
 		})
+	}
+}
+
+// TestFullTableAllocs: a table of MaxPolicies rows (the four built-in and
+// twelve added, of class reports) and a report route subject to MaxChecks
+// limits (reads, the twelve, three shadow twins) cost a request no
+// allocation more than the default table does.
+func TestFullTableAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own: run without -race")
+	}
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	rig := newHandlerRig(t, func(o *Options) {
+		o.DisableAccessLog = true
+		for i := range policy.MaxPolicies - 4 {
+			p := config.Policy{Name: "p" + strconv.Itoa(i), Scope: config.ScopeVendor, Class: "reports",
+				Limit: config.Limit{Rate: 1 << 30, Period: time.Minute}}
+			if i < policy.MaxChecks-1-(policy.MaxPolicies-4) {
+				p.ShadowTwin = &config.Limit{Rate: 1 << 30, Period: time.Minute}
+			}
+			o.Config.Limits.Policies = append(o.Config.Limits.Policies, p)
+		}
+	})
+	var req fasthttp.Request
+	var ctx fasthttp.RequestCtx
+	const path = "/api/vendor/v1/orders/o1/reports/fast"
+	for range 500 {
+		if err := rig.readPath(&req, &ctx, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// reads and the twelve, each enforced (the twins are shadow).
+	req.Reset()
+	req.Header.SetMethod("GET")
+	req.SetRequestURI(path)
+	req.Header.Set(wire.HeaderAPIKey, rig.key)
+	ctx.Init(&req, rig.peer, nil)
+	rig.h(&ctx)
+	_ = ctx.Response.Body()
+	if got := strings.Count(string(ctx.Response.Header.Peek("RateLimit-Policy")), ";q="); got != 1+policy.MaxPolicies-4 {
+		t.Fatalf("RateLimit-Policy of the report names %d policies, want %d", got, 1+policy.MaxPolicies-4)
+	}
+	var failed error
+	allocs := testing.AllocsPerRun(2000, func() {
+		if err := rig.readPath(&req, &ctx, path); err != nil && failed == nil {
+			failed = err
+		}
+	})
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	t.Logf("GET %s under %d checks: %.2f allocations per request (budget %d)", path, policy.MaxChecks, allocs, maxAllocsPerStreamedRequest)
+	if allocs > float64(maxAllocsPerStreamedRequest) {
+		t.Fatalf("%.2f allocations per request under a full table; the budget is %d", allocs, maxAllocsPerStreamedRequest)
 	}
 }

@@ -42,7 +42,7 @@ var (
 
 func cannedErrors() []*apierr.Error {
 	return []*apierr.Error{errNotFound, errMethodNotAllowed, errInvalidKey, errKeyExpired, errNotApproved,
-		errSuspended, errRateLimited, errThrottled, errInFlight, errDownloadsInFlight, errBodyTooLarge, errHeaderTooLarge, errMalformed}
+		errSuspended, errRateLimited, errThrottled, errInFlight, errDownloadsInFlight, errSlotsTaken, errBodyTooLarge, errHeaderTooLarge, errMalformed}
 }
 
 // exchange is what one request collects on its way through, for its
@@ -262,7 +262,7 @@ func (g *Gateway) admitLimits(sn *snapshot, id *auth.Identity, rt *route, ex *ex
 			// Only shadow limits: they refuse nobody, so a limiter that
 			// cannot decide takes nothing from the vendor (the decisions
 			// are counted unavailable above); the request goes on.
-			return g.admitInFlight(sn, id, rt, ex)
+			return g.admitHeld(sn, id, rt, ex)
 		}
 		return err
 	}
@@ -270,7 +270,21 @@ func (g *Gateway) admitLimits(sn *snapshot, id *auth.Identity, rt *route, ex *ex
 	if !ex.decision.Allowed {
 		return &respond.Refusal{Err: errRateLimited, RetryAfter: ex.decision.RetryAfter}
 	}
-	return g.admitInFlight(sn, id, rt, ex)
+	return g.admitHeld(sn, id, rt, ex)
+}
+
+// admitHeld takes what the request holds until its answer is done: its
+// slot at this gateway, then its slots of the concurrency policies
+// (slots.go); refused there, it gives back the first.
+func (g *Gateway) admitHeld(sn *snapshot, id *auth.Identity, rt *route, ex *exchange) error {
+	if err := g.admitInFlight(sn, id, rt, ex); err != nil {
+		return err
+	}
+	if err := g.admitSlots(sn, id, ex); err != nil {
+		ex.releaseSlot()
+		return err
+	}
+	return nil
 }
 
 // admitInFlight takes the request's slot among its vendor's requests in
@@ -344,7 +358,9 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 // limits come first, then the quotas and sliding windows (windows.go).
 func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
 	pol := ex.plan.Policy
-	var buf, pbuf [128]byte
+	// Room for MaxChecks entries of a 32-byte name and 10-digit numbers:
+	// a full table's answer allocates no larger buffer.
+	var buf, pbuf [policy.MaxChecks * 64]byte
 	b := buf[:0]
 	for i := 0; i < ex.checks.Count && ex.hasLimit; i++ {
 		rt := ex.checks.List[i].Rate

@@ -28,6 +28,7 @@ import (
 	"vendorgate/gateway/admin"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/backendapi"
+	"vendorgate/gateway/concurrency"
 	"vendorgate/gateway/connlimit"
 	"vendorgate/gateway/docs"
 	"vendorgate/gateway/inflight"
@@ -145,6 +146,9 @@ type Gateway struct {
 	throttleClient redis.UniversalClient // its own pool: failed keys never take the limiter's connections
 	subClient      redis.UniversalClient
 	usageClient    redis.UniversalClient // its own pool: flushes never wait for, or delay, a limiter call
+	slotsClient    redis.UniversalClient // its own pool: the concurrency policies' slots
+	slots          concurrency.Limiter
+	slotErrors     *prometheus.CounterVec
 	subscriber     *auth.Subscriber
 	usage          *usage.Recorder
 
@@ -226,6 +230,7 @@ func New(o Options) (_ *Gateway, err error) {
 	g.metrics.Registry.MustRegister(refused)
 	g.inflight = inflight.New()
 	tooSlow := g.registerInFlight()
+	g.registerSlots()
 	if err := g.setupTLS(c.TLS, c.Listen, c.HTTPListen, o.Now); err != nil {
 		return nil, err
 	}
@@ -250,7 +255,7 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	// Usage buckets follow the wall clock (time.Now), not o.Now: they are
 	// shared with other replicas and read by operators in real minutes.
-	g.usage = usage.New(usage.Options{Store: usageStore, Interval: c.Usage.FlushInterval, OnFlush: g.onUsageFlush})
+	g.usage = usage.New(usage.Options{Store: usageStore, Interval: c.Usage.FlushInterval, OnFlush: g.onUsageFlush, Names: g.usageNames})
 	cache := auth.NewCache(auth.CacheOptions{Size: c.KeyCache.Size, NegativeSize: c.KeyCache.NegativeSize,
 		TTL: c.KeyCache.TTL, PushedTTL: c.KeyCache.PushedTTL, NegativeTTL: c.KeyCache.NegativeTTL, Now: o.Now})
 	g.registerKeyCache(cache)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -108,6 +109,12 @@ func (g *Gateway) release() {
 	if g.redisLim != nil {
 		g.redisLim.Close()
 	}
+	if g.slots != nil {
+		g.slots.Close()
+	}
+	if g.slotsClient != nil {
+		_ = g.slotsClient.Close()
+	}
 	if g.limiterClient != nil {
 		_ = g.limiterClient.Close()
 	}
@@ -134,6 +141,11 @@ func (g *Gateway) Reload(c *config.Gateway) error {
 		return fmt.Errorf("reload: %w", err)
 	}
 	sn.countDecisions(g.metrics)
+	if !slices.Equal(g.snap.Load().names, sn.names) {
+		// Usage counts by row index until a flush names them: what the
+		// old table counted is stored under its names first.
+		g.usage.Flush()
+	}
 	old := g.snap.Swap(sn)
 	if g.redisLim != nil {
 		// Leases taken under the old limits go back; the new lease

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"vendorgate/config"
+	"vendorgate/gateway/concurrency"
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/throttle"
 	"vendorgate/gateway/usage"
@@ -27,6 +28,7 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 		g.limiter = limit.NewLocal(limit.LocalOptions{Now: now})
 		g.windows = window.NewLocal(now)
 		g.throttle = throttle.NewLocal(throttle.LocalOptions{Now: now, MaxTracked: c.FailedKeys.MaxTracked})
+		g.slots = concurrency.NewLocal()
 		g.log.Info("rate limiter: in-process GCRA (no Redis configured): limits hold for this single gateway instance only")
 		return usage.NewLocal(nil), nil
 	}
@@ -68,7 +70,7 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 		OnStateChange: g.onBreakerState, OnBreakerOpen: g.onLimiterBreakerOpen,
 		Now: now, Pipeline: c.Redis.Pipeline, PipelineMax: c.Redis.PipelineMax, PipelineSenders: c.Redis.PipelineSenders,
 		ObserveCall: g.observeRedisCall,
-		OnFailure: g.onRedisFailure, OnUnsent: g.metrics.RedisUnsent.Inc, OnBusy: g.metrics.LimiterShed.Inc,
+		OnFailure:   g.onRedisFailure, OnUnsent: g.metrics.RedisUnsent.Inc, OnBusy: g.metrics.LimiterShed.Inc,
 		LeaseMax: c.Redis.LeaseMax, LeaseTTL: c.Redis.LeaseTTL, OnCharged: addTo(g.metrics.BucketsCharged),
 		Leases: limit.LeaseHooks{Granted: addTo(g.metrics.LeaseTokens.WithLabelValues("granted")), Spent: g.metrics.LeaseAdmissions.Inc,
 			Refunded: addTo(g.metrics.LeaseTokens.WithLabelValues("refunded")), Dropped: addTo(g.metrics.LeaseTokens.WithLabelValues("dropped"))}})
@@ -83,11 +85,36 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 		Down: g.redisLim.Down, OnFailure: g.onWindowFailure}); err != nil {
 		return nil, err
 	}
+	sc := *uo
+	sc.PoolSize, sc.MinIdleConns = slotPoolSize, 0
+	g.slotsClient = redis.NewUniversalClient(&sc)
+	g.slots, err = concurrency.NewRedis(concurrency.Options{Client: g.slotsClient, TTL: c.Redis.SlotTTL, Refresh: c.Redis.SlotRefresh,
+		Timeout: c.Redis.Timeout, OnError: g.onSlotsError})
+	if err != nil {
+		return nil, err
+	}
 	g.throttle = throttle.NewRedis(throttle.RedisOptions{Client: g.throttleClient, Timeout: c.Redis.Timeout,
 		Conns: c.FailedKeys.RedisPoolSize, Hold: c.Redis.BreakerOpenFor, Down: g.redisLim.Down, MaxTracked: c.FailedKeys.MaxTracked,
 		OnFallback: g.onThrottleFallback, OnDegraded: g.onThrottleDegraded, OnRestored: g.onThrottleRestored, Now: now})
 	g.log.Info("rate limiter: Redis", "addrs", strings.Join(uo.Addrs, ","), "sentinel_master", uo.MasterName, "timeout", c.Redis.Timeout.String())
-	return usage.NewRedis(usage.RedisOptions{Client: g.usageClient})
+	st, err := usage.NewRedis(usage.RedisOptions{Client: g.usageClient})
+	if err != nil {
+		return nil, err
+	}
+	// Usage an older gateway kept by row index moves under the names of
+	// the table as it is (the rows were appended, never reordered): once,
+	// a bucket moved is gone from the old format. A failure costs history,
+	// not the start.
+	names := make([]string, 0, 8)
+	for _, r := range c.Limits.Rows() {
+		names = append(names, r.Name)
+	}
+	if n, err := st.Migrate(names); err != nil {
+		g.log.Warn("usage: the buckets of the previous format were not all moved; the rest expire within 25 hours", "err", err, "moved", n)
+	} else if n > 0 {
+		g.log.Info("usage: the buckets of the previous format (by row index) moved under the policies' names", "vendor_rows", n)
+	}
+	return st, nil
 }
 
 // addTo is a counter's Add for an int.

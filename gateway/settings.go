@@ -3,6 +3,7 @@ package gateway
 import (
 	"crypto/tls"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ type snapshot struct {
 	// bucket layout, and the table compiled for the default limits and for
 	// each vendor with an override.
 	policies  []config.Policy
+	names     []string // the rows' names by index (usage stores counts by name)
 	layout    *policy.Layout
 	def       *policy.Table
 	overrides map[string]*policy.Table
@@ -95,7 +97,11 @@ func compile(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 	}
 	rows := c.Limits.Rows()
 	cp := *c
-	sn := &snapshot{cfg: &cp, policies: rows, version: c.Version, clientIP: clientip.New(trusted),
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = r.Name
+	}
+	sn := &snapshot{cfg: &cp, policies: rows, names: names, version: c.Version, clientIP: clientip.New(trusted),
 		failedKeys: throttle.Thresholds{PerAddress: c.FailedKeys.PerAddress, PerKey: c.FailedKeys.PerKey, Window: c.FailedKeys.Window}}
 	sn.inFlight = capsOf(c.InFlight.InFlightCaps)
 	for v := range c.InFlight.Overrides {
@@ -174,6 +180,9 @@ func newTable(rows []config.Policy, vendor string) (*policy.Table, error) {
 	for i, r := range rows {
 		l := r.For(vendor)
 		ps[i] = policy.Policy{Rate: rateOf(r.Name, l), Scope: scopeOf(r.Scope), Class: r.Class, Twin: twinOf(l)}
+		if r.Kind == config.KindConcurrency {
+			ps[i].Rate = policy.Rate{Name: r.Name, Limit: max(l.Rate, 0), Kind: policy.Concurrency} // a cap, no period
+		}
 	}
 	t, err := policy.NewTable(ps, routeClasses())
 	if err != nil && vendor != "" {
@@ -269,36 +278,42 @@ func (sn *snapshot) limits(id *auth.Identity, rt *route, cs *policy.Checks) *pol
 	return p
 }
 
-// usageLimits is policy p's name, quota and period for vendor as
-// configured now (overrides applied), for the usage view.
-func (g *Gateway) usageLimits(vendor string, p usage.Policy) (string, int, time.Duration, bool) {
+// usageLimits is the policy table's rows for vendor as configured now
+// (overrides applied), for the usage view: a concurrency row's quota is
+// its cap, with no period.
+func (g *Gateway) usageLimits(vendor string) []usage.Limit {
 	t := g.snap.Load().table(vendor)
-	if int(p) >= len(t.Policies) {
-		return "", 0, 0, false
+	ls := make([]usage.Limit, len(t.Policies))
+	for i, p := range t.Policies {
+		ls[i] = usage.Limit{Name: p.Name, On: p.On()}
+		if ls[i].On {
+			ls[i].Quota, ls[i].Period = p.Quota(), p.Period
+		}
 	}
-	r := t.Policies[p].Rate
-	if r.Limit <= 0 {
-		return r.Name, 0, 0, false
-	}
-	return r.Name, r.Quota(), r.Period, true
+	return ls
 }
 
-// usageQuotas reads quota policy p's counter of vendor for the usage view:
-// per-vendor quotas only (a per-key quota's counters are the keys').
-func (g *Gateway) usageQuotas(vendor string, p usage.Policy) (usage.QuotaUsed, bool, error) {
+// usageQuotas reads quota policy name's counter of vendor for the usage
+// view: per-vendor quotas only (a per-key quota's counters are the keys').
+func (g *Gateway) usageQuotas(vendor, name string) (usage.QuotaUsed, bool, error) {
 	sn := g.snap.Load()
 	t := sn.table(vendor)
-	if int(p) >= len(t.Policies) {
+	p := slices.IndexFunc(t.Policies, func(row policy.Policy) bool { return row.Name == name })
+	if p < 0 {
 		return usage.QuotaUsed{}, false, nil
 	}
 	row := t.Policies[p]
 	if row.Kind != policy.Quota || !row.Valid() || row.Scope != policy.PerVendor {
 		return usage.QuotaUsed{}, false, nil
 	}
-	key := sn.layout.Buckets(vendor, "").Name(int(p)).Key
+	key := sn.layout.Buckets(vendor, "").Name(p).Key
 	used, start, end, err := g.windows.Used(key, row.Rate)
 	if err != nil {
 		return usage.QuotaUsed{}, false, fmt.Errorf("quota %s: %w", row.Name, err)
 	}
 	return usage.QuotaUsed{Used: used, Quota: row.Limit, WindowStart: start, WindowEnd: end}, true, nil
 }
+
+// usageNames is the policy table's names by index now: the usage counts
+// of index i are stored under names[i].
+func (g *Gateway) usageNames() []string { return g.snap.Load().names }

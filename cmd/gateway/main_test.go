@@ -59,6 +59,17 @@ func policies(n int) string {
 	return b.String()
 }
 
+// twinned are n policy rows of class reports, each with a shadow twin: a
+// report download is subject to the reads row and 2n limits of these.
+func twinned(n int) string {
+	var b strings.Builder
+	b.WriteString("limits:\n  policies:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "    - {name: t%d, scope: vendor, class: reports, rate: 5, period: 1m, shadow_twin: {rate: 9, period: 1m}}\n", i)
+	}
+	return b.String()
+}
+
 // refused are configurations the gateway refuses: each one that a test
 // of the gateway or of the configuration refuses, and the ones `-check`
 // once passed while a start refused them (a class no route counts, a
@@ -71,12 +82,17 @@ var refused = []struct {
 	{"a class no route counts", policies(0) + "    - {name: downloads, scope: vendor, class: report, rate: 5, period: 1m}\n", nil,
 		`class "report", which no route counts (the classes routes count: orders, reads, reports)`},
 	{"a misspelt class", policies(0) + "    - {name: typo, scope: vendor, class: raeds, rate: 2, period: 1m}\n", nil, `class "raeds"`},
-	{"16 policies", policies(12), nil, "limits: 16 policies, at most 8"},
-	{"9 policies", policies(5), nil, "limits: 9 policies, at most 8"},
-	{"a route past its checks", "limits:\n  per_key:\n    reads: {rate: 5, period: 1m, shadow_twin: {rate: 9, period: 1m}}\n  vendor:\n    reads: {rate: 5, period: 1m, shadow_twin: {rate: 9, period: 1m}}\n" +
-		"  policies:\n    - {name: r1, scope: vendor, class: reads, rate: 5, period: 1m, shadow_twin: {rate: 9, period: 1m}}\n" +
-		"    - {name: r2, scope: key, class: reads, rate: 5, period: 1m, shadow_twin: {rate: 9, period: 1m}}\n" +
-		"    - {name: d1, scope: vendor, class: reports, rate: 5, period: 1m}\n", nil, "is subject to more than 8 limits"},
+	{"20 policies", policies(16), nil, "limits: 20 policies, at most 16"},
+	{"17 policies", policies(13), nil, "limits: 17 policies, at most 16"},
+	{"a route past its checks", twinned(8), nil, "is subject to more than 16 limits"},
+	{"an unknown kind", policies(0) + "    - {name: d, scope: vendor, class: reports, kind: leaky, rate: 5, period: 1m}\n", nil, `.kind: "leaky" must be gcra`},
+	{"a concurrency policy with a period", policies(0) + "    - {name: d, scope: vendor, class: reports, kind: concurrency, rate: 4, period: 1m}\n", nil, "kind concurrency has no period"},
+	{"a concurrency policy with a burst", policies(0) + "    - {name: d, scope: vendor, class: reports, kind: concurrency, rate: 4, burst: 8}\n", nil, "kind concurrency has no burst"},
+	{"a concurrency policy with a twin", policies(0) + "    - {name: d, scope: vendor, class: reports, kind: concurrency, rate: 4, shadow_twin: {rate: 2}}\n", nil, "no shadow flag or shadow twin"},
+	{"a concurrency policy without a cap", policies(0) + "    - {name: d, scope: vendor, class: reports, kind: concurrency}\n", nil, "limits.policies[0].rate must be positive"},
+	{"a concurrency override without a cap", policies(0) + "    - {name: d, scope: vendor, class: reports, kind: concurrency, rate: 4, overrides: {v1: {rate: 0}}}\n", nil, "overrides.v1.rate must be positive"},
+	{"a concurrency policy of a class no route counts", policies(0) + "    - {name: d, scope: vendor, class: report, kind: concurrency, rate: 4}\n", nil, `class "report", which no route counts`},
+	{"a slot refresh past half the slot TTL", "redis:\n  slot_ttl: 10s\n  slot_refresh: 6s\n", nil, "redis.slot_refresh"},
 	{"a negative rate", "limits:\n  vendor:\n    reads: {rate: -1, period: 1m}\n", nil, "limits.vendor.reads"},
 	{"a policy without a class", policies(0) + "    - {name: nameless, scope: vendor, rate: 5, period: 1m}\n", nil, ".class: name the routes it counts"},
 	{"a quota without its window", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: quota, rate: 1000}\n", nil, "a quota needs window (day or month, in UTC) or days"},
@@ -86,7 +102,7 @@ var refused = []struct {
 	{"a quota of 400 days", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: quota, rate: 1000, days: 400}\n", nil, "limits.policies[0].days: 400 must be 1-366"},
 	{"a quota with a burst", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: quota, rate: 1000, window: day, burst: 10}\n", nil, "limits.policies[0].burst: a quota has no burst"},
 	{"a quota with a shadow twin", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: quota, rate: 1000, window: day, shadow_twin: {rate: 5, period: 1m}}\n", nil, "a quota has no shadow twin"},
-	{"a kind misspelt", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: leaky, rate: 5, period: 1m}\n", nil, "limits.policies[0].kind: \"leaky\" must be gcra, quota or window"},
+	{"a kind misspelt", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: leaky, rate: 5, period: 1m}\n", nil, "limits.policies[0].kind: \"leaky\" must be gcra, quota, window or concurrency"},
 	{"a sliding window without a period", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: window, rate: 5}\n", nil, "limits.policies[0].period must be at least 1s"},
 	{"a sliding window too large", policies(0) + "    - {name: q, scope: vendor, class: orders, kind: window, rate: 200000, period: 1h}\n", nil, "a sliding window admits at most 100000"},
 	{"a token bucket with a calendar window", policies(0) + "    - {name: q, scope: vendor, class: orders, rate: 5, period: 1m, window: day}\n", nil, "window and days are for kind quota"},

@@ -47,6 +47,9 @@ type Policy struct {
 	Algorithm string
 	// Calendar names a quota's window: "UTC day", "UTC month", "7 days".
 	Calendar string
+	// InFlight: a policy of kind concurrency, Rate requests in flight at
+	// once (no Window, not in the RateLimit headers).
+	InFlight bool
 }
 
 // Options is what a rendering needs. Every field is required except the

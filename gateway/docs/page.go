@@ -122,6 +122,9 @@ type limitView struct {
 	// quota", "sliding window"); GCRA is true for the token bucket.
 	Algorithm string
 	GCRA      bool
+	// InFlight: a cap of requests in flight at once (Plain and Admits say
+	// so; no window, no header).
+	InFlight bool
 }
 
 type envView struct {
@@ -208,6 +211,11 @@ func build(doc *openapi3.T, order []string, o Options, base string) (*page, erro
 }
 
 func limitOf(l Policy) limitView {
+	if l.InFlight {
+		return limitView{Policy: l.Name, Applies: l.Applies, Scope: l.Scope, Quota: l.Rate, Window: "none", InFlight: true,
+			Sustained: fmt.Sprintf("%d in flight at once", l.Rate), Plain: fmt.Sprintf("at most %d in flight at once", l.Rate),
+			Admits: fmt.Sprintf("%d requests in flight at once over every gateway; one more, while they last, is refused with 429 and Retry-After, and a place frees when an answer (a whole download) ends", l.Rate)}
+	}
 	switch l.Algorithm {
 	case "quota":
 		return quotaOf(l)

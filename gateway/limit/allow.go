@@ -85,8 +85,13 @@ func (r *Redis) allowRedis(cs *policy.Checks) (Decision, error) {
 	return d, err
 }
 
-// ones asks one token of every bucket.
-var ones = [policy.MaxChecks]int{1, 1, 1, 1, 1, 1, 1, 1}
+// ones asks one token of every bucket (every one of MaxChecks).
+var ones = func() (a [policy.MaxChecks]int) {
+	for i := range a {
+		a[i] = 1
+	}
+	return a
+}()
 
 // errLimiterClosed answers a leased decision after Close.
 var errLimiterClosed = fmt.Errorf("%w: %w", ErrUnavailable, redisconn.ErrClosed)

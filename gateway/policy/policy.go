@@ -18,7 +18,7 @@ import (
 // MaxChecks is how many limits one request can be subject to: the policies
 // of its route's classes, and a shadow twin of each (NewTable refuses a
 // table past it). The checks travel by value in an array of this size.
-const MaxChecks = 8
+const MaxChecks = 16
 
 // Rate is one limit: Limit requests per Period, with bursts up to Burst
 // (Limit when zero). Shadow limits are counted and reported but never
@@ -30,7 +30,8 @@ type Rate struct {
 	Period time.Duration
 	Shadow bool
 	// Kind is how the limit is decided: GCRA (package limit) unless set;
-	// a Quota or a Sliding window is decided by package window. Calendar
+	// a Quota or a Sliding window is decided by package window, a
+	// Concurrency cap by package concurrency. Calendar
 	// is a quota's window (Period is then its nominal length: the
 	// calendar's days, 31 for a month).
 	Kind     Kind
@@ -51,6 +52,11 @@ const (
 	// Sliding: at most Limit in any Period, however the requests fall
 	// (package window).
 	Sliding
+	// Concurrency: at most Limit requests in flight at once (Period is
+	// not set): a slot taken at admission and given back when the answer
+	// is done (package concurrency). Its checks are the plan's Slots, not
+	// its Checks, and it is not in the RateLimit headers.
+	Concurrency
 )
 
 // String is the kind's name in the configuration and on the docs page.
@@ -60,6 +66,8 @@ func (k Kind) String() string {
 		return "quota"
 	case Sliding:
 		return "window"
+	case Concurrency:
+		return "concurrency"
 	}
 	return "gcra"
 }
@@ -150,7 +158,7 @@ func (cs *Checks) Enforces() bool {
 // MaxPolicies is the policy table's capacity: each key's bucket names and
 // each vendor's usage counters are arrays of this size, so that the
 // request path does not allocate.
-const MaxPolicies = 8
+const MaxPolicies = 16
 
 // Scope says whose requests share a policy's bucket.
 type Scope uint8
@@ -173,6 +181,15 @@ type Policy struct {
 	// Class is the class of routes it counts ("reads", "orders", ...).
 	Class string
 	Twin  Rate
+}
+
+// On reports whether the row counts anything: a positive rate (and, for a
+// GCRA row, a period).
+func (p Policy) On() bool {
+	if p.Kind == Concurrency {
+		return p.Limit > 0
+	}
+	return p.Valid()
 }
 
 // Layout is what a table's bucket names depend on: each row's scope and
@@ -202,6 +219,11 @@ func NewLayout(rows []Policy, prev *Layout) *Layout {
 			// key-reads counts in "k:<key_id>:reads".
 			suffix = strings.TrimPrefix(suffix, "key-")
 		}
+		if p.Kind == Concurrency {
+			// A sorted set of slots: never a GCRA bucket's name, should a
+			// row change its kind and keep its name.
+			suffix += ":slots"
+		}
 		l.rows[i] = layoutRow{scope: p.Scope, suffix: suffix}
 	}
 	if prev != nil && equalRows(prev.rows, l.rows) {
@@ -221,7 +243,7 @@ func LayoutOf(tables []*Table, prev *Layout) *Layout {
 	for i := range l.rows {
 		checked := false
 		for _, t := range tables {
-			checked = checked || t.Policies[i].Valid()
+			checked = checked || t.Policies[i].On()
 		}
 		l.rows[i].unnamed = !checked
 	}
@@ -358,6 +380,11 @@ type Plan struct {
 	// (package window decides them), apart from the GCRA checks.
 	wcount  int
 	wchecks [MaxChecks]Check
+	// slots are the concurrency rows the route counts: the row's index
+	// and its cap (8 bytes each: a plan is kept per route and per vendor
+	// override).
+	nslots int
+	slots  [MaxChecks]struct{ row, limit int32 }
 	// Policy is the RateLimit-Policy value: the enforced limits; nil when
 	// none (shadow limits never refuse, so clients are not told of them).
 	Policy []byte
@@ -379,7 +406,15 @@ func NewTable(rows []Policy, routeClasses [][]string) (*Table, error) {
 			counted[c] = true
 		}
 		for i, row := range rows {
-			if !contains(classes, row.Class) || !row.Valid() {
+			if !contains(classes, row.Class) || !row.On() {
+				continue
+			}
+			if row.Kind == Concurrency {
+				if p.nslots == MaxChecks {
+					return nil, fmt.Errorf("limits: a route counting %s is subject to more than %d concurrency limits", strings.Join(classes, ", "), MaxChecks)
+				}
+				p.slots[p.nslots].row, p.slots[p.nslots].limit = int32(i), int32(min(row.Limit, math.MaxInt32))
+				p.nslots++
 				continue
 			}
 			if row.Kind != GCRA {
@@ -408,7 +443,7 @@ func NewTable(rows []Policy, routeClasses [][]string) (*Table, error) {
 		}
 	}
 	for _, row := range rows {
-		if row.Valid() && !counted[row.Class] {
+		if row.On() && !counted[row.Class] {
 			classes := make([]string, 0, len(counted))
 			for c := range counted {
 				classes = append(classes, c)
@@ -466,6 +501,17 @@ func AppendPolicy(b []byte, name string, quota int, seconds int64) []byte {
 	b = strconv.AppendInt(b, int64(quota), 10)
 	b = append(b, ";w="...)
 	return strconv.AppendInt(b, seconds, 10)
+}
+
+// Slots is the number of the plan's concurrency rows: 0 for a route that
+// counts none (the request path then asks for no slot).
+func (p *Plan) Slots() int { return p.nslots }
+
+// Slot is the plan's concurrency row i on a key's buckets b: its bucket
+// name, its cap and its row index.
+func (p *Plan) Slot(i int, b *Buckets) (key string, limit, row int) {
+	c := &p.slots[i]
+	return b.Name(int(c.row)).Key, int(c.limit), int(c.row)
 }
 
 // appendPolicy appends r to a RateLimit-Policy value: "name";q=quota;w=seconds.

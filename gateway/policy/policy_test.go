@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -77,15 +78,15 @@ func TestWindowedRowsPlannedApart(t *testing.T) {
 	if tab.Plan(1).Windowed() {
 		t.Fatal("reads has no windowed row")
 	}
-	// A twin on orders (2 checks) and 7 windowed rows: 9 limits, past
-	// MaxChecks, in a table of 8 rows.
+	// A twin on orders (2 checks) and a windowed row in every other place:
+	// past MaxChecks, in a full table.
 	rows[0].Twin = Rate{Limit: 5, Period: time.Minute}
 	for len(rows) < MaxPolicies {
 		r := rows[2]
 		r.Name = "strict-" + strconv.Itoa(len(rows))
 		rows = append(rows, r)
 	}
-	if _, err := NewTable(rows, [][]string{{"orders"}}); err == nil || !strings.Contains(err.Error(), "more than 8 limits") {
-		t.Fatalf("9 limits on a route: %v", err)
+	if _, err := NewTable(rows, [][]string{{"orders"}}); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d limits", MaxChecks)) {
+		t.Fatalf("%d limits on a route: %v", MaxPolicies+1, err)
 	}
 }

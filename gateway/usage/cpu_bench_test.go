@@ -24,7 +24,7 @@ func BenchmarkRedisApplyCPU(b *testing.B) {
 	}
 	minute := time.Now().Unix() / 60
 	apply := func(id string) {
-		if errs := st.Apply([]*Delta{{ID: id, Minute: minute, Rows: rows}}); errs != nil && errs[0] != nil {
+		if errs := st.Apply([]*Delta{{ID: id, Minute: minute, Rows: rows, Names: benchNames}}); errs != nil && errs[0] != nil {
 			b.Fatal(errs[0])
 		}
 	}

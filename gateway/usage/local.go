@@ -12,19 +12,28 @@ type Local struct {
 
 	mu      sync.Mutex
 	applied map[string]int64 // delta id -> its minute, for once-only
+	// names are the policy names the store has seen, each numbered once
+	// (ids): a bucket's counts are keyed by these numbers.
+	names []string
+	ids   map[string]int
 	// A vendor's bucket holds only its counts that are not zero (most
-	// vendors use a policy or two of MaxPolicies): a few words per vendor
-	// and minute instead of every counter.
+	// vendors use a policy or two): a few words per vendor and minute
+	// instead of every counter.
 	minutes map[int64]map[string]sparse
 	hours   map[int64]map[string]sparse
 }
 
-// sparse is a bucket's counts that are not zero, each its index in the
-// values (numValues and, in an hour, MaxPolicies peaks after them) in the
-// top 8 bits and its count in the rest.
+// sparse is a bucket's counts that are not zero, each its index (a policy
+// name's id times slotsPerPolicy plus the counter: allowed, limited,
+// shadow-limited, and in an hour the peak) in the top 16 bits and its
+// count in the rest.
 type sparse []uint64
 
-const sparseShift = 56
+const (
+	sparseShift    = 48
+	slotsPerPolicy = numCounters + 1 // the counters and an hour's peak
+	cPeak          = numCounters
+)
 
 // add adds n to the count at index i.
 func (s *sparse) add(i int, n uint64) {
@@ -57,18 +66,24 @@ func (s *sparse) raise(i int, n uint64) {
 	}
 }
 
-// values copies the counts out, peaks (indexes from numValues) into peak
-// when not nil.
-func (s sparse) values(peak *[MaxPolicies]uint64) Values {
-	var v Values
+// values are the counts by policy name.
+func (s sparse) values(names []string) Values {
+	v := make(Values)
 	for _, c := range s {
 		i, n := int(c>>sparseShift), c&(1<<sparseShift-1)
-		switch {
-		case i < numValues:
-			v[i] = n
-		case peak != nil:
-			peak[i-numValues] = n
+		name := names[i/slotsPerPolicy]
+		cs := v[name]
+		switch i % slotsPerPolicy {
+		case cAllowed:
+			cs.Allowed = n
+		case cLimited:
+			cs.Limited = n
+		case cShadow:
+			cs.ShadowLimited = n
+		case cPeak:
+			cs.Peak = n
 		}
+		v[name] = cs
 	}
 	return v
 }
@@ -79,8 +94,19 @@ func NewLocal(now func() time.Time) *Local {
 	if now == nil {
 		now = time.Now
 	}
-	return &Local{now: now, applied: make(map[string]int64),
+	return &Local{now: now, applied: make(map[string]int64), ids: make(map[string]int),
 		minutes: make(map[int64]map[string]sparse), hours: make(map[int64]map[string]sparse)}
+}
+
+// id is name's number, made on first sight.
+func (s *Local) id(name string) int {
+	id, ok := s.ids[name]
+	if !ok {
+		id = len(s.names)
+		s.names = append(s.names, name)
+		s.ids[name] = id
+	}
+	return id
 }
 
 // Apply adds each delta once.
@@ -103,29 +129,43 @@ func (s *Local) Apply(ds []*Delta) []error {
 			hb = make(map[string]sparse)
 			s.hours[hour] = hb
 		}
+		var ids [MaxPolicies]int
+		for p := range ids {
+			ids[p] = -1
+			if name := d.name(p); name != "" {
+				ids[p] = s.id(name)
+			}
+		}
 		for i := range d.Rows {
 			row := &d.Rows[i]
 			m, h := mb[row.Vendor], hb[row.Vendor]
-			addRow(&m, &h, &row.Values)
-			mb[row.Vendor], hb[row.Vendor] = m, h
+			addRow(&m, &h, &row.Values, &ids)
+			if len(m) > 0 {
+				mb[row.Vendor], hb[row.Vendor] = m, h
+			}
 		}
 	}
 	s.expire()
 	return nil
 }
 
-// addRow adds v to a minute's counts m and its hour's h, and raises the
-// hour's per-policy peak to the minute's demand.
-func addRow(m, h *sparse, v *[numValues]uint64) {
-	for i, n := range v {
-		m.add(i, n)
-		h.add(i, n)
-	}
-	for p := 0; p < MaxPolicies; p++ {
+// addRow adds v to a minute's counts m and its hour's h under each
+// policy's name id, and raises the hour's peak to the minute's demand.
+func addRow(m, h *sparse, v *[numValues]uint64, ids *[MaxPolicies]int) {
+	for p, id := range ids {
+		if id < 0 {
+			continue
+		}
+		base := id * slotsPerPolicy
+		for c := 0; c < numCounters; c++ {
+			n := v[p*numCounters+c]
+			m.add(base+c, n)
+			h.add(base+c, n)
+		}
 		if v[p*numCounters+cAllowed]+v[p*numCounters+cLimited] == 0 {
 			continue // the minute's demand of p did not change
 		}
-		h.raise(numValues+p, m.get(p*numCounters+cAllowed)+m.get(p*numCounters+cLimited))
+		h.raise(base+cPeak, m.get(base+cAllowed)+m.get(base+cLimited))
 	}
 }
 
@@ -153,25 +193,20 @@ func (s *Local) expire() {
 func (s *Local) Read(minutes, hours []int64) (Buckets, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := Buckets{Minutes: make(map[int64]map[string]Values, len(minutes)), Hours: make(map[int64]map[string]HourValues, len(hours))}
-	for _, m := range minutes {
-		if src := s.minutes[m]; len(src) > 0 {
-			dst := make(map[string]Values, len(src))
-			for v, vals := range src {
-				dst[v] = vals.values(nil)
+	b := Buckets{Minutes: make(map[int64]map[string]Values, len(minutes)), Hours: make(map[int64]map[string]Values, len(hours))}
+	for _, ms := range []struct {
+		at  []int64
+		src map[int64]map[string]sparse
+		dst map[int64]map[string]Values
+	}{{minutes, s.minutes, b.Minutes}, {hours, s.hours, b.Hours}} {
+		for _, t := range ms.at {
+			if src := ms.src[t]; len(src) > 0 {
+				dst := make(map[string]Values, len(src))
+				for v, vals := range src {
+					dst[v] = vals.values(s.names)
+				}
+				ms.dst[t] = dst
 			}
-			b.Minutes[m] = dst
-		}
-	}
-	for _, h := range hours {
-		if src := s.hours[h]; len(src) > 0 {
-			dst := make(map[string]HourValues, len(src))
-			for v, vals := range src {
-				var hv HourValues
-				hv.Values = vals.values(&hv.Peak)
-				dst[v] = hv
-			}
-			b.Hours[h] = dst
 		}
 	}
 	return b, nil

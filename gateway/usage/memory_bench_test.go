@@ -37,10 +37,10 @@ func BenchmarkRedisMemory10kVendors(b *testing.B) {
 	var ds []*Delta
 	// One minute in each of the 25 hours before, then every minute of the last hour.
 	for h := int64(25); h >= 1; h-- {
-		ds = append(ds, &Delta{ID: "h" + strconv.FormatInt(h, 10), Minute: nowMin - h*60 - 60, Rows: rows})
+		ds = append(ds, &Delta{ID: "h" + strconv.FormatInt(h, 10), Minute: nowMin - h*60 - 60, Rows: rows, Names: benchNames})
 	}
 	for m := int64(59); m >= 0; m-- {
-		ds = append(ds, &Delta{ID: "m" + strconv.FormatInt(m, 10), Minute: nowMin - m, Rows: rows})
+		ds = append(ds, &Delta{ID: "m" + strconv.FormatInt(m, 10), Minute: nowMin - m, Rows: rows, Names: benchNames})
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -56,6 +56,10 @@ func BenchmarkRedisMemory10kVendors(b *testing.B) {
 	b.Logf("keys: %s", keys)
 }
 
+// benchNames are the default table's names by index: reads and orders
+// counted (Values[0], [1]: reads allowed and limited; [3]: orders allowed).
+var benchNames = []string{"reads", "orders", "key-reads", "key-orders"}
+
 // BenchmarkLocalMemory10kVendors is BenchmarkRedisMemory10kVendors for the
 // in-process store (a gateway without Redis): the same day of buckets, and
 // the live heap they take.
@@ -70,10 +74,10 @@ func BenchmarkLocalMemory10kVendors(b *testing.B) {
 	}
 	var ds []*Delta
 	for h := int64(25); h >= 1; h-- {
-		ds = append(ds, &Delta{ID: "h" + strconv.FormatInt(h, 10), Minute: nowMin - h*60 - 60, Rows: rows})
+		ds = append(ds, &Delta{ID: "h" + strconv.FormatInt(h, 10), Minute: nowMin - h*60 - 60, Rows: rows, Names: benchNames})
 	}
 	for m := int64(59); m >= 0; m-- {
-		ds = append(ds, &Delta{ID: "m" + strconv.FormatInt(m, 10), Minute: nowMin - m, Rows: rows})
+		ds = append(ds, &Delta{ID: "m" + strconv.FormatInt(m, 10), Minute: nowMin - m, Rows: rows, Names: benchNames})
 	}
 	var st *Local
 	for i := 0; i < b.N; i++ {

@@ -26,10 +26,14 @@ const (
 const chunkRows = 100
 
 // keyTag keeps every usage key in one Redis Cluster slot: a flush's chunks
-// and a read's buckets each go to one node. "v2": an hour's values hold
-// MaxPolicies (8) policies before their peaks; the first format held 4, and
-// the two never share a key (a replica of either version keeps its own).
-const keyTag = "vgu:{usage}:v2:"
+// and a read's buckets each go to one node. "v3": counts by policy name
+// (lua.go); v2 held them by the policy's index in the table, 8 policies a
+// value (an hour's 8 peaks after them), and Migrate moves a v2 bucket into
+// v3 under the names of the table as it is. The first format held 4.
+const (
+	keyTag    = "vgu:{usage}:v3:"
+	legacyTag = "vgu:{usage}:v2:"
+)
 
 // RedisOptions configures a Redis store.
 type RedisOptions struct {
@@ -108,10 +112,11 @@ func (s *Redis) send(ctx context.Context, ds []*Delta) (cmds []*redis.Cmd, owner
 		mExp := strconv.FormatInt((d.Minute+1)*60+minuteBuckets*60+60, 10)
 		hour := d.Minute / 60
 		hExp := strconv.FormatInt((hour+1+hourBuckets)*3600, 10)
+		names := namesArg(d)
 		for c, start := 0, 0; start < len(d.Rows); c, start = c+1, start+chunkRows {
 			rows := d.Rows[start:min(start+chunkRows, len(d.Rows))]
-			args := make([]any, 0, 3+2*len(rows))
-			args = append(args, guard, mExp, hExp)
+			args := make([]any, 0, 4+2*len(rows))
+			args = append(args, guard, mExp, hExp, names)
 			for r := range rows {
 				args = append(args, field(rows[r].Vendor), encode(rows[r].Values[:]))
 			}
@@ -122,6 +127,29 @@ func (s *Redis) send(ctx context.Context, ds []*Delta) (cmds []*redis.Cmd, owner
 	}
 	_, _ = pipe.Exec(ctx)
 	return cmds, owner
+}
+
+// namesArg is a delta's policy names by index as the scripts read them:
+// space-separated, "-" for an index without a name, up to the last named.
+func namesArg(d *Delta) string {
+	n := 0
+	for p := range MaxPolicies {
+		if d.name(p) != "" {
+			n = p + 1
+		}
+	}
+	var b strings.Builder
+	for p := range n {
+		if p > 0 {
+			b.WriteByte(' ')
+		}
+		if name := d.name(p); name != "" {
+			b.WriteString(name)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	return b.String()
 }
 
 func fill(n int, err error) []error {
@@ -148,35 +176,91 @@ func (s *Redis) Read(minutes, hours []int64) (Buckets, error) {
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return Buckets{}, fmt.Errorf("usage: read buckets: %w", err)
 	}
-	b := Buckets{Minutes: make(map[int64]map[string]Values), Hours: make(map[int64]map[string]HourValues)}
+	b := Buckets{Minutes: make(map[int64]map[string]Values), Hours: make(map[int64]map[string]Values)}
 	for i, c := range mc {
-		if len(c.Val()) == 0 {
-			continue
+		if dst := bucketOf(c.Val(), false); dst != nil {
+			b.Minutes[minutes[i]] = dst
 		}
-		dst := make(map[string]Values, len(c.Val()))
-		for f, v := range c.Val() {
-			var vals Values
-			decode(v, vals[:])
-			dst[vendorOf(f)] = vals
-		}
-		b.Minutes[minutes[i]] = dst
 	}
 	for i, c := range hc {
-		if len(c.Val()) == 0 {
-			continue
+		if dst := bucketOf(c.Val(), true); dst != nil {
+			b.Hours[hours[i]] = dst
 		}
-		dst := make(map[string]HourValues, len(c.Val()))
-		for f, v := range c.Val() {
-			var all [numValues + MaxPolicies]uint64
-			decode(v, all[:])
-			var hv HourValues
-			copy(hv.Values[:], all[:numValues])
-			copy(hv.Peak[:], all[numValues:])
-			dst[vendorOf(f)] = hv
-		}
-		b.Hours[hours[i]] = dst
 	}
 	return b, nil
+}
+
+// bucketOf reads one v3 bucket: its dictionary, then each vendor's counts
+// by name; nil when the bucket is empty.
+func bucketOf(h map[string]string, hour bool) map[string]Values {
+	names := strings.Fields(h[dictField])
+	if len(names) == 0 {
+		return nil
+	}
+	w := numCounters
+	if hour {
+		w++
+	}
+	dst := make(map[string]Values, len(h)-1)
+	all := make([]uint64, w*len(names))
+	for f, v := range h {
+		if f == dictField {
+			continue
+		}
+		clear(all)
+		decode(v, all)
+		vals := make(Values, 2)
+		for i, name := range names {
+			c := Counts{Allowed: all[i*w+cAllowed], Limited: all[i*w+cLimited], ShadowLimited: all[i*w+cShadow]}
+			if hour {
+				c.Peak = all[i*w+cPeak]
+			}
+			if !c.zero() {
+				vals[name] = c
+			}
+		}
+		dst[vendorOf(f)] = vals
+	}
+	return dst
+}
+
+// Migrate moves the usage buckets of the v2 format (counts by the policy's
+// index in the table) still kept (the last 61 minutes and 26 hours) into
+// the v3 buckets, under names[i] for index i ("" drops the index), adding
+// to what v3 holds, and deletes them: after an upgrade, the counts an older
+// gateway stored read under the names of the table that counted them, as
+// long as the table's rows kept their order across the upgrade (they
+// were appended, never reordered, when usage was kept by index). One
+// script call per bucket; a bucket already moved is not there to move
+// again. Returns the vendor rows moved.
+func (s *Redis) Migrate(names []string) (int, error) {
+	if len(names) > legacyPolicies {
+		names = names[:legacyPolicies]
+	}
+	arg := namesArg(&Delta{Names: names})
+	ctx, cancel := context.WithTimeout(context.Background(), max(s.o.Timeout, 10*time.Second))
+	defer cancel()
+	nowMin := time.Now().Unix() / 60
+	moved := 0
+	run := func(oldKey, newKey, hour string) error {
+		n, err := migrateScript.Run(ctx, s.o.Client, []string{oldKey, newKey}, arg, hour).Int()
+		if err != nil {
+			return fmt.Errorf("usage: migrate %s: %w", oldKey, err)
+		}
+		moved += n
+		return nil
+	}
+	for m := nowMin - minuteBuckets - 1; m <= nowMin; m++ {
+		if err := run(legacyTag+"m:"+strconv.FormatInt(m, 10), minuteKey(m), "0"); err != nil {
+			return moved, err
+		}
+	}
+	for h := nowMin/60 - hourBuckets - 1; h <= nowMin/60; h++ {
+		if err := run(legacyTag+"h:"+strconv.FormatInt(h, 10), hourKey(h), "1"); err != nil {
+			return moved, err
+		}
+	}
+	return moved, nil
 }
 
 // field is a vendor's hash field: a UUID as a zero byte and its 16 bytes

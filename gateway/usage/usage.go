@@ -19,7 +19,10 @@ import (
 )
 
 // Policy is a limit policy's index in the gateway's policy table
-// (policy.Table): usage counts by it, the table names it.
+// (policy.Table): a Counter counts by it (an array, no lookup on the
+// request path); a flush names each index (Options.Names) and the stores
+// keep the counts by policy name, so that a reordered table relabels no
+// history.
 type Policy int
 
 // MaxPolicies is how many policies a vendor's counters hold: the policy
@@ -80,6 +83,11 @@ type Options struct {
 	OnFlush func(err error, pending, dropped int)
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Names is the policy table's names by index as it is now: a flush
+	// stores each index's counts under its name ("" or past the end: not
+	// stored). A reload that changes the table flushes first (the counts
+	// of the old table under the old names).
+	Names func() []string
 }
 
 // Recorder hands out Counters and flushes them.
@@ -242,7 +250,11 @@ func (r *Recorder) collect(at time.Time) *Delta {
 		return nil
 	}
 	r.seq++
-	return &Delta{ID: r.id + "-" + itoa(r.seq), Minute: at.Unix() / 60, Rows: rows}
+	var names []string
+	if r.o.Names != nil {
+		names = r.o.Names()
+	}
+	return &Delta{ID: r.id + "-" + itoa(r.seq), Minute: at.Unix() / 60, Rows: rows, Names: names}
 }
 
 // Delta is one flush: the counts of each vendor during part of one minute.
@@ -252,6 +264,18 @@ type Delta struct {
 	// Minute is the Unix minute (seconds / 60) the counts belong to.
 	Minute int64
 	Rows   []Row
+	// Names are the policies' names by index (Row.Values's policies): a
+	// store keeps each count under its policy's name; an index without a
+	// name ("" or past the end) is not stored.
+	Names []string
+}
+
+// name is policy p's name in d, "" when none.
+func (d *Delta) name(p int) string {
+	if p < len(d.Names) {
+		return d.Names[p]
+	}
+	return ""
 }
 
 // Row is one vendor's counts: per policy allowed, limited, shadow-limited.
@@ -275,22 +299,19 @@ type Store interface {
 // vendor's values.
 type Buckets struct {
 	Minutes map[int64]map[string]Values
-	Hours   map[int64]map[string]HourValues
+	Hours   map[int64]map[string]Values
 }
 
-// Values are one bucket's counts of a vendor: per policy allowed, limited,
-// shadow-limited.
-type Values [numValues]uint64
+// Values are one bucket's counts of a vendor by policy name; a policy with
+// nothing counted is absent.
+type Values map[string]Counts
 
-// Get returns policy p's counts.
-func (v Values) Get(p Policy) (allowed, limited, shadow uint64) {
-	i := int(p) * numCounters
-	return v[i+cAllowed], v[i+cLimited], v[i+cShadow]
+// Counts are one policy's counts in a bucket: allowed, limited,
+// shadow-limited and, in an hour, the largest allowed + limited seen in one
+// minute of it (0 in a minute).
+type Counts struct {
+	Allowed, Limited, ShadowLimited, Peak uint64
 }
 
-// HourValues are one hour's counts of a vendor, and per policy the
-// largest allowed + limited seen in one minute of the hour.
-type HourValues struct {
-	Values
-	Peak [MaxPolicies]uint64
-}
+// zero reports whether nothing was counted.
+func (c Counts) zero() bool { return c == Counts{} }

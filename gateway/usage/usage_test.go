@@ -45,18 +45,12 @@ const (
 	KeyOrders
 )
 
-func limits(vendor string, p Policy) (string, int, time.Duration, bool) {
-	switch p {
-	case Reads:
-		return "reads", 120, time.Minute, true
-	case Orders:
-		return "orders", 10, time.Minute, true
-	case KeyReads:
-		return "key-reads", 0, 0, false
-	case KeyOrders:
-		return "key-orders", 0, 0, false
-	}
-	return "", 0, 0, false
+// testNames are the first rows' names, by index.
+var testNames = []string{"reads", "orders", "key-reads", "key-orders"}
+
+func limits(vendor string) []Limit {
+	return []Limit{{Name: "reads", Quota: 120, Period: time.Minute, On: true}, {Name: "orders", Quota: 10, Period: time.Minute, On: true},
+		{Name: "key-reads"}, {Name: "key-orders"}}
 }
 
 func redisStore(t testing.TB, srv *testredis.Server) *Redis {
@@ -73,7 +67,7 @@ func redisStore(t testing.TB, srv *testredis.Server) *Redis {
 // recorder returns a recorder whose flusher never fires on its own (a
 // long interval): the test flushes.
 func recorder(st Store, clk *clock) *Recorder {
-	return New(Options{Store: st, Interval: time.Hour, Now: clk.Now})
+	return New(Options{Store: st, Interval: time.Hour, Now: clk.Now, Names: func() []string { return testNames }})
 }
 
 func count(c *Counter, p Policy, allowed, limited, shadow int) {
@@ -222,7 +216,7 @@ func TestFlushRetriedOnce(t *testing.T) {
 	st := redisStore(t, srv)
 	var mu sync.Mutex
 	var errs []error
-	r := New(Options{Store: st, Interval: time.Hour, Now: clk.Now, OnFlush: func(err error, pending, dropped int) {
+	r := New(Options{Store: st, Interval: time.Hour, Now: clk.Now, Names: func() []string { return testNames }, OnFlush: func(err error, pending, dropped int) {
 		mu.Lock()
 		errs = append(errs, err)
 		mu.Unlock()
@@ -279,7 +273,7 @@ func TestApplyOnce(t *testing.T) {
 	for name, mk := range stores(t, clk) {
 		t.Run(name, func(t *testing.T) {
 			st := mk()
-			d := &Delta{ID: "x-1", Minute: clk.Now().Unix() / 60, Rows: []Row{{Vendor: vendorA}}}
+			d := &Delta{ID: "x-1", Minute: clk.Now().Unix() / 60, Rows: []Row{{Vendor: vendorA}}, Names: testNames}
 			d.Rows[0].Values[0] = 3
 			for i := 0; i < 3; i++ {
 				if errs := st.Apply([]*Delta{d}); errs != nil && errs[0] != nil {
@@ -351,7 +345,10 @@ func TestRedisAddsAsLocalDoes(t *testing.T) {
 	vendors := []string{vendorA, vendorB, "0b1e9c53-6d2a-4f71-9e84-2c5d7a3f6b10"}
 	first := clk.Now().Unix() / 60
 	for f := 0; f < 40; f++ {
-		d := &Delta{ID: "d-" + strconv.Itoa(f), Minute: first + int64(f%2)}
+		// Names for most indexes, in an order of their own, and one index
+		// without a name (its counts are not kept).
+		d := &Delta{ID: "d-" + strconv.Itoa(f), Minute: first + int64(f%2),
+			Names: []string{"orders", "reads", "", "p3", "p4", "p5", "p6", "p7", "p8", "p9", "p10", "p11", "p12", "p13", "p14", "last"}}
 		for _, v := range vendors {
 			if rng.IntN(3) == 0 {
 				continue // not in this flush

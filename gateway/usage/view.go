@@ -3,6 +3,7 @@ package usage
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -13,15 +14,25 @@ const MaxWindow = 24 * time.Hour
 // ErrWindow is a window the buckets cannot answer for.
 var ErrWindow = errors.New("window must be a whole number of minutes from 1m to 24h")
 
-// Limits tells the view the name of policy p and its limit for a vendor as
-// configured now (overrides applied): name is "" when the table has no row
-// p (its counts are not shown), ok false when the row is off for vendor.
-type Limits func(vendor string, p Policy) (name string, quota int, period time.Duration, ok bool)
+// Limit is one row of the policy table as configured now for a vendor
+// (overrides applied): its name, quota and period; On is false when the
+// row is off for the vendor.
+type Limit struct {
+	Name   string
+	Quota  int
+	Period time.Duration
+	On     bool
+}
 
-// Quotas tells the view how much of quota policy p vendor has used in
+// Limits tells the view the rows of the policy table for a vendor, in the
+// table's order. Counts stored under a name no row has now (a policy
+// removed or renamed) are shown under that name, without a quota.
+type Limits func(vendor string) []Limit
+
+// Quotas tells the view how much of quota policy (by name) vendor has used in
 // the window holding now (the quota's own counter, which outlives the
-// buckets' 25 hours); ok is false when p is not a quota of the vendor.
-type Quotas func(vendor string, p Policy) (used QuotaUsed, ok bool, err error)
+// buckets' 25 hours); ok is false when it is not a quota of the vendor.
+type Quotas func(vendor, policy string) (used QuotaUsed, ok bool, err error)
 
 // QuotaUsed is one quota's use in its current window.
 type QuotaUsed struct {
@@ -139,54 +150,37 @@ func (r *Reader) Top(w time.Duration, n int) (*Top, error) {
 		return nil, err
 	}
 	type key struct {
-		vendor string
-		p      Policy
+		vendor, name string
 	}
 	rows := make(map[key]*TopRow)
-	row := func(v string, p Policy) *TopRow {
-		k := key{v, p}
+	add := func(v, name string, c Counts, peak uint64) {
+		k := key{v, name}
 		tr := rows[k]
 		if tr == nil {
-			tr = &TopRow{VendorID: v}
+			tr = &TopRow{VendorID: v, Limit: name}
 			rows[k] = tr
 		}
-		return tr
+		tr.Allowed, tr.Limited, tr.ShadowLimited = tr.Allowed+c.Allowed, tr.Limited+c.Limited, tr.ShadowLimited+c.ShadowLimited
+		tr.PeakPerMinute = max(tr.PeakPerMinute, peak)
 	}
 	for _, m := range sp.minutes {
 		for v, vals := range b.Minutes[m] {
-			for p := Policy(0); p < MaxPolicies; p++ {
-				a, l, s := vals.Get(p)
-				if a+l+s == 0 {
-					continue
-				}
-				tr := row(v, p)
-				tr.Allowed, tr.Limited, tr.ShadowLimited = tr.Allowed+a, tr.Limited+l, tr.ShadowLimited+s
-				tr.PeakPerMinute = max(tr.PeakPerMinute, a+l)
+			for name, c := range vals {
+				add(v, name, c, c.Allowed+c.Limited)
 			}
 		}
 	}
 	for _, h := range sp.hours {
-		for v, hv := range b.Hours[h] {
-			for p := Policy(0); p < MaxPolicies; p++ {
-				a, l, s := hv.Get(p)
-				if a+l+s == 0 {
-					continue
-				}
-				tr := row(v, p)
-				tr.Allowed, tr.Limited, tr.ShadowLimited = tr.Allowed+a, tr.Limited+l, tr.ShadowLimited+s
-				tr.PeakPerMinute = max(tr.PeakPerMinute, hv.Peak[p])
+		for v, vals := range b.Hours[h] {
+			for name, c := range vals {
+				add(v, name, c, c.Peak)
 			}
 		}
 	}
 	out := &Top{Window: formatWindow(w), Rows: make([]TopRow, 0, len(rows))}
-	for k, tr := range rows {
-		name, q, per, ok := r.limits(k.vendor, k.p)
-		if name == "" {
-			continue // no row counts under this index now
-		}
-		tr.Limit = name
-		if ok {
-			tr.Quota, tr.PeriodSeconds = q, int64(per/time.Second)
+	for _, tr := range rows {
+		if l, ok := r.limit(tr.VendorID, tr.Limit); ok && l.On {
+			tr.Quota, tr.PeriodSeconds = l.Quota, int64(l.Period/time.Second)
 		}
 		out.Rows = append(out.Rows, *tr)
 	}
@@ -220,28 +214,44 @@ func (r *Reader) Vendor(vendor string, w time.Duration) (*VendorUsage, bool, err
 	}
 	out := &VendorUsage{VendorID: vendor, Window: formatWindow(w)}
 	seen := false
-	for p := Policy(0); p < MaxPolicies; p++ {
-		name, q, per, configured := r.limits(vendor, p)
-		if name == "" {
-			continue // no row counts under this index now
+	// The table's rows in order, then names stored that no row has now.
+	table := r.limits(vendor)
+	inTable := make(map[string]bool, len(table))
+	for _, l := range table {
+		inTable[l.Name] = true
+	}
+	var gone []string
+	for _, bs := range []map[int64]map[string]Values{b.Minutes, b.Hours} {
+		for _, byVendor := range bs {
+			for name := range byVendor[vendor] {
+				if !inTable[name] && !slices.Contains(gone, name) {
+					gone = append(gone, name)
+				}
+			}
 		}
-		pu := PolicyUsage{Limit: name}
-		pu.Quota, pu.PeriodSeconds = q, int64(per/time.Second)
+	}
+	slices.Sort(gone)
+	for _, name := range gone {
+		table = append(table, Limit{Name: name})
+	}
+	for _, l := range table {
+		pu := PolicyUsage{Limit: l.Name}
+		if l.On {
+			pu.Quota, pu.PeriodSeconds = l.Quota, int64(l.Period/time.Second)
+		}
 		used := false
 		for _, h := range sp.hours {
-			hv := b.Hours[h][vendor]
-			a, l, s := hv.Get(p)
-			used = used || a+l+s > 0
-			pu.Minutes = append(pu.Minutes, Bucket{At: time.Unix(h*3600, 0).UTC(), Seconds: 3600, Allowed: a, Limited: l, ShadowLimited: s})
+			c := b.Hours[h][vendor][l.Name]
+			used = used || !c.zero()
+			pu.Minutes = append(pu.Minutes, Bucket{At: time.Unix(h*3600, 0).UTC(), Seconds: 3600, Allowed: c.Allowed, Limited: c.Limited, ShadowLimited: c.ShadowLimited})
 		}
 		for _, m := range sp.minutes {
-			vals := b.Minutes[m][vendor]
-			a, l, s := vals.Get(p)
-			used = used || a+l+s > 0
-			pu.Minutes = append(pu.Minutes, Bucket{At: time.Unix(m*60, 0).UTC(), Seconds: 60, Allowed: a, Limited: l, ShadowLimited: s})
+			c := b.Minutes[m][vendor][l.Name]
+			used = used || !c.zero()
+			pu.Minutes = append(pu.Minutes, Bucket{At: time.Unix(m*60, 0).UTC(), Seconds: 60, Allowed: c.Allowed, Limited: c.Limited, ShadowLimited: c.ShadowLimited})
 		}
 		if r.Quotas != nil {
-			q, ok, err := r.Quotas(vendor, p)
+			q, ok, err := r.Quotas(vendor, l.Name)
 			if err != nil {
 				return nil, false, err
 			}
@@ -251,7 +261,7 @@ func (r *Reader) Vendor(vendor string, w time.Duration) (*VendorUsage, bool, err
 			}
 		}
 		seen = seen || used
-		if used || configured {
+		if used || l.On {
 			out.Policies = append(out.Policies, pu)
 		}
 	}
@@ -265,11 +275,21 @@ func (r *Reader) now() time.Time {
 	return time.Now()
 }
 
-func (r *Reader) limits(v string, p Policy) (string, int, time.Duration, bool) {
+func (r *Reader) limits(v string) []Limit {
 	if r.Limits == nil {
-		return "", 0, 0, false
+		return nil
 	}
-	return r.Limits(v, p)
+	return r.Limits(v)
+}
+
+// limit is the row named name of v's table now.
+func (r *Reader) limit(v, name string) (Limit, bool) {
+	for _, l := range r.limits(v) {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return Limit{}, false
 }
 
 func formatWindow(w time.Duration) string {

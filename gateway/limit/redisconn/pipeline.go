@@ -124,7 +124,7 @@ const (
 
 // The most keys, and arguments, one call may carry.
 const (
-	MaxKeys = 8
+	MaxKeys = 16
 	MaxArgs = 4 * MaxKeys
 )
 

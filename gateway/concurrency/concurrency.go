@@ -1,0 +1,388 @@
+// Package concurrency caps how many requests of a class a vendor (or a
+// key) has in flight at once over every gateway: the policies of kind
+// concurrency. A request takes a slot of each such policy of its route
+// when it is admitted and gives them back when its answer is done (a
+// streamed report at its last byte or when the stream is cut).
+//
+// In Redis a policy's bucket is a sorted set of the slots held, each
+// member scored by the time it expires (Redis's clock, TIME). A gateway
+// refreshes the expiry of the slots it holds every Refresh; a slot whose
+// gateway died (kill -9, a lost host) is not refreshed and is freed TTL
+// after its last refresh at the latest: the next request that counts the
+// set drops the expired members first. Without Redis (Local), the slots
+// are counted in process and hold for this gateway only.
+package concurrency
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"vendorgate/gateway/policy"
+)
+
+// Slot is one policy's slot a request asks for: the bucket (Key, the
+// policy's bucket name for the request's vendor or key) and its cap.
+type Slot struct {
+	Key string
+	Cap int
+	// Policy is the row's index in its table (for the caller's books).
+	Policy int
+}
+
+// Slots are the slots of one request, by value (up to MaxChecks).
+type Slots struct {
+	Count int
+	List  [policy.MaxChecks]Slot
+}
+
+// Add appends s; it ignores slots past MaxChecks.
+func (ss *Slots) Add(s Slot) {
+	if ss.Count < policy.MaxChecks {
+		ss.List[ss.Count] = s
+		ss.Count++
+	}
+}
+
+// Limiter takes and gives back slots.
+type Limiter interface {
+	// Acquire takes one slot of each of ss, all or none: refused is the
+	// index in ss of a slot at its cap (nothing taken), -1 when all were
+	// taken (held gives them back). err: the slots could not be counted
+	// (nothing taken).
+	Acquire(ss *Slots) (held *Held, refused int, err error)
+	// Held is how many requests hold slots at this gateway now.
+	Held() int
+	// Close stops the limiter's goroutines.
+	Close()
+}
+
+// Held is the slots one admitted request holds. Release gives them back,
+// once, then releases Then (the request's in-flight slot at this gateway,
+// when set), so that one value held until the answer is done frees both.
+type Held struct {
+	owner    releaser
+	keys     [policy.MaxChecks]string
+	n        int
+	member   string
+	released atomic.Bool
+	// Then is released after the slots.
+	Then interface{ Release() }
+}
+
+type releaser interface{ release(h *Held) }
+
+// Release gives the slots back (at most once) and releases Then.
+func (h *Held) Release() {
+	if h.released.Swap(true) {
+		return
+	}
+	h.owner.release(h)
+	if h.Then != nil {
+		h.Then.Release()
+	}
+}
+
+// Options configures a Redis limiter.
+type Options struct {
+	// Client is the limiter's own (its own pool): a request's slot call and
+	// the refreshes never wait for another part's connections.
+	Client redis.UniversalClient
+	// TTL is how long a slot lives without a refresh: a dead gateway's
+	// slots are free TTL after their last refresh at the latest.
+	TTL time.Duration
+	// Refresh is how often a gateway renews the expiry of the slots it
+	// holds; below TTL (a third of it leaves two refreshes to miss).
+	Refresh time.Duration
+	// Timeout bounds a request's slot call (the answer waits for it).
+	Timeout time.Duration
+	// OnError is told of a refresh or release that failed (a slot then
+	// lives until its expiry); may be nil.
+	OnError func(what string, err error)
+}
+
+// Redis is the limiter every gateway sharing one Redis counts in.
+type Redis struct {
+	o    Options
+	id   string // this gateway's members are id-seq
+	seq  atomic.Uint64
+	ttl  string // TTL in milliseconds, for the scripts
+	mu   sync.Mutex
+	held map[*Held]struct{}
+
+	releases chan *Held
+	stop     chan struct{}
+	done     sync.WaitGroup
+	closed   sync.Once
+}
+
+// NewRedis returns a Redis limiter and starts its refresher and releaser;
+// Close stops them.
+func NewRedis(o Options) (*Redis, error) {
+	switch {
+	case o.Client == nil:
+		return nil, errors.New("concurrency: redis client required")
+	case o.TTL <= 0 || o.Refresh <= 0 || o.Refresh >= o.TTL:
+		return nil, fmt.Errorf("concurrency: refresh (%s) must be positive and below the slot TTL (%s)", o.Refresh, o.TTL)
+	case o.Timeout <= 0:
+		return nil, errors.New("concurrency: timeout must be positive")
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	r := &Redis{o: o, id: hex.EncodeToString(b[:]) + "-", ttl: strconv.FormatInt(o.TTL.Milliseconds(), 10),
+		held: make(map[*Held]struct{}), releases: make(chan *Held, 4096), stop: make(chan struct{})}
+	r.done.Add(2)
+	go r.refresher()
+	go r.releaser()
+	return r, nil
+}
+
+// acquireScript counts and takes one slot of each set, all or none.
+// KEYS: the sets; ARGV[1] the member, ARGV[2] the TTL in milliseconds,
+// then each set's cap. Expired members are dropped first. Returns the
+// 1-based index of a set at its cap, or 0 when every slot was taken.
+var acquireScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[2])
+for i = 1, #KEYS do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
+  if redis.call('ZCARD', KEYS[i]) >= tonumber(ARGV[i + 2]) then return i end
+end
+for i = 1, #KEYS do
+  redis.call('ZADD', KEYS[i], now + ttl, ARGV[1])
+  redis.call('PEXPIRE', KEYS[i], ttl)
+end
+return 0
+`)
+
+// refreshScript renews a member's expiry in each set that still holds it.
+var refreshScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[2])
+for i = 1, #KEYS do
+  if redis.call('ZSCORE', KEYS[i], ARGV[1]) then
+    redis.call('ZADD', KEYS[i], now + ttl, ARGV[1])
+    redis.call('PEXPIRE', KEYS[i], ttl)
+  end
+end
+return 0
+`)
+
+// releaseScript removes a member from each set.
+var releaseScript = redis.NewScript(`
+for i = 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
+return 0
+`)
+
+// Acquire takes a slot of each of ss in one script call.
+func (r *Redis) Acquire(ss *Slots) (*Held, int, error) {
+	if ss.Count == 0 {
+		return nil, -1, nil
+	}
+	h := &Held{owner: r, n: ss.Count, member: r.id + strconv.FormatUint(r.seq.Add(1), 36)}
+	keys := make([]string, ss.Count)
+	args := make([]any, 2, 2+ss.Count)
+	args[0], args[1] = h.member, r.ttl
+	for i := 0; i < ss.Count; i++ {
+		keys[i], h.keys[i] = ss.List[i].Key, ss.List[i].Key
+		args = append(args, ss.List[i].Cap)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.o.Timeout)
+	defer cancel()
+	// Held before the call: a slot Redis took whose answer came too late
+	// is refreshed until it is given back below, not leaked for a TTL.
+	r.mu.Lock()
+	r.held[h] = struct{}{}
+	r.mu.Unlock()
+	n, err := acquireScript.Run(ctx, r.o.Client, keys, args...).Int()
+	switch {
+	case err != nil:
+		h.released.Store(true)
+		r.release(h) // a timed-out call may have taken the slots
+		return nil, -1, fmt.Errorf("concurrency: take slots: %w", err)
+	case n != 0:
+		// Refused: the script took nothing, so nothing goes back.
+		h.released.Store(true)
+		r.mu.Lock()
+		delete(r.held, h)
+		r.mu.Unlock()
+		return nil, n - 1, nil
+	}
+	return h, -1, nil
+}
+
+// release forgets h and hands its members to the releaser (never a Redis
+// call on the answer's path: the handler's deferred release runs before
+// the answer is written); with the releaser's queue full, a goroutine of
+// its own.
+func (r *Redis) release(h *Held) {
+	r.mu.Lock()
+	delete(r.held, h)
+	r.mu.Unlock()
+	select {
+	case r.releases <- h:
+	default:
+		go r.remove([]*Held{h})
+	}
+}
+
+func (r *Redis) releaser() {
+	defer r.done.Done()
+	batch := make([]*Held, 0, 256)
+	for {
+		select {
+		case <-r.stop:
+			for {
+				select {
+				case h := <-r.releases:
+					batch = append(batch, h)
+				default:
+					r.remove(batch)
+					return
+				}
+			}
+		case h := <-r.releases:
+			batch = append(batch[:0], h)
+		more:
+			for len(batch) < cap(batch) {
+				select {
+				case h := <-r.releases:
+					batch = append(batch, h)
+				default:
+					break more
+				}
+			}
+			r.remove(batch)
+		}
+	}
+}
+
+// remove takes the members of hs out of their sets, in one pipeline.
+func (r *Redis) remove(hs []*Held) {
+	if len(hs) == 0 {
+		return
+	}
+	r.each(hs, "release", func(ctx context.Context, p redis.Pipeliner, h *Held) {
+		releaseScript.Eval(ctx, p, h.keys[:h.n], h.member)
+	})
+}
+
+// refresher renews the expiry of every held slot each Refresh.
+func (r *Redis) refresher() {
+	defer r.done.Done()
+	t := time.NewTicker(r.o.Refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		hs := make([]*Held, 0, len(r.held))
+		for h := range r.held {
+			hs = append(hs, h)
+		}
+		r.mu.Unlock()
+		r.each(hs, "refresh", func(ctx context.Context, p redis.Pipeliner, h *Held) {
+			refreshScript.Eval(ctx, p, h.keys[:h.n], h.member, r.ttl)
+		})
+	}
+}
+
+// each runs call for every h in one pipeline (a Cluster splits it by
+// slot); a failure is told to OnError once per pipeline. The scripts of a
+// pipeline are sent whole (EVAL, a few hundred bytes): a pipelined EVALSHA
+// a server has not seen fails, with no fallback.
+func (r *Redis) each(hs []*Held, what string, call func(context.Context, redis.Pipeliner, *Held)) {
+	if len(hs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), max(r.o.Timeout, time.Second))
+	defer cancel()
+	p := r.o.Client.Pipeline()
+	for _, h := range hs {
+		call(ctx, p, h)
+	}
+	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && r.o.OnError != nil {
+		r.o.OnError(what, err)
+	}
+}
+
+// Held is how many requests hold slots at this gateway now.
+func (r *Redis) Held() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.held)
+}
+
+// Close stops the refresher and gives back what the releaser was handed.
+// Slots still held expire TTL after their last refresh.
+func (r *Redis) Close() {
+	r.closed.Do(func() {
+		close(r.stop)
+		r.done.Wait()
+	})
+}
+
+// Local counts slots in process: a gateway without Redis.
+type Local struct {
+	mu     sync.Mutex
+	counts map[string]int
+	held   int
+}
+
+// NewLocal returns an empty Local limiter.
+func NewLocal() *Local { return &Local{counts: make(map[string]int)} }
+
+// Acquire takes a slot of each of ss, all or none.
+func (l *Local) Acquire(ss *Slots) (*Held, int, error) {
+	if ss.Count == 0 {
+		return nil, -1, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := 0; i < ss.Count; i++ {
+		if l.counts[ss.List[i].Key] >= ss.List[i].Cap {
+			return nil, i, nil
+		}
+	}
+	h := &Held{owner: l, n: ss.Count}
+	for i := 0; i < ss.Count; i++ {
+		h.keys[i] = ss.List[i].Key
+		l.counts[h.keys[i]]++
+	}
+	l.held++
+	return h, -1, nil
+}
+
+// Held is how many requests hold slots now.
+func (l *Local) Held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held
+}
+
+func (l *Local) release(h *Held) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held--
+	for _, k := range h.keys[:h.n] {
+		if l.counts[k]--; l.counts[k] <= 0 {
+			delete(l.counts, k)
+		}
+	}
+}
+
+// Close does nothing: Local has no goroutine.
+func (l *Local) Close() {}
