@@ -174,6 +174,9 @@ func newTable(rows []config.Policy, vendor string) (*policy.Table, error) {
 	for i, r := range rows {
 		l := r.For(vendor)
 		ps[i] = policy.Policy{Rate: rateOf(r.Name, l), Scope: scopeOf(r.Scope), Class: r.Class, Twin: twinOf(l)}
+		if ps[i].Valid() {
+			ps[i].Cost, ps[i].Refund = int32(r.Cost), r.RefundFailures
+		}
 	}
 	t, err := policy.NewTable(ps, routeClasses())
 	if err != nil && vendor != "" {

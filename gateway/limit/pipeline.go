@@ -451,14 +451,15 @@ func batchArgs(g []*call) ([]string, []any) {
 	return keys, args
 }
 
-// setArgs writes one admission key's four script arguments into dst.
+// setArgs writes one admission key's four script arguments into dst: a
+// request's emission interval is its cost's.
 func setArgs(dst []any, r policy.Rate, want int) {
 	shadow := "0"
 	if r.Shadow {
 		shadow = "1"
 	}
-	emission := r.Period.Seconds() / float64(r.Limit)
-	dst[0], dst[1], dst[2], dst[3] = emission, emission*float64(r.EffectiveBurst()), shadow, max(want, 1)
+	emission := r.Period.Seconds() / float64(r.Limit) // a token's
+	dst[0], dst[1], dst[2], dst[3] = emission*float64(r.Tokens()), emission*float64(r.EffectiveBurst()), shadow, max(want, 1)
 }
 
 // runScripts runs gcraSource once per group of keys and args: one command,

@@ -20,15 +20,28 @@ import (
 // table past it). The checks travel by value in an array of this size.
 const MaxChecks = 8
 
-// Rate is one limit: Limit requests per Period, with bursts up to Burst
-// (Limit when zero). Shadow limits are counted and reported but never
-// refuse. Name is the policy name in the RateLimit headers.
+// Rate is one limit: Limit tokens per Period, with bursts up to Burst
+// (Limit when zero); a request costs Cost tokens (one when zero). Shadow
+// limits are counted and reported but never refuse. Refund gives a
+// request's tokens back when the gateway failed it for the backend (see
+// package limit's Refund). Name is the policy name in the RateLimit
+// headers.
 type Rate struct {
 	Name   string
 	Limit  int
 	Burst  int
 	Period time.Duration
 	Shadow bool
+	Refund bool
+	Cost   int32
+}
+
+// Tokens is what one request costs: Cost, at least 1.
+func (r Rate) Tokens() int {
+	if r.Cost > 1 {
+		return int(r.Cost)
+	}
+	return 1
 }
 
 // EffectiveBurst is the effective burst: Limit when Burst is not set.
@@ -305,6 +318,9 @@ type Plan struct {
 	// Policy is the RateLimit-Policy value: the enforced limits; nil when
 	// none (shadow limits never refuse, so clients are not told of them).
 	Policy []byte
+	// Refunds: some check gives its tokens back when the gateway fails
+	// the request for the backend (Rate.Refund).
+	Refunds bool
 }
 
 // NewTable compiles rows for the routes: routeClasses[i] is the classes
@@ -331,9 +347,12 @@ func NewTable(rows []Policy, routeClasses [][]string) (*Table, error) {
 			}
 			p.checks[p.count] = Check{Rate: row.Rate, Policy: i}
 			p.count++
+			p.Refunds = p.Refunds || row.Refund
 			if row.Twin.Valid() {
+				// The twin counts the same requests: the same cost, and
+				// given back when they are.
 				tw := row.Twin
-				tw.Name, tw.Shadow = row.Name, true
+				tw.Name, tw.Shadow, tw.Cost, tw.Refund = row.Name, true, row.Cost, row.Refund
 				p.checks[p.count] = Check{Rate: tw, Policy: i, Twin: true}
 				p.count++
 			}
@@ -343,6 +362,11 @@ func NewTable(rows []Policy, routeClasses [][]string) (*Table, error) {
 		}
 	}
 	for _, row := range rows {
+		for _, r := range []Rate{row.Rate, row.Twin} {
+			if r.Valid() && row.Tokens() > r.EffectiveBurst() {
+				return nil, fmt.Errorf("limits: policy %q costs %d tokens a request, more than its burst of %d: it would refuse every request", row.Name, row.Tokens(), r.EffectiveBurst())
+			}
+		}
 		if row.Valid() && !counted[row.Class] {
 			classes := make([]string, 0, len(counted))
 			for c := range counted {
