@@ -103,6 +103,9 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	}
 	if err == nil {
 		err = g.forward(ctx, id, rt, &ex) // step 7: proxy; a streamed report takes the slot until its last byte
+		if ex.plan.Refunds && failedForBackend(ctx, err) {
+			g.limiter.Refund(&ex.checks, &ex.decision) // the vendor is not charged for the backend's failure
+		}
 	}
 	if err != nil {
 		g.fail(ctx, err, &ex) // step 8: every refusal leaves through one envelope
@@ -292,6 +295,22 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, id *auth.Identity, rt *route
 	ex.upstream, err = g.proxy.Forward(ctx, &pid, rt.streams, &ex.slot)
 	ex.trace.end(err)
 	return err
+}
+
+// failedForBackend reports whether the gateway failed a forwarded request
+// for the backend: the backend answered 5xx (as it was, or rewritten into
+// the envelope), or did not answer in time (504). Never a 503 the gateway
+// makes itself: the backend refused or its breaker is open, or the limiter
+// could not decide (which charged nothing).
+func failedForBackend(ctx *fasthttp.RequestCtx, err error) bool {
+	var ae *apierr.Error
+	switch {
+	case err == nil, errors.As(err, &ae): // the backend's own answer
+		return ctx.Response.StatusCode() >= fasthttp.StatusInternalServerError
+	case errors.Is(err, proxy.ErrTimeout):
+		return true
+	}
+	return false
 }
 
 // fail writes err's envelope. A dependency's failure is counted for the

@@ -70,6 +70,9 @@ type Options struct {
 // limiter is what the flow needs of a rate limiter.
 type limiter interface {
 	Allow(cs policy.Checks) (limit.Decision, error)
+	// Refund gives back what d charged for the checks of policies that
+	// refund (the gateway failed the request for the backend).
+	Refund(cs *policy.Checks, d *limit.Decision) int
 }
 
 // Gateway is one gateway instance.
