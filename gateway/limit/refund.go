@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"time"
 
 	"vendorgate/gateway/policy"
@@ -78,14 +79,17 @@ func (rc *refundCap) take(c *policy.Check) bool {
 }
 
 // Refund gives back the tokens d charged for cs's checks of policies that
-// refund, within the cap; it reports how many requests' tokens (one per
-// bucket) go back. Call it once per admitted request, after the gateway
+// refund, within the cap; it reports how many buckets have them back (or
+// on their way). Call it once per admitted request, after the gateway
 // failed it for the backend.
-func (r *Redis) Refund(cs *policy.Checks, d *Decision) int {
+func (r *Redis) Refund(cs *policy.Checks, d *Decision) int { return bits.OnesCount8(r.refund(cs, d)) }
+
+// refund is Refund, reporting which checks' tokens went back (bit i:
+// check i).
+func (r *Redis) refund(cs *policy.Checks, d *Decision) (back uint8) {
 	if !d.Allowed {
 		return 0
 	}
-	n := 0
 	now := r.clock.Nanotime()
 	for i := 0; i < cs.Count; i++ {
 		c := &cs.List[i]
@@ -96,11 +100,11 @@ func (r *Redis) Refund(cs *policy.Checks, d *Decision) int {
 		switch rc.kind {
 		case receiptLease:
 			if r.leases.putBack(c.Key, rc.ticket(), now) {
-				n++
+				back |= 1 << i
 			}
 		case receiptGrant:
 			f := refund{key: keyPrefix + c.Key, emission: float64(interval(c.Rate)) / float64(time.Second), unused: 1, tatGrantUS: rc.tat}
-			n++
+			back |= 1 << i
 			if r.leases != nil { // sent with the leases' next refunds
 				r.leases.mu.Lock()
 				r.leases.refunds = append(r.leases.refunds, f)
@@ -114,7 +118,7 @@ func (r *Redis) Refund(cs *policy.Checks, d *Decision) int {
 			}()
 		}
 	}
-	return n
+	return back
 }
 
 // Refund gives back the tokens d charged for cs's checks of policies that
