@@ -104,7 +104,7 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	if err == nil {
 		err = g.forward(ctx, id, rt, &ex) // step 7: proxy; a streamed report takes the slot until its last byte
 		if ex.plan.Refunds && failedForBackend(ctx, err) {
-			g.limiter.Refund(&ex.checks, &ex.decision) // the vendor is not charged for the backend's failure
+			g.limiter.Refund(ex.checks, ex.decision) // the vendor is not charged for the backend's failure
 		}
 	}
 	if err != nil {

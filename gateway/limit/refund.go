@@ -82,7 +82,7 @@ func (rc *refundCap) take(c *policy.Check) bool {
 // refund, within the cap; it reports how many buckets have them back (or
 // on their way). Call it once per admitted request, after the gateway
 // failed it for the backend.
-func (r *Redis) Refund(cs *policy.Checks, d *Decision) int { return bits.OnesCount8(r.refund(cs, d)) }
+func (r *Redis) Refund(cs policy.Checks, d Decision) int { return bits.OnesCount8(r.refund(&cs, &d)) }
 
 // refund is Refund, reporting which checks' tokens went back (bit i:
 // check i).
@@ -126,7 +126,7 @@ func (r *Redis) refund(cs *policy.Checks, d *Decision) (back uint8) {
 // the request keeps that later charge: only what of the request's own
 // token is still in the future goes back, and only while the bucket's TAT
 // is not below its charge's.
-func (l *Local) Refund(cs *policy.Checks, d *Decision) int {
+func (l *Local) Refund(cs policy.Checks, d Decision) int {
 	if !d.Allowed {
 		return 0
 	}

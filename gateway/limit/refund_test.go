@@ -28,10 +28,10 @@ func TestRefundLocal(t *testing.T) {
 		}
 		ds = append(ds, d)
 	}
-	if n := l.Refund(&cs, &ds[9]); n != 1 {
+	if n := l.Refund(cs, ds[9]); n != 1 {
 		t.Fatalf("refunded %d buckets, want 1 (the reads policy does not refund)", n)
 	}
-	if n := l.Refund(&cs, &ds[8]); n != 0 {
+	if n := l.Refund(cs, ds[8]); n != 0 {
 		t.Fatalf("a second refund within the minute went back past the cap of 2 tokens")
 	}
 	if d, _ := l.Allow(one("v:downloads", r)); !d.Allowed {
@@ -46,7 +46,7 @@ func TestRefundLocal(t *testing.T) {
 	now = now.Add(time.Minute) // the cap refills; the bucket too
 	cs1 := one("v:downloads", r)
 	d, _ := l.Allow(cs1)
-	if l.Refund(&cs1, &d) != 1 {
+	if l.Refund(cs1, d) != 1 {
 		t.Fatal("no refund after the cap refilled")
 	}
 }
@@ -77,7 +77,7 @@ func TestRefundRedisAcrossGateways(t *testing.T) {
 			}
 			b.admit(t, key, r, 5) // the other gateway charges after a's
 			for _, i := range []int{2, 7, 11} {
-				if n := a.Refund(&cs, &ds[i]); n != 1 {
+				if n := a.Refund(cs, ds[i]); n != 1 {
 					t.Fatalf("refund of request %d: %d", i+1, n)
 				}
 			}
@@ -101,7 +101,7 @@ func TestRefundRedisAcrossGateways(t *testing.T) {
 		}
 		a.SetLeases(16, 10*time.Second) // a reload: every lease goes back
 		a.leaseTick()
-		if n := a.Refund(&cs, &last); n != 0 {
+		if n := a.Refund(cs, last); n != 0 {
 			t.Fatal("a token of a lease sent back went back again")
 		}
 		a.Close()
@@ -119,7 +119,7 @@ func TestRefundRedisAcrossGateways(t *testing.T) {
 			d, _ := a.Allow(cs)
 			ds = append(ds, d)
 		}
-		a.Refund(&cs, &ds[1])
+		a.Refund(cs, ds[1])
 		c := newLeased(t, rs, 1, time.Second).client
 		deadline := time.Now().Add(2 * time.Second)
 		for {
@@ -150,7 +150,7 @@ func TestRefundCap(t *testing.T) {
 		if err != nil || !d.Allowed {
 			t.Fatal(d, err)
 		}
-		n += a.Refund(&cs, &d)
+		n += a.Refund(cs, d)
 	}
 	if n != 5 {
 		t.Fatalf("%d of 20 failed requests refunded, want the cap of 5", n)
