@@ -34,7 +34,7 @@ func (g *Gateway) renderDocs(sn *snapshot) error {
 		if p.Scope == policy.PerKey {
 			scope = "per key"
 		}
-		pols = append(pols, docs.Policy{Name: p.Name, Applies: classDescriptions[p.Class], Scope: scope, Quota: p.Quota(), Rate: p.Limit, Window: p.Period})
+		pols = append(pols, docs.Policy{Name: p.Name, Applies: classDescriptions[p.Class], Scope: scope, Quota: p.Quota(), Rate: p.Limit, Window: p.Period, Cost: p.Tokens()})
 	}
 	fk := docs.FailedKeys{PerAddress: sn.failedKeys.PerAddress, PerKey: sn.failedKeys.PerKey, Window: sn.failedKeys.Window}
 	if err := g.docs.Render(pols, fk); err != nil {

@@ -41,6 +41,9 @@ type Policy struct {
 	// Rate requests per Window is the sustained rate.
 	Rate   int
 	Window time.Duration
+	// Cost is the tokens one request takes (0 or 1: one); Quota and Rate
+	// then count tokens.
+	Cost int
 }
 
 // Options is what a rendering needs. Every field is required except the
