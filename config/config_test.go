@@ -132,7 +132,7 @@ func TestValidationMessages(t *testing.T) {
 		{"cost above an override's burst", "limits: {policies: [{name: rd, scope: vendor, class: reports, rate: 30, period: 1m, cost: 5, overrides: {v1: {rate: 3, period: 1m}}}]}", "above the burst of limits.policies[0].overrides.v1 (3)", nil},
 		{"cost above the twin's burst", "limits: {policies: [{name: rd, scope: vendor, class: reports, rate: 30, period: 1m, cost: 5, shadow_twin: {rate: 2, period: 1m}}]}", "above the burst of limits.policies[0].shadow_twin (2)", nil},
 		{"negative cost", "limits: {policies: [{name: rd, scope: vendor, class: reports, rate: 30, period: 1m, cost: -1}]}", "limits.policies[0].cost must not be negative", nil},
-		{"cost on the reads row", "limits: {vendor: {reads: {rate: 120, period: 1m, cost: 2}}}", "cost", nil},
+		{"cost on the reads row", "limits: {vendor: {reads: {rate: 120, period: 1m, cost: 2}}}", `unknown key "cost"`, nil},
 		{"bad prefix", "key_prefixes: {sandbox: ab, live: vglive01}", "key_prefixes", nil},
 		{"no in-flight cap", "in_flight: {requests: 0}", "in_flight.requests and in_flight.downloads must be positive", nil},
 		{"downloads past requests", "in_flight: {requests: 4, downloads: 8}", "in_flight.downloads (8) must not exceed in_flight.requests (4)", nil},

@@ -78,6 +78,11 @@ var refused = []struct {
 		"    - {name: r2, scope: key, class: reads, rate: 5, period: 1m, shadow_twin: {rate: 9, period: 1m}}\n" +
 		"    - {name: d1, scope: vendor, class: reports, rate: 5, period: 1m}\n", nil, "is subject to more than 8 limits"},
 	{"a negative rate", "limits:\n  vendor:\n    reads: {rate: -1, period: 1m}\n", nil, "limits.vendor.reads"},
+	{"a cost above the burst", policies(0) + "    - {name: downloads, scope: vendor, class: reports, rate: 30, burst: 4, period: 1m, cost: 5}\n", nil,
+		"limits.policies[0].cost (5) is above the burst of limits.policies[0] (4)"},
+	{"a cost above an override's burst", policies(0) + "    - {name: downloads, scope: vendor, class: reports, rate: 30, period: 1m, cost: 5, overrides: {v1: {rate: 2, period: 1m}}}\n", nil,
+		"above the burst of limits.policies[0].overrides.v1 (2)"},
+	{"a cost on the reads row", "limits:\n  vendor:\n    reads: {rate: 120, period: 1m, cost: 2}\n", nil, `unknown key "cost"`},
 	{"a policy without a class", policies(0) + "    - {name: nameless, scope: vendor, rate: 5, period: 1m}\n", nil, ".class: name the routes it counts"},
 	{"a trusted proxy that is no address", "trusted_proxies: [10.0.0.0/33]\n", nil, "trusted_proxies"},
 	{"a short key-signing secret", "", map[string]string{"GATEWAY_KEY_SIGNING_SECRETS": "short"}, "key_signing_secrets"},
