@@ -163,7 +163,8 @@ type simWorld struct {
 	leaseMax int
 	// refundRng decides which admitted requests of a refunding vendor the
 	// gateway fails for the backend (Refund), and when: apart from rng, so
-	// that the runs of the seeds before refunds keep their course.
+	// that a seed's other draws (arrivals, delays, faults) stay as they
+	// were before refunds.
 	refundRng *rand.Rand
 	nodes     []*simNode
 	slots     []*simGW // each slot's running gateway
