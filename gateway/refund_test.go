@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,6 +111,12 @@ func TestRefundOnBackendFailure(t *testing.T) {
 		}
 		if left := downloadsLeft(t, a); left > before-10+3 {
 			t.Fatalf("a 503 of the gateway's own was refunded: %d tokens left, was %d before two downloads", left, before)
+		}
+		m := string(do(t, "GET", gw.admin+"/metrics", "").body)
+		for _, want := range []string{`vendorgate_gateway_limiter_refunds_total{outcome="given_back"} 2`, `vendorgate_gateway_limiter_refunds_total{outcome="kept"} 1`} {
+			if !strings.Contains(m, want) {
+				t.Errorf("metrics lack %s", want)
+			}
 		}
 	})
 }
