@@ -170,6 +170,15 @@ type Policy struct {
 	Limit `yaml:",inline"`
 	// Overrides replace the limit for a vendor, by vendor id.
 	Overrides map[string]Limit `yaml:"overrides"`
+	// Cost is how many tokens of the row's limit one request takes (its
+	// rate and burst count tokens); 0 or 1: one. Only on the rows of
+	// limits.policies: the specification's rows count requests. At most
+	// the burst (of the limit, each override and the shadow twin).
+	Cost int `yaml:"cost"`
+	// RefundFailures gives a request's tokens back when the backend
+	// answered 5xx or the gateway answered 504 for it (never for a 503 the
+	// gateway makes itself), within a cap per bucket at each gateway.
+	RefundFailures bool `yaml:"refund_failures"`
 
 	path string // where the row is written, for messages
 }
@@ -303,6 +312,7 @@ func (l Limits) validate() []error {
 				errs = append(errs, err)
 			}
 		}
+		errs = append(errs, p.validateCost()...)
 	}
 	if !l.Vendor.Reads.Enabled() || !l.Vendor.Orders.Enabled() {
 		errs = append(errs, fmt.Errorf("limits.vendor.reads and limits.vendor.orders must have a positive rate"))
@@ -335,6 +345,38 @@ func (p Policy) validateConcurrency() []error {
 			continue
 		}
 		check(p.path+".overrides."+vendor, o)
+	}
+	return errs
+}
+
+// validateCost checks a row's cost against every limit it applies to: a
+// request costing more than a whole bucket would be refused always.
+func (p Policy) validateCost() []error {
+	if p.Cost < 0 {
+		return []error{fmt.Errorf("%s.cost must not be negative (0 or 1: a request is one token)", p.path)}
+	}
+	if k := p.KindOf(); k != KindGCRA && (p.Cost > 1 || p.RefundFailures) {
+		return []error{fmt.Errorf("%s: cost and refund_failures are for kind %s (a %s counts requests)", p.path, KindGCRA, k)}
+	}
+	var errs []error
+	check := func(where string, l Limit) {
+		burst := l.Burst
+		if burst == 0 {
+			burst = l.Rate
+		}
+		if l.Enabled() && p.Cost > burst {
+			errs = append(errs, fmt.Errorf("%s.cost (%d) is above the burst of %s (%d): every request would be refused", p.path, p.Cost, where, burst))
+		}
+	}
+	check(p.path, p.Limit)
+	if p.ShadowTwin != nil {
+		check(p.path+".shadow_twin", *p.ShadowTwin)
+	}
+	for vendor, o := range p.Overrides {
+		check(p.path+".overrides."+vendor, o)
+		if o.ShadowTwin != nil {
+			check(p.path+".overrides."+vendor+".shadow_twin", *o.ShadowTwin)
+		}
 	}
 	return errs
 }

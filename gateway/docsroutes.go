@@ -35,7 +35,7 @@ func (g *Gateway) renderDocs(sn *snapshot) error {
 			scope = "per key"
 		}
 		dp := docs.Policy{Name: p.Name, Applies: classDescriptions[p.Class], Scope: scope, Quota: p.Quota(), Rate: p.Limit, Window: p.Period,
-			Algorithm: p.Kind.String(), InFlight: p.Kind == policy.Concurrency}
+			Algorithm: p.Kind.String(), InFlight: p.Kind == policy.Concurrency, Cost: p.Tokens()}
 		if p.Kind == policy.Quota {
 			dp.Calendar = calendarName(p.Calendar)
 		}

@@ -106,6 +106,9 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	}
 	if err == nil {
 		err = g.forward(ctx, id, rt, &ex) // step 7: proxy; a streamed report takes the slot until its last byte
+		if ex.plan.Refunds && failedForBackend(ctx, err) {
+			g.refund(&ex) // the vendor is not charged for the backend's failure
+		}
 	}
 	if err != nil {
 		g.fail(ctx, err, &ex) // step 8: every refusal leaves through one envelope
@@ -317,6 +320,39 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, id *auth.Identity, rt *route
 	ex.upstream, err = g.proxy.Forward(ctx, &pid, rt.streams, &ex.slot)
 	ex.trace.end(err)
 	return err
+}
+
+// refund gives back the tokens of a request the gateway failed for the
+// backend, for the policies that refund, and counts what went back.
+func (g *Gateway) refund(ex *exchange) {
+	if !ex.hasLimit || !ex.decision.Allowed {
+		return // nothing charged
+	}
+	n := g.limiter.Refund(ex.checks, ex.decision)
+	charged := 0
+	for i := 0; i < ex.checks.Count; i++ {
+		if r := ex.decision.Results[i]; ex.checks.List[i].Rate.Refund && r.Known && r.Allowed {
+			charged++
+		}
+	}
+	g.metrics.Refunds.WithLabelValues("given_back").Add(float64(n))
+	g.metrics.Refunds.WithLabelValues("kept").Add(float64(max(charged-n, 0)))
+}
+
+// failedForBackend reports whether the gateway failed a forwarded request
+// for the backend: the backend answered 5xx (as it was, or rewritten into
+// the envelope), or did not answer in time (504). Never a 503 the gateway
+// makes itself: the backend refused or its breaker is open, or the limiter
+// could not decide (which charged nothing).
+func failedForBackend(ctx *fasthttp.RequestCtx, err error) bool {
+	var ae *apierr.Error
+	switch {
+	case err == nil, errors.As(err, &ae): // the backend's own answer
+		return ctx.Response.StatusCode() >= fasthttp.StatusInternalServerError
+	case errors.Is(err, proxy.ErrTimeout):
+		return true
+	}
+	return false
 }
 
 // fail writes err's envelope. A dependency's failure is counted for the

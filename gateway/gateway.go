@@ -72,6 +72,11 @@ type Options struct {
 // limiter is what the flow needs of a rate limiter.
 type limiter interface {
 	Allow(cs policy.Checks) (limit.Decision, error)
+	// Refund gives back what d charged for the checks of policies that
+	// refund (the gateway failed the request for the backend). By value,
+	// as Allow: a pointer into the request's exchange passed through an
+	// interface would move the exchange to the heap on every request.
+	Refund(cs policy.Checks, d limit.Decision) int
 }
 
 // Gateway is one gateway instance.

@@ -183,6 +183,9 @@ func newTable(rows []config.Policy, vendor string) (*policy.Table, error) {
 		if r.Kind == config.KindConcurrency {
 			ps[i].Rate = policy.Rate{Name: r.Name, Limit: max(l.Rate, 0), Kind: policy.Concurrency} // a cap, no period
 		}
+		if ps[i].Valid() {
+			ps[i].Cost, ps[i].Refund = int32(r.Cost), r.RefundFailures
+		}
 	}
 	t, err := policy.NewTable(ps, routeClasses())
 	if err != nil && vendor != "" {

@@ -30,6 +30,10 @@ type Metrics struct {
 	// asking Redis; LeaseTokens the leased tokens by event.
 	LeaseAdmissions prometheus.Counter
 	LeaseTokens     *prometheus.CounterVec
+	// Refunds counts the buckets of requests the gateway failed for the
+	// backend under a refunding policy, by outcome: given_back, or kept
+	// (past the refund cap, or the token's lease already sent back).
+	Refunds *prometheus.CounterVec
 	// NodeSchedLateness is the node's recent scheduling lateness as the
 	// Redis limiter measures it (the grace a silent Redis is given).
 	NodeSchedLateness prometheus.Gauge
@@ -115,6 +119,8 @@ func NewMetrics(routes []string) *Metrics {
 			Help: "Requests admitted from this gateway's leases without a Redis call."}),
 		LeaseTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_limiter_lease_tokens_total",
 			Help: "Leased tokens by event: granted (charged in Redis beyond the requests' own), refunded (unused, sent back at expiry, reload or shutdown), dropped (lost until the bucket refills: with a Redis failure, or given back by a refused request after their lease was sent back)."}, []string{"event"}),
+		Refunds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_limiter_refunds_total",
+			Help: "Buckets of requests the gateway failed for the backend (a 5xx answer, a 504) under a policy with refund_failures, by outcome: given_back (the request's tokens went back), kept (charged still: past the refund cap, a tenth of the burst a minute per bucket at each gateway, or the token's lease already sent back)."}, []string{"outcome"}),
 		NodeSchedLateness: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_node_sched_lateness_seconds",
 			Help: "How late the gateway's goroutines woke at most over about the last second (a probe's short sleeps, limiter callers' timers): what the grace a silent Redis is given is made of. About 0 on a quiet node; with a Redis limiter only."}),
 		RedisSilenceGrace: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_redis_silence_grace_seconds",
@@ -161,7 +167,7 @@ func NewMetrics(routes []string) *Metrics {
 	}
 	m.decisions = make(map[string]*Decisions)
 	reg.MustRegister(m.requests, m.RequestDuration, m.UpstreamDuration, m.LimiterDecisions, m.RedisCallDuration,
-		m.RedisErrors, m.RedisUnsent, m.RedisBreakerTrips, m.LimiterShed, m.BucketsCharged, m.LeaseAdmissions, m.LeaseTokens, m.NodeSchedLateness, m.RedisSilenceGrace, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ThrottleLocal, m.ThrottleInProcess, m.ConfigInfo, m.ConfigReloads,
+		m.RedisErrors, m.RedisUnsent, m.RedisBreakerTrips, m.LimiterShed, m.BucketsCharged, m.LeaseAdmissions, m.LeaseTokens, m.Refunds, m.NodeSchedLateness, m.RedisSilenceGrace, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ThrottleLocal, m.ThrottleInProcess, m.ConfigInfo, m.ConfigReloads,
 		m.UsageFlushes, m.UsagePending, m.UsageDropped)
 	// The runtime's and the process's own (go_*, process_*), as the
 	// backend exports them: memory, GC, goroutines, CPU, file descriptors

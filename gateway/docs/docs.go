@@ -50,6 +50,9 @@ type Policy struct {
 	// InFlight: a policy of kind concurrency, Rate requests in flight at
 	// once (no Window, not in the RateLimit headers).
 	InFlight bool
+	// Cost is the tokens one request takes (0 or 1: one); Quota and Rate
+	// then count tokens.
+	Cost int
 }
 
 // Options is what a rendering needs. Every field is required except the

@@ -149,3 +149,25 @@ func TestCurlLinesFitAPhone(t *testing.T) {
 		t.Fatalf("found %d curl commands on the page", n)
 	}
 }
+
+// A policy costing several tokens a request is worked through in requests,
+// beside its quota in tokens.
+func TestPageSaysACost(t *testing.T) {
+	s, err := Render(Options{Document: openapi.Document, PublicBaseURL: "https://api.example.com", Prefixes: apikey.DefaultPrefixes(),
+		Limits: []Policy{{Name: "reads", Applies: "reads", Scope: "per vendor", Quota: 120, Rate: 120, Window: time.Minute},
+			{Name: "report-downloads", Applies: "report downloads", Scope: "per vendor", Quota: 100, Rate: 100, Window: time.Minute, Cost: 5}},
+		FailedKeysPerAddress: 100, FailedKeysPerKey: 10, FailedKeysWindow: 10 * time.Minute,
+		Docs: Policy{Name: "docs", Quota: 60, Rate: 60, Window: time.Minute}, MaxBodyBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(s.HTML.Body)
+	for _, want := range []string{
+		"100 a minute tokens, 5 a request",
+		"20 requests at once (100 tokens), then one every 3 s, so up to 40 in the first minute",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page does not say %q", want)
+		}
+	}
+}

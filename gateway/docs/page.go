@@ -274,6 +274,16 @@ func gcraOf(l Policy) limitView {
 	if n, unit, _ := strings.Cut(first, " "); n == "1" {
 		first = unit
 	}
+	if l.Cost > 1 { // tokens: a request takes Cost of them
+		v.Plain += fmt.Sprintf(" tokens, %d a request", l.Cost)
+		spent := max(l.Quota/l.Cost/4, 1)
+		v.Spent = spent
+		v.Admits = fmt.Sprintf("%d requests at once (%d tokens), then one every %s, so up to %d in the first %s",
+			l.Quota/l.Cost, l.Quota, pace(interval*time.Duration(l.Cost)), (l.Quota+l.Rate)/l.Cost, first)
+		whole := (time.Duration(spent*l.Cost)*interval + time.Second - 1) / time.Second
+		v.Example = fmt.Sprintf(`"%s";r=%d;t=%d`, l.Name, l.Quota-spent*l.Cost, int64(whole))
+		return v
+	}
 	v.Admits = fmt.Sprintf("%d at once, then one every %s, so up to %d in the first %s",
 		l.Quota, pace(interval), l.Quota+l.Rate, first)
 	spent := max(l.Quota/4, 1)

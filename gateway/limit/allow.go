@@ -81,7 +81,12 @@ func (r *Redis) allowRedis(cs *policy.Checks) (Decision, error) {
 		return Decision{}, errOpen
 	}
 	want := ones
-	d, _, err := r.call(cs, &want)
+	d, g, err := r.call(cs, &want)
+	for i := 0; i < cs.Count; i++ {
+		if cs.List[i].Rate.Refund && g[i].n > 0 && d.Allowed {
+			d.receipts[i] = receipt{kind: receiptGrant, tat: g[i].tatUS}
+		}
+	}
 	return d, err
 }
 
@@ -121,12 +126,21 @@ func (r *Redis) allowLeased(cs *policy.Checks, clock int64, first bool) (d Decis
 			d.Results[i], tickets[i], held[i] = res, t, true
 			continue
 		}
+		if tokens := cs.List[i].Rate.Tokens(); tokens > 1 {
+			// lease_max counts tokens: whole requests of the cost within it.
+			w = min(w, max(int(r.leases.max.Load())/tokens, 1))
+		}
 		idx[rest.Count], want[rest.Count] = i, w
 		rest.List[rest.Count] = cs.List[i]
 		rest.Count++
 	}
 	if rest.Count == 0 {
 		d.decide(cs)
+		for i := 0; i < cs.Count; i++ {
+			if cs.List[i].Rate.Refund {
+				d.receipts[i] = leaseReceipt(tickets[i])
+			}
+		}
 		return d, false, nil
 	}
 	giveBack := func() {
@@ -174,12 +188,24 @@ func (r *Redis) allowLeased(cs *policy.Checks, clock int64, first bool) (d Decis
 	for j := 0; j < rest.Count; j++ {
 		c := &rest.List[j]
 		g := grants[j]
-		r.leases.grant(c.Key, c.Rate, rd.Results[j], g.n, g.tatUS, epoch, now, done)
+		own, leased := r.leases.grant(c.Key, c.Rate, rd.Results[j], g.n, g.tatUS, epoch, now, done)
+		if c.Rate.Refund && g.n > 0 {
+			if leased {
+				d.receipts[idx[j]] = leaseReceipt(own)
+			} else {
+				d.receipts[idx[j]] = receipt{kind: receiptGrant, tat: g.tatUS}
+			}
+		}
 		if extra := g.n - 1; extra > 0 {
 			// The header counts the lease as this gateway's remaining.
 			res := &d.Results[idx[j]]
-			res.Remaining = min(res.Remaining+extra, c.Rate.EffectiveBurst())
-			res.ResetAfter = max(res.ResetAfter-time.Duration(extra)*(c.Rate.Period/time.Duration(c.Rate.Limit)), 0)
+			res.Remaining = min(res.Remaining+extra, capacity(c.Rate))
+			res.ResetAfter = max(res.ResetAfter-time.Duration(int64(extra)*interval(c.Rate)), 0)
+		}
+	}
+	for i := 0; i < cs.Count; i++ {
+		if held[i] && cs.List[i].Rate.Refund {
+			d.receipts[i] = leaseReceipt(tickets[i])
 		}
 	}
 	return d, false, nil

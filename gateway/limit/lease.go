@@ -244,6 +244,14 @@ func (e *bucketLease) result(now int64) Result {
 // erase another gateway's later charge): its bucket stays charged for it
 // until it refills.
 func (l *leases) giveBack(key string, t ticket, now int64) {
+	if !l.putBack(key, t, now) && l.hooks.Dropped != nil {
+		l.hooks.Dropped(1)
+	}
+}
+
+// putBack is giveBack without the count of a token lost: it reports
+// whether the token went back to a lease.
+func (l *leases) putBack(key string, t ticket, now int64) bool {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	e, ok := sh.m[key]
@@ -272,17 +280,19 @@ func (l *leases) giveBack(key string, t ticket, now int64) {
 		sh.m[key] = e
 	}
 	sh.mu.Unlock()
-	if !back && l.hooks.Dropped != nil {
-		l.hooks.Dropped(1)
-	}
+	return back
 }
 
 // grant is what Redis granted a request's call for one bucket of rate r:
 // res the bucket's result, granted the tokens charged (the request's own
 // and its lease), tatUS the bucket's TAT after them. epoch is leases.epoch
 // when the call was made, sent when (ns, the limiter's clock): a lease lives lease_ttl
-// from then, and none is installed when Redis failed meanwhile.
-func (l *leases) grant(key string, r policy.Rate, res Result, granted int, tatUS int64, epoch uint64, sent, now int64) {
+// from then, and none is installed when Redis failed meanwhile. Tokens
+// here are requests of r's cost: a lease never holds part of one. When a
+// lease was installed, own is the ticket of the request's own token as if
+// taken from it (so that a refund of the request goes back to the lease,
+// which one refund of the grant then reckons once) and leased is true.
+func (l *leases) grant(key string, r policy.Rate, res Result, granted int, tatUS int64, epoch uint64, sent, now int64) (own ticket, leased bool) {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	e := sh.m[key]
@@ -321,11 +331,12 @@ func (l *leases) grant(key string, r policy.Rate, res Result, granted int, tatUS
 			e.tatGrantUS = tatUS
 		}
 		e.grantedAt = now
-		e.burst = int32(r.EffectiveBurst())
+		e.burst = int32(capacity(r))
 		e.remGrant = int32(res.Remaining)
 		e.resetGrant = int64(res.ResetAfter)
-		e.emission = int64(r.Period) / int64(r.Limit)
+		e.emission = interval(r)
 		l.lastGrant.Store(now)
+		own, leased = ticket{gen: e.gen, epoch: e.epoch, tatUS: tatUS}, true
 	}
 	sh.m[key] = e
 	sh.mu.Unlock()
@@ -335,6 +346,7 @@ func (l *leases) grant(key string, r policy.Rate, res Result, granted int, tatUS
 	if granted > 1 && !current && l.hooks.Dropped != nil {
 		l.hooks.Dropped(granted - 1) // Redis failed while the call was out: no lease
 	}
+	return own, leased
 }
 
 // addSegment merges n tokens granted up to tatUS into e's lease, which

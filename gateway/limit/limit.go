@@ -58,6 +58,9 @@ type Decision struct {
 	// Count is how many Results there are: one per check, in their order.
 	Count   int
 	Results [policy.MaxChecks]Result
+	// receipts say how each check's token was charged, for Refund; set
+	// only for the checks of a policy that refunds (Rate.Refund).
+	receipts [policy.MaxChecks]receipt
 }
 
 // Left is what check i's bucket holds after the decision, as the RateLimit
@@ -66,16 +69,34 @@ type Decision struct {
 // Remaining and one emission interval less: a decision is all-or-nothing,
 // so this bucket's token was not taken (or was given back to its lease),
 // where Remaining and ResetAfter are figured as if it had been.
+//
+// With a cost above one, remaining is in the policy's units, tokens: what
+// the bucket holds, whole tokens (Remaining counts requests of the cost).
 func (d *Decision) Left(i int, r policy.Rate) (remaining int, reset time.Duration) {
 	res := d.Results[i]
+	remaining, reset = res.Remaining, res.ResetAfter
 	switch {
 	case !res.Allowed:
 		return 0, res.ResetAfter
 	case !d.Allowed:
-		return min(res.Remaining+1, r.EffectiveBurst()), max(res.ResetAfter-r.Period/time.Duration(r.Limit), 0)
+		remaining, reset = min(res.Remaining+1, capacity(r)), max(res.ResetAfter-time.Duration(interval(r)), 0)
 	}
-	return res.Remaining, res.ResetAfter
+	if r.Tokens() > 1 {
+		// The bucket holds what its burst leaves past the reset.
+		token := int64(r.Period) / int64(r.Limit)
+		remaining = int(min(max((token*int64(r.EffectiveBurst())-int64(reset))/token, 0), int64(r.EffectiveBurst())))
+	}
+	return remaining, reset
 }
+
+// interval is what one request of r moves its bucket's TAT (ns): the
+// emission interval times the cost.
+func interval(r policy.Rate) int64 {
+	return int64(r.Period) / int64(r.Limit) * int64(r.Tokens())
+}
+
+// capacity is how many requests of r a whole bucket admits at once.
+func capacity(r policy.Rate) int { return max(r.EffectiveBurst()/r.Tokens(), 1) }
 
 // decide fills Allowed, RetryAfter and ShadowDenied from Results.
 func (d *Decision) decide(cs *policy.Checks) {
@@ -100,12 +121,15 @@ func (d *Decision) decide(cs *policy.Checks) {
 // gcra is redis_rate's GCRA step in nanoseconds: given the stored
 // theoretical arrival time tat (0 when none) it returns the result and the
 // new tat to store when allowed.
+// A request costs r.Tokens() tokens: it moves the TAT by that many
+// emission intervals, and Remaining counts requests of that cost.
 func gcra(now, tat int64, r policy.Rate) (Result, int64) {
-	emission := int64(r.Period) / int64(r.Limit)
-	if emission <= 0 {
-		emission = 1
+	token := int64(r.Period) / int64(r.Limit)
+	if token <= 0 {
+		token = 1
 	}
-	burstOffset := emission * int64(r.EffectiveBurst())
+	emission := token * int64(r.Tokens())
+	burstOffset := token * int64(r.EffectiveBurst())
 	if tat < now {
 		tat = now
 	}

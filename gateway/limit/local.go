@@ -18,6 +18,8 @@ type Local struct {
 	now    func() time.Time
 	seed   maphash.Seed
 	shards [localShards]localShard
+	// refunds caps Refund; nil in a cap's own bucket store.
+	refunds *refundCap
 }
 
 type localShard struct {
@@ -38,7 +40,13 @@ func NewLocal(o LocalOptions) *Local {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	l := &Local{now: o.Now, seed: maphash.MakeSeed()}
+	l := newLocal(o.Now)
+	l.refunds = newRefundCap(o.Now)
+	return l
+}
+
+func newLocal(now func() time.Time) *Local {
+	l := &Local{now: now, seed: maphash.MakeSeed()}
 	for i := range l.shards {
 		l.shards[i].tat = make(map[string]int64)
 	}
@@ -65,6 +73,9 @@ func (l *Local) Allow(cs policy.Checks) (Decision, error) {
 			if d.Results[i].Allowed {
 				sh := &l.shards[idx[i]]
 				sh.tat[cs.List[i].Key] = tats[i]
+				if cs.List[i].Rate.Refund {
+					d.receipts[i] = receipt{kind: receiptGrant, tat: tats[i]}
+				}
 				sh.writes++
 				if sh.writes&1023 == 0 {
 					sh.sweep(now)

@@ -22,10 +22,13 @@ import (
 // a missing bucket is a whole one).
 //
 // ARGV is, per call, the number of its keys n, then for an admission
-// (n > 0) four values per key: the emission interval and the burst offset
-// in seconds (period / rate and that times the burst, computed by the
-// caller), "1" for a shadow limit, and want, the tokens asked for (1: the
-// request's own; more: its own and a lease of the rest). A call is
+// (n > 0) four values per key: the emission interval of one request and
+// the burst offset in seconds (period / rate times the request's cost in
+// tokens, and period / rate times the burst, computed by the caller: GCRA
+// with a cost, a request moving the TAT by cost × period / rate), "1" for
+// a shadow limit, and want, the requests asked for (1: the request's own;
+// more: its own and a lease of the rest, whole requests of the cost). The
+// answer's remaining and granted count requests of the cost. A call is
 // all-or-nothing: when an enforced bucket cannot take the request's own
 // token, nothing of the call is written (a shadow refusal blocks nothing and
 // is not charged). An allowed bucket is charged its own token and as many of
@@ -33,8 +36,8 @@ import (
 // (the last tokens of a window are never leased in bulk: near exhaustion a
 // lease is one token, the request's own).
 //
-// n = 0 is a refund of one key: the emission interval in seconds, the
-// unused tokens u, the bucket's TAT after the grant in microseconds since
+// n = 0 is a refund of one key: a request's emission interval in seconds,
+// the unused requests u (a lease's, or a failed request's own: Refund), the bucket's TAT after the grant in microseconds since
 // 2017 (g), and a of the u that a later grant of the same lease charged
 // past g. The bucket's TAT goes back by min(u × emission, g - now + a ×
 // emission)
@@ -160,12 +163,13 @@ var (
 	_ [redisconn.MaxArgs - argsPerKey*policy.MaxChecks]struct{}
 )
 
-// setArgs writes one admission key's four script arguments into dst.
+// setArgs writes one admission key's four script arguments into dst: a
+// request's emission interval is its cost's.
 func setArgs(dst []any, r policy.Rate, want int) {
 	shadow := "0"
 	if r.Shadow {
 		shadow = "1"
 	}
-	emission := r.Period.Seconds() / float64(r.Limit)
-	dst[0], dst[1], dst[2], dst[3] = emission, emission*float64(r.EffectiveBurst()), shadow, max(want, 1)
+	emission := r.Period.Seconds() / float64(r.Limit) // a token's
+	dst[0], dst[1], dst[2], dst[3] = emission*float64(r.Tokens()), emission*float64(r.EffectiveBurst()), shadow, max(want, 1)
 }

@@ -150,6 +150,7 @@ type Redis struct {
 	denied    [localShards]deniedShard
 	closeOnce sync.Once
 	leases    *leases // nil without Pipeline
+	refunds   *refundCap
 	charged   func(n int)
 	// returnAll asks the lease loop to send every lease back (a reload).
 	returnAll atomic.Bool
@@ -240,6 +241,7 @@ func newRedis(o RedisOptions, clk clock, rt roundTrip) (*Redis, error) {
 		charged: o.OnCharged,
 		clock:   clk,
 		rt:      rt,
+		refunds: newRefundCap(o.Now),
 	}
 	for i := range r.denied {
 		r.denied[i].m = make(map[string]denial)
@@ -271,11 +273,11 @@ func newRedis(o RedisOptions, clk clock, rt roundTrip) (*Redis, error) {
 			return nil, fmt.Errorf("limit: %w", err)
 		}
 		r.batched = o.Pipeline
+		r.rt = r.clientTrip // pings and refunds (decisions go through conn)
 	}
 	if o.Pipeline {
 		if rt == nil {
 			r.heard = r.conn.Heard()
-			r.rt = r.clientTrip
 		} else {
 			r.heard = new(atomic.Int64)
 			r.heard.Store(math.MinInt64 / 2)

@@ -37,10 +37,15 @@ import (
 //     decision's own token) or the lease spent them, fit GCRA with burst +
 //     ceil(rate × lease_ttl); after a fault that lost Redis' state, within
 //     the fault's allowance (the tokens the gateways held, a fresh burst,
-//     what a refund queued before it may take, the charges it lost).
-//   - refunds: the refunds of one grant never give back more than was
-//     still in its future at the first of them (plus a whole interval for
-//     each token positioned past it): more erases another charge.
+//     what a refund queued before it may take, the charges it lost). The
+//     admissions a refund for the gateway's failure gave back (Refund:
+//     half the vendors' policies refund, a third of their admitted
+//     requests fail for the backend, up to 1.5 lease_ttl later) are not
+//     counted: they stand for no request.
+//   - refunds: the refunds of one grant (a lease's, or a failed request's
+//     own token charged alone) never give back more than was still in its
+//     future at the first of them (plus a whole interval for each token
+//     positioned past it): more erases another charge.
 //   - honoured: a token spent from a lease only while the gateway has read
 //     an answer from the bucket's Redis within the timeout.
 //   - healthy: with Redis answering within its timeout, no lease dropped,
@@ -88,7 +93,7 @@ func TestSimulation(t *testing.T) {
 	}
 	var admitted, ideal int
 	var refunded, skipped float64
-	runs := 0
+	runs, failedForBackend := 0, 0
 	run := func(seed int64, verbose bool) bool {
 		w := newSimWorld(seed, verbose, t)
 		w.run()
@@ -98,6 +103,7 @@ func TestSimulation(t *testing.T) {
 			ideal += w.ideal
 			refunded += w.refundedTokens
 			skipped += w.skippedTokens
+			failedForBackend += w.refundedRequests
 		}
 		if len(w.violations) > 0 {
 			t.Errorf("seed %d (%s; replay: go test -run TestSimulation -sim.seed %d ./gateway/limit):\n  %s",
@@ -130,8 +136,8 @@ func TestSimulation(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("without faults: %d admitted of the %d plain GCRA admits (%.2f %%); %.0f lease tokens sent back, %.0f of them in refunds skipped (the bucket below the grant's TAT)",
-		admitted, ideal, 100*float64(admitted)/float64(max(ideal, 1)), refunded, skipped)
+	t.Logf("without faults: %d admitted of the %d plain GCRA admits (%.2f %%; %d admissions given back by Refund); %.0f lease tokens sent back, %.0f of them in refunds skipped (the bucket below the grant's TAT)",
+		admitted, ideal, 100*float64(admitted)/float64(max(ideal, 1)), failedForBackend, refunded, skipped)
 	// Over many seeds (a few hundred vary by a few tenths of a percent).
 	if runs >= 1000 && float64(admitted) < 0.99*float64(ideal) {
 		t.Errorf("%d admitted, under 99 %% of the %d plain GCRA admits", admitted, ideal)
@@ -156,13 +162,18 @@ type simWorld struct {
 
 	ttl      time.Duration
 	leaseMax int
-	nodes    []*simNode
-	slots    []*simGW // each slot's running gateway
-	gws      []*simGW // every instance ever
-	vendors  []*simVendor
-	keyNode  map[string]int
-	rates    map[string]policy.Rate
-	parked   []*simProc
+	// refundRng decides which admitted requests of a refunding vendor the
+	// gateway fails for the backend (Refund), and when: apart from rng, so
+	// that a seed's other draws (arrivals, delays, faults) stay as they
+	// were before refunds.
+	refundRng *rand.Rand
+	nodes     []*simNode
+	slots     []*simGW // each slot's running gateway
+	gws       []*simGW // every instance ever
+	vendors   []*simVendor
+	keyNode   map[string]int
+	rates     map[string]policy.Rate
+	parked    []*simProc
 
 	faulted    bool     // a fault beyond delays, reloads, restarts and clock steps
 	lostState  bool     // Redis lost its writes
@@ -171,6 +182,7 @@ type simWorld struct {
 
 	// The log the checks read.
 	consumed   map[string][]int64 // bucket: times its tokens were admitted
+	refunded   map[string][]int64 // bucket: of those, the admissions given back (Refund)
 	refusals   []simRefusal
 	offered    []*simReq
 	admitted   int
@@ -184,6 +196,7 @@ type simWorld struct {
 	lost                     map[string][]simSlack // until the bucket is whole
 	kept                     map[string]float64    // seconds refunds keep by design, until then
 	refundedTokens           float64
+	refundedRequests         int     // admissions given back by Refund
 	skippedTokens            float64 // of them, in refunds Redis skipped
 	dropped                  []simSlack
 }
@@ -408,10 +421,11 @@ func (c simClock) AfterFunc(d time.Duration, f func()) func() bool {
 func newSimWorld(seed int64, verbose bool, t *testing.T) *simWorld {
 	rng := rand.New(rand.NewSource(seed))
 	w := &simWorld{t: t, seed: seed, verbose: verbose, rng: rng, park: make(chan struct{}),
-		trace: map[string][]string{}, keyNode: map[string]int{}, rates: map[string]policy.Rate{}, consumed: map[string][]int64{},
+		trace: map[string][]string{}, keyNode: map[string]int{}, rates: map[string]policy.Rate{}, consumed: map[string][]int64{}, refunded: map[string][]int64{},
 		allowance: map[string]float64{}, grantsBack: map[simGrantID]*simBack{}, grants: map[simGrantID]int{},
 		inRefund: map[string]int{}, inReply: map[string]int{}, taken: map[string]int{}, lost: map[string][]simSlack{},
 		kept: map[string]float64{}}
+	w.refundRng = rand.New(rand.NewSource(seed*7919 + 1))
 	w.ttl = []time.Duration{time.Second, 2 * time.Second, 2 * time.Second}[rng.Intn(3)]
 	w.leaseMax = []int{16, 16, 4, 64}[rng.Intn(4)]
 	for i := 1 + rng.Intn(2); i > 0; i-- { // two: a Cluster of two masters
@@ -439,6 +453,14 @@ func newSimWorld(seed int64, verbose bool, t *testing.T) *simWorld {
 			vd.twins = append(vd.twins, twin)
 		}
 		w.vendors = append(w.vendors, vd)
+		if v%2 == 0 { // its policies refund the requests the gateway failed for the backend
+			for key, r := range w.rates {
+				if strings.HasPrefix(key, tag) {
+					r.Refund = true
+					w.rates[key] = r
+				}
+			}
+		}
 	}
 	for key := range w.rates {
 		w.keyNode[keyPrefix+key] = int(redisconn.Slot(key)) % len(w.nodes)
@@ -827,7 +849,10 @@ func (w *simWorld) exec(g *simGW, nd *simNode, keys []string, args []any, call *
 			w.fail("gateway %d's refund of %s's grant up to %.6f gave back %.6f s, more than the %.6f s of it still in the future (%.6f s given back before): another charge erased",
 				g.id, a.key, a.grant, a.back, future, b.back)
 		}
-		b.back += a.back
+		// Of what it gave back, the grant's own is what lies below its
+		// TAT: the tokens positioned past it (a later grant's, folded in)
+		// took a whole interval each at most beyond it.
+		b.back += math.Max(0, a.back-a.after*a.emis)
 		b.refunds++
 	}
 	if w.verbose {
@@ -847,7 +872,9 @@ func (w *simWorld) exec(g *simGW, nd *simNode, keys []string, args []any, call *
 			call.granted[k] = granted > 0
 			call.charged[k] = int(granted)
 			call.execd = true
-			if granted > 1 { // a new grant: its refunds have a budget of their own
+			if granted > 1 || granted == 1 && w.rates[strings.TrimPrefix(k, keyPrefix)].Refund {
+				// A new grant (a lease, or a token a request's refund may
+				// give back alone): its refunds have a budget of their own.
 				id := simGrantID{g.id, k, float64(out[valuesPerKey*j+5]) / 1e6}
 				delete(w.grantsBack, id)
 				w.grants[id]++
@@ -958,10 +985,13 @@ func (w *simWorld) decided(req *simReq, d Decision, err error) {
 		}
 		return
 	}
+	var ats [policy.MaxChecks]int64
+	refunds := false
 	for i := 0; i < req.cs.Count; i++ {
 		c := req.cs.List[i]
 		key := keyPrefix + c.Key
 		res := d.Results[i]
+		refunds = refunds || c.Rate.Refund
 		// From Redis: charged by the call that decided (the request's
 		// second pass may spend a lease after its first call was refused).
 		fromRedis := last != nil && last.granted[key]
@@ -974,6 +1004,7 @@ func (w *simWorld) decided(req *simReq, d Decision, err error) {
 				w.fail("gateway %d spent a lease of %s %.1f ms after its last answer from that Redis", g.id, c.Key, float64(w.now-g.lastRead[node])/1e6)
 			}
 			w.consumed[key] = append(w.consumed[key], at)
+			ats[i] = at
 			if w.verbose {
 				w.trace[key] = append(w.trace[key], fmt.Sprintf("%.6f gw%d admitted (redis %v) at %.6f", float64(w.now)/1e9, g.id, fromRedis, float64(at)/1e9))
 			}
@@ -982,7 +1013,40 @@ func (w *simWorld) decided(req *simReq, d Decision, err error) {
 		}
 	}
 	req.allowed = d.Allowed
+	if d.Allowed && refunds && w.refundRng.Intn(3) == 0 {
+		w.after(time.Duration(w.refundRng.Int63n(int64(w.ttl)*3/2)), func() { w.failedForBackend(req, &d, ats) })
+	}
 	w.logf("gateway %d decides %v (arrived %.3f ms): allowed %v %+v", g.id, req.cs.List[:req.cs.Count], float64(req.at)/1e6, d.Allowed, d.Results[:d.Count])
+}
+
+// failedForBackend is the gateway failing an admitted request for the
+// backend: its refunding checks' tokens go back (Refund), and the
+// admissions they stood for leave the log the bound is checked on (a refund
+// Redis then skips keeps the tokens charged: the check is looser by them,
+// never wrong); the replay that explains a refusal keeps them (Redis held
+// them until the refund came: looser too). Whether a refund lowered a charge another gateway made is
+// checked where Redis applies it (exec), like a lease's.
+func (w *simWorld) failedForBackend(req *simReq, d *Decision, ats [policy.MaxChecks]int64) {
+	g := req.g
+	if g.dead || g.closing || g.closed {
+		return // its requests end before Close
+	}
+	back := g.r.refund(&req.cs, d)
+	for i := 0; i < req.cs.Count; i++ {
+		if back&(1<<i) == 0 {
+			continue
+		}
+		key := keyPrefix + req.cs.List[i].Key
+		if !slices.Contains(w.consumed[key], ats[i]) {
+			w.fail("gateway %d refunded %s's admission at %.6f, which is not in the log", g.id, key, float64(ats[i])/1e9)
+			continue
+		}
+		w.refunded[key] = append(w.refunded[key], ats[i])
+		w.refundedRequests++
+		if w.verbose {
+			w.trace[key] = append(w.trace[key], fmt.Sprintf("%.6f gw%d refunded the admission at %.6f", float64(w.now)/1e9, g.id, float64(ats[i])/1e9))
+		}
+	}
 }
 
 // arrivals schedules a vendor's requests: steady, or in bursts, the
@@ -1279,9 +1343,14 @@ func (w *simWorld) check() {
 		r := w.rates[strings.TrimPrefix(key, keyPrefix)]
 		times := w.consumed[key]
 		slices.Sort(times)
+		kept := slices.Clone(times) // the admissions not given back
+		for _, at := range w.refunded[key] {
+			j := slices.Index(kept, at)
+			kept = slices.Delete(kept, j, j+1)
+		}
 		bound := r
 		bound.Burst = r.EffectiveBurst() + int(math.Ceil(float64(r.Limit)*w.ttl.Seconds()/r.Period.Seconds()))
-		over, _ := simReplay(times, bound, nil)
+		over, _ := simReplay(kept, bound, nil)
 		if float64(over) > w.allowance[key] {
 			w.fail("%s: %d of %d admissions past GCRA with burst %d (allowed by faults: %.0f)", key, over, len(times), bound.Burst, w.allowance[key])
 		}

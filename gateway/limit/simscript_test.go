@@ -192,7 +192,8 @@ func timedSource(t *testing.T) string {
 // The model of the script answers and stores what the script does, in a
 // real redis-server with TIME passed in: random buckets (absent, in the
 // past, in the future), batches of admissions (shadow, several keys, a
-// key twice, leases asked) and refunds (capped, skipped, past the grant),
+// key twice, leases asked, requests costing several tokens) and refunds
+// (capped, skipped, past the grant),
 // emission intervals that are no whole number of microseconds.
 func TestScriptModelMatchesScript(t *testing.T) {
 	rs := testredis.Start(t)
@@ -251,7 +252,8 @@ func TestScriptModelMatchesScript(t *testing.T) {
 					shadow = "1"
 				}
 				burst := 1 + rng.Intn(20)
-				args = append(args, e, e*float64(burst), shadow, 1+rng.Intn(16))
+				cost := 1 + rng.Intn(3) // a request's tokens: its emission interval is cost × a token's
+				args = append(args, e*float64(cost), e*float64(burst), shadow, 1+rng.Intn(16))
 			}
 		}
 		want, _ := scriptModel(db, 0, sec, usec, keys, argStrings(args))

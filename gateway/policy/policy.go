@@ -20,9 +20,12 @@ import (
 // table past it). The checks travel by value in an array of this size.
 const MaxChecks = 16
 
-// Rate is one limit: Limit requests per Period, with bursts up to Burst
-// (Limit when zero). Shadow limits are counted and reported but never
-// refuse. Name is the policy name in the RateLimit headers.
+// Rate is one limit: Limit tokens per Period, with bursts up to Burst
+// (Limit when zero); a request costs Cost tokens (one when zero). Shadow
+// limits are counted and reported but never refuse. Refund gives a
+// request's tokens back when the gateway failed it for the backend (see
+// package limit's Refund). Name is the policy name in the RateLimit
+// headers.
 type Rate struct {
 	Name   string
 	Limit  int
@@ -36,6 +39,11 @@ type Rate struct {
 	// calendar's days, 31 for a month).
 	Kind     Kind
 	Calendar Calendar
+	// Refund gives a request's tokens back when it failed for the
+	// backend (limit.Refund); Cost is the tokens one request takes
+	// (Tokens: at least 1).
+	Refund bool
+	Cost   int32
 }
 
 // Kind is how a policy decides.
@@ -89,6 +97,14 @@ func (c Calendar) Window(now time.Time) (start, end time.Time) {
 	span := int64(max(c.Days, 1)) * 86400
 	s := now.Unix() / span * span
 	return time.Unix(s, 0).UTC(), time.Unix(s+span, 0).UTC()
+}
+
+// Tokens is what one request costs: Cost, at least 1.
+func (r Rate) Tokens() int {
+	if r.Cost > 1 {
+		return int(r.Cost)
+	}
+	return 1
 }
 
 // EffectiveBurst is the effective burst: Limit when Burst is not set.
@@ -388,6 +404,9 @@ type Plan struct {
 	// Policy is the RateLimit-Policy value: the enforced limits; nil when
 	// none (shadow limits never refuse, so clients are not told of them).
 	Policy []byte
+	// Refunds: some check gives its tokens back when the gateway fails
+	// the request for the backend (Rate.Refund).
+	Refunds bool
 }
 
 // NewTable compiles rows for the routes: routeClasses[i] is the classes
@@ -431,9 +450,12 @@ func NewTable(rows []Policy, routeClasses [][]string) (*Table, error) {
 			}
 			p.checks[p.count] = Check{Rate: row.Rate, Policy: i}
 			p.count++
+			p.Refunds = p.Refunds || row.Refund
 			if row.Twin.Valid() {
+				// The twin counts the same requests: the same cost, and
+				// given back when they are.
 				tw := row.Twin
-				tw.Name, tw.Shadow = row.Name, true
+				tw.Name, tw.Shadow, tw.Cost, tw.Refund = row.Name, true, row.Cost, row.Refund
 				p.checks[p.count] = Check{Rate: tw, Policy: i, Twin: true}
 				p.count++
 			}
@@ -443,6 +465,11 @@ func NewTable(rows []Policy, routeClasses [][]string) (*Table, error) {
 		}
 	}
 	for _, row := range rows {
+		for _, r := range []Rate{row.Rate, row.Twin} {
+			if r.Valid() && row.Tokens() > r.EffectiveBurst() {
+				return nil, fmt.Errorf("limits: policy %q costs %d tokens a request, more than its burst of %d: it would refuse every request", row.Name, row.Tokens(), r.EffectiveBurst())
+			}
+		}
 		if row.On() && !counted[row.Class] {
 			classes := make([]string, 0, len(counted))
 			for c := range counted {
