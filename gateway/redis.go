@@ -58,7 +58,7 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 	uc.MaxRetries = -1 // a flush is retried by the recorder, once-only by its guard
 	g.usageClient = redis.NewUniversalClient(&uc)
 	g.redisLim, err = limit.NewRedis(limit.RedisOptions{Client: g.limiterClient, Timeout: c.Redis.Timeout,
-		WireTimeout: c.Redis.WireTimeout, BusyTimeout: c.Redis.BusyTimeout,
+		WireTimeout: c.Redis.WireTimeout, BusyTimeout: c.Redis.BusyTimeout, TickSlack: c.Redis.TickSlack,
 		BreakerOpenFor: c.Redis.BreakerOpenFor, BreakerFailures: c.Redis.BreakerFailures,
 		BreakerWindow: c.Redis.BreakerWindow, BreakerFailureRatio: float64(c.Redis.BreakerFailurePercent) / 100,
 		OnStateChange: g.onBreakerState, OnBreakerOpen: g.onLimiterBreakerOpen,

@@ -31,10 +31,10 @@ type Metrics struct {
 	LeaseAdmissions prometheus.Counter
 	LeaseTokens     *prometheus.CounterVec
 	// NodeSchedLateness is the node's recent scheduling lateness as the
-	// Redis limiter measures it (the grace a silent Redis is given).
+	// Redis limiter measures it (its 5ms tick's largest delay).
 	NodeSchedLateness prometheus.Gauge
 	// RedisSilenceGrace is the time a silent Redis is given on top of
-	// redis.timeout, from that lateness.
+	// redis.timeout: its slowest answer of the last second.
 	RedisSilenceGrace  prometheus.Gauge
 	BreakerState       *prometheus.GaugeVec
 	BreakerTransitions *prometheus.CounterVec
@@ -116,9 +116,9 @@ func NewMetrics(routes []string) *Metrics {
 		LeaseTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_limiter_lease_tokens_total",
 			Help: "Leased tokens by event: granted (charged in Redis beyond the requests' own), refunded (unused, sent back at expiry, reload or shutdown), dropped (lost until the bucket refills: with a Redis failure, or given back by a refused request after their lease was sent back)."}, []string{"event"}),
 		NodeSchedLateness: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_node_sched_lateness_seconds",
-			Help: "How late the gateway's goroutines woke at most over about the last second (a probe's short sleeps, limiter callers' timers): what the grace a silent Redis is given is made of. About 0 on a quiet node; with a Redis limiter only."}),
+			Help: "How late the gateway's goroutines woke at most over about the last second (a 5ms tick, limiter callers' timers). A tick later than redis.tick_slack is time not counted against a silent Redis. About 0 on a quiet node; with a Redis limiter only."}),
 		RedisSilenceGrace: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_redis_silence_grace_seconds",
-			Help: "How much longer than redis.timeout a silent Redis is waited for before requests answer 503 rate_limit_unavailable: 0 while the node's scheduling lateness is below a tenth of redis.timeout; past it, eight times the excess and at least the longest Redis took to answer in the last second; at most redis.busy_timeout - redis.timeout. With a Redis limiter only."}),
+			Help: "How much longer than redis.timeout a silent Redis is waited for before requests answer 503 rate_limit_unavailable, counted on the node's on-time clock: the slowest answer Redis gave in the last second, at most redis.busy_timeout - redis.timeout. With a Redis limiter only."}),
 		BreakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vendorgate_gateway_breaker_state",
 			Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open (gobreaker's state names)."}, []string{"breaker"}),
 		BreakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_breaker_transitions_total",

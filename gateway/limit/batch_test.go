@@ -19,7 +19,7 @@ func newRedisSlow(t *testing.T, rs *testredis.Server) *Redis {
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
 	t.Cleanup(func() { c.Close() })
-	r, err := NewRedis(RedisOptions{Client: c, Timeout: 10 * time.Second, Pipeline: true})
+	r, err := NewRedis(RedisOptions{Client: c, Timeout: 10 * time.Second, TickSlack: testTickSlack, Pipeline: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestBatchCluster(t *testing.T) {
 	cl.WaitOK(t)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
-	r, err := NewRedis(RedisOptions{Client: c, Timeout: 5 * time.Second, Pipeline: true})
+	r, err := NewRedis(RedisOptions{Client: c, Timeout: 5 * time.Second, TickSlack: testTickSlack, Pipeline: true})
 	if err != nil {
 		t.Fatal(err)
 	}

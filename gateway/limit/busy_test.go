@@ -3,6 +3,7 @@ package limit
 import (
 	"errors"
 	"fmt"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func busyLimiter(t *testing.T, rs *testredis.Server, o RedisOptions) (r *Redis, 
 		DialTimeout: 100 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
 	t.Cleanup(func() { c.Close() })
 	failures, unsent = new(atomic.Int64), new(atomic.Int64)
-	o.Client, o.Pipeline = c, true
+	o.Client, o.Pipeline, o.TickSlack = c, true, testTickSlack
 	if o.Timeout == 0 {
 		o.Timeout = 50 * time.Millisecond
 	}
@@ -140,7 +141,7 @@ func lateNodeLimiter(t *testing.T) (*Redis, *atomic.Int64) {
 	t.Cleanup(func() { c.Close() })
 	var failures atomic.Int64
 	r, err := NewRedis(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, WireTimeout: 100 * time.Millisecond,
-		BusyTimeout: time.Second, Pipeline: true, PipelineSenders: 1,
+		BusyTimeout: time.Second, TickSlack: testTickSlack, Pipeline: true, PipelineSenders: 1,
 		OnFailure: func(FailureKind, error) { failures.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
@@ -221,10 +222,12 @@ func TestRequestWrittenLateIsNotAFailure(t *testing.T) {
 
 // TestLateNodeWaitsForAPausedRedis: the node runs late (its probe wakes
 // 150ms late, as on cores taken by others), and Redis, on the same node,
-// stops for 100ms: past the callers' 50ms, within the lateness. The
-// callers wait for it and get their decisions; Redis is not called dead.
-// On a quiet node the same pause fails them closed at about the timeout
-// (TestSilentRedisFailsAtTimeout, and the end of this test).
+// stops for 100ms: past the callers' 50ms of wall clock, but the node ran
+// on time for only a few milliseconds of it, so the on-time clock has not
+// counted 50ms of silence. The callers wait for it and get their
+// decisions; Redis is not called dead. On a quiet node the same pause
+// fails them closed at about the timeout (TestSilentRedisFailsAtTimeout,
+// and the end of this test).
 func TestLateNodeWaitsForAPausedRedis(t *testing.T) {
 	rs := testredis.Start(t)
 	r, failures, unsent := busyLimiter(t, rs, RedisOptions{})
@@ -238,8 +241,17 @@ func TestLateNodeWaitsForAPausedRedis(t *testing.T) {
 			t.Fatalf("lateness %s with the probe 150ms late", r.Lateness())
 		}
 	}
-	if r.Grace() < r.Lateness() || r.Grace() > 950*time.Millisecond {
-		t.Fatalf("grace %s for a lateness of %s: want at least the lateness, at most busy_timeout - timeout", r.Grace(), r.Lateness())
+	// Each tick of 155ms or more counts at most every+slack (7ms): the
+	// on-time clock loses the rest.
+	lost, from := r.batch.late.Lost(), time.Now()
+	for r.batch.late.Lost()-lost < 400*time.Millisecond {
+		if time.Since(from) > 5*time.Second {
+			t.Fatalf("the on-time clock lost %s in %s with the probe 150ms late", r.batch.late.Lost()-lost, time.Since(from))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if d, w := r.batch.late.Lost()-lost, time.Since(from); d < w/2 {
+		t.Fatalf("the on-time clock lost %s of %s with the probe 150ms late", d, w)
 	}
 	t.Logf("lateness %s, grace %s", r.Lateness(), r.Grace())
 	for round := 0; round < 3; round++ {
@@ -262,9 +274,10 @@ func TestLateNodeWaitsForAPausedRedis(t *testing.T) {
 		t.Fatalf("failures %d, unsent %d, breaker %s", failures.Load(), unsent.Load(), r.State())
 	}
 
-	// The node quiet again: the grace falls back (to a few ms; on a loaded
-	// test machine more), and a paused Redis is called dead at about the
-	// timeout.
+	// The node quiet again: the on-time clock runs with the wall clock,
+	// the grace (the slowest answer of the last second: the answers held
+	// by the pauses) falls back, and a paused Redis is called dead at
+	// about the timeout.
 	r.batch.late.wakeDelay.Store(0)
 	for deadline := time.Now().Add(10 * time.Second); r.Grace() >= 200*time.Millisecond; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -281,4 +294,114 @@ func TestLateNodeWaitsForAPausedRedis(t *testing.T) {
 	if d := time.Since(start); d > 500*time.Millisecond { // 50ms timeout; generous for -race
 		t.Fatalf("a paused Redis on a quiet node failed after %s (lateness %s)", d, r.Lateness())
 	}
+}
+
+// blackHole is a TCP proxy to a Redis that forwards both ways until hold,
+// then stops forwarding (and keeps its connections open): a network that
+// drops everything, a Redis that accepts and never answers.
+type blackHole struct {
+	ln   net.Listener
+	to   string
+	held atomic.Bool
+}
+
+func startBlackHole(t *testing.T, to string) *blackHole {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &blackHole{ln: ln, to: to}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go b.serve(t, c)
+		}
+	}()
+	return b
+}
+
+func (b *blackHole) Addr() string { return b.ln.Addr().String() }
+
+// hold stops forwarding: bytes read from either side are dropped.
+func (b *blackHole) hold() { b.held.Store(true) }
+
+func (b *blackHole) serve(t *testing.T, c net.Conn) {
+	defer c.Close()
+	up, err := net.Dial("tcp", b.to)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	pump := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if err != nil {
+				dst.Close()
+				return
+			}
+			if !b.held.Load() {
+				if _, err := dst.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+		}
+	}
+	go pump(up, c)
+	pump(c, up)
+}
+
+// TestRedisOutagesFailClosed: Redis killed, and Redis behind a network
+// that stops forwarding (a black hole), on a node that runs on time: each
+// caller fails closed with ErrUnavailable, never ErrBusy, within the
+// timeout plus the rule's additions (the slowest answer of the last
+// second, a fraction of a millisecond here; generous bounds for -race).
+func TestRedisOutagesFailClosed(t *testing.T) {
+	rate := Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}
+	check := func(t *testing.T, r *Redis, what string) {
+		t.Helper()
+		for i := 0; i < 5; i++ {
+			start := time.Now()
+			_, err := r.Allow(one("vg:{v:out}:reads", rate))
+			if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrBusy) {
+				t.Fatalf("%s, call %d: %v, want ErrUnavailable", what, i, err)
+			}
+			if d := time.Since(start); d > 500*time.Millisecond {
+				t.Fatalf("%s, call %d answered after %s", what, i, d)
+			}
+		}
+	}
+	t.Run("killed", func(t *testing.T) {
+		rs := testredis.Start(t)
+		r, _, _ := busyLimiter(t, rs, RedisOptions{})
+		if _, err := r.Allow(one("vg:{v:out}:reads", rate)); err != nil {
+			t.Fatal(err)
+		}
+		rs.Stop()
+		check(t, r, "Redis killed")
+	})
+	t.Run("black hole", func(t *testing.T) {
+		rs := testredis.Start(t)
+		bh := startBlackHole(t, rs.Addr())
+		c := redis.NewClient(&redis.Options{Addr: bh.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
+			DialTimeout: 100 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
+		t.Cleanup(func() { c.Close() })
+		r, err := NewRedis(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, TickSlack: testTickSlack, Pipeline: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Close)
+		for i := 0; i < 20; i++ {
+			if _, err := r.Allow(one("vg:{v:out}:reads", rate)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bh.hold()
+		check(t, r, "Redis black-holed")
+	})
 }

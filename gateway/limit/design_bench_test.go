@@ -76,7 +76,7 @@ func BenchmarkLimiterDesigns(b *testing.B) {
 			c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true, PoolSize: 64})
 			defer c.Close()
 			var charged atomic.Int64
-			r, err := NewRedis(RedisOptions{Client: c, Timeout: time.Second, Pipeline: true, LeaseMax: lease,
+			r, err := NewRedis(RedisOptions{Client: c, Timeout: time.Second, TickSlack: testTickSlack, Pipeline: true, LeaseMax: lease,
 				OnCharged: func(n int) { charged.Add(int64(n)) }})
 			if err != nil {
 				b.Fatal(err)

@@ -45,7 +45,7 @@ func newLeased(t *testing.T, rs *testredis.Server, max int, ttl time.Duration) *
 		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})}
 	t.Cleanup(func() { l.client.Close() })
 	r, err := NewRedis(RedisOptions{Client: l.client, Timeout: 300 * time.Millisecond, WireTimeout: 2 * time.Second,
-		BusyTimeout: 2 * time.Second, Pipeline: true, LeaseMax: max, LeaseTTL: ttl,
+		BusyTimeout: 2 * time.Second, TickSlack: testTickSlack, Pipeline: true, LeaseMax: max, LeaseTTL: ttl,
 		OnCharged: func(n int) { l.charged.Add(int64(n)) },
 		Leases: LeaseHooks{Granted: func(n int) { l.granted.Add(int64(n)) }, Spent: func() { l.spent.Add(1) },
 			Refunded: func(n int) { l.refunded.Add(int64(n)) }, Dropped: func(n int) { l.dropped.Add(int64(n)) }}})
@@ -496,7 +496,7 @@ func TestLeaseCluster(t *testing.T) {
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
 	var granted, refunded atomic.Int64
-	r, err := NewRedis(RedisOptions{Client: c, Timeout: 2 * time.Second, Pipeline: true, LeaseMax: 16, LeaseTTL: 10 * time.Second,
+	r, err := NewRedis(RedisOptions{Client: c, Timeout: 2 * time.Second, TickSlack: testTickSlack, Pipeline: true, LeaseMax: 16, LeaseTTL: 10 * time.Second,
 		Leases: LeaseHooks{Granted: func(n int) { granted.Add(int64(n)) }, Refunded: func(n int) { refunded.Add(int64(n)) }}})
 	if err != nil {
 		t.Fatal(err)
@@ -536,7 +536,7 @@ func BenchmarkLeasedAllow(b *testing.B) {
 	rs := testredis.Start(b)
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer c.Close()
-	r, err := NewRedis(RedisOptions{Client: c, Timeout: time.Second, Pipeline: true, LeaseMax: 1000, LeaseTTL: time.Minute})
+	r, err := NewRedis(RedisOptions{Client: c, Timeout: time.Second, TickSlack: testTickSlack, Pipeline: true, LeaseMax: 1000, LeaseTTL: time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -563,7 +563,7 @@ func TestLeaseClusterSilentNode(t *testing.T) {
 	var granted atomic.Int64
 	const timeout = 100 * time.Millisecond
 	r, err := NewRedis(RedisOptions{Client: c, Timeout: timeout, WireTimeout: 300 * time.Millisecond, BusyTimeout: 2 * time.Second,
-		Pipeline: true, LeaseMax: 16, LeaseTTL: 10 * time.Second, Leases: LeaseHooks{Granted: func(n int) { granted.Add(int64(n)) }}})
+		TickSlack: testTickSlack, Pipeline: true, LeaseMax: 16, LeaseTTL: 10 * time.Second, Leases: LeaseHooks{Granted: func(n int) { granted.Add(int64(n)) }}})
 	if err != nil {
 		t.Fatal(err)
 	}

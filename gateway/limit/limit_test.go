@@ -73,7 +73,7 @@ func newRedisOpts(t testing.TB, rs *testredis.Server, calls *atomic.Int64, pipel
 		DialTimeout: 100 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
 	t.Cleanup(func() { c.Close() })
 	r, err := NewRedis(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, BreakerOpenFor: 200 * time.Millisecond,
-		Pipeline: pipeline, ObserveCall: func(time.Duration, error) {
+		TickSlack: testTickSlack, Pipeline: pipeline, ObserveCall: func(time.Duration, error) {
 			if calls != nil {
 				calls.Add(1)
 			}
@@ -278,7 +278,7 @@ func testPoolWaitIsNotAFailure(t *testing.T, pipeline bool) {
 	t.Cleanup(func() { c.Close() })
 	var failures atomic.Int64
 	r, err := NewRedis(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, BreakerOpenFor: time.Minute, BreakerFailures: 3,
-		Pipeline: pipeline, OnFailure: func(FailureKind, error) { failures.Add(1) }})
+		TickSlack: testTickSlack, Pipeline: pipeline, OnFailure: func(FailureKind, error) { failures.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,10 +61,12 @@ var errSilent = fmt.Errorf("no answer from redis within the limiter timeout: %w"
 //     never sent (its caller gave up first) is no outcome at all.
 //   - The caller: it waits up to timeout for its reply, then judges the
 //     evidence, taken at the sockets (conns). Redis is silent when a
-//     request was written to it timeout ago or more (plus the grace of a
-//     late node, about zero on a quiet one: see lateness), no byte has
-//     been read from Redis since, and no reply waits unread in a limiter
-//     connection's socket buffer (replies arriving on its connection);
+//     request was written to it timeout ago or more, plus the slowest
+//     answer Redis gave in the last second, counted on the node's on-time
+//     clock (time in which the node itself ran late is not counted: see
+//     lateness), no byte has been read from Redis since, and no reply
+//     waits unread in a limiter connection's socket buffer (replies
+//     arriving on its connection);
 //     seen twice, a moment apart (the second look lets a sender that was
 //     just woken read what is already there), the caller fails closed
 //     (ErrUnavailable, 503): on a quiet node a few milliseconds past
@@ -145,9 +147,10 @@ func newBatcher(client redis.UniversalClient, o *RedisOptions, cb *gobreaker.Two
 	_, cluster := client.(*redis.ClusterClient)
 	b := &batcher{client: client, timeout: o.Timeout, wire: o.WireTimeout, busy: o.BusyTimeout, max: o.PipelineMax,
 		cb: cb, hooks: h, conns: &conns{clock: clk}, cluster: cluster,
-		late:  newLateness(latenessEvery, latenessWindow, max(o.Timeout/10, time.Millisecond), o.BusyTimeout-o.Timeout),
+		late:  newLateness(latenessEvery, latenessWindow, o.TickSlack, o.BusyTimeout-o.Timeout, clk.Nanotime),
 		queue: make(chan *call, 4*o.PipelineMax), stop: make(chan struct{}), done: make(chan struct{})}
 	b.conns.answered = b.late.noteAnswer
+	b.conns.onTime = b.late.onTime
 	b.conns.watch(client)
 	b.late.start()
 	b.calls.New = func() any {
@@ -258,11 +261,11 @@ func (b *batcher) judge(start, due, now time.Time, suspect *bool) (time.Time, er
 }
 
 // silent reports whether Redis is silent: a request written to it timeout
-// ago or more, plus the node's recent scheduling lateness (Redis runs on
-// the same starved cores: its answer is as late as the gateway's own
-// timers), no byte read from it since, and no reply waiting unread (see
-// conns). On a quiet node the grace is about zero: a dead Redis is
-// called dead at timeout, as before.
+// ago or more, plus the slowest answer it gave in the last second, on the
+// node's on-time clock (time the node ran late is not counted against
+// Redis), no byte read from it since, and no reply waiting unread (see
+// conns). On a quiet node both additions are about zero: a dead Redis is
+// called dead at about timeout.
 func (b *batcher) silent() bool { return b.conns.silent(b.timeout + b.late.Grace()) }
 
 // giveUp ends a caller's wait with err. A call still queued is withdrawn

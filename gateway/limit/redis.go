@@ -42,6 +42,11 @@ type RedisOptions struct {
 	// Timeout passed: the node is busy, not Redis. Past it the request
 	// fails with ErrBusy. Default 1s, at least Timeout.
 	BusyTimeout time.Duration
+	// TickSlack is how late the node's 5ms scheduling probe may wake and
+	// still count as on time: time past it is the node's own lateness, not
+	// counted against a silent Redis (see lateness). Required with
+	// Pipeline; config's default is 2ms.
+	TickSlack time.Duration
 	// BreakerOpenFor is how long the breaker stays open before it lets one
 	// probe through. Default 2s.
 	BreakerOpenFor time.Duration
@@ -251,6 +256,9 @@ func newRedis(o RedisOptions, clk clock, rt roundTrip) (*Redis, error) {
 		r.denied[i].m = make(map[string]denial)
 	}
 	if o.Pipeline {
+		if o.TickSlack <= 0 && rt == nil {
+			return nil, errors.New("limit: a pipelined limiter needs a positive TickSlack")
+		}
 		if o.PipelineMax <= 0 {
 			o.PipelineMax = 128
 		}
@@ -333,7 +341,8 @@ func (r *Redis) leaseTick() {
 	now := r.clock.Nanotime()
 	if r.leases.held(now) && (r.cluster || now-r.heard.Load() > int64(r.beatEvery)) {
 		// A ping waits as a request does on a silent Redis: the timeout
-		// and the node's grace; an answer read late (it waited in the
+		// and Redis' slowest recent answer (on the wall clock: the
+		// on-time clock does not bound a socket's deadline); an answer read late (it waited in the
 		// socket past the deadline) is the node's lateness, not Redis'
 		// (whether Redis answered in time is what heard and pinged tell
 		// the leases). A failed ping is a Redis failure: counted, and every
@@ -421,11 +430,11 @@ func (r *Redis) Lateness() time.Duration {
 	return r.batch.late.Lateness()
 }
 
-// Grace is how much longer than Timeout a silent Redis is waited for now
-// (at most BusyTimeout in all) before a request fails closed: while the
-// node's Lateness is past a tenth of Timeout, a multiple of the excess,
-// and at least the longest Redis took to answer over the same second (see
-// lateness). Zero on a quiet node, and without Pipeline.
+// Grace is how much longer than Timeout, on the node's on-time clock, a
+// silent Redis is waited for now (at most BusyTimeout in all) before a
+// request fails closed: the slowest answer Redis gave over the last
+// second (see lateness). About zero on a quiet node; zero without
+// Pipeline.
 func (r *Redis) Grace() time.Duration {
 	if r.batch == nil {
 		return 0
