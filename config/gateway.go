@@ -307,9 +307,9 @@ type Redis struct {
 	// is shed with 503 request_failed, never rate_limit_unavailable.
 	BusyTimeout time.Duration `yaml:"busy_timeout" env:"GATEWAY_REDIS_BUSY_TIMEOUT"`
 	// TickSlack is how late the gateway's 5ms scheduling tick may wake and
-	// still count as on time. Redis is called down only for silence this
-	// node ran on time to observe: time past the slack (a CPU quota spent,
-	// neighbours on every core) is not counted against Redis. Default 2ms;
+	// still count as on time. Only a node on time through the last second
+	// calls a silent Redis down at Timeout; a late one (a CPU quota spent,
+	// neighbours on every core) leaves it to WireTimeout. Default 2ms;
 	// 100µs to Timeout.
 	TickSlack time.Duration `yaml:"tick_slack" env:"GATEWAY_REDIS_TICK_SLACK"`
 	// PoolSize is the connection pool size. Default 64.

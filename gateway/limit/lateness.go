@@ -5,9 +5,10 @@ import (
 	"time"
 )
 
-// lateness keeps the node's on-time clock, the clock a silent Redis is
-// judged on (see batcher.silent): the rule is that Redis is called down
-// only for silence this node was running on time to observe.
+// lateness tells whether this node runs on time (OnTime), and keeps its
+// on-time clock: the rule (see batcher.silent) is that Redis is called
+// down for its silence only by a node that has run on time through the
+// last window, and only for silence counted on that clock.
 //
 // A goroutine sleeps a short fixed interval (every, 5ms) and wakes. A wake
 // at most slack (redis.tick_slack) later than asked counts whole; a later
@@ -91,6 +92,14 @@ func (l *lateness) Lateness() time.Duration { return time.Duration(l.sched.Load(
 // limit): a silent Redis is called down past Timeout plus this, on the
 // on-time clock.
 func (l *lateness) Grace() time.Duration { return time.Duration(l.grace.Load()) }
+
+// OnTime reports whether the node has run on time through the last
+// window at wall (a reading of l.now): no tick and no caller's timer later
+// than slack, and the probe not overdue now. Only such a node judges a
+// silent Redis by its own clock (see batcher.silent).
+func (l *lateness) OnTime(wall int64) bool {
+	return l.sched.Load() <= int64(l.slack) && wall-l.mark.Load().wall <= int64(l.every+l.slack)
+}
 
 // Lost is how much of the wall clock the on-time clock has not counted
 // since the probe started.

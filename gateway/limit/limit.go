@@ -10,11 +10,11 @@
 // wire deadline of its own (WireTimeout) and reports it to the breaker as
 // ONE outcome (a TwoStepCircuitBreaker judging failures in a row or by
 // share over a window). The request waits Timeout for its reply, then
-// judges Redis by the limiter's sockets: silent (a request written
-// Timeout ago plus Redis' slowest answer of the last second, counted on
-// the node's on-time clock, which leaves out time the node itself ran
-// late: lateness.go; nothing read since, no reply waiting unread) fails
-// it closed with ErrUnavailable; anything else is
+// judges Redis by the limiter's sockets, if the node has run on time
+// through the last second (lateness.go; a late node leaves the verdict to
+// the wire deadline): silent (a request written Timeout ago plus Redis'
+// slowest answer of the last second, nothing read since, no reply waiting
+// unread) fails it closed with ErrUnavailable; anything else is
 // the node being late, and it waits on up to BusyTimeout, then is shed
 // with ErrBusy, uncharged when its call was never sent. Those three answers
 // stay apart: a Redis failure, an overloaded node, a decision.

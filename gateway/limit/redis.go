@@ -43,8 +43,9 @@ type RedisOptions struct {
 	// fails with ErrBusy. Default 1s, at least Timeout.
 	BusyTimeout time.Duration
 	// TickSlack is how late the node's 5ms scheduling probe may wake and
-	// still count as on time: time past it is the node's own lateness, not
-	// counted against a silent Redis (see lateness). Required with
+	// still count as on time: only a node on time through the last second
+	// calls a silent Redis down at Timeout; a late one leaves the verdict
+	// to WireTimeout (see lateness and batcher.silent). Required with
 	// Pipeline; config's default is 2ms.
 	TickSlack time.Duration
 	// BreakerOpenFor is how long the breaker stays open before it lets one
