@@ -75,13 +75,14 @@ type result struct {
 	longest  int           // Redis' longest command (LATENCY, ms)
 	detect   time.Duration // outage to the first 503 rate_limit_unavailable; -1: none
 	worst    time.Duration // the longest a request waited for its answer after the outage
+	gateway  string        // the gateway's own count: Redis errors by kind, breaker trips
 	note     string
 }
 
 func (r result) line() string {
-	return fmt.Sprintf("%-22s %-24s %6d answers: 200 %d, 429 %d, 503u %d, shed %d, other %d; false %d; slowlog %d; detect %s",
+	return fmt.Sprintf("%-22s %-24s %6d answers: 200 %d, 429 %d, 503u %d, shed %d, other %d; false %d; slowlog %d; detect %s; gateway: %s %s",
 		r.cell.name, r.build, r.answers, r.counts[kindOK], r.counts[kindLimited], r.counts[kindUnavailable],
-		r.counts[kindShed], r.counts[kindOther], r.false503, r.slowlog, r.detectCell())
+		r.counts[kindShed], r.counts[kindOther], r.false503, r.slowlog, r.detectCell(), r.gateway, r.note)
 }
 
 func (r result) detectCell() string {
@@ -122,7 +123,7 @@ func runCell(ctx context.Context, dir string, c cell, b build, be *backend, o op
 		defer h.close()
 		via = h.addr()
 	}
-	gw, url, err := startGateway(dir, b.bin, gwCPU, rs.url(via), be)
+	gw, url, admin, err := startGateway(dir, b.bin, gwCPU, rs.url(via), be)
 	if err != nil {
 		return res, err
 	}
@@ -205,23 +206,23 @@ func runCell(ctx context.Context, dir string, c cell, b build, be *backend, o op
 	if gw.Exited() {
 		return res, fmt.Errorf("the gateway exited: %s", gw.Tail())
 	}
+	res.gateway = gatewayCounts(admin)
 	return res, nil
 }
 
 // startGateway starts the gateway binary bin (pinned to cpu when not
 // empty) limiting in Redis at redisURL, and waits until it answers.
-func startGateway(dir, bin, cpu, redisURL string, be *backend) (*childproc.Proc, string, error) {
+func startGateway(dir, bin, cpu, redisURL string, be *backend) (p *childproc.Proc, url, admin string, err error) {
 	cfg := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(cfg, []byte(gatewayConfig()), 0o644); err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	addr, err := childproc.FreeAddr()
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
-	admin, err := childproc.FreeAddr()
-	if err != nil {
-		return nil, "", err
+	if admin, err = childproc.FreeAddr(); err != nil {
+		return nil, "", "", err
 	}
 	env := []string{
 		"GATEWAY_LISTEN=" + addr,
@@ -238,17 +239,16 @@ func startGateway(dir, bin, cpu, redisURL string, be *backend) (*childproc.Proc,
 	if cpu != "" {
 		args = append([]string{"-c", cpu, bin}, args...)
 		if bin, err = exec.LookPath("taskset"); err != nil {
-			return nil, "", err
+			return nil, "", "", err
 		}
 	}
-	p, err := childproc.Start(dir, "gateway", env, bin, args...)
-	if err != nil {
-		return nil, "", err
+	if p, err = childproc.Start(dir, "gateway", env, bin, args...); err != nil {
+		return nil, "", "", err
 	}
-	url := "http://" + addr + mePath
+	url = "http://" + addr + mePath
 	if err := p.WaitTCP(addr, 15*time.Second); err != nil {
 		p.Kill()
-		return nil, "", err
+		return nil, "", "", err
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
@@ -258,12 +258,35 @@ func startGateway(dir, bin, cpu, redisURL string, be *backend) (*childproc.Proc,
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return p, url, nil
+				return p, url, admin, nil
 			}
 		}
 		if time.Now().After(deadline) {
 			p.Kill()
-			return nil, "", fmt.Errorf("the gateway does not answer 200 (%v): %s", err, strings.TrimSpace(p.Tail()))
+			return nil, "", "", fmt.Errorf("the gateway does not answer 200 (%v): %s", err, strings.TrimSpace(p.Tail()))
 		}
 	}
+}
+
+// gatewayCounts is the gateway's own account of Redis: its Redis errors by
+// kind and breaker trips (non-zero samples), from its admin /metrics.
+func gatewayCounts(admin string) string {
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return "metrics: " + err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var out []string
+	for _, line := range strings.Split(string(body), "\n") {
+		for _, name := range []string{"vendorgate_gateway_redis_errors_total{", "vendorgate_gateway_redis_breaker_trips_total{", "vendorgate_gateway_limiter_shed_total "} {
+			if strings.HasPrefix(line, name) && !strings.HasSuffix(line, " 0") {
+				out = append(out, strings.TrimPrefix(line, "vendorgate_gateway_"))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return "no Redis errors"
+	}
+	return strings.Join(out, ", ")
 }
