@@ -306,6 +306,12 @@ type Redis struct {
 	// Redis). Default 1s; below Timeout it is Timeout. Past it the request
 	// is shed with 503 request_failed, never rate_limit_unavailable.
 	BusyTimeout time.Duration `yaml:"busy_timeout" env:"GATEWAY_REDIS_BUSY_TIMEOUT"`
+	// TickSlack is how late the gateway's 5ms scheduling tick may wake and
+	// still count as on time. Only a node on time through the last second
+	// calls a silent Redis down at Timeout; a late one (a CPU quota spent,
+	// neighbours on every core) leaves it to WireTimeout. Default 2ms;
+	// 100µs to Timeout.
+	TickSlack time.Duration `yaml:"tick_slack" env:"GATEWAY_REDIS_TICK_SLACK"`
 	// PoolSize is the connection pool size. Default 64.
 	PoolSize int `yaml:"pool_size" env:"GATEWAY_REDIS_POOL_SIZE"`
 	// BreakerOpenFor is how long the limiter's breaker stays open before it
@@ -462,7 +468,7 @@ func DefaultGateway() *Gateway {
 		PublicBaseURL: "http://localhost:8080",
 		Docs:          Docs{Rate: 60, Window: time.Minute},
 		TLS:           TLS{WatchInterval: 30 * time.Second, ACME: ACME{CA: LetsEncrypt}},
-		Redis: Redis{Timeout: 50 * time.Millisecond, WireTimeout: 500 * time.Millisecond, BusyTimeout: time.Second,
+		Redis: Redis{Timeout: 50 * time.Millisecond, WireTimeout: 500 * time.Millisecond, BusyTimeout: time.Second, TickSlack: 2 * time.Millisecond,
 			PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3, BreakerWindow: 3 * time.Second, BreakerFailurePercent: 50,
 			Pipeline: true, PipelineMax: 128, PipelineSenders: 2, LeaseMax: 16, LeaseTTL: 2 * time.Second,
 			SlotTTL: 15 * time.Second, SlotRefresh: 5 * time.Second},
@@ -568,6 +574,9 @@ func (c *Gateway) Validate() error {
 	}
 	if c.Redis.BusyTimeout <= 0 || c.Redis.BusyTimeout > 30*time.Second {
 		add("redis.busy_timeout: %s must be between 1ms and 30s (below redis.timeout it is redis.timeout)", c.Redis.BusyTimeout)
+	}
+	if c.Redis.TickSlack < 100*time.Microsecond || c.Redis.TickSlack > c.Redis.Timeout {
+		add("redis.tick_slack: %s must be between 100µs and redis.timeout (a millisecond or two is usual)", c.Redis.TickSlack)
 	}
 	if c.Redis.BreakerOpenFor <= 0 || c.Redis.BreakerFailures <= 0 || c.Redis.BreakerWindow <= 0 {
 		add("redis.breaker_open_for, redis.breaker_failures and redis.breaker_window must be positive")

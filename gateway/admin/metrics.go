@@ -35,10 +35,10 @@ type Metrics struct {
 	// (past the refund cap, or the token's lease already sent back).
 	Refunds *prometheus.CounterVec
 	// NodeSchedLateness is the node's recent scheduling lateness as the
-	// Redis limiter measures it (the grace a silent Redis is given).
+	// Redis limiter measures it (its 5ms tick's largest delay).
 	NodeSchedLateness prometheus.Gauge
 	// RedisSilenceGrace is the time a silent Redis is given on top of
-	// redis.timeout, from that lateness.
+	// redis.timeout: its slowest answer of the last second.
 	RedisSilenceGrace  prometheus.Gauge
 	BreakerState       *prometheus.GaugeVec
 	BreakerTransitions *prometheus.CounterVec
@@ -122,9 +122,9 @@ func NewMetrics(routes []string) *Metrics {
 		Refunds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_limiter_refunds_total",
 			Help: "Buckets of requests the gateway failed for the backend (a 5xx answer, a 504) under a policy with refund_failures, by outcome: given_back (the request's tokens went back), kept (charged still: past the refund cap, a tenth of the burst a minute per bucket at each gateway, or the token's lease already sent back)."}, []string{"outcome"}),
 		NodeSchedLateness: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_node_sched_lateness_seconds",
-			Help: "How late the gateway's goroutines woke at most over about the last second (a probe's short sleeps, limiter callers' timers): what the grace a silent Redis is given is made of. About 0 on a quiet node; with a Redis limiter only."}),
+			Help: "How late the gateway's goroutines woke at most over about the last second (a 5ms tick, limiter callers' timers). Above redis.tick_slack the node is late: it leaves the verdict on a silent Redis to redis.wire_timeout. About 0 on a quiet node; with a Redis limiter only."}),
 		RedisSilenceGrace: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_redis_silence_grace_seconds",
-			Help: "How much longer than redis.timeout a silent Redis is waited for before requests answer 503 rate_limit_unavailable: 0 while the node's scheduling lateness is below a tenth of redis.timeout; past it, eight times the excess and at least the longest Redis took to answer in the last second; at most redis.busy_timeout - redis.timeout. With a Redis limiter only."}),
+			Help: "How much longer than redis.timeout a silent Redis is waited for before requests answer 503 rate_limit_unavailable, on a node that ran on time through the last second: the slowest answer Redis gave in that second, at most redis.busy_timeout - redis.timeout. With a Redis limiter only."}),
 		BreakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vendorgate_gateway_breaker_state",
 			Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open (gobreaker's state names)."}, []string{"breaker"}),
 		BreakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_breaker_transitions_total",

@@ -87,6 +87,7 @@ func withDefaults(o RedisOptions) RedisOptions {
 	set(&o.BreakerOpenFor, d.BreakerOpenFor)
 	set(&o.BreakerWindow, d.BreakerWindow)
 	set(&o.LeaseTTL, d.LeaseTTL)
+	set(&o.TickSlack, d.TickSlack)
 	o.WireTimeout = max(o.WireTimeout, o.Timeout)
 	o.BusyTimeout = max(o.BusyTimeout, o.Timeout)
 	if o.BreakerFailures == 0 {
@@ -111,8 +112,10 @@ func newRedisOpts(t testing.TB, rs *testredis.Server, calls *atomic.Int64, pipel
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
 		DialTimeout: 100 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
 	t.Cleanup(func() { c.Close() })
-	r, err := NewRedis(withDefaults(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, BreakerOpenFor: 200 * time.Millisecond,
-		Pipeline: pipeline, ObserveCall: func(time.Duration, error) {
+	// A 250ms wire deadline: a node that runs late (a loaded test machine)
+	// leaves a silent Redis' verdict to it, within the tests' 500ms bounds.
+	r, err := NewRedis(withDefaults(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, WireTimeout: 250 * time.Millisecond,
+		BreakerOpenFor: 200 * time.Millisecond, Pipeline: pipeline, ObserveCall: func(time.Duration, error) {
 			if calls != nil {
 				calls.Add(1)
 			}
@@ -197,8 +200,9 @@ func testRedisUnavailableAndBreaker(t *testing.T, pipeline bool) {
 	}
 	rs.Pause()
 	defer rs.Resume()
-	// Each call fails closed within its timeout; the breaker opens once
-	// enough round trips failed (on the wire, when pipelined: 500ms each).
+	// Each call fails closed within its timeout (or the wire deadline, on a
+	// node that runs late); the breaker opens once enough round trips
+	// failed (on the wire, when pipelined: 250ms each).
 	deadline := time.Now().Add(5 * time.Second)
 	for i := 0; r.State() != gobreaker.StateOpen; i++ {
 		start := time.Now()

@@ -44,6 +44,12 @@ type RedisOptions struct {
 	// Timeout passed: the node is busy, not Redis. Past it the request
 	// fails with ErrBusy. At least Timeout.
 	BusyTimeout time.Duration
+	// TickSlack is how late the node's 5ms scheduling probe may wake and
+	// still count as on time: only a node on time through the last second
+	// calls a silent Redis down at Timeout; a late one leaves the verdict
+	// to WireTimeout (see lateness and batcher.silent). Required with
+	// Pipeline; config's default is 2ms.
+	TickSlack time.Duration
 	// BreakerOpenFor is how long the breaker stays open before it lets one
 	// probe through.
 	BreakerOpenFor time.Duration
@@ -268,7 +274,7 @@ func newRedis(o RedisOptions, clk clock, rt roundTrip) (*Redis, error) {
 	if rt == nil {
 		r.conn, err = redisconn.New(redisconn.Options{Client: o.Client, Script: gcraScript, Timeout: o.Timeout,
 			WireTimeout: o.WireTimeout, BusyTimeout: o.BusyTimeout, Pipeline: o.Pipeline,
-			PipelineMax: o.PipelineMax, PipelineSenders: o.PipelineSenders}, r.health, clk)
+			PipelineMax: o.PipelineMax, PipelineSenders: o.PipelineSenders, TickSlack: o.TickSlack}, r.health, clk)
 		if err != nil {
 			return nil, fmt.Errorf("limit: %w", err)
 		}
@@ -360,7 +366,8 @@ func (r *Redis) leaseTick() {
 	now := r.clock.Nanotime()
 	if r.leases.held(now) && (r.cluster || now-r.heard.Load() > int64(r.beatEvery)) {
 		// A ping waits as a request does on a silent Redis: the timeout
-		// and the node's grace; an answer read late (it waited in the
+		// and Redis' slowest recent answer (on the wall clock: the
+		// on-time clock does not bound a socket's deadline); an answer read late (it waited in the
 		// socket past the deadline) is the node's lateness, not Redis'
 		// (whether Redis answered in time is what heard and pinged tell
 		// the leases). A failed ping is a Redis failure: counted, and every
@@ -432,11 +439,11 @@ func (r *Redis) Lateness() time.Duration {
 	return r.conn.Lateness()
 }
 
-// Grace is how much longer than Timeout a silent Redis is waited for now
-// (at most BusyTimeout in all) before a request fails closed: while the
-// node's Lateness is past a tenth of Timeout, a multiple of the excess,
-// and at least the longest Redis took to answer over the same second (see
-// lateness). Zero on a quiet node, and without Pipeline.
+// Grace is how much longer than Timeout, on the node's on-time clock, a
+// silent Redis is waited for now (at most BusyTimeout in all) before a
+// request fails closed: the slowest answer Redis gave over the last
+// second (see lateness). About zero on a quiet node; zero without
+// Pipeline.
 func (r *Redis) Grace() time.Duration {
 	if r.conn == nil {
 		return 0

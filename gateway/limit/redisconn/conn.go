@@ -11,8 +11,11 @@
 //     one round trip), how a caller waits and whom it blames.
 //   - conns.go, peek_*.go: the sockets' evidence (what was written, what
 //     read, what waits unread) that tells a silent Redis from a late node.
-//   - lateness.go: the node's measured scheduling lateness and the grace
-//     it earns a silent Redis.
+//   - lateness.go: the node's on-time clock: whether it ran on time through
+//     the last second (every tick within TickSlack), and Redis' slowest
+//     answer of that second, the only grace a silent Redis gets. Only a
+//     node on time calls Redis down by its own clock; a late one leaves the
+//     verdict to the wire deadline (WireTimeout).
 //   - failure.go: Health (the breaker over round trips and the hooks told
 //     of failures), how a failure is classified, ErrBusy.
 //   - slot.go: Redis Cluster's hash slot of a key.
@@ -79,6 +82,11 @@ type Options struct {
 	// PipelineSenders is how many pipelines may be in flight at once (with
 	// Pipeline).
 	PipelineSenders int
+	// TickSlack is how late the node's 5ms scheduling probe may wake and
+	// still count as on time (with Pipeline): only a node on time through
+	// the last second calls a silent Redis down at Timeout; a late one
+	// leaves the verdict to WireTimeout (see lateness and batcher.silent).
+	TickSlack time.Duration
 }
 
 // Conn is the limiter's connection to Redis: a client, its breaker
@@ -108,6 +116,8 @@ func New(o Options, h *Health, clk Clock) (*Conn, error) {
 		return nil, fmt.Errorf("redisconn: pipeline max %d must be positive", o.PipelineMax)
 	case o.Pipeline && o.PipelineSenders <= 0:
 		return nil, fmt.Errorf("redisconn: pipeline senders %d must be positive", o.PipelineSenders)
+	case o.Pipeline && o.TickSlack <= 0:
+		return nil, fmt.Errorf("redisconn: tick slack %s must be positive", o.TickSlack)
 	}
 	if err := CheckTimeouts(o.Timeout, o.WireTimeout, o.BusyTimeout); err != nil {
 		return nil, err

@@ -18,13 +18,17 @@ import (
 // by when the gateway's goroutines got a core: a go-redis dial hook wraps
 // each connection and notes when a write to Redis completed and when a read
 // returned bytes. Redis is silent when a connection has waited for an
-// answer (written after its last read) for a caller's timeout, no
-// connection has read a byte since that write, and no reply is waiting
-// unread in its socket buffer (peeked, never read). A request written late
-// (a sender that got its core late) is not yet waited on; a reply that
-// arrived while the gateway was not scheduled is waiting, not missing.
+// answer (written after its last read) for a caller's timeout on the
+// node's on-time clock (onTime: lateness.go; time the node ran late is not
+// counted), no connection has read a byte since that write, and no reply
+// is waiting unread in its socket buffer (peeked, never read; for TLS, the
+// encrypted bytes of the record). A request written late (a sender that
+// got its core late) is not yet waited on; a reply that arrived while the
+// gateway was not scheduled is waiting, not missing.
 type conns struct {
-	clock    Clock
+	clock Clock
+	// onTime maps a reading of clock to the on-time clock (nil: the same).
+	onTime func(int64) int64
 	lastRead atomic.Int64 // clock's ns: the latest read that returned bytes, on any connection
 	mu       sync.Mutex
 	set      map[*watchedConn]syscall.RawConn // nil RawConn: cannot be peeked (TLS)
@@ -40,8 +44,8 @@ type conns struct {
 	// gateway, and Redis was not asked.
 	lateWrites atomic.Int64
 	// answered, when set (before the first dial), is told how long each
-	// answer took: from a request's write to the first read that returned
-	// bytes after it.
+	// answer took on the on-time clock: from a request's write to the first
+	// read that returned bytes after it.
 	answered func(time.Duration)
 	// beforeRead, when set (tests only, before the first dial), runs
 	// before each read: a reader that got its core late.
@@ -66,6 +70,14 @@ func (c *conns) watch(client redis.UniversalClient) {
 
 func (c *conns) now() int64 { return c.clock.Nanotime() }
 
+// on is wall (a reading of clock) on the on-time clock.
+func (c *conns) on(wall int64) int64 {
+	if c.onTime == nil {
+		return wall
+	}
+	return c.onTime(wall)
+}
+
 // DialHook wraps each new connection.
 func (c *conns) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -75,13 +87,21 @@ func (c *conns) DialHook(next redis.DialHook) redis.DialHook {
 		}
 		w := &watchedConn{Conn: conn, w: c}
 		var out net.Conn = w
-		// Only a plain socket is peeked, and only it keeps offering go-redis
-		// its raw handle: go-redis deliberately does not look into TLS.
+		// A plain socket keeps offering go-redis its raw handle. A TLS
+		// connection does not (go-redis deliberately does not look into
+		// TLS), but its socket is peeked too: encrypted bytes waiting are
+		// Redis' answer as surely as plaintext.
 		if sc, ok := conn.(syscall.Conn); ok {
 			if w.raw, err = sc.SyscallConn(); err != nil {
 				w.raw = nil
 			}
 			out = watchedSysConn{w, sc}
+		} else if under, ok := conn.(interface{ NetConn() net.Conn }); ok {
+			if sc, ok := under.NetConn().(syscall.Conn); ok {
+				if raw, err := sc.SyscallConn(); err == nil {
+					w.raw, w.sealed = raw, true
+				}
+			}
 		}
 		c.mu.Lock()
 		c.set[w] = w.raw
@@ -98,10 +118,10 @@ func (c *conns) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 	return next
 }
 
-// silent reports whether Redis has been silent for timeout at now (see
-// conns).
+// silent reports whether Redis has been silent for timeout on the on-time
+// clock at now (see conns).
 func (c *conns) silent(timeout time.Duration) bool {
-	now := c.now()
+	now := c.on(c.now())
 	last := c.lastRead.Load()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -116,7 +136,7 @@ func (c *conns) silent(timeout time.Duration) bool {
 				return false // Redis answered; the gateway has not read it yet
 			}
 		}
-		if now-wrote >= int64(timeout) && last < wrote {
+		if now-w.wroteOn.Load() >= int64(timeout) && last < wrote {
 			waited = true
 		}
 	}
@@ -128,7 +148,9 @@ type watchedConn struct {
 	net.Conn
 	w           *conns
 	raw         syscall.RawConn // nil: cannot be peeked
+	sealed      bool            // raw carries TLS records: peeked, never read
 	wrote, read atomic.Int64    // clock's ns; 0: never
+	wroteOn     atomic.Int64    // the on-time clock at wrote
 	writeBy     atomic.Int64    // clock's ns: the write deadline; 0: none
 }
 
@@ -164,7 +186,9 @@ func (c *watchedConn) Write(p []byte) (int, error) {
 		c.w.lateWrites.Add(1)
 	}
 	if n > 0 {
-		c.wrote.Store(max(c.w.now(), 1))
+		t := max(c.w.now(), 1)
+		c.wroteOn.Store(c.w.on(t))
+		c.wrote.Store(t)
 	}
 	return n, err
 }
@@ -179,8 +203,15 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 		if waiting, _ := peek(c.raw); waiting {
 			// Redis answered in time and the node read late: the reply is
 			// taken, not lost with the connection (its callers would be
-			// refused with their decisions in the socket).
-			if n = readWaiting(c.raw, p); n > 0 {
+			// refused with their decisions in the socket). TLS records are
+			// read through TLS, with a moment more to read what waits (a
+			// timeout does not break a TLS connection).
+			if c.sealed {
+				n, err = c.readSealed(p)
+			} else {
+				n = readWaiting(c.raw, p)
+			}
+			if n > 0 {
 				err = nil
 			} else {
 				c.w.lateReads.Add(1)
@@ -191,11 +222,29 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 	if n > 0 {
 		t := max(c.w.now(), 1)
 		if wrote := c.wrote.Load(); wrote > c.read.Load() && c.w.answered != nil {
-			c.w.answered(time.Duration(t - wrote))
+			c.w.answered(time.Duration(c.w.on(t) - c.wroteOn.Load()))
 		}
 		c.read.Store(t)
 		for last := c.w.lastRead.Load(); last < t && !c.w.lastRead.CompareAndSwap(last, t); last = c.w.lastRead.Load() {
 		}
+	}
+	return n, err
+}
+
+// sealedReadExtra is how long a TLS read that timed out with bytes
+// waiting is given to read them.
+const sealedReadExtra = 50 * time.Millisecond
+
+// readSealed reads through TLS what waits in the socket after a read
+// timed out, then restores an expired deadline (go-redis sets its own for
+// the next command).
+func (c *watchedConn) readSealed(p []byte) (int, error) {
+	if err := c.Conn.SetReadDeadline(time.Now().Add(sealedReadExtra)); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		err = nil
 	}
 	return n, err
 }

@@ -5,35 +5,44 @@ import (
 	"time"
 )
 
-// lateness measures how late this node runs: a goroutine sleeps a short
-// fixed interval (every) and notes how much later than asked it woke, and
-// callers whose own timers fired late add what they saw (note). Its
-// Lateness is the largest of the last window: on a quiet node about zero.
+// lateness tells whether this node runs on time (OnTime), and keeps its
+// on-time clock: the rule (see batcher.silent) is that Redis is called
+// down for its silence only by a node that has run on time through the
+// last window, and only for silence counted on that clock.
 //
-// The grace a silent Redis is given (Grace, see batcher.silent) is nothing
-// while the lateness is below busyAt (timer slack, a collection: noise),
-// and past it a multiple (latenessFactor) of the lateness beyond busyAt,
-// and at least the longest Redis took to answer over the same window
-// (noteAnswer: a request's write to the first bytes read back, at the
-// socket). The probe only sleeps and wakes, and the kernel wakes a sleeper
-// first; a Redis on the same starved cores (a sidecar, a test machine)
-// does work between its waits and competes for every slice, and is held
-// several times longer: measured under three busy loops on two cores,
-// Redis silent 74ms while the probe saw 15ms, 240ms while it saw 66ms. On
-// a quiet node the grace is zero: a dead Redis is called dead at about
-// the timeout, and a Redis that answers slowly there is not excused.
+// A goroutine sleeps a short fixed interval (every, 5ms) and wakes. A wake
+// at most slack (redis.tick_slack) later than asked counts whole; a later
+// one counts every+slack and the rest is lost: time in which this node
+// was not running (a CPU quota spent, neighbours on every core, a stop),
+// in which it could neither send, read nor see a reply, and in which
+// Redis, on the same starved cores, may have been held too. Between wakes
+// the clock runs with the wall clock up to every+slack past the last
+// wake, and stands still beyond (the probe is overdue: the node stalls
+// now). So the on-time clock never runs faster than the wall clock, and
+// on a node that runs on time it is the wall clock.
 //
-// Reading Grace is one atomic load; the probe owns one goroutine, started
-// by start and stopped by stop.
+// It also keeps the slowest answer Redis gave over the last window
+// (noteAnswer: a request's write to the first bytes read back, on the
+// on-time clock): Grace, the part of a silence that Redis' own recent
+// pace excuses (at most limit). A Redis that answers, however slowly, is
+// not called down before it has been silent longer than it has lately
+// taken; on a quiet node that is a fraction of a millisecond.
+//
+// Lateness (the largest wake delay of the window, callers' late timers
+// included) is for the metric and the heartbeat. Reading any of them is
+// an atomic load; the probe owns one goroutine, started by start and
+// stopped by stop.
 type lateness struct {
 	every  time.Duration // the probe's sleep
 	bucket time.Duration // the window is buckets of this span
-	busyAt time.Duration // from this lateness on, answers' times count too
+	slack  time.Duration // a wake later than this is late
 	limit  time.Duration // Grace never exceeds it
-	sched  atomic.Int64  // ns: the window's max lateness, published
-	grace  atomic.Int64  // ns: the grace, published
-	noted  atomic.Int64  // ns: the max noted by callers since the last wake
-	answer atomic.Int64  // ns: the longest answer since the last wake
+	now    func() int64  // the clock (ns) the on-time clock is kept against
+	mark   atomic.Pointer[mark]
+	sched  atomic.Int64 // ns: the window's max lateness, published
+	grace  atomic.Int64 // ns: the window's slowest answer (capped), published
+	noted  atomic.Int64 // ns: the max noted by callers since the last wake
+	answer atomic.Int64 // ns: the slowest answer since the last wake
 	// wakeDelay (ns; tests only) is slept after each wake: a probe (a
 	// node) that gets its core that late.
 	wakeDelay atomic.Int64
@@ -41,19 +50,24 @@ type lateness struct {
 	done      chan struct{}
 }
 
-// The probe's sleep, and the window its lateness is the max of: long
-// enough to span a few of a starved node's stalls, short enough that the
-// grace falls back within a second or so once the node is quiet again.
+// mark is the on-time clock at the probe's last wake.
+type mark struct{ wall, on int64 }
+
+// The probe's sleep, and the window its lateness and the slowest answer
+// are the max of: long enough to span a few of a starved node's stalls,
+// short enough that the grace falls back within a second or so.
 const (
 	latenessEvery   = 5 * time.Millisecond
 	latenessWindow  = time.Second
 	latenessBuckets = 4 // the window is this many buckets
-	latenessFactor  = 8 // the grace is this many times the lateness past busyAt
 )
 
-func newLateness(every, window, busyAt, limit time.Duration) *lateness {
-	return &lateness{every: every, bucket: max(window/latenessBuckets, every), busyAt: busyAt, limit: limit,
+func newLateness(every, window, slack, limit time.Duration, now func() int64) *lateness {
+	l := &lateness{every: every, bucket: max(window/latenessBuckets, every), slack: slack, limit: limit, now: now,
 		stopc: make(chan struct{}), done: make(chan struct{})}
+	t := now()
+	l.mark.Store(&mark{wall: t, on: t})
+	return l
 }
 
 // start runs the probe until stop.
@@ -64,18 +78,40 @@ func (l *lateness) stop() {
 	<-l.done
 }
 
+// onTime is the on-time clock at wall (a reading of l.now).
+func (l *lateness) onTime(wall int64) int64 {
+	m := l.mark.Load()
+	return m.on + min(max(wall-m.wall, 0), int64(l.every+l.slack))
+}
+
 // Lateness is the node's recent scheduling lateness: the largest delay
 // seen in the last window.
 func (l *lateness) Lateness() time.Duration { return time.Duration(l.sched.Load()) }
 
-// Grace is how much longer than its timeout a silent Redis is waited for
-// now: at most limit.
+// Grace is the slowest answer Redis gave in the last window (at most
+// limit): a silent Redis is called down past Timeout plus this, on the
+// on-time clock.
 func (l *lateness) Grace() time.Duration { return time.Duration(l.grace.Load()) }
+
+// OnTime reports whether the node has run on time through the last
+// window at wall (a reading of l.now): no tick and no caller's timer later
+// than slack, and the probe not overdue now. Only such a node judges a
+// silent Redis by its own clock (see batcher.silent).
+func (l *lateness) OnTime(wall int64) bool {
+	return l.sched.Load() <= int64(l.slack) && wall-l.mark.Load().wall <= int64(l.every+l.slack)
+}
+
+// Lost is how much of the wall clock the on-time clock has not counted
+// since the probe started.
+func (l *lateness) Lost() time.Duration {
+	m := l.mark.Load()
+	return time.Duration(m.wall - m.on)
+}
 
 // note adds a lateness a caller saw (its timer fired d late).
 func (l *lateness) note(d time.Duration) { atomicMax(&l.noted, int64(d)) }
 
-// noteAnswer adds how long Redis took to answer a request.
+// noteAnswer adds how long Redis took to answer a request (on-time clock).
 func (l *lateness) noteAnswer(d time.Duration) { atomicMax(&l.answer, int64(d)) }
 
 func atomicMax(a *atomic.Int64, v int64) {
@@ -109,13 +145,12 @@ func (l *lateness) run() {
 	defer close(l.done)
 	t := time.NewTimer(l.every)
 	defer t.Stop()
-	epoch := time.Now()
+	epoch := l.now()
 	var sched, answers window
 	for i := range sched.ids {
 		sched.ids[i], answers.ids[i] = -1, -1
 	}
 	for {
-		asked := time.Now()
 		t.Reset(l.every)
 		select {
 		case <-l.stopc:
@@ -125,15 +160,13 @@ func (l *lateness) run() {
 		if d := l.wakeDelay.Load(); d > 0 {
 			time.Sleep(time.Duration(d))
 		}
-		now := time.Now()
-		id := int64(now.Sub(epoch) / l.bucket)
-		late := sched.add(id, max(int64(now.Sub(asked)-l.every), l.noted.Swap(0), 0))
+		now := l.now()
+		m := l.mark.Load()
+		l.mark.Store(&mark{wall: now, on: l.onTime(now)})
+		id := (now - epoch) / int64(l.bucket)
+		late := sched.add(id, max(now-m.wall-int64(l.every), l.noted.Swap(0), 0))
 		slowest := answers.add(id, l.answer.Swap(0))
-		g := int64(0)
-		if late >= int64(l.busyAt) {
-			g = max(latenessFactor*(late-int64(l.busyAt)), slowest)
-		}
 		l.sched.Store(late)
-		l.grace.Store(min(g, int64(l.limit)))
+		l.grace.Store(min(slowest, int64(l.limit)))
 	}
 }

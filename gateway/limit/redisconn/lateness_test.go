@@ -5,13 +5,58 @@ import (
 	"time"
 )
 
-// TestLatenessGrace: the probe's grace is a multiple of its lateness past
-// busyAt, at least the slowest answer while the node is late, capped, and
-// falls back once the node is on time again.
-func TestLatenessGrace(t *testing.T) {
-	l := newLateness(5*time.Millisecond, 400*time.Millisecond, 5*time.Millisecond, 900*time.Millisecond)
+// testTickSlack is the tick slack of the tests' pipelined limiters:
+// config's default.
+const testTickSlack = 2 * time.Millisecond
+
+// TestOnTimeClock: on a probe that wakes on time the on-time clock is the
+// wall clock; on one that wakes 60ms late each tick counts every+slack and
+// the rest is lost; it never runs faster than the wall clock, stands still
+// while the probe is overdue, and counts in full again once the probe is
+// on time.
+func TestOnTimeClock(t *testing.T) {
+	// A 20ms slack: a loaded test machine's ticks are within it, a 60ms
+	// late probe is not.
+	const every, slack = 5 * time.Millisecond, 20 * time.Millisecond
+	l := newLateness(every, 400*time.Millisecond, slack, 900*time.Millisecond, func() int64 { return time.Now().UnixNano() })
 	l.start()
 	defer l.stop()
+	measure := func(d time.Duration) (wall, on time.Duration) {
+		w0 := time.Now().UnixNano()
+		o0 := l.onTime(w0)
+		time.Sleep(d)
+		w1 := time.Now().UnixNano()
+		o1 := l.onTime(w1)
+		if o1-o0 > w1-w0 {
+			t.Fatalf("on-time clock ran %s in %s of wall clock", time.Duration(o1-o0), time.Duration(w1-w0))
+		}
+		return time.Duration(w1 - w0), time.Duration(o1 - o0)
+	}
+	// On time (a loaded test machine may lose a little).
+	if wall, on := measure(300 * time.Millisecond); on < wall/2 {
+		t.Fatalf("quiet probe: on-time %s of %s wall", on, wall)
+	}
+	lost0 := l.Lost()
+	l.wakeDelay.Store(int64(60 * time.Millisecond))
+	time.Sleep(150 * time.Millisecond)
+	// 60ms late: each 65ms tick counts at most 25ms.
+	wall, on := measure(650 * time.Millisecond)
+	if on > wall*(every+slack)/(every+60*time.Millisecond)+every+slack {
+		t.Fatalf("60ms-late probe: on-time %s of %s wall, want at most %s of each 65ms tick", on, wall, every+slack)
+	}
+	if l.Lost()-lost0 < wall/3 {
+		t.Fatalf("60ms-late probe: lost %s of %s", l.Lost()-lost0, wall)
+	}
+	if l.Lateness() < 55*time.Millisecond || l.OnTime(time.Now().UnixNano()) {
+		t.Fatalf("lateness %s with the probe 60ms late, or on time", l.Lateness())
+	}
+	// Grace is the slowest answer of the window, capped, whatever the
+	// lateness.
+	if g := l.Grace(); g != 0 {
+		t.Fatalf("grace %s with no answer noted", g)
+	}
+	l.wakeDelay.Store(0)
+	l.noteAnswer(700 * time.Millisecond)
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
@@ -20,18 +65,11 @@ func TestLatenessGrace(t *testing.T) {
 			}
 		}
 	}
-	l.wakeDelay.Store(int64(40 * time.Millisecond))
-	waitFor("40ms late", func() bool { return l.Lateness() >= 40*time.Millisecond })
-	if g := l.Grace(); g < 8*35*time.Millisecond || g > 900*time.Millisecond {
-		t.Fatalf("grace %s for a lateness of %s, want 8 × (lateness - 5ms), at most 900ms", g, l.Lateness())
-	}
-	l.wakeDelay.Store(int64(200 * time.Millisecond))
+	waitFor("a slow answer", func() bool { return l.Grace() == 700*time.Millisecond })
+	l.noteAnswer(2 * time.Second)
 	waitFor("capped", func() bool { return l.Grace() == 900*time.Millisecond })
-	l.wakeDelay.Store(int64(10 * time.Millisecond))
-	waitFor("back to 10ms late", func() bool { return l.Lateness() < 100*time.Millisecond })
-	l.noteAnswer(700 * time.Millisecond) // a slow answer on a late node counts
-	waitFor("a slow answer", func() bool { return l.Grace() >= 700*time.Millisecond })
-	l.wakeDelay.Store(0)
-	// On time again: the slow answer and the lateness leave the window.
-	waitFor("on time", func() bool { return l.Grace() < 200*time.Millisecond && l.Lateness() < 30*time.Millisecond })
+	waitFor("the slow answers leave the window", func() bool { return l.Grace() == 0 })
+	if wall, on := measure(300 * time.Millisecond); on < wall/2 {
+		t.Fatalf("on time again: on-time %s of %s wall", on, wall)
+	}
 }

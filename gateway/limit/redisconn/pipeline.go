@@ -59,11 +59,14 @@ var errSilent = fmt.Errorf("no answer from redis within the limiter timeout: %w"
 //     late callers is one late round trip, not fifty failures, and a call
 //     never sent (its caller gave up first) is no outcome at all.
 //   - The caller: it waits up to timeout for its reply, then judges the
-//     evidence, taken at the sockets (conns). Redis is silent when a
-//     request was written to it timeout ago or more (plus the grace of a
-//     late node, about zero on a quiet one: see lateness), no byte has
-//     been read from Redis since, and no reply waits unread in a limiter
-//     connection's socket buffer (replies arriving on its connection);
+//     evidence, taken at the sockets (conns), if the node has run on time
+//     through the last second (see lateness; a late node leaves the
+//     verdict to the wire deadline). Redis is silent when a request was
+//     written to it timeout ago or more, plus the slowest answer Redis
+//     gave in the last second, counted on the node's on-time clock, no
+//     byte has been read from Redis since, and no reply waits unread in a
+//     limiter connection's socket buffer (replies arriving on its
+//     connection);
 //     seen twice, a moment apart (the second look lets a sender that was
 //     just woken read what is already there), the caller fails closed
 //     (ErrUnavailable, 503): on a quiet node a few milliseconds past
@@ -155,9 +158,10 @@ func newBatcher(client redis.UniversalClient, o *Options, h *Health, clk Clock) 
 	_, cluster := client.(*redis.ClusterClient)
 	b := &batcher{client: client, timeout: o.Timeout, wire: o.WireTimeout, busy: o.BusyTimeout, max: o.PipelineMax,
 		script: o.Script, health: h, conns: &conns{clock: clk}, cluster: cluster,
-		late:  newLateness(latenessEvery, latenessWindow, max(o.Timeout/10, time.Millisecond), o.BusyTimeout-o.Timeout),
+		late:  newLateness(latenessEvery, latenessWindow, o.TickSlack, o.BusyTimeout-o.Timeout, clk.Nanotime),
 		queue: make(chan *Call, 4*o.PipelineMax), stop: make(chan struct{}), done: make(chan struct{})}
 	b.conns.answered = b.late.noteAnswer
+	b.conns.onTime = b.late.onTime
 	b.conns.watch(client)
 	b.late.start()
 	b.calls.New = func() any {
@@ -236,14 +240,15 @@ func (b *batcher) do(c *Call) ([]any, error) {
 // until the returned time, or give up with the returned error. Redis must
 // look silent at two looks in a row to fail the caller closed; a look
 // taken on a timer that fired late counts for nothing (the node stalled).
-// Past busy since start, a caller facing no silent Redis is shed.
+// Past busy since start, a caller facing no silent Redis (on the on-time
+// clock, whether or not the node ran on time) is shed.
 func (b *batcher) judge(start, due, now time.Time, suspect *bool) (time.Time, error) {
 	stalled := now.Sub(due) > max(b.timeout/25, time.Millisecond)
 	if stalled {
 		b.late.note(now.Sub(due))
 	}
-	if now.Sub(start) >= b.busy { // the last look, late or not
-		if b.silent() {
+	if now.Sub(start) >= b.busy { // the last look, late or not: on the on-time clock alone
+		if b.silentFor() {
 			return time.Time{}, errSilent
 		}
 		return time.Time{}, ErrBusy
@@ -264,13 +269,20 @@ func (b *batcher) judge(start, due, now time.Time, suspect *bool) (time.Time, er
 	return next, nil
 }
 
-// silent reports whether Redis is silent: a request written to it timeout
-// ago or more, plus the node's recent scheduling lateness (Redis runs on
-// the same starved cores: its answer is as late as the gateway's own
-// timers), no byte read from it since, and no reply waiting unread (see
-// conns). On a quiet node the grace is about zero: a dead Redis is
-// called dead at timeout, as before.
-func (b *batcher) silent() bool { return b.conns.silent(b.timeout + b.late.Grace()) }
+// silent reports whether Redis is silent, as judged by a node that has
+// run on time through the last second (every tick and caller's timer
+// within the tick slack; a late node leaves the verdict to the wire: a
+// round trip unanswered at its wire deadline): a request written to it
+// timeout ago or more, plus the slowest answer it gave in the last
+// second, on the node's on-time clock, no byte read from it since, and no
+// reply waiting unread (see conns). On a quiet node the addition is about
+// zero: a dead Redis is called dead at about timeout.
+func (b *batcher) silent() bool { return b.late.OnTime(b.conns.now()) && b.silentFor() }
+
+// silentFor is silent without asking whether the node ran on time: the
+// last look of a caller that waited busy in all (a node late throughout,
+// whose round trip has not failed on the wire by then).
+func (b *batcher) silentFor() bool { return b.conns.silent(b.timeout + b.late.Grace()) }
 
 // giveUp ends a caller's wait with err. A call still queued is withdrawn
 // (never sent, not charged, counted); one a sender already took is left to

@@ -22,6 +22,14 @@ func (c *Conn) SetBeforeWrite(f func()) { c.batch.conns.beforeWrite = f }
 // wake: a node that gets its core that late.
 func (c *Conn) SetWakeDelay(d time.Duration) { c.batch.late.wakeDelay.Store(int64(d)) }
 
+// Lost (tests only) is how much time the on-time clock has not counted:
+// the node's ticks past their slack.
+func (c *Conn) Lost() time.Duration { return c.batch.late.Lost() }
+
+// OnTime (tests only) reports whether the node has run on time through
+// the last second, now.
+func (c *Conn) OnTime() bool { return c.batch.late.OnTime(c.batch.conns.now()) }
+
 // SetTimeouts (tests only) changes a pipelined caller's wait, the wire
 // deadline and the busy bound.
 func (c *Conn) SetTimeouts(timeout, wire, busy time.Duration) {
@@ -35,9 +43,10 @@ func (c *Conn) SetTimeouts(timeout, wire, busy time.Duration) {
 // bounds (the other settings kept), so that, with one sender, the calls
 // arriving while its pipeline is in flight form exactly one batch.
 func (c *Conn) RestartPipeline(timeout time.Duration, max, senders int) {
+	slack := c.batch.late.slack
 	c.batch.close()
 	c.batch = newBatcher(c.client, &Options{Script: c.script, Timeout: timeout, WireTimeout: timeout, BusyTimeout: timeout,
-		PipelineMax: max, PipelineSenders: senders}, c.health, c.clock)
+		PipelineMax: max, PipelineSenders: senders, TickSlack: slack}, c.health, c.clock)
 }
 
 // Batches (tests only) is how many pipelines were sent.
