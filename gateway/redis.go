@@ -65,7 +65,7 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 	// (docs/configuration.md).
 	g.redisLim, err = limit.NewRedis(limit.RedisOptions{Client: g.limiterClient, Timeout: c.Redis.Timeout,
 		WireTimeout: max(c.Redis.WireTimeout, c.Redis.Timeout), BusyTimeout: max(c.Redis.BusyTimeout, c.Redis.Timeout),
-		TickSlack: c.Redis.TickSlack,
+		TickSlack:      c.Redis.TickSlack,
 		BreakerOpenFor: c.Redis.BreakerOpenFor, BreakerFailures: c.Redis.BreakerFailures,
 		BreakerWindow: c.Redis.BreakerWindow, BreakerFailureRatio: float64(c.Redis.BreakerFailurePercent) / 100,
 		OnStateChange: g.onBreakerState, OnBreakerOpen: g.onLimiterBreakerOpen,

@@ -28,7 +28,7 @@ import (
 type conns struct {
 	clock Clock
 	// onTime maps a reading of clock to the on-time clock (nil: the same).
-	onTime func(int64) int64
+	onTime   func(int64) int64
 	lastRead atomic.Int64 // clock's ns: the latest read that returned bytes, on any connection
 	mu       sync.Mutex
 	set      map[*watchedConn]syscall.RawConn // nil RawConn: cannot be peeked (TLS)
