@@ -778,12 +778,6 @@ func (w *simWorld) lose(key string, n int) {
 	w.lost[key] = append(w.lost[key], simSlack{n, math.MaxInt64})
 }
 
-// span is how long a bucket's charges count: a burst and a lease.
-func (w *simWorld) span(key string) int64 {
-	r := w.rates[strings.TrimPrefix(key, keyPrefix)]
-	return int64(r.Period)/int64(r.Limit)*int64(r.EffectiveBurst()+w.leaseMax) + int64(w.ttl)
-}
-
 // delay is one leg of a round trip on a healthy Redis: within half the
 // timeout, so that Redis answers within it.
 func (w *simWorld) delay() time.Duration {

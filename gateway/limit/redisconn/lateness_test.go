@@ -5,10 +5,6 @@ import (
 	"time"
 )
 
-// testTickSlack is the tick slack of the tests' pipelined limiters:
-// config's default.
-const testTickSlack = 2 * time.Millisecond
-
 // TestOnTimeClock: on a probe that wakes on time the on-time clock is the
 // wall clock; on one that wakes 60ms late each tick counts every+slack and
 // the rest is lost; it never runs faster than the wall clock, stands still
