@@ -68,13 +68,16 @@ var (
 // ping read late dropped every lease with Redis answering within its
 // timeout), 1492 (a grant answered after Redis failed: its tokens lost
 // uncounted), 1001152 and 1001588 (a token given back to a lease sent back
-// meanwhile and sent back again, with that defect put back), and seeds that found faults of the simulation itself (a
+// meanwhile and sent back again, with that defect put back), 1002221 and
+// 1030917 (a token refunded for the backend's failure given back to a
+// third lease after the second, holding another token of its grant, was
+// sent back: its grant refunded twice), and seeds that found faults of the simulation itself (a
 // refund Redis skipped, a call Redis ran after its caller gave up, two
 // grants of one TAT, a killed gateway's taken tokens and the answers
 // Redis charged that it never read, a request's own token on its way back
 // to a gateway killed before it arrived, the tokens a decision's second
 // pass took from leases while it waited on a Close).
-var simRegressions = []int64{4, 11, 1492, 1000146, 1000229, 1000232, 1001063, 1001152, 1001547, 1001588, 1001934, 1002546, 1014092, 1014247, 1016244, 1428976}
+var simRegressions = []int64{4, 11, 1492, 1000146, 1000229, 1000232, 1001063, 1001152, 1001547, 1001588, 1001934, 1002546, 1014092, 1014247, 1016244, 1428976, 1002221, 1030917}
 
 const (
 	simTimeout = 50 * time.Millisecond
