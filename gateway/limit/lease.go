@@ -238,11 +238,12 @@ func (e *bucketLease) result(now int64) Result {
 // that lease has run out and been granted anew meanwhile (other requests
 // spent the rest), the token joins the new lease's older segment, under
 // the earlier of the two grants' TATs: its grant was never sent back, and
-// one refund of the segment reckons its future once. When its lease was
-// sent back or dropped meanwhile, or Redis failed since, the token is lost
-// (a second refund of one grant would reckon its future twice and could
-// erase another gateway's later charge): its bucket stays charged for it
-// until it refills.
+// one refund of the segment reckons its future once. When its lease or
+// any lease since was sent back or dropped meanwhile (a later lease may
+// have held another token of its grant, given back to it), or Redis
+// failed since, the token is lost (a second refund of one grant would
+// reckon its future twice and could erase another gateway's later
+// charge): its bucket stays charged for it until it refills.
 func (l *leases) giveBack(key string, t ticket, now int64) {
 	if !l.putBack(key, t, now) && l.hooks.Dropped != nil {
 		l.hooks.Dropped(1)
@@ -261,8 +262,9 @@ func (l *leases) putBack(key string, t ticket, now int64) bool {
 	case e.gen == t.gen && !t.older && t.tatUS == e.tatGrantUS:
 		e.tokens++ // the segment it came from
 	case e.gen == t.gen,
-		// t's lease was spent to the end (not sent back), and e is live.
-		e.gen-t.gen <= 8 && e.refunded&(1<<(e.gen-t.gen-1)) == 0 && e.tokens > 0 && now < e.expires:
+		// t's lease and every one since were spent to the end (none sent
+		// back: one may have held a token of t's grant), and e is live.
+		e.gen-t.gen <= 8 && e.refunded&(1<<(e.gen-t.gen)-1) == 0 && e.tokens > 0 && now < e.expires:
 		if t.after { // positioned past t.tatUS: a whole interval at most
 			if e.older == 0 {
 				e.olderTAT = t.tatUS

@@ -964,4 +964,27 @@ func TestLeaseTokensGivenBack(t *testing.T) {
 		}
 		check(l.sweep(now, true), []refund{{key: b, emission: 1, unused: 2, tatGrantUS: 8_000_000}})
 	})
+	// Its lease spent to the end, a token of it given back joins the next
+	// lease, which is sent back with it: that refund reckoned the grant's
+	// future. Another token of the first lease given back after that (a
+	// request refunded for the backend's failure, up to 1.5 lease_ttl
+	// later) is lost too: in a third lease it would go back a second time
+	// under the same grant's TAT, and erase a later charge (TestSimulation's
+	// seeds 1002221 and 1030917).
+	t.Run("after a later lease holding its grant was sent back", func(t *testing.T) {
+		l := newL()
+		dropped = 0
+		l.grant("b", r, Result{Remaining: 50}, 4, 2_000_000, 0, now, now)
+		t1, t2, _ := take(l), take(l), take(l)
+		l.grant("b", r, Result{Remaining: 40}, 3, 8_000_000, 0, now, now)
+		l.giveBack("b", t1, now)
+		check(l.sweep(now, true), []refund{{key: b, emission: 1, unused: 2, tatGrantUS: 8_000_000},
+			{key: b, emission: 1, unused: 1, tatGrantUS: 2_000_000}})
+		l.grant("b", r, Result{Remaining: 30}, 3, 14_000_000, 0, now, now)
+		l.giveBack("b", t2, now)
+		if dropped != 1 {
+			t.Fatalf("%d tokens dropped, want the one given back", dropped)
+		}
+		check(l.sweep(now, true), []refund{{key: b, emission: 1, unused: 2, tatGrantUS: 14_000_000}})
+	})
 }

@@ -18,8 +18,9 @@ import (
 // grant then reckons once; a token charged alone is a grant of one, sent
 // back by the refund script against its own TAT (only what of it is still
 // in the future, only while the stored TAT is not below it). A token whose
-// lease was sent back or dropped meanwhile stays charged: a second refund
-// of one grant could erase another gateway's later charge.
+// lease, or a later lease of its bucket, was sent back or dropped
+// meanwhile stays charged: a second refund of one grant could erase
+// another gateway's later charge.
 //
 // Refunds are capped per bucket at each gateway: at most RefundShare of
 // the bucket's burst a minute (at least one request's cost), so that a

@@ -68,12 +68,16 @@ var (
 // ping read late dropped every lease with Redis answering within its
 // timeout), 1492 (a grant answered after Redis failed: its tokens lost
 // uncounted), 1001152 and 1001588 (a token given back to a lease sent back
-// meanwhile and sent back again, with that defect put back), and seeds that found faults of the simulation itself (a
+// meanwhile and sent back again, with that defect put back), 1002221 and
+// 1030917 (a token refunded for the backend's failure given back to a
+// third lease after the second, holding another token of its grant, was
+// sent back: its grant refunded twice), and seeds that found faults of the simulation itself (a
 // refund Redis skipped, a call Redis ran after its caller gave up, two
 // grants of one TAT, a killed gateway's taken tokens and the answers
 // Redis charged that it never read, a request's own token on its way back
-// to a gateway killed before it arrived).
-var simRegressions = []int64{4, 11, 1492, 1000146, 1000229, 1000232, 1001063, 1001152, 1001547, 1001588, 1001934, 1002546, 1014092, 1014247, 1016244}
+// to a gateway killed before it arrived, the tokens a decision's second
+// pass took from leases while it waited on a Close).
+var simRegressions = []int64{4, 11, 1492, 1000146, 1000229, 1000232, 1001063, 1001152, 1001547, 1001588, 1001934, 1002546, 1014092, 1014247, 1016244, 1428976, 1002221, 1030917}
 
 const (
 	simTimeout = 50 * time.Millisecond
@@ -265,8 +269,10 @@ type simGW struct {
 	readers  int   // decisions waiting on a call (Close waits for them)
 	beats    int   // beats of the lease loop waiting on a round trip
 	blocked  bool  // its Close waits for them
-	// lockWaiters are decisions whose second pass waits on Close.
+	// lockWaiters are decisions whose second pass waits on Close; waiters
+	// the ones of them holding lease tokens.
 	lockWaiters int
+	waiters     []*simProc
 	closer      *simProc
 	gate        chan struct{}
 	lastRead    []int64 // per node, when it last read an answer
@@ -278,6 +284,10 @@ type simProc struct {
 	req  *simReq
 	wake chan simReply
 	beat bool
+	// held is what a decision's second pass took from leases, by bucket,
+	// while it waits on a Close (counted in taken until Close lets it on:
+	// it then sees the limiter closed and gives them back).
+	held map[string]int
 }
 
 type simReply struct {
@@ -700,6 +710,7 @@ func (g *simGW) deliver(p *simProc, st *simTrip, call *simCall, rep simReply) {
 			w.parked = slices.DeleteFunc(w.parked, func(q *simProc) bool { return q == p })
 			w.current = p
 			w.running++
+			before := g.leaseStates(p.req)
 			p.wake <- rep
 			for {
 				select {
@@ -712,6 +723,14 @@ func (g *simGW) deliver(p *simProc, st *simTrip, call *simCall, rep simReply) {
 					g.lockWaiters++ // it goes on when Close has taken its lock
 					w.lockWaiters++
 					w.running--
+					// Its tokens, taken before the lock, are neither in a
+					// lease nor in a call: taken until it goes on.
+					if p.held = g.takenSince(p.req, before); len(p.held) > 0 {
+						for k, n := range p.held {
+							w.taken[k] += n
+						}
+						g.waiters = append(g.waiters, p)
+					}
 					return
 				}
 				runtime.Gosched()
@@ -731,10 +750,47 @@ func (g *simGW) deliver(p *simProc, st *simTrip, call *simCall, rep simReply) {
 			w.running++
 			close(g.gate)
 			w.settle()
+			for _, q := range g.waiters { // they gave their tokens back (or lost them: dropped)
+				for k, n := range q.held {
+					w.taken[k] -= n
+				}
+				q.held = nil
+			}
+			g.waiters = nil
 			return
 		}
 	}
 	w.resume(p, rep)
+}
+
+// leaseStates is g's leases of req's buckets now.
+func (g *simGW) leaseStates(req *simReq) map[string]bucketLease {
+	m := map[string]bucketLease{}
+	for i := 0; i < req.cs.Count; i++ {
+		bucket := req.cs.List[i].Key
+		sh := g.r.leases.shard(bucket)
+		sh.mu.Lock()
+		m[bucket] = sh.m[bucket]
+		sh.mu.Unlock()
+	}
+	return m
+}
+
+// takenSince is what a decision of req took from g's leases since before
+// (leaseStates), by Redis key: a token taken counts one request in the
+// lease's demand (cur), at the demand windows rolled on to now; giving a
+// token back, sending a lease back or dropping it count none.
+func (g *simGW) takenSince(req *simReq, before map[string]bucketLease) map[string]int {
+	now, ttl := g.r.clock.Nanotime(), g.r.leases.ttl.Load()
+	out := map[string]int{}
+	for bucket, e := range g.leaseStates(req) {
+		was := before[bucket]
+		was.roll(now, ttl)
+		if n := int(e.cur - was.cur); n > 0 {
+			out[keyPrefix+bucket] = n
+		}
+	}
+	return out
 }
 
 // waitingOnClose counts the decisions waiting on a Close's lock to take
