@@ -463,3 +463,51 @@ func TestLateNodeLeavesTheVerdictToTheWire(t *testing.T) {
 		t.Fatalf("Redis paused for good on a late node called down after %s, want about the 500ms wire deadline", d)
 	}
 }
+
+// TestLateNodeQueuedCallersShareTheWireVerdict: on a late node a paused
+// Redis is called down at the wire deadline of the round trip in flight,
+// and the callers queued behind it (one sender) are answered with it, not
+// sent into the silence for a wire deadline of their own.
+func TestLateNodeQueuedCallersShareTheWireVerdict(t *testing.T) {
+	rs := testredis.Start(t)
+	const wire = 300 * time.Millisecond
+	r, _, _ := busyLimiter(t, rs, RedisOptions{WireTimeout: wire, PipelineSenders: 1})
+	rate := policy.Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}
+	if _, err := r.Allow(one("vg:{v:queued}:reads", rate)); err != nil {
+		t.Fatal(err)
+	}
+	r.conn.SetWakeDelay(10 * time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); r.conn.OnTime(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("on time with the probe 10ms late (lateness %s)", r.Lateness())
+		}
+	}
+	rs.Pause()
+	defer rs.Resume()
+	before := r.conn.Batches()
+	sent := time.Now()
+	first := make(chan error, 1)
+	go func() { _, err := r.Allow(one("vg:{v:queued}:reads", rate)); first <- err }()
+	for r.conn.Batches() == before { // the first call's round trip is in flight
+		time.Sleep(time.Millisecond)
+	}
+	const n = 8
+	took := make([]time.Duration, n)
+	concurrently(n, func(i int) {
+		_, err := r.Allow(one(fmt.Sprintf("vg:{v:queued%d}:reads", i), rate))
+		took[i] = time.Since(sent)
+		if !errors.Is(err, ErrUnavailable) {
+			t.Errorf("queued caller %d: %v, want ErrUnavailable", i, err)
+		}
+	})
+	if err := <-first; !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("the caller in flight: %v, want ErrUnavailable", err)
+	}
+	// A round trip of their own would end at two wire deadlines from the
+	// first send; the verdict is the first's, seen at a caller's next look.
+	for i, d := range took {
+		if d >= 2*wire {
+			t.Errorf("queued caller %d answered %s after the first send, past a second wire deadline (%s)", i, d, 2*wire)
+		}
+	}
+}

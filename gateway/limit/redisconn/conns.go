@@ -143,6 +143,23 @@ func (c *conns) silent(timeout time.Duration) bool {
 	return waited
 }
 
+// waiting reports whether a reply waits unread in a socket that was asked
+// (written after its last read): Redis answered, the gateway has not read
+// it yet.
+func (c *conns) waiting() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for w, raw := range c.set {
+		if wrote := w.wrote.Load(); raw == nil || wrote == 0 || wrote <= w.read.Load() {
+			continue
+		}
+		if waiting, _ := peek(raw); waiting {
+			return true
+		}
+	}
+	return false
+}
+
 // watchedConn notes when writes completed and reads returned bytes.
 type watchedConn struct {
 	net.Conn

@@ -111,6 +111,11 @@ type batcher struct {
 	// beforeSend, when set (tests only), runs in the sender before it sends
 	// a batch: a sender that got its core late.
 	beforeSend func()
+	// wireDown is when (clock's ns) a round trip last failed on the wire
+	// with Redis silent (a timeout or a broken connection, no reply
+	// waiting): the verdict every caller already waiting shares while
+	// nothing has been read from Redis since (see judge).
+	wireDown atomic.Int64
 	// batches counts pipelines sent, scripts the script calls in them,
 	// for tests.
 	batches atomic.Uint64
@@ -207,7 +212,7 @@ func (b *batcher) do(c *Call) ([]any, error) {
 	default: // a call racing close waits out its timeout at worst
 	}
 	c.state.Store(callQueued)
-	start := time.Now()
+	start, startNs := time.Now(), b.conns.now()
 	due := start.Add(b.timeout)
 	c.timer.Reset(b.timeout)
 	in := b.queue
@@ -222,7 +227,7 @@ func (b *batcher) do(c *Call) ([]any, error) {
 			return r.v, r.err
 		case <-c.timer.C:
 			now := time.Now()
-			next, err := b.judge(start, due, now, &suspect)
+			next, err := b.judge(start, startNs, due, now, &suspect)
 			if err == nil {
 				due = next
 				c.timer.Reset(next.Sub(now))
@@ -241,11 +246,18 @@ func (b *batcher) do(c *Call) ([]any, error) {
 // look silent at two looks in a row to fail the caller closed; a look
 // taken on a timer that fired late counts for nothing (the node stalled).
 // Past busy since start, a caller facing no silent Redis (on the on-time
-// clock, whether or not the node ran on time) is shed.
-func (b *batcher) judge(start, due, now time.Time, suspect *bool) (time.Time, error) {
+// clock, whether or not the node ran on time) is shed. A round trip that
+// failed on the wire since the caller began (startNs), with nothing read
+// from Redis since and no reply waiting, is the caller's verdict too: a
+// caller queued behind it on a late node is not sent into the same
+// silence for a wire deadline of its own.
+func (b *batcher) judge(start time.Time, startNs int64, due, now time.Time, suspect *bool) (time.Time, error) {
 	stalled := now.Sub(due) > max(b.timeout/25, time.Millisecond)
 	if stalled {
 		b.late.note(now.Sub(due))
+	}
+	if down := b.wireDown.Load(); down > startNs && b.conns.lastRead.Load() < down && !b.conns.waiting() {
+		return time.Time{}, errSilent
 	}
 	if now.Sub(start) >= b.busy { // the last look, late or not: on the on-time clock alone
 		if b.silentFor() {
@@ -404,6 +416,9 @@ func (b *batcher) send(batch []*Call) {
 	done(failed)
 	if failed != nil && !notRedis(failed) {
 		b.health.Failed(failed)
+		if KindOf(failed) != FailScript { // silent or gone, not an error reply
+			b.wireDown.Store(b.conns.now())
+		}
 	}
 	for i, g := range groups {
 		v, err := cmds[i].Slice()
