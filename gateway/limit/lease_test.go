@@ -42,7 +42,10 @@ func (l *leased) admit(t *testing.T, key string, r policy.Rate, n int) {
 
 func newLeased(t *testing.T, rs *testredis.Server, max int, ttl time.Duration) *leased {
 	t.Helper()
-	l := &leased{client: redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true,
+	// DialerRetries 1, as the gateway's own client: with go-redis' five
+	// dial attempts the heartbeat to a killed Redis fails only at its
+	// deadline, not at the refused dial.
+	l := &leased{client: redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
 		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})}
 	t.Cleanup(func() { l.client.Close() })
 	r, err := NewRedis(withDefaults(RedisOptions{Client: l.client, Timeout: 300 * time.Millisecond, WireTimeout: 2 * time.Second,
@@ -249,8 +252,9 @@ func TestLeaseFailsClosed(t *testing.T) {
 }
 
 // Restarted Redis (its buckets gone) while leases are held: the leases are
-// dropped with the connections, reads are refused while it is down, and
-// after it, nothing refunded moves the new buckets.
+// dropped by the heartbeat, whose dial is refused within a beat or two of
+// the stop (before the read two timeouts after it), reads are refused
+// while it is down, and after it, nothing refunded moves the new buckets.
 func TestLeaseRedisRestart(t *testing.T) {
 	rs := testredis.Start(t)
 	l := newLeased(t, rs, 64, 10*time.Second)

@@ -26,7 +26,10 @@ const keyPrefix = "rate:"
 // a value it cannot use. The hooks are optional.
 type RedisOptions struct {
 	// Client is a plain, Sentinel or Cluster client. It should have
-	// MaxRetries -1: a retried EVALSHA can charge a bucket twice.
+	// MaxRetries -1 (a retried EVALSHA can charge a bucket twice) and
+	// DialerRetries 1 (go-redis' default of 5, 100 ms apart, spends a
+	// heartbeat's whole deadline dialling a Redis that refuses: it fails
+	// as a timeout, late, instead of at once).
 	Client redis.UniversalClient
 	// Timeout is how long a request waits on a silent Redis: past it, with
 	// no answer from Redis to anyone meanwhile, the request fails closed

@@ -53,7 +53,10 @@ type Clock interface{ Nanotime() int64 }
 // (config holds their defaults): New refuses a zero.
 type Options struct {
 	// Client is a plain, Sentinel or Cluster client. It should have
-	// MaxRetries -1: a retried EVALSHA can charge a bucket twice.
+	// MaxRetries -1 (a retried EVALSHA can charge a bucket twice) and
+	// DialerRetries 1 (go-redis' default of 5, 100 ms apart, spends a
+	// heartbeat's whole deadline dialling a Redis that refuses: it fails
+	// as a timeout, late, instead of at once).
 	Client redis.UniversalClient
 	// Script is what every call runs (see Call for how a batch of calls
 	// is laid out).
