@@ -428,12 +428,7 @@ func TestLateNodeLeavesTheVerdictToTheWire(t *testing.T) {
 	if _, err := r.Allow(one("vg:{v:wire}:reads", rate)); err != nil {
 		t.Fatal(err)
 	}
-	r.conn.SetWakeDelay(10 * time.Millisecond)
-	for deadline := time.Now().Add(5 * time.Second); r.conn.OnTime(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("on time with the probe 10ms late (lateness %s)", r.Lateness())
-		}
-	}
+	runLate(t, r)
 	for round := 0; round < 3; round++ {
 		rs.Pause()
 		resumed := make(chan struct{})
@@ -476,12 +471,7 @@ func TestLateNodeQueuedCallersShareTheWireVerdict(t *testing.T) {
 	if _, err := r.Allow(one("vg:{v:queued}:reads", rate)); err != nil {
 		t.Fatal(err)
 	}
-	r.conn.SetWakeDelay(10 * time.Millisecond)
-	for deadline := time.Now().Add(5 * time.Second); r.conn.OnTime(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("on time with the probe 10ms late (lateness %s)", r.Lateness())
-		}
-	}
+	runLate(t, r)
 	rs.Pause()
 	defer rs.Resume()
 	before := r.conn.Batches()
@@ -508,6 +498,70 @@ func TestLateNodeQueuedCallersShareTheWireVerdict(t *testing.T) {
 	for i, d := range took {
 		if d >= 2*wire {
 			t.Errorf("queued caller %d answered %s after the first send, past a second wire deadline (%s)", i, d, 2*wire)
+		}
+	}
+}
+
+// TestLateNodeHeartbeatLeavesTheVerdictToTheWire: the lease heartbeat
+// keeps the rule the requests keep. On a node that runs late, Redis
+// paused for 250ms (within the 500ms wire deadline) while leases are held
+// and no request comes is not a failure: the heartbeat waits for the wire,
+// drops no lease and counts nothing against Redis (it called Redis down
+// at its 50ms timeout before, dropping every lease of a Redis the
+// requests wait for). Paused for good, the heartbeat's ping fails at the
+// wire deadline and is counted.
+func TestLateNodeHeartbeatLeavesTheVerdictToTheWire(t *testing.T) {
+	rs := testredis.Start(t)
+	var granted, dropped atomic.Int64
+	r, failures, _ := busyLimiter(t, rs, RedisOptions{LeaseMax: 16, LeaseTTL: 10 * time.Second,
+		Leases: LeaseHooks{Granted: func(n int) { granted.Add(int64(n)) }, Dropped: func(n int) { dropped.Add(int64(n)) }}})
+	rate := policy.Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}
+	const key = "vg:{v:beat}:reads"
+	for i := 0; i < 50; i++ {
+		if d, err := r.Allow(one(key, rate)); err != nil || !d.Allowed {
+			t.Fatalf("read %d: %+v %v", i, d, err)
+		}
+	}
+	if granted.Load() == 0 {
+		t.Fatal("no lease granted for 50 reads of one bucket")
+	}
+	runLate(t, r)
+	for round := 0; round < 3; round++ {
+		rs.Pause()
+		time.Sleep(250 * time.Millisecond) // a heartbeat every 25ms while nothing is heard
+		rs.Resume()
+		time.Sleep(100 * time.Millisecond)
+	}
+	// A dropped lease is counted when its bucket is next touched.
+	if d, err := r.Allow(one(key, rate)); err != nil || !d.Allowed {
+		t.Fatalf("read after the pauses: %+v %v", d, err)
+	}
+	if failures.Load() != 0 || dropped.Load() != 0 {
+		t.Fatalf("Redis paused 250ms on a late node (wire deadline 500ms): %d failures, %d lease tokens dropped", failures.Load(), dropped.Load())
+	}
+	rs.Pause()
+	defer rs.Resume()
+	for deadline := time.Now().Add(5 * time.Second); failures.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Redis paused for good: no failed heartbeat within 5s")
+		}
+	}
+	if _, err := r.Allow(one(key, rate)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("read with Redis paused for good: %v, want ErrUnavailable", err)
+	}
+	if dropped.Load() == 0 {
+		t.Fatal("Redis paused for good: the leases were not dropped")
+	}
+}
+
+// runLate makes r's node run late (its probe 10ms late after each wake)
+// and waits until r no longer counts itself on time.
+func runLate(t *testing.T, r *Redis) {
+	t.Helper()
+	r.conn.SetWakeDelay(10 * time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); r.conn.OnTime(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("on time with the probe 10ms late (lateness %s)", r.Lateness())
 		}
 	}
 }

@@ -368,20 +368,7 @@ func (r *Redis) beat() {
 func (r *Redis) leaseTick() {
 	now := r.clock.Nanotime()
 	if r.leases.held(now) && (r.cluster || now-r.heard.Load() > int64(r.beatEvery)) {
-		// A ping waits as a request does on a silent Redis: the timeout
-		// and Redis' slowest recent answer (on the wall clock: the
-		// on-time clock does not bound a socket's deadline); an answer read late (it waited in the
-		// socket past the deadline) is the node's lateness, not Redis'
-		// (whether Redis answered in time is what heard and pinged tell
-		// the leases). A failed ping is a Redis failure: counted, and every
-		// lease dropped with it.
-		switch _, err := r.rt(false, r.timeout+r.Grace(), nil, nil); {
-		case err == nil:
-			r.pinged.Store(now)
-		case redisconn.ReplyLate(err):
-		default:
-			r.health.Failed(err)
-		}
+		r.heartbeat(now)
 	}
 	all := r.returnAll.Swap(false)
 	if all || now-r.lastSweep >= r.leases.ttl.Load()/4 {
@@ -389,6 +376,37 @@ func (r *Redis) leaseTick() {
 		r.sendRefunds(r.leases.sweep(now, all))
 	}
 }
+
+// heartbeat pings every node the buckets live on, by the rule the
+// requests keep (see docs/limits.md, "When is Redis down"). A node that
+// has run on time waits the timeout and Redis' slowest recent answer; a
+// late node leaves the verdict to the wire (redis.wire_timeout), and so
+// does one that turned late while it waited: its timeout is then no
+// verdict, and the next beat asks again. An answer read late (it waited in
+// the socket past the deadline) is the node's lateness, not Redis'.
+// (Whether Redis answered in time is what heard and pinged tell the
+// leases.) A failed ping is a Redis failure: counted, and every lease
+// dropped with it. The deadline is on the wall clock: the on-time clock
+// does not bound a socket's.
+func (r *Redis) heartbeat(now int64) {
+	onTime := r.onTime()
+	deadline := r.timeout + r.Grace()
+	if !onTime {
+		deadline = r.wire
+	}
+	switch _, err := r.rt(false, deadline, nil, nil); {
+	case err == nil:
+		r.pinged.Store(now)
+	case redisconn.ReplyLate(err):
+	case onTime && !r.onTime() && redisconn.KindOf(err) == redisconn.FailTimeout:
+	default:
+		r.health.Failed(err)
+	}
+}
+
+// onTime reports whether the node has run on time through the last
+// second (always, in a simulation: its clock has no lateness).
+func (r *Redis) onTime() bool { return r.conn == nil || r.conn.OnTime() }
 
 // clientTrip is the limiter's roundTrip over its Conn's client, for pings
 // of every node the buckets live on and refunds (decisions go through the

@@ -238,6 +238,17 @@ func (c *Conn) Lateness() time.Duration {
 	return c.batch.late.Lateness()
 }
 
+// OnTime reports whether the node has run on time through the last
+// second, now: only such a node judges a silent Redis by its own clock
+// (see batcher.silent); a late one leaves the verdict to the wire. True
+// without Pipeline (nothing keeps the time).
+func (c *Conn) OnTime() bool {
+	if c.batch == nil {
+		return true
+	}
+	return c.batch.late.OnTime(c.batch.conns.now())
+}
+
 // Grace is how much longer than Timeout a silent Redis is waited for now
 // (at most BusyTimeout in all) before a call fails: while the node's
 // Lateness is past a tenth of Timeout, a multiple of the excess, and at

@@ -26,10 +26,6 @@ func (c *Conn) SetWakeDelay(d time.Duration) { c.batch.late.wakeDelay.Store(int6
 // the node's ticks past their slack.
 func (c *Conn) Lost() time.Duration { return c.batch.late.Lost() }
 
-// OnTime (tests only) reports whether the node has run on time through
-// the last second, now.
-func (c *Conn) OnTime() bool { return c.batch.late.OnTime(c.batch.conns.now()) }
-
 // SetTimeouts (tests only) changes a pipelined caller's wait, the wire
 // deadline and the busy bound.
 func (c *Conn) SetTimeouts(timeout, wire, busy time.Duration) {
