@@ -169,8 +169,20 @@ func (r *Redis) allowLeased(cs *policy.Checks, clock int64, first bool) (d Decis
 		giveBack()
 		return Decision{}, false, err
 	}
+	// A shadow limit Redis refused while this gateway's own lease of it
+	// holds tokens (not honoured on the way in: Redis had not answered
+	// lately) spends one now that Redis has answered, as a refused
+	// enforced limit does on the second pass (a shadow refusal refuses no
+	// request: it has none).
+	var spent [policy.MaxChecks]bool // by rest's index: from the lease after all
 	for j := 0; j < rest.Count; j++ {
-		d.Results[idx[j]] = rd.Results[j]
+		i := idx[j]
+		d.Results[i] = rd.Results[j]
+		if c := &rest.List[j]; c.Rate.Shadow && !rd.Results[j].Allowed {
+			if res, t, _, ok := r.leases.take(c.Key, now, true); ok {
+				d.Results[i], tickets[i], held[i], spent[j] = res, t, true, true
+			}
+		}
 	}
 	d.decide(cs)
 	if !d.Allowed {
@@ -186,6 +198,9 @@ func (r *Redis) allowLeased(cs *policy.Checks, clock int64, first bool) (d Decis
 	}
 	done := r.clock.Nanotime()
 	for j := 0; j < rest.Count; j++ {
+		if spent[j] {
+			continue // nothing granted, its demand counted by take
+		}
 		c := &rest.List[j]
 		g := grants[j]
 		own, leased := r.leases.grant(c.Key, c.Rate, rd.Results[j], g.n, g.tatUS, epoch, now, done)

@@ -565,3 +565,58 @@ func runLate(t *testing.T, r *Redis) {
 		}
 	}
 }
+
+// TestShadowLimitHonoursItsOwnLeaseOnceRedisAnswers: a shadow limit
+// whose lease at this gateway holds tokens, not honoured because Redis
+// had not answered lately (paused, on a late node that waits for it),
+// is not counted as refusing when Redis then answers that its bucket is
+// spent: the tokens are this gateway's, charged earlier, and are taken
+// now that Redis has answered, as an enforced limit's are on the
+// request's second pass. (Counted as a refusal before: a shadow limit's
+// refusal refuses no request, so it had no second pass, and the usage
+// view counted shadow refusals past the lease bound's "tokens held at
+// other gateways".)
+func TestShadowLimitHonoursItsOwnLeaseOnceRedisAnswers(t *testing.T) {
+	rs := testredis.Start(t)
+	var dropped atomic.Int64
+	r, failures, _ := busyLimiter(t, rs, RedisOptions{LeaseMax: 16, LeaseTTL: 10 * time.Second,
+		Leases: LeaseHooks{Dropped: func(n int) { dropped.Add(int64(n)) }}})
+	c := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	t.Cleanup(func() { c.Close() })
+	const reads, twin = "vg:{v:shadow}:reads", "vg:{v:shadow}:reads:twin"
+	var cs policy.Checks
+	cs.Add(policy.Check{Key: reads, Rate: policy.Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute}})
+	cs.Add(policy.Check{Key: twin, Rate: policy.Rate{Name: "reads", Limit: 1_000_000, Period: time.Minute, Shadow: true}, Twin: true})
+	for i := 0; i < 50; i++ {
+		if d, err := r.Allow(cs); err != nil || !d.Allowed || !d.Results[1].Allowed {
+			t.Fatalf("read %d: %+v %v", i, d, err)
+		}
+	}
+	if !r.leases.holds(twin, r.clock.Nanotime()) {
+		t.Fatal("no lease of the shadow limit after 50 reads")
+	}
+	// Other gateways spend the rest of the twin's bucket in Redis.
+	if err := c.Set(t.Context(), keyPrefix+twin, storedTAT(t, c, twin)+3600, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	runLate(t, r)
+	rs.Pause()
+	time.Sleep(100 * time.Millisecond) // past the 50ms timeout: the leases are not honoured
+	decided := make(chan Decision, 1)
+	go func() {
+		d, err := r.Allow(cs)
+		if err != nil {
+			t.Error(err)
+		}
+		decided <- d
+	}()
+	time.Sleep(50 * time.Millisecond)
+	rs.Resume()
+	d := <-decided
+	if failures.Load() != 0 || dropped.Load() != 0 {
+		t.Fatalf("Redis paused 150ms on a late node: %d failures, %d lease tokens dropped", failures.Load(), dropped.Load())
+	}
+	if !d.Allowed || !d.Results[1].Known || !d.Results[1].Allowed {
+		t.Fatalf("the shadow limit refused with a token of its own lease at this gateway: allowed %v, shadow %+v", d.Allowed, d.Results[1])
+	}
+}
