@@ -242,9 +242,9 @@ func (r *Redis) call(cs *policy.Checks, want *[policy.MaxChecks]int) (Decision, 
 	var d Decision
 	var g [policy.MaxChecks]grant
 	var err error
-	if r.batched || r.leases != nil {
+	if r.leases != nil { // Pipeline: leases, and the pipeline unless simulated
 		var v []any
-		if r.batched {
+		if r.conn != nil {
 			c := r.conn.Call()
 			c.NKeys, c.NArgs, c.NValues = cs.Count, argsPerKey*cs.Count, valuesPerKey*cs.Count
 			for i := 0; i < cs.Count; i++ {
@@ -288,13 +288,7 @@ func (r *Redis) call(cs *policy.Checks, want *[policy.MaxChecks]int) (Decision, 
 // pipeline's sender does; a caller that gave up (silent, busy) drops
 // nothing itself.
 func (r *Redis) tripCall(cs policy.Checks, want [policy.MaxChecks]int) ([]any, error) {
-	keys := make([]string, cs.Count)
-	args := make([]any, 1+4*cs.Count)
-	args[0] = cs.Count
-	for i := 0; i < cs.Count; i++ {
-		keys[i] = keyPrefix + cs.List[i].Key
-		setArgs(args[1+4*i:5+4*i], cs.List[i].Rate, want[i])
-	}
+	keys, args := scriptArgs(&cs, &want)
 	v, err := r.rt(true, r.timeout, [][]string{keys}, [][]any{args})
 	switch {
 	case err == nil:
@@ -308,18 +302,30 @@ func (r *Redis) tripCall(cs policy.Checks, want [policy.MaxChecks]int) ([]any, e
 // callAlone makes the call on a connection of its own (Conn.Once), one
 // token a bucket.
 func (r *Redis) callAlone(cs *policy.Checks) (Decision, [policy.MaxChecks]grant, error) {
-	keys := make([]string, cs.Count)
-	args := make([]any, 1+4*cs.Count)
-	args[0] = cs.Count
-	for i := 0; i < cs.Count; i++ {
-		keys[i] = keyPrefix + cs.List[i].Key
-		setArgs(args[1+4*i:5+4*i], cs.List[i].Rate, 1)
+	var ones [policy.MaxChecks]int
+	for i := range ones {
+		ones[i] = 1
 	}
+	keys, args := scriptArgs(cs, &ones)
 	v, err := r.conn.Once(keys, args)
 	if err != nil {
 		return Decision{}, [policy.MaxChecks]grant{}, err
 	}
 	return batchDecisionOf(cs, v)
+}
+
+// scriptArgs lays out one script call of its own for cs, asking want[i]
+// tokens of check i: the keys, then the count of keys and each key's
+// arguments.
+func scriptArgs(cs *policy.Checks, want *[policy.MaxChecks]int) ([]string, []any) {
+	keys := make([]string, cs.Count)
+	args := make([]any, 1+argsPerKey*cs.Count)
+	args[0] = cs.Count
+	for i := 0; i < cs.Count; i++ {
+		keys[i] = keyPrefix + cs.List[i].Key
+		setArgs(args[1+argsPerKey*i:1+argsPerKey*(i+1)], cs.List[i].Rate, want[i])
+	}
+	return keys, args
 }
 
 // batchDecisionOf reads cs's part of the script's answer: six integers

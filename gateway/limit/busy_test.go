@@ -541,10 +541,15 @@ func TestLateNodeHeartbeatLeavesTheVerdictToTheWire(t *testing.T) {
 	}
 	rs.Pause()
 	defer rs.Resume()
+	paused := time.Now()
 	for deadline := time.Now().Add(5 * time.Second); failures.Load() == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("Redis paused for good: no failed heartbeat within 5s")
 		}
+	}
+	// The 50ms timeout is not the late node's verdict: the 500ms wire is.
+	if d := time.Since(paused); d < 400*time.Millisecond {
+		t.Fatalf("Redis paused for good on a late node: the heartbeat failed after %s, before the 500ms wire deadline", d)
 	}
 	if _, err := r.Allow(one(key, rate)); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("read with Redis paused for good: %v, want ErrUnavailable", err)

@@ -152,7 +152,6 @@ type Redis struct {
 	wire      time.Duration
 	health    *redisconn.Health
 	conn      *redisconn.Conn // nil with a simulation's roundTrip
-	batched   bool            // decisions go through conn's pipeline
 	observe   func(time.Duration, error)
 	now       func() time.Time
 	seed      maphash.Seed
@@ -210,8 +209,9 @@ func (systemClock) AfterFunc(d time.Duration, f func()) func() bool { return tim
 // keys and args (one group per hash slot), or, with no group, a ping of
 // every node the buckets live on; it returns each group's reply. A
 // decision's call (judged) is waited for as a pipelined call waits: failed
-// only when Redis was silent past Timeout; a ping and refunds wait up to
-// deadline. The limiter's own is its Conn's pipeline (decisions) and its
+// only when Redis was silent past Timeout; refunds wait up to deadline,
+// and so does a simulation's ping (the limiter's own is judged by the
+// transport's rule, see Conn.Heartbeat). The limiter's own is its Conn's pipeline (decisions) and its
 // Conn's client (the rest); a simulation brings its own, to decide delay,
 // order and loss.
 type roundTrip func(judged bool, deadline time.Duration, keys [][]string, args [][]any) ([][]any, error)
@@ -281,7 +281,6 @@ func newRedis(o RedisOptions, clk clock, rt roundTrip) (*Redis, error) {
 		if err != nil {
 			return nil, fmt.Errorf("limit: %w", err)
 		}
-		r.batched = o.Pipeline
 		r.rt = r.clientTrip // pings and refunds (decisions go through conn)
 	}
 	if o.Pipeline {
@@ -378,42 +377,28 @@ func (r *Redis) leaseTick() {
 }
 
 // heartbeat pings every node the buckets live on, by the rule the
-// requests keep (see docs/limits.md, "When is Redis down"). A node that
-// has run on time waits the timeout and Redis' slowest recent answer; a
-// late node leaves the verdict to the wire (redis.wire_timeout), and so
-// does one that turned late while it waited: its timeout is then no
-// verdict, and the next beat asks again. An answer read late (it waited in
-// the socket past the deadline) is the node's lateness, not Redis'.
-// (Whether Redis answered in time is what heard and pinged tell the
-// leases.) A failed ping is a Redis failure: counted, and every lease
-// dropped with it. The deadline is on the wall clock: the on-time clock
-// does not bound a socket's.
+// requests keep (Conn.Heartbeat; docs/limits.md, "When is Redis down").
+// An answer the node was too late to judge (read late, or the node turned
+// late while it waited) is no verdict: the next beat asks again. (Whether
+// Redis answered in time is what heard and pinged tell the leases.) A
+// failed ping is a Redis failure: counted, and every lease dropped with
+// it.
 func (r *Redis) heartbeat(now int64) {
-	onTime := r.onTime()
-	deadline := r.timeout + r.Grace()
-	if !onTime {
-		deadline = r.wire
-	}
-	switch _, err := r.rt(false, deadline, nil, nil); {
+	switch _, err := r.rt(false, r.timeout, nil, nil); {
 	case err == nil:
 		r.pinged.Store(now)
 	case redisconn.ReplyLate(err):
-	case onTime && !r.onTime() && redisconn.KindOf(err) == redisconn.FailTimeout:
 	default:
 		r.health.Failed(err)
 	}
 }
-
-// onTime reports whether the node has run on time through the last
-// second (always, in a simulation: its clock has no lateness).
-func (r *Redis) onTime() bool { return r.conn == nil || r.conn.OnTime() }
 
 // clientTrip is the limiter's roundTrip over its Conn's client, for pings
 // of every node the buckets live on and refunds (decisions go through the
 // pipeline).
 func (r *Redis) clientTrip(_ bool, deadline time.Duration, keys [][]string, args [][]any) ([][]any, error) {
 	if len(keys) == 0 {
-		return nil, r.conn.Ping(deadline)
+		return nil, r.conn.Heartbeat() // the transport's rule, not deadline
 	}
 	return r.conn.Run(deadline, keys, args)
 }

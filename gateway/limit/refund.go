@@ -84,10 +84,10 @@ func (rc *refundCap) take(c *policy.Check) bool {
 // failed it for the backend.
 func (r *Redis) Refund(cs policy.Checks, d Decision) int { return bits.OnesCount16(r.refund(&cs, &d)) }
 
-// refund is Refund, reporting which checks' tokens went back (bit i:
-// check i; the bits hold every check of a request).
 var _ [16 - policy.MaxChecks]struct{} // refund's uint16 has a bit per check
 
+// refund is Refund, reporting which checks' tokens went back (bit i:
+// check i; the bits hold every check of a request).
 func (r *Redis) refund(cs *policy.Checks, d *Decision) (back uint16) {
 	if !d.Allowed {
 		return 0

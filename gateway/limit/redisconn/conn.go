@@ -42,7 +42,8 @@ var (
 )
 
 // ReplyLate reports whether err is a round trip the gateway read or wrote
-// late: not Redis' failure.
+// late, or a heartbeat it waited for while it turned late: not Redis'
+// failure.
 func ReplyLate(err error) bool { return replyLate(err) }
 
 // Clock is the sockets' time: monotonic nanoseconds, so that a wall clock
@@ -100,7 +101,6 @@ type Conn struct {
 	timeout time.Duration
 	health  *Health
 	clock   Clock
-	cluster bool
 	batch   *batcher // nil without Pipeline
 }
 
@@ -125,8 +125,7 @@ func New(o Options, h *Health, clk Clock) (*Conn, error) {
 	if err := CheckTimeouts(o.Timeout, o.WireTimeout, o.BusyTimeout); err != nil {
 		return nil, err
 	}
-	_, cluster := o.Client.(*redis.ClusterClient)
-	c := &Conn{client: o.Client, script: o.Script, timeout: o.Timeout, health: h, clock: clk, cluster: cluster}
+	c := &Conn{client: o.Client, script: o.Script, timeout: o.Timeout, health: h, clock: clk}
 	if o.Pipeline {
 		c.batch = newBatcher(o.Client, &o, h, clk)
 	}
@@ -146,9 +145,6 @@ func CheckTimeouts(timeout, wire, busy time.Duration) error {
 	}
 	return nil
 }
-
-// Cluster reports whether the client is a Redis Cluster's.
-func (c *Conn) Cluster() bool { return c.cluster }
 
 // Call is a Call to fill and pass to Do (with Pipeline).
 func (c *Conn) Call() *Call { return c.batch.call() }
@@ -197,24 +193,42 @@ func (c *Conn) Run(deadline time.Duration, keys [][]string, args [][]any) ([][]a
 	return out, err
 }
 
-// Ping asks every Redis the client reaches (each master of a Cluster)
-// whether it answers, up to deadline. A reply that waited in the socket
-// past the deadline is the node's lateness (ReplyLate), not Redis'.
-func (c *Conn) Ping(deadline time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
+// Heartbeat asks every Redis the client reaches (each master of a
+// Cluster) whether it answers, judged by the rule the calls keep (see
+// batcher.silent): a node that has run on time waits Timeout and Redis'
+// slowest recent answer (Grace); a late node leaves the verdict to the
+// wire (WireTimeout). A timeout is not Redis' failure (ReplyLate) when
+// the reply waited in a socket past the deadline, or when the node turned
+// late while it waited: the next heartbeat asks again. The deadline is on
+// the wall clock (the on-time clock does not bound a socket's). Without
+// Pipeline it waits Timeout.
+func (c *Conn) Heartbeat() error {
+	onTime := c.OnTime()
+	deadline := c.timeout
 	var late int64
 	if c.batch != nil {
+		deadline = c.batch.wire
+		if onTime {
+			deadline = c.timeout + c.Grace()
+		}
 		late = c.batch.conns.lateReads.Load()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
 	var err error
 	if cl, ok := c.client.(*redis.ClusterClient); ok {
 		err = cl.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.Ping(ctx).Err() })
 	} else {
 		err = c.client.Ping(ctx).Err()
 	}
-	if err != nil && KindOf(err) == FailTimeout && c.batch != nil && c.batch.conns.lateReads.Load() != late {
-		err = fmt.Errorf("%w: %w", errReadLate, err)
+	if err == nil || KindOf(err) != FailTimeout || c.batch == nil {
+		return err
+	}
+	switch {
+	case c.batch.conns.lateReads.Load() != late:
+		return fmt.Errorf("%w: %w", errReadLate, err)
+	case onTime && !c.OnTime():
+		return fmt.Errorf("%w: %w", errTurnedLate, err)
 	}
 	return err
 }
@@ -249,11 +263,11 @@ func (c *Conn) OnTime() bool {
 	return c.batch.late.OnTime(c.batch.conns.now())
 }
 
-// Grace is how much longer than Timeout a silent Redis is waited for now
-// (at most BusyTimeout in all) before a call fails: while the node's
-// Lateness is past a tenth of Timeout, a multiple of the excess, and at
-// least the longest Redis took to answer over the same second (see
-// lateness). Zero on a quiet node, and without Pipeline.
+// Grace is how much longer than Timeout a node that has run on time
+// waits for a silent Redis before a call fails: the slowest answer Redis
+// gave over the last second, capped so that the whole wait stays within
+// BusyTimeout (see lateness). A fraction of a millisecond on a quiet
+// node; zero without Pipeline.
 func (c *Conn) Grace() time.Duration {
 	if c.batch == nil {
 		return 0

@@ -31,7 +31,7 @@ type conns struct {
 	onTime   func(int64) int64
 	lastRead atomic.Int64 // clock's ns: the latest read that returned bytes, on any connection
 	mu       sync.Mutex
-	set      map[*watchedConn]syscall.RawConn // nil RawConn: cannot be peeked (TLS)
+	set      map[*watchedConn]syscall.RawConn // nil RawConn: cannot be peeked
 	// lateReads counts reads that timed out with Redis' reply already
 	// waiting in the socket buffer and could not take it (a read that
 	// timed out so takes what waits: see Read): the wire deadline passed
@@ -242,8 +242,7 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 			c.w.answered(time.Duration(c.w.on(t) - c.wroteOn.Load()))
 		}
 		c.read.Store(t)
-		for last := c.w.lastRead.Load(); last < t && !c.w.lastRead.CompareAndSwap(last, t); last = c.w.lastRead.Load() {
-		}
+		atomicMax(&c.w.lastRead, t)
 	}
 	return n, err
 }

@@ -22,8 +22,15 @@ var errReadLate = errors.New("redis reply waiting unread past the wire deadline 
 // after the wire deadline and was not written: Redis was never asked.
 var errWriteLate = errors.New("redis request not written before the wire deadline (the gateway wrote late)")
 
-// replyLate reports whether err is such a round trip's (either).
-func replyLate(err error) bool { return errors.Is(err, errReadLate) || errors.Is(err, errWriteLate) }
+// errTurnedLate marks a heartbeat that timed out on a node that turned
+// late while it waited (see Conn.Heartbeat): not Redis' failure.
+var errTurnedLate = errors.New("redis ping timed out while the gateway ran late")
+
+// replyLate reports whether err is a round trip's of the three above: the
+// node's lateness, not Redis'.
+func replyLate(err error) bool {
+	return errors.Is(err, errReadLate) || errors.Is(err, errWriteLate) || errors.Is(err, errTurnedLate)
+}
 
 // poolWait reports whether err is a wait for a connection of the client's
 // own pool that ran out (every connection in use by this gateway): nothing
@@ -69,7 +76,7 @@ var errSilent = fmt.Errorf("no answer from redis within the limiter timeout: %w"
 //     connection);
 //     seen twice, a moment apart (the second look lets a sender that was
 //     just woken read what is already there), the caller fails closed
-//     (ErrUnavailable, 503): on a quiet node a few milliseconds past
+//     (ErrSilent: 503 rate_limit_unavailable): on a quiet node a few milliseconds past
 //     timeout, as before. Anything else is the node's doing, and the
 //     caller waits on, in steps of timeout/2, up to busy in all: nothing
 //     written yet (the senders got no core yet), replies arriving, or its
