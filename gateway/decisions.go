@@ -28,34 +28,41 @@ func (g *Gateway) recordLimits(sn *snapshot, id *auth.Identity, cs *policy.Check
 		return
 	}
 	for i := 0; i < cs.Count; i++ {
-		c := &cs.List[i]
-		r := d.Results[i]
-		p := usage.Policy(c.Policy)
-		outcome := admin.Allowed
-		switch {
-		case c.Rate.Shadow && !r.Known:
-			continue // a shadow limit not consulted (a remembered denial answered)
-		case !r.Known:
-			outcome = admin.Limited
-		case r.Allowed:
-		case c.Rate.Shadow:
-			outcome = admin.ShadowLimited
-			g.log.Warn("shadow limit would refuse", "limit", c.Rate.Name, "vendor_id", id.VendorID, "key_id", id.KeyID)
-		default:
-			outcome = admin.Limited
-		}
-		sn.decisions[c.Policy].Count(outcome)
-		switch outcome {
-		case admin.Limited:
-			id.Usage.Limited(p)
-		case admin.ShadowLimited:
-			id.Usage.ShadowLimited(p)
-		}
-		// Allowed counts once per policy: by the policy's own check when it
-		// is enforced and allowed, or when it is a shadow policy (a twin
-		// only adds shadow refusals).
-		if !c.Twin && (!c.Rate.Shadow && outcome == admin.Allowed || c.Rate.Shadow) {
-			id.Usage.Allowed(p)
-		}
+		r := &d.Results[i]
+		g.recordCheck(sn, id, &cs.List[i], r.Known, r.Allowed)
+	}
+}
+
+// recordCheck keeps the books of one check c that was decided (recordLimits,
+// recordWindows): its decision metric, the vendor's usage counts by policy
+// index, and a log line when a shadow limit would have refused. known is
+// false when the check was not consulted (a remembered denial answered).
+func (g *Gateway) recordCheck(sn *snapshot, id *auth.Identity, c *policy.Check, known, allowed bool) {
+	p := usage.Policy(c.Policy)
+	outcome := admin.Allowed
+	switch {
+	case c.Rate.Shadow && !known:
+		return // a shadow limit not consulted (a remembered denial answered)
+	case !known:
+		outcome = admin.Limited
+	case allowed:
+	case c.Rate.Shadow:
+		outcome = admin.ShadowLimited
+		g.log.Warn("shadow limit would refuse", "limit", c.Rate.Name, "vendor_id", id.VendorID, "key_id", id.KeyID)
+	default:
+		outcome = admin.Limited
+	}
+	sn.decisions[c.Policy].Count(outcome)
+	switch outcome {
+	case admin.Limited:
+		id.Usage.Limited(p)
+	case admin.ShadowLimited:
+		id.Usage.ShadowLimited(p)
+	}
+	// Allowed counts once per policy: by the policy's own check when it
+	// is enforced and allowed, or when it is a shadow policy (a twin
+	// only adds shadow refusals).
+	if !c.Twin && (!c.Rate.Shadow && outcome == admin.Allowed || c.Rate.Shadow) {
+		id.Usage.Allowed(p)
 	}
 }

@@ -394,9 +394,12 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 // limits come first, then the quotas and sliding windows (windows.go).
 func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
 	pol := ex.plan.Policy
+	if len(pol) == 0 && ex.windows == nil {
+		return // no enforced limit (shadow ones only): no header
+	}
 	// Room for MaxChecks entries of a 32-byte name and 10-digit numbers:
 	// a full table's answer allocates no larger buffer.
-	var buf, pbuf [policy.MaxChecks * 64]byte
+	var buf [policy.MaxChecks * 64]byte
 	b := buf[:0]
 	for i := 0; i < ex.checks.Count && ex.hasLimit; i++ {
 		rt := ex.checks.List[i].Rate
@@ -404,18 +407,11 @@ func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
 		if rt.Shadow || !res.Known {
 			continue
 		}
-		if len(b) > 0 {
-			b = append(b, ", "...)
-		}
-		b = append(b, '"')
-		b = append(b, rt.Name...)
-		b = append(b, `";r=`...)
 		rem, reset := ex.decision.Left(i, rt) // a refusal took no token
-		b = strconv.AppendInt(b, int64(rem), 10)
-		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, int64((reset+time.Second-1)/time.Second), 10)
+		b = policy.AppendState(b, rt.Name, rem, int64((reset+time.Second-1)/time.Second))
 	}
 	if ex.windows != nil {
+		var pbuf [policy.MaxChecks * 64]byte
 		pol, b = appendWindowHeaders(append(pbuf[:0], pol...), b, ex.windows)
 	}
 	if len(pol) == 0 {

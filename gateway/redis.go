@@ -106,11 +106,7 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 	// the table as it is (the rows were appended, never reordered): once,
 	// a bucket moved is gone from the old format. A failure costs history,
 	// not the start.
-	names := make([]string, 0, 8)
-	for _, r := range c.Limits.Rows() {
-		names = append(names, r.Name)
-	}
-	if n, err := st.Migrate(names); err != nil {
+	if n, err := st.Migrate(g.usageNames()); err != nil {
 		g.log.Warn("usage: the buckets of the previous format were not all moved; the rest expire within 25 hours", "err", err, "moved", n)
 	} else if n > 0 {
 		g.log.Info("usage: the buckets of the previous format (by row index) moved under the policies' names", "vendor_rows", n)

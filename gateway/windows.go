@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"strconv"
 	"time"
 
 	"vendorgate/gateway/admin"
@@ -9,7 +8,6 @@ import (
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/policy"
 	"vendorgate/gateway/respond"
-	"vendorgate/gateway/usage"
 	"vendorgate/gateway/window"
 )
 
@@ -65,21 +63,8 @@ func (g *Gateway) recordWindows(sn *snapshot, id *auth.Identity, w *windowed, er
 			sn.decisions[c.Policy].Count(admin.Unavailable)
 			continue
 		}
-		r := w.decision.Results[i]
-		p := usage.Policy(c.Policy)
-		switch {
-		case r.Allowed:
-			sn.decisions[c.Policy].Count(admin.Allowed)
-			id.Usage.Allowed(p)
-		case c.Rate.Shadow:
-			sn.decisions[c.Policy].Count(admin.ShadowLimited)
-			id.Usage.ShadowLimited(p)
-			id.Usage.Allowed(p)
-			g.log.Warn("shadow limit would refuse", "limit", c.Rate.Name, "vendor_id", id.VendorID, "key_id", id.KeyID)
-		default:
-			sn.decisions[c.Policy].Count(admin.Limited)
-			id.Usage.Limited(p)
-		}
+		// Always decided, and never a twin (a window has none).
+		g.recordCheck(sn, id, c, true, w.decision.Results[i].Allowed)
 	}
 }
 
@@ -105,16 +90,8 @@ func appendWindowHeaders(pol, state []byte, w *windowed) ([]byte, []byte) {
 		if !w.decided {
 			continue
 		}
-		if len(state) > 0 {
-			state = append(state, ", "...)
-		}
-		state = append(state, '"')
-		state = append(state, rt.Name...)
-		state = append(state, `";r=`...)
 		rem, reset := w.decision.Left(i)
-		state = strconv.AppendInt(state, int64(rem), 10)
-		state = append(state, ";t="...)
-		state = strconv.AppendInt(state, int64((reset+time.Second-1)/time.Second), 10)
+		state = policy.AppendState(state, rt.Name, rem, int64((reset+time.Second-1)/time.Second))
 	}
 	return pol, state
 }

@@ -101,7 +101,6 @@ func TestQuotaPolicy(t *testing.T) {
 		if u := quotaUsed(t, gw, adminToken, res2.VendorID); u != 3 {
 			t.Fatalf("vendor-b used %d", u)
 		}
-		_ = res
 
 		page := do(t, "GET", gw.url+"/docs", "")
 		for _, want := range []string{"calendar quota", "3 per UTC day", "token bucket (GCRA)"} {

@@ -45,7 +45,8 @@ type Policy struct {
 	// default when empty), "quota" (Rate in each calendar window) or
 	// "window" (a sliding window: Rate in any Window).
 	Algorithm string
-	// Calendar names a quota's window: "UTC day", "UTC month", "7 days".
+	// Calendar names a quota's window: "UTC day", "UTC month",
+	// "7 days (UTC, counted from 1970-01-01)".
 	Calendar string
 	// InFlight: a policy of kind concurrency, Rate requests in flight at
 	// once (no Window, not in the RateLimit headers).

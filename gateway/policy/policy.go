@@ -425,7 +425,7 @@ func NewTable(rows []Policy, routeClasses [][]string) (*Table, error) {
 			counted[c] = true
 		}
 		for i, row := range rows {
-			if !contains(classes, row.Class) || !row.On() {
+			if !slices.Contains(classes, row.Class) || !row.On() {
 				continue
 			}
 			if row.Kind == Concurrency {
@@ -530,6 +530,20 @@ func AppendPolicy(b []byte, name string, quota int, seconds int64) []byte {
 	return strconv.AppendInt(b, seconds, 10)
 }
 
+// AppendState appends one RateLimit entry, "name";r=remaining;t=seconds,
+// to b (", " first when b holds one already).
+func AppendState(b []byte, name string, remaining int, seconds int64) []byte {
+	if len(b) > 0 {
+		b = append(b, ", "...)
+	}
+	b = append(b, '"')
+	b = append(b, name...)
+	b = append(b, `";r=`...)
+	b = strconv.AppendInt(b, int64(remaining), 10)
+	b = append(b, ";t="...)
+	return strconv.AppendInt(b, seconds, 10)
+}
+
 // Slots is the number of the plan's concurrency rows: 0 for a route that
 // counts none (the request path then asks for no slot).
 func (p *Plan) Slots() int { return p.nslots }
@@ -543,24 +557,7 @@ func (p *Plan) Slot(i int, b *Buckets) (key string, limit, row int) {
 
 // appendPolicy appends r to a RateLimit-Policy value: "name";q=quota;w=seconds.
 func appendPolicy(b []byte, r Rate) []byte {
-	if len(b) > 0 {
-		b = append(b, ", "...)
-	}
-	b = append(b, '"')
-	b = append(b, r.Name...)
-	b = append(b, `";q=`...)
-	b = strconv.AppendInt(b, int64(r.Quota()), 10)
-	b = append(b, ";w="...)
-	return strconv.AppendInt(b, int64((r.Period+time.Second-1)/time.Second), 10)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return AppendPolicy(b, r.Name, r.Quota(), int64((r.Period+time.Second-1)/time.Second))
 }
 
 func btoi(b bool) int {

@@ -37,7 +37,8 @@ const (
 	numCounters
 )
 
-// numValues is the length of a bucket's values: numCounters per policy.
+// numValues is the length of a Counter's (and a Row's) values: numCounters
+// per policy.
 const numValues = MaxPolicies * numCounters
 
 // Counter holds one vendor's counts since the last flush. Its methods are

@@ -2,6 +2,7 @@ package window
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func TestInvariants(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 33))
 		const q = 7
 		w := time.Duration(1+rng.IntN(20)) * time.Second
-		vendor := "vg:{v:sim" + itoa(int64(seed)) + "}:"
+		vendor := "vg:{v:sim" + strconv.FormatUint(seed, 10) + "}:"
 		slide := policy.Check{Key: vendor + "s", Rate: sliding("s", q, w)}
 		day := policy.Check{Key: vendor + "d", Rate: quota("d", 3*q, policy.Calendar{Days: 1})}
 		now = time.Date(2026, 3, 1, 23, 58, 0, 0, time.UTC) // the day turns during the run

@@ -49,7 +49,6 @@ func (l *Local) Charge(cs policy.Checks) (Decision, error) {
 	for i := 0; i < cs.Count; i++ {
 		c := &cs.List[i]
 		r := &d.Results[i]
-		r.Known = true
 		if c.Rate.Kind == policy.Quota {
 			start, end := c.Rate.Calendar.Window(now)
 			r.start, r.Window = start.Unix(), end.Sub(start)
@@ -84,10 +83,6 @@ func (l *Local) Charge(cs policy.Checks) (Decision, error) {
 				r.ResetAfter = c.Rate.Period
 				r.start = now.UnixNano() // what Refund removes
 			}
-		}
-		r.Remaining = max(c.Rate.Limit-r.Used, 0)
-		if r.Allowed {
-			r.RetryAfter = 0
 		}
 	}
 	d.decide(&cs)

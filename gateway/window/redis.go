@@ -109,15 +109,11 @@ func (l *Redis) Charge(cs policy.Checks) (Decision, error) {
 	for i := 0; i < cs.Count; i++ {
 		v := vals[7*i : 7*i+7]
 		r := &d.Results[i]
-		r.Known, r.Allowed, r.Used = true, v[0] == 1, int(v[1])
-		r.Remaining = max(cs.List[i].Rate.Limit-r.Used, 0)
+		r.Allowed, r.Used = v[0] == 1, int(v[1])
 		r.RetryAfter = time.Duration(max(v[2], 0)) * time.Millisecond
 		r.ResetAfter = time.Duration(max(v[3], 0)) * time.Millisecond
 		r.Window = time.Duration(v[4]) * time.Millisecond
 		r.start, r.charged = v[5], v[6] == 1
-		if r.Allowed {
-			r.RetryAfter = 0
-		}
 	}
 	d.decide(&cs)
 	return d, nil

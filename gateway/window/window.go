@@ -25,6 +25,7 @@ package window
 
 import (
 	"errors"
+	"strconv"
 	"time"
 
 	"vendorgate/gateway/policy"
@@ -37,8 +38,6 @@ var ErrUnavailable = errors.New("window limiter unavailable")
 
 // Result is one check's state after a Charge.
 type Result struct {
-	// Known is false when the check was not decided (the call failed).
-	Known   bool
 	Allowed bool
 	// Used is how many the window holds after the decision (this
 	// request's charge included when the decision admitted it).
@@ -89,12 +88,18 @@ func (r *Result) refunded(limit int) {
 	r.Remaining = max(limit-r.Used, 0)
 }
 
-// decide fills Allowed and RetryAfter from Results.
+// decide fills each result's Remaining (from its Used) and clears the
+// RetryAfter of those allowed, then fills Allowed and RetryAfter from
+// Results.
 func (d *Decision) decide(cs *policy.Checks) {
 	d.Count = cs.Count
 	d.Allowed = true
 	for i := 0; i < cs.Count; i++ {
-		r := d.Results[i]
+		r := &d.Results[i]
+		r.Remaining = max(cs.List[i].Rate.Limit-r.Used, 0)
+		if r.Allowed {
+			r.RetryAfter = 0
+		}
 		if r.Allowed || cs.List[i].Rate.Shadow {
 			continue
 		}
@@ -123,27 +128,5 @@ type Limiter interface {
 // quotaKey is the counter of the quota window starting at start (Unix
 // seconds) of bucket key.
 func quotaKey(key string, start int64) string {
-	return key + ":q" + itoa(start)
-}
-
-func itoa(n int64) string {
-	var b [20]byte
-	i := len(b)
-	neg := n < 0
-	if neg {
-		n = -n
-	}
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			break
-		}
-	}
-	if neg {
-		i--
-		b[i] = '-'
-	}
-	return string(b[i:])
+	return key + ":q" + strconv.FormatInt(start, 10)
 }
