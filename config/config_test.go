@@ -176,6 +176,18 @@ func TestValidationMessages(t *testing.T) {
 	}
 }
 
+// A built-in row given kind concurrency is told once, and plainly, what
+// the built-in rows may be: not that "concurrency" must be one of a list
+// that names concurrency.
+func TestBuiltInRowOfKindConcurrency(t *testing.T) {
+	env := envMap(map[string]string{"GATEWAY_INTERNAL_TOKEN": "0123456789abcdef", "GATEWAY_KEY_SIGNING_SECRETS": testSigning})
+	_, err := LoadGateway(writeFile(t, "limits: {vendor: {reads: {kind: concurrency, rate: 4}}}"), env)
+	const want = "limits.vendor.reads.kind: the built-in rows are gcra or window; add a quota or a concurrency cap as a row of limits.policies"
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "must be gcra") {
+		t.Fatalf("err = %v; want only %q", err, want)
+	}
+}
+
 func TestPrintMasksSecrets(t *testing.T) {
 	b, err := LoadBackend("examples/backend.yaml", envMap(map[string]string{
 		"BACKEND_DATABASE": "postgres://app:hunter2pass@db/vg", "BACKEND_REDIS_URL": "redis://:redispw99@r:6379/0"}))

@@ -268,8 +268,10 @@ func (l Limits) validate() []error {
 	rows := l.Rows()
 	seen := make(map[string]bool, len(rows))
 	for i, p := range rows {
-		if p.Kind == KindConcurrency && i >= 4 {
-			errs = append(errs, p.validateConcurrency()...)
+		if p.Kind == KindConcurrency {
+			if i >= 4 { // a built-in row of this kind is refused below
+				errs = append(errs, p.validateConcurrency()...)
+			}
 		} else if err := p.Limit.validate(p.path); err != nil {
 			errs = append(errs, err)
 		}
@@ -279,7 +281,7 @@ func (l Limits) validate() []error {
 			// sliding window but not a calendar quota.
 			seen[p.Name] = true
 			if p.KindOf() == KindQuota || p.KindOf() == KindConcurrency {
-				errs = append(errs, fmt.Errorf("%s.kind: the built-in rows are %s or %s; add a quota as a row of limits.policies", p.path, KindGCRA, KindWindow))
+				errs = append(errs, fmt.Errorf("%s.kind: the built-in rows are %s or %s; add a quota or a concurrency cap as a row of limits.policies", p.path, KindGCRA, KindWindow))
 			}
 			for vendor := range p.Overrides {
 				if err := p.validateOverride(vendor); err != nil {
