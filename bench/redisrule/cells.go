@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"vendorgate/bench/internal/childproc"
+	"vendorgate/shared/testredis"
 )
 
 // cell is one setting of the machine and of Redis.
@@ -115,13 +116,13 @@ func runCell(ctx context.Context, dir string, c cell, b build, be *backend, o op
 	}
 	defer rs.stop()
 	via := ""
-	var h *hole
+	var h *testredis.Hole
 	if c.outage == "hole" {
-		if h, err = startHole(rs.addr()); err != nil {
+		if h, err = testredis.StartHole(rs.addr()); err != nil {
 			return res, err
 		}
-		defer h.close()
-		via = h.addr()
+		defer h.Close()
+		via = h.Addr()
 	}
 	gw, url, admin, err := startGateway(dir, b.bin, gwCPU, rs.url(via), be)
 	if err != nil {
@@ -170,7 +171,7 @@ func runCell(ctx context.Context, dir string, c cell, b build, be *backend, o op
 			case "kill":
 				err = rs.signal(syscall.SIGKILL)
 			case "hole":
-				h.hold()
+				h.Hold()
 			}
 			injected <- err
 		}()

@@ -3,7 +3,6 @@ package limit
 import (
 	"errors"
 	"fmt"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -302,66 +301,6 @@ func TestLateNodeWaitsForAPausedRedis(t *testing.T) {
 	}
 }
 
-// blackHole is a TCP proxy to a Redis that forwards both ways until hold,
-// then stops forwarding (and keeps its connections open): a network that
-// drops everything, a Redis that accepts and never answers.
-type blackHole struct {
-	ln   net.Listener
-	to   string
-	held atomic.Bool
-}
-
-func startBlackHole(t *testing.T, to string) *blackHole {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &blackHole{ln: ln, to: to}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go b.serve(t, c)
-		}
-	}()
-	return b
-}
-
-func (b *blackHole) Addr() string { return b.ln.Addr().String() }
-
-// hold stops forwarding: bytes read from either side are dropped.
-func (b *blackHole) hold() { b.held.Store(true) }
-
-func (b *blackHole) serve(t *testing.T, c net.Conn) {
-	defer c.Close()
-	up, err := net.Dial("tcp", b.to)
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	pump := func(dst, src net.Conn) {
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := src.Read(buf)
-			if err != nil {
-				dst.Close()
-				return
-			}
-			if !b.held.Load() {
-				if _, err := dst.Write(buf[:n]); err != nil {
-					return
-				}
-			}
-		}
-	}
-	go pump(up, c)
-	pump(c, up)
-}
-
 // TestRedisOutagesFailClosed: Redis killed, and Redis behind a network
 // that stops forwarding (a black hole): each caller fails closed with
 // ErrUnavailable, never ErrBusy, within the timeout plus the rule's
@@ -394,7 +333,11 @@ func TestRedisOutagesFailClosed(t *testing.T) {
 	})
 	t.Run("black hole", func(t *testing.T) {
 		rs := testredis.Start(t)
-		bh := startBlackHole(t, rs.Addr())
+		bh, err := testredis.StartHole(rs.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(bh.Close)
 		c := redis.NewClient(&redis.Options{Addr: bh.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
 			DialTimeout: 100 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
 		t.Cleanup(func() { c.Close() })
@@ -409,7 +352,7 @@ func TestRedisOutagesFailClosed(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		bh.hold()
+		bh.Hold()
 		check(t, r, "Redis black-holed")
 	})
 }

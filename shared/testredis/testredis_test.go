@@ -107,3 +107,41 @@ func TestRunReportsAnEarlyExit(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestHoleStopsForwarding: the hole forwards both ways until Hold, then
+// forwards nothing while keeping the connection open; Close closes it.
+func TestHoleStopsForwarding(t *testing.T) {
+	s := Start(t)
+	h, err := StartHole(s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	c, err := net.Dial("tcp", h.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 64)
+	ping := func() (string, error) {
+		if _, err := c.Write([]byte("PING\r\n")); err != nil {
+			return "", err
+		}
+		n, err := c.Read(buf)
+		return string(buf[:n]), err
+	}
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if got, err := ping(); err != nil || got != "+PONG\r\n" {
+		t.Fatalf("before Hold: %q %v", got, err)
+	}
+	h.Hold()
+	_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if got, err := ping(); !os.IsTimeout(err) {
+		t.Fatalf("after Hold: %q %v; want the write taken and the read timed out", got, err)
+	}
+	h.Close()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c.Read(buf); err == nil {
+		t.Fatalf("after Close: read %q; want the connection closed", buf[:n])
+	}
+}
