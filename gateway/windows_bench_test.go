@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,37 +11,6 @@ import (
 	"vendorgate/config"
 	"vendorgate/shared/testredis"
 )
-
-// redisStats reads from INFO what Redis spent: its CPU seconds, its
-// script calls (EVALSHA and EVAL: one a round trip of the limiters), and
-// the bytes it read and wrote.
-func redisStats(tb testing.TB, c *redis.Client) (cpu float64, scripts, in, out int64) {
-	tb.Helper()
-	info, err := c.Info(context.Background(), "cpu", "commandstats", "stats").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	num := func(l string) int64 {
-		n, _ := strconv.ParseInt(l[strings.IndexByte(l, ':')+1:], 10, 64)
-		return n
-	}
-	for _, l := range strings.Split(info, "\r\n") {
-		switch {
-		case strings.HasPrefix(l, "used_cpu_user:"), strings.HasPrefix(l, "used_cpu_sys:"):
-			f, _ := strconv.ParseFloat(l[strings.IndexByte(l, ':')+1:], 64)
-			cpu += f
-		case strings.HasPrefix(l, "cmdstat_evalsha:"), strings.HasPrefix(l, "cmdstat_eval:"):
-			v := l[strings.Index(l, "calls=")+6:]
-			n, _ := strconv.ParseInt(v[:strings.IndexByte(v, ',')], 10, 64)
-			scripts += n
-		case strings.HasPrefix(l, "total_net_input_bytes:"):
-			in = num(l)
-		case strings.HasPrefix(l, "total_net_output_bytes:"):
-			out = num(l)
-		}
-	}
-	return cpu, scripts, in, out
-}
 
 // BenchmarkRedisCostPerRequest measures what one proxied read costs Redis
 // (its CPU, its script calls, the bytes it reads and writes, INFO's
@@ -83,7 +50,10 @@ func BenchmarkRedisCostPerRequest(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			cpu0, s0, in0, out0 := redisStats(b, info)
+			// What Redis spent, from INFO: its CPU seconds, its script
+			// calls (one a round trip of the limiters), the bytes it read
+			// and wrote.
+			st0 := rs.Info(b, "cpu", "commandstats", "stats")
 			b.ResetTimer()
 			for range b.N {
 				if err := rig.read(&req, &ctx); err != nil {
@@ -91,12 +61,13 @@ func BenchmarkRedisCostPerRequest(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			cpu1, s1, in1, out1 := redisStats(b, info)
+			st1 := rs.Info(b, "cpu", "commandstats", "stats")
 			n := float64(b.N)
-			b.ReportMetric((cpu1-cpu0)*1e6/n, "redis-us/op")
-			b.ReportMetric(float64(s1-s0)/n, "scripts/op")
-			b.ReportMetric(float64(in1-in0)/n, "redis-in-B/op")
-			b.ReportMetric(float64(out1-out0)/n, "redis-out-B/op")
+			moved := func(name string) float64 { a, _ := st1.Sum(name); z, _ := st0.Sum(name); return a - z }
+			b.ReportMetric((st1.CPU()-st0.CPU())*1e6/n, "redis-us/op")
+			b.ReportMetric(float64(st1.Scripts()-st0.Scripts())/n, "scripts/op")
+			b.ReportMetric(moved("total_net_input_bytes")/n, "redis-in-B/op")
+			b.ReportMetric(moved("total_net_output_bytes")/n, "redis-out-B/op")
 			var mem int64
 			keys, _ := info.Keys(context.Background(), "*reads*").Result()
 			for _, k := range keys {

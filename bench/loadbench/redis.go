@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"vendorgate/shared/testredis"
@@ -41,40 +40,9 @@ func readCommandStats(r *testredis.Server) (stats commandStats, reads int64, err
 	if err != nil {
 		return nil, 0, fmt.Errorf("redis INFO commandstats stats: %w", err)
 	}
-	return parseCommandStats(s), parseReads(s), nil
-}
-
-// parseReads finds total_reads_processed in INFO stats.
-func parseReads(s string) int64 {
-	for _, line := range strings.Split(s, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_reads_processed:"); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-// parseCommandStats parses lines like
-// "cmdstat_evalsha:calls=12,usec=34,usec_per_call=2.8,...".
-func parseCommandStats(s string) commandStats {
-	out := commandStats{}
-	for _, line := range strings.Split(s, "\n") {
-		line = strings.TrimSpace(line)
-		name, rest, ok := strings.Cut(line, ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		for _, kv := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(kv, "calls="); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err == nil {
-					out[strings.TrimPrefix(name, "cmdstat_")] = n
-				}
-			}
-		}
-	}
-	return out
+	info := testredis.ParseInfo(s)
+	n, _ := info.Sum("total_reads_processed")
+	return info.Calls(), int64(n), nil
 }
 
 // diff is after minus before, without the INFO calls loadbench itself made.

@@ -3,7 +3,6 @@ package limit
 import (
 	"context"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,28 +12,6 @@ import (
 	"vendorgate/gateway/policy"
 	"vendorgate/shared/testredis"
 )
-
-// redisCost reads Redis's own CPU seconds and script calls (EVALSHA and
-// EVAL) from INFO, to report per limiter call.
-func redisCost(tb testing.TB, c *redis.Client) (cpu float64, scripts int64) {
-	tb.Helper()
-	info, err := c.Info(context.Background(), "cpu", "commandstats").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, l := range strings.Split(info, "\r\n") {
-		switch {
-		case strings.HasPrefix(l, "used_cpu_user:"), strings.HasPrefix(l, "used_cpu_sys:"):
-			f, _ := strconv.ParseFloat(l[strings.IndexByte(l, ':')+1:], 64)
-			cpu += f
-		case strings.HasPrefix(l, "cmdstat_evalsha:"), strings.HasPrefix(l, "cmdstat_eval:"):
-			v := l[strings.Index(l, "calls=")+6:]
-			n, _ := strconv.ParseInt(v[:strings.IndexByte(v, ',')], 10, 64)
-			scripts += n
-		}
-	}
-	return cpu, scripts
-}
 
 // BenchmarkLimiterDesigns compares, against one real Redis with 64
 // concurrent callers over 10,000 vendors, the two ways of sharing round
@@ -49,10 +26,9 @@ func BenchmarkLimiterDesigns(b *testing.B) {
 	}
 	rate := policy.Rate{Name: "reads", Limit: 1 << 30, Period: time.Minute}
 	run := func(b *testing.B, allow func(cs policy.Checks) error) {
-		info := redis.NewClient(&redis.Options{Addr: rs.Addr()})
-		defer info.Close()
 		var next atomic.Uint64
-		cpu0, s0 := redisCost(b, info)
+		// Redis's own CPU seconds and script calls, per limiter call.
+		st0 := rs.Info(b, "cpu", "commandstats")
 		b.SetParallelism(32) // 64 callers on 2 cores
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
@@ -64,9 +40,9 @@ func BenchmarkLimiterDesigns(b *testing.B) {
 			}
 		})
 		b.StopTimer()
-		cpu1, s1 := redisCost(b, info)
-		b.ReportMetric((cpu1-cpu0)*1e6/float64(b.N), "redis-us/op")
-		b.ReportMetric(float64(s1-s0)/float64(b.N), "scripts/op")
+		st1 := rs.Info(b, "cpu", "commandstats")
+		b.ReportMetric((st1.CPU()-st0.CPU())*1e6/float64(b.N), "redis-us/op")
+		b.ReportMetric(float64(st1.Scripts()-st0.Scripts())/float64(b.N), "scripts/op")
 	}
 	for _, lease := range []int{1, 16} {
 		name := "batch-script"

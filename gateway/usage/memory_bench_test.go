@@ -2,9 +2,7 @@ package usage
 
 import (
 	"runtime"
-	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -115,17 +113,8 @@ func benchStore(b *testing.B) (*testredis.Server, *Redis) {
 
 // infoSum is the sum of the named numeric fields of an INFO section.
 func infoSum(b *testing.B, srv *testredis.Server, section string, names ...string) float64 {
-	var sum float64
-	found := false
-	for _, l := range strings.Split(srv.Do(b, "INFO", section), "\n") {
-		name, v, ok := strings.Cut(strings.TrimSpace(l), ":")
-		if ok && slices.Contains(names, name) {
-			n, _ := strconv.ParseFloat(v, 64)
-			sum += n
-			found = true
-		}
-	}
-	if !found {
+	sum, ok := srv.Info(b, section).Sum(names...)
+	if !ok {
 		b.Fatalf("no %v in INFO %s", names, section)
 	}
 	return sum

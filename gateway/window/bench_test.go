@@ -3,7 +3,6 @@ package window
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -55,13 +54,13 @@ func BenchmarkSteady(b *testing.B) {
 			for i := range fill {
 				call(i)
 			}
-			cpu0 := redisCPU(b, info)
+			cpu0 := rs.Info(b, "cpu").CPU()
 			b.ResetTimer()
 			for i := range b.N {
 				call(i)
 			}
 			b.StopTimer()
-			b.ReportMetric((redisCPU(b, info)-cpu0)*1e6/float64(b.N), "redis-us/op")
+			b.ReportMetric((rs.Info(b, "cpu").CPU()-cpu0)*1e6/float64(b.N), "redis-us/op")
 			var mem int64
 			n := 0
 			iter := info.Scan(context.Background(), 0, "win:*", 1000).Iterator()
@@ -73,18 +72,4 @@ func BenchmarkSteady(b *testing.B) {
 			b.ReportMetric(float64(mem)/float64(max(n, 1)), "bucket-B")
 		})
 	}
-}
-
-func redisCPU(tb testing.TB, c *redis.Client) (cpu float64) {
-	info, err := c.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, l := range strings.Split(info, "\r\n") {
-		if strings.HasPrefix(l, "used_cpu_user:") || strings.HasPrefix(l, "used_cpu_sys:") {
-			f, _ := strconv.ParseFloat(l[strings.IndexByte(l, ':')+1:], 64)
-			cpu += f
-		}
-	}
-	return cpu
 }

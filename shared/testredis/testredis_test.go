@@ -145,3 +145,28 @@ func TestHoleStopsForwarding(t *testing.T) {
 		t.Fatalf("after Close: read %q; want the connection closed", buf[:n])
 	}
 }
+
+// TestInfo: INFO read by name, from a real Redis: its CPU seconds, a
+// script call counted, and the sums of fields.
+func TestInfo(t *testing.T) {
+	s := Start(t)
+	before := s.Info(t, "cpu", "commandstats")
+	s.Do(t, "EVAL", "return 1", "0")
+	after := s.Info(t, "cpu", "commandstats", "memory")
+	if after.Scripts() != before.Scripts()+1 || after.Calls()["eval"] != before.Calls()["eval"]+1 {
+		t.Fatalf("scripts %d then %d, eval calls %v then %v; want one more", before.Scripts(), after.Scripts(), before.Calls(), after.Calls())
+	}
+	if after.CPU() <= 0 || after.CPU() < before.CPU() {
+		t.Fatalf("CPU %v then %v", before.CPU(), after.CPU())
+	}
+	if m, ok := after.Sum("used_memory"); !ok || m <= 0 {
+		t.Fatalf("used_memory %v %v", m, ok)
+	}
+	if _, ok := after.Sum("no_such_field"); ok {
+		t.Fatal("a field not in the reply was found")
+	}
+	i := ParseInfo("# Commandstats\r\ncmdstat_evalsha:calls=10,usec=30,usec_per_call=3.00\r\ncmdstat_eval:calls=2,usec=1\r\n")
+	if i.Scripts() != 12 || len(i.Calls()) != 2 {
+		t.Fatalf("%v: scripts %d", i.Calls(), i.Scripts())
+	}
+}
