@@ -163,25 +163,37 @@ func TestUsageViewAcrossReplicas(t *testing.T) {
 		t.Fatalf("usage show table:\n%s", table)
 	}
 
-	// Counted, then Redis killed before (or while) they are flushed: the
-	// gateways keep them and flush them once Redis is back, once.
-	before = s.leaseCounts()
-	for i := 0; i < 4; i++ {
-		if r := s.me(i%2, underKey); r.status != 200 {
-			t.Fatalf("before the restart: %d %s", r.status, r.body)
+	// Counted, then Redis killed before they are flushed: the gateways
+	// keep them and flush them once Redis is back, once. A flush runs on
+	// each boundary of the interval and sends nothing when nothing was
+	// counted, so the reads go out well after one (a flush a little late
+	// on a loaded machine has run by then) and Redis stops right after
+	// them. Should a flush later still than that have taken them first,
+	// nothing was pending and nothing could fail: the round runs once more
+	// (two reads a round keep the vendor under its 20).
+	allowed, failed := 15, 0.0
+	for round := 1; failed == 0; round++ {
+		if round > 2 {
+			t.Fatal("no failed flush was counted while Redis was down, in 2 rounds")
 		}
-	}
-	shadow += s.leaseCounts().minus(before).shadow
-	s.redis.Stop()
-	time.Sleep(2*flush + 500*time.Millisecond) // flushes fail meanwhile
-	s.redis.Restart(t)
-	s.waitUsage(under, "reads", usageCounts{allowed: 19, shadow: uint64(shadow)}, 2*within)
-	failed := 0.0
-	for _, adm := range s.gwAdmin {
-		failed += metric(scrape(t, adm), "vendorgate_gateway_usage_flushes_total", `result="error"`)
-	}
-	if failed == 0 {
-		t.Fatal("no failed flush was counted while Redis was down")
+		before = s.leaseCounts()
+		now := time.Now()
+		time.Sleep(now.Truncate(flush).Add(flush + 2*flush/5).Sub(now))
+		for i := 0; i < 2; i++ {
+			if r := s.me(i%2, underKey); r.status != 200 {
+				t.Fatalf("before the restart: %d %s", r.status, r.body)
+			}
+		}
+		allowed += 2
+		s.redis.Stop()
+		shadow += s.leaseCounts().minus(before).shadow
+		time.Sleep(2*flush + 500*time.Millisecond) // flushes fail meanwhile
+		s.redis.Restart(t)
+		s.waitUsage(under, "reads", usageCounts{allowed: uint64(allowed), shadow: uint64(shadow)}, 2*within)
+		for _, adm := range s.gwAdmin {
+			// No series (-1) is none failed.
+			failed += max(metric(scrape(t, adm), "vendorgate_gateway_usage_flushes_total", `result="error"`), 0)
+		}
 	}
 
 	// Bad input is one clear line and a non-zero exit.
