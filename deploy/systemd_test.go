@@ -140,6 +140,11 @@ func reloadLines(t *testing.T) []string {
 // process: a file the gateway refuses makes the reload fail and no signal
 // is sent; a good one sends the SIGHUP.
 func TestGatewayReloadChecksFirst(t *testing.T) {
+	if sighupIgnored(t) {
+		// Inherited by the stand-in, which would sleep through the signal.
+		t.Fatal("SIGHUP is ignored in this process (started under nohup?), and so in the gateway's stand-in: " +
+			"run the tests where SIGHUP is not ignored")
+	}
 	lines := reloadLines(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "gateway")
@@ -210,4 +215,21 @@ func TestGatewayReloadChecksFirst(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sighupIgnored reports whether this process ignores SIGHUP (SigIgn in
+// /proc/self/status: bit 0 is signal 1), as one started by nohup does.
+func sighupIgnored(t *testing.T) bool {
+	t.Helper()
+	for _, l := range strings.Split(string(readFile(t, "/proc/self/status")), "\n") {
+		if v, ok := strings.CutPrefix(l, "SigIgn:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				t.Fatalf("SigIgn %q: %v", v, err)
+			}
+			return mask&1 != 0
+		}
+	}
+	t.Fatal("no SigIgn in /proc/self/status")
+	return false
 }
