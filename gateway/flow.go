@@ -408,7 +408,7 @@ func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
 			continue
 		}
 		rem, reset := ex.decision.Left(i, rt) // a refusal took no token
-		b = policy.AppendState(b, rt.Name, rem, int64((reset+time.Second-1)/time.Second))
+		b = policy.AppendState(b, rt.Name, rem, reset)
 	}
 	if ex.windows != nil {
 		var pbuf [policy.MaxChecks * 64]byte

@@ -86,12 +86,12 @@ func appendWindowHeaders(pol, state []byte, w *windowed) ([]byte, []byte) {
 			s, e := rt.Calendar.Window(time.Now())
 			span = e.Sub(s)
 		}
-		pol = policy.AppendPolicy(pol, rt.Name, rt.Limit, int64((span+time.Second-1)/time.Second))
+		pol = policy.AppendPolicy(pol, rt.Name, rt.Limit, span)
 		if !w.decided {
 			continue
 		}
 		rem, reset := w.decision.Left(i)
-		state = policy.AppendState(state, rt.Name, rem, int64((reset+time.Second-1)/time.Second))
+		state = policy.AppendState(state, rt.Name, rem, reset)
 	}
 	return pol, state
 }

@@ -211,9 +211,9 @@ func (systemClock) AfterFunc(d time.Duration, f func()) func() bool { return tim
 // decision's call (judged) is waited for as a pipelined call waits: failed
 // only when Redis was silent past Timeout; refunds wait up to deadline,
 // and so does a simulation's ping (the limiter's own is judged by the
-// transport's rule, see Conn.Heartbeat). The limiter's own is its Conn's pipeline (decisions) and its
-// Conn's client (the rest); a simulation brings its own, to decide delay,
-// order and loss.
+// transport's rule, see Conn.Heartbeat). The limiter's own is its Conn's
+// pipeline (decisions) and its Conn's client (the rest); a simulation
+// brings its own, to decide delay, order and loss.
 type roundTrip func(judged bool, deadline time.Duration, keys [][]string, args [][]any) ([][]any, error)
 
 // NewRedis returns a Redis limiter behind its own breaker.

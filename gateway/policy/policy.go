@@ -516,32 +516,32 @@ func (p *Plan) Windows(cs *Checks, b *Buckets) {
 	}
 }
 
-// AppendPolicy appends one RateLimit-Policy entry, "name";q=quota;w=seconds,
-// to b (", " first when b holds one already).
-func AppendPolicy(b []byte, name string, quota int, seconds int64) []byte {
-	if len(b) > 0 {
-		b = append(b, ", "...)
-	}
-	b = append(b, '"')
-	b = append(b, name...)
-	b = append(b, `";q=`...)
-	b = strconv.AppendInt(b, int64(quota), 10)
-	b = append(b, ";w="...)
-	return strconv.AppendInt(b, seconds, 10)
+// AppendPolicy appends one RateLimit-Policy entry, "name";q=quota;w=window
+// in whole seconds (rounded up), to b (", " first when b holds one
+// already).
+func AppendPolicy(b []byte, name string, quota int, window time.Duration) []byte {
+	return appendEntry(b, name, `";q=`, quota, ";w=", window)
 }
 
-// AppendState appends one RateLimit entry, "name";r=remaining;t=seconds,
-// to b (", " first when b holds one already).
-func AppendState(b []byte, name string, remaining int, seconds int64) []byte {
+// AppendState appends one RateLimit entry, "name";r=remaining;t=reset in
+// whole seconds (rounded up), to b (", " first when b holds one already).
+func AppendState(b []byte, name string, remaining int, reset time.Duration) []byte {
+	return appendEntry(b, name, `";r=`, remaining, ";t=", reset)
+}
+
+// appendEntry appends one entry of either header: the quoted name, the
+// count's key (count) and n, the span's key (span) and d in whole seconds,
+// rounded up.
+func appendEntry(b []byte, name, count string, n int, span string, d time.Duration) []byte {
 	if len(b) > 0 {
 		b = append(b, ", "...)
 	}
 	b = append(b, '"')
 	b = append(b, name...)
-	b = append(b, `";r=`...)
-	b = strconv.AppendInt(b, int64(remaining), 10)
-	b = append(b, ";t="...)
-	return strconv.AppendInt(b, seconds, 10)
+	b = append(b, count...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, span...)
+	return strconv.AppendInt(b, int64((d+time.Second-1)/time.Second), 10)
 }
 
 // Slots is the number of the plan's concurrency rows: 0 for a route that
@@ -557,7 +557,7 @@ func (p *Plan) Slot(i int, b *Buckets) (key string, limit, row int) {
 
 // appendPolicy appends r to a RateLimit-Policy value: "name";q=quota;w=seconds.
 func appendPolicy(b []byte, r Rate) []byte {
-	return AppendPolicy(b, r.Name, r.Quota(), int64((r.Period+time.Second-1)/time.Second))
+	return AppendPolicy(b, r.Name, r.Quota(), r.Period)
 }
 
 func btoi(b bool) int {
