@@ -167,7 +167,7 @@ func (l *leases) take(key string, now int64, answered bool) (res Result, t ticke
 		case now >= e.expires:
 			l.refund(key, &e)
 		case answered || l.fresh():
-			t = ticket{gen: e.gen, epoch: e.epoch, tatUS: e.tatGrantUS}
+			t = ticket{gen: e.gen, epoch: e.epoch, tatUS: e.tatGrantUS, expires: e.expires}
 			e.tokens--
 			if e.older > 0 { // the earliest first
 				t.older, t.after, t.tatUS = true, e.older <= e.olderAfter, e.olderTAT
@@ -200,11 +200,12 @@ func (l *leases) take(key string, now int64, answered bool) (res Result, t ticke
 
 // ticket is a token taken from a lease: enough to give it back.
 type ticket struct {
-	gen   uint32
-	epoch uint64
-	tatUS int64 // the TAT of the grant it came from
-	older bool  // from the older segment
-	after bool  // of the older segment's tokens positioned past its TAT
+	gen     uint32
+	epoch   uint64
+	tatUS   int64 // the TAT of the grant it came from
+	expires int64 // its lease's expiry: the token is spent before it
+	older   bool  // from the older segment
+	after   bool  // of the older segment's tokens positioned past its TAT
 }
 
 // roll moves the demand windows on to now.
@@ -238,7 +239,9 @@ func (e *bucketLease) result(now int64) Result {
 // that lease has run out and been granted anew meanwhile (other requests
 // spent the rest), the token joins the new lease's older segment, under
 // the earlier of the two grants' TATs: its grant was never sent back, and
-// one refund of the segment reckons its future once. When its lease or
+// one refund of the segment reckons its future once; the new lease then
+// expires no later than the token's own did (no token is spent more than
+// lease_ttl after its charge). When its lease or
 // any lease since was sent back or dropped meanwhile (a later lease may
 // have held another token of its grant, given back to it), or Redis
 // failed since, the token is lost (a second refund of one grant would
@@ -275,6 +278,7 @@ func (l *leases) putBack(key string, t ticket, now int64) bool {
 			e.addOlder(1, t.tatUS)
 		}
 		e.tokens++
+		e.expires = min(e.expires, t.expires)
 	default:
 		back = false
 	}
@@ -338,7 +342,7 @@ func (l *leases) grant(key string, r policy.Rate, res Result, granted int, tatUS
 		e.resetGrant = int64(res.ResetAfter)
 		e.emission = interval(r)
 		l.lastGrant.Store(now)
-		own, leased = ticket{gen: e.gen, epoch: e.epoch, tatUS: tatUS}, true
+		own, leased = ticket{gen: e.gen, epoch: e.epoch, tatUS: tatUS, expires: e.expires}, true
 	}
 	sh.m[key] = e
 	sh.mu.Unlock()

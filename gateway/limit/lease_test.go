@@ -994,4 +994,36 @@ func TestLeaseTokensGivenBack(t *testing.T) {
 		}
 		check(l.sweep(now, true), []refund{{key: b, emission: 1, unused: 2, tatGrantUS: 14_000_000}})
 	})
+	// A token given back to a later lease is spent no later than its own
+	// lease's life: the later lease expires by it (step 2 of the bound's
+	// argument: a token is spent within lease_ttl of its charge).
+	// TestSimulation's per-token check found it: a request refunded for
+	// the backend's failure, its token spent up to 1.8 s past its lease.
+	t.Run("into a later lease, which expires by the token's", func(t *testing.T) {
+		l := newL()
+		l.grant("b", r, Result{Remaining: 50}, 4, 2_000_000, 0, now, now) // expires at now+1s
+		t1, _, _ := take(l), take(l), take(l)
+		half := now + int64(500*time.Millisecond)
+		l.grant("b", r, Result{Remaining: 40}, 3, 8_000_000, 0, half, half) // would expire at now+1.5s
+		l.giveBack("b", t1, half)
+		if _, _, _, ok := l.take("b", now+int64(1200*time.Millisecond), false); ok {
+			t.Fatal("a token of a lease that expired at now+1s spent at now+1.2s")
+		}
+	})
+	// Redis failed (the epoch moved on) while a request held a lease's
+	// last token; a new lease was granted since. The token given back is
+	// lost: in the new lease it would be spent after the failure.
+	t.Run("after Redis failed, not into a later lease", func(t *testing.T) {
+		l := newL()
+		dropped = 0
+		l.grant("b", r, Result{Remaining: 50}, 4, 2_000_000, 0, now, now)
+		t1, _, _ := take(l), take(l), take(l)
+		l.drop()
+		l.grant("b", r, Result{Remaining: 40}, 3, 8_000_000, 1, now, now)
+		l.giveBack("b", t1, now)
+		if dropped != 1 {
+			t.Fatalf("%d tokens dropped, want the one given back", dropped)
+		}
+		check(l.sweep(now, true), []refund{{key: b, emission: 1, unused: 2, tatGrantUS: 8_000_000}})
+	})
 }

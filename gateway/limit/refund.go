@@ -39,7 +39,8 @@ type receipt struct {
 	epoch        uint64
 	// tat is the grant's TAT after the charge: µs since 2017 in Redis, ns
 	// in process.
-	tat int64
+	tat     int64
+	expires int64 // a lease token's: its lease's expiry
 }
 
 // The kinds of receipts.
@@ -50,11 +51,11 @@ const (
 )
 
 func leaseReceipt(t ticket) receipt {
-	return receipt{kind: receiptLease, gen: t.gen, epoch: t.epoch, tat: t.tatUS, older: t.older, after: t.after}
+	return receipt{kind: receiptLease, gen: t.gen, epoch: t.epoch, tat: t.tatUS, expires: t.expires, older: t.older, after: t.after}
 }
 
 func (rc receipt) ticket() ticket {
-	return ticket{gen: rc.gen, epoch: rc.epoch, tatUS: rc.tat, older: rc.older, after: rc.after}
+	return ticket{gen: rc.gen, epoch: rc.epoch, tatUS: rc.tat, expires: rc.expires, older: rc.older, after: rc.after}
 }
 
 // refundCap is the per-bucket cap on refunds at one gateway: a GCRA bucket

@@ -1,11 +1,13 @@
 package limit
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand"
 	"runtime"
@@ -202,7 +204,40 @@ type simWorld struct {
 	refundedTokens           float64
 	refundedRequests         int     // admissions given back by Refund
 	skippedTokens            float64 // of them, in refunds Redis skipped
-	dropped                  []simSlack
+	// skippedPast: of the skipped, the tokens whose grant's TAT was
+	// already behind Redis' TIME (nothing of them left to give back).
+	skippedPast float64
+	dropped     []simSlack
+	// The grants Redis made, by gateway, bucket and the TAT after them:
+	// when each ran and the gateway's lease epoch then (a lease token's
+	// ticket names its grant by that TAT).
+	grantLog map[simTokenKey][]simGrantRec
+	// refundsAt: each gateway's refunds for the backend's failures that
+	// gave a token back, by bucket, at the gateway's wall clock (its
+	// refund cap's).
+	refundsAt map[simTokenKey][]int64
+	// wallSteps: forward steps of gateways' wall clocks (the refund cap
+	// refills by them).
+	wallSteps time.Duration
+	// idleRng draws the traffic that idles past a lease period and then
+	// bursts (after the run's other arrivals, so that a seed's earlier
+	// draws stay as they were).
+	idleRng *rand.Rand
+}
+
+// simTokenKey names a grant (tatUS: the bucket's TAT after it, µs) or a
+// bucket (tatUS 0) of one gateway.
+type simTokenKey struct {
+	gw    int
+	key   string
+	tatUS int64
+}
+
+// simGrantRec is one grant: when Redis charged it, and the gateway's lease
+// epoch then.
+type simGrantRec struct {
+	at    int64
+	epoch uint64
 }
 
 type simSlack struct {
@@ -296,8 +331,13 @@ type simReply struct {
 }
 
 type simReq struct {
-	g       *simGW
-	at      int64
+	g  *simGW
+	at int64
+	// epoch is the gateway's lease epoch at arrival; before its leases of
+	// the request's buckets then (a decision without a call took its
+	// tokens from them at once).
+	epoch   uint64
+	before  map[string]bucketLease
 	cs      policy.Checks
 	calls   []*simCall // its calls to Redis, the last one decides
 	allowed bool
@@ -434,8 +474,9 @@ func newSimWorld(seed int64, verbose bool, t *testing.T) *simWorld {
 		trace: map[string][]string{}, keyNode: map[string]int{}, rates: map[string]policy.Rate{}, consumed: map[string][]int64{}, refunded: map[string][]int64{},
 		allowance: map[string]float64{}, grantsBack: map[simGrantID]*simBack{}, grants: map[simGrantID]int{},
 		inRefund: map[string]int{}, inReply: map[string]int{}, taken: map[string]int{}, lost: map[string][]simSlack{},
-		kept: map[string]float64{}}
+		kept: map[string]float64{}, grantLog: map[simTokenKey][]simGrantRec{}, refundsAt: map[simTokenKey][]int64{}}
 	w.refundRng = rand.New(rand.NewSource(seed*7919 + 1))
+	w.idleRng = rand.New(rand.NewSource(seed*104729 + 7))
 	w.ttl = []time.Duration{time.Second, 2 * time.Second, 2 * time.Second}[rng.Intn(3)]
 	w.leaseMax = []int{16, 16, 4, 64}[rng.Intn(4)]
 	for i := 1 + rng.Intn(2); i > 0; i-- { // two: a Cluster of two masters
@@ -880,6 +921,9 @@ func (w *simWorld) exec(g *simGW, nd *simNode, keys []string, args []any, call *
 			// charged until the bucket is whole again.
 			w.lose(a.key, int(a.unused))
 			w.skippedTokens += a.unused
+			if a.grant <= tnow {
+				w.skippedPast += a.unused
+			}
 		} else {
 			// What the refund may keep by design: what of the tokens is
 			// no longer in the grant's future, reckoned from its TAT (a
@@ -922,6 +966,10 @@ func (w *simWorld) exec(g *simGW, nd *simNode, keys []string, args []any, call *
 			call.granted[k] = granted > 0
 			call.charged[k] = int(granted)
 			call.execd = true
+			if granted > 0 {
+				id := simTokenKey{g.id, k, out[valuesPerKey*j+5]}
+				w.grantLog[id] = append(w.grantLog[id], simGrantRec{at: w.now, epoch: g.r.leases.epoch.Load()})
+			}
 			if granted > 1 || granted == 1 && w.rates[strings.TrimPrefix(k, keyPrefix)].Refund {
 				// A new grant (a lease, or a token a request's refund may
 				// give back alone): its refunds have a budget of their own.
@@ -1012,6 +1060,8 @@ func (w *simWorld) request(vd *simVendor, gi int) {
 		add(vd.twins[k])
 	}
 	w.offered = append(w.offered, req)
+	req.epoch = g.r.leases.epoch.Load()
+	req.before = g.leaseStates(req)
 	p := &simProc{g: g, req: req, wake: make(chan simReply)}
 	w.spawn(p, func() {
 		d, err := g.r.Allow(req.cs)
@@ -1050,8 +1100,11 @@ func (w *simWorld) decided(req *simReq, d Decision, err error) {
 			at := w.now
 			if fromRedis {
 				at = last.execAt
-			} else if node := w.keyNode[key]; w.now-g.lastRead[node] > int64(simTimeout) {
-				w.fail("gateway %d spent a lease of %s %.1f ms after its last answer from that Redis", g.id, c.Key, float64(w.now-g.lastRead[node])/1e6)
+			} else {
+				if node := w.keyNode[key]; w.now-g.lastRead[node] > int64(simTimeout) {
+					w.fail("gateway %d spent a lease of %s %.1f ms after its last answer from that Redis", g.id, c.Key, float64(w.now-g.lastRead[node])/1e6)
+				}
+				w.spentToken(req, d, i)
 			}
 			w.consumed[key] = append(w.consumed[key], at)
 			ats[i] = at
@@ -1067,6 +1120,52 @@ func (w *simWorld) decided(req *simReq, d Decision, err error) {
 		w.after(time.Duration(w.refundRng.Int63n(int64(w.ttl)*3/2)), func() { w.failedForBackend(req, &d, ats) })
 	}
 	w.logf("gateway %d decides %v (arrived %.3f ms): allowed %v %+v", g.id, req.cs.List[:req.cs.Count], float64(req.at)/1e6, d.Allowed, d.Results[:d.Count])
+}
+
+// spentToken checks a token req spent from its gateway's lease of check
+// i's bucket against the grant that charged it (named by the TAT its ticket
+// holds: the lease's state at arrival for a decision that made no call,
+// else the receipt, kept for policies that refund):
+//   - step 2 of the bound's argument: taken within lease_ttl of Redis'
+//     charge (a lease expires lease_ttl after its call was sent, and Redis
+//     runs the call after that);
+//   - invariant 5: not of a lease epoch older than the gateway's at the
+//     request's arrival (a lease from before a Redis failure is never spent
+//     after it; a token given back lands in no lease of a later epoch).
+//
+// A token is taken at the request's arrival or later (a second pass):
+// judged from the arrival, the lenient side.
+func (w *simWorld) spentToken(req *simReq, d Decision, i int) {
+	g := req.g
+	c := req.cs.List[i]
+	key := keyPrefix + c.Key
+	var tatUS int64
+	switch rc := d.receipts[i]; {
+	case len(req.calls) == 0:
+		e := req.before[c.Key]
+		tatUS = e.tatGrantUS
+		if e.older > 0 { // the earliest segment first, as take does
+			tatUS = e.olderTAT
+		}
+	case rc.kind == receiptLease:
+		tatUS = rc.tat
+	default:
+		return // taken by a decision that also called Redis: no ticket kept
+	}
+	recs := w.grantLog[simTokenKey{g.id, key, tatUS}]
+	if len(recs) == 0 {
+		w.fail("gateway %d spent a lease token of %s from a grant up to TAT %d µs that Redis never made for it", g.id, c.Key, tatUS)
+		return
+	}
+	rec := recs[len(recs)-1] // of grants reaching one TAT, the latest: the least lag
+	if lag := req.at - rec.at; lag > int64(w.ttl) {
+		w.fail("gateway %d spent a lease token of %s %.3f ms after Redis charged it (at %.6f s): past lease_ttl %s",
+			g.id, c.Key, float64(lag)/1e6, float64(rec.at)/1e9, w.ttl)
+	}
+	if rec.epoch < req.epoch {
+		w.fail("gateway %d spent a lease token of %s charged in lease epoch %d, after it had dropped its leases (epoch %d at the request's arrival)",
+			g.id, c.Key, rec.epoch, req.epoch)
+	}
 }
 
 // failedForBackend is the gateway failing an admitted request for the
@@ -1092,6 +1191,8 @@ func (w *simWorld) failedForBackend(req *simReq, d *Decision, ats [policy.MaxChe
 			continue
 		}
 		w.refunded[key] = append(w.refunded[key], ats[i])
+		id := simTokenKey{gw: g.id, key: key}
+		w.refundsAt[id] = append(w.refundsAt[id], w.now+g.wallOff)
 		w.refundedRequests++
 		if w.verbose {
 			w.trace[key] = append(w.trace[key], fmt.Sprintf("%.6f gw%d refunded the admission at %.6f", float64(w.now)/1e9, g.id, float64(ats[i])/1e9))
@@ -1126,6 +1227,32 @@ func (w *simWorld) arrivals(vd *simVendor) {
 	w.after(time.Duration(w.rng.Int63n(1e9)), next)
 }
 
+// idleThenBurst schedules a vendor's traffic after the run's other
+// arrivals: none for more than a lease period (its leases expire and go
+// back, its buckets refill), then a burst at the gateway that took most of
+// its requests, spread over a few hundred ms (the first calls answer and
+// the rest may spend leases). A lease that outlives lease_ttl is spent
+// then. Its draws are idleRng's: a seed's earlier events stay as they were.
+// It returns when the burst ends.
+func (w *simWorld) idleThenBurst(vd *simVendor) int64 {
+	rng := w.idleRng
+	at := int64(simRun) + int64(w.ttl) + rng.Int63n(int64(2*time.Second))
+	times := make([]int64, 8+rng.Intn(40))
+	for i := range times {
+		times[i] = at
+		at += int64(rng.ExpFloat64() * 15e6)
+	}
+	var next func(i int)
+	next = func(i int) {
+		w.request(vd, vd.heavy%len(w.slots))
+		if i+1 < len(times) {
+			w.at(times[i+1], func() { next(i + 1) })
+		}
+	}
+	w.at(times[0], func() { next(0) })
+	return times[len(times)-1]
+}
+
 // faults schedules what happens to the run besides its traffic.
 func (w *simWorld) faults() {
 	some := func(n int, f func()) {
@@ -1149,7 +1276,9 @@ func (w *simWorld) faults() {
 	some(w.rng.Intn(2), func() { w.restart(gw(), false) })
 	some(w.rng.Intn(3), func() {
 		g := gw()
-		g.wallOff += (w.rng.Int63n(20) - 10) * 1e9
+		step := (w.rng.Int63n(20) - 10) * 1e9
+		g.wallOff += step
+		w.wallSteps += time.Duration(max(step, 0))
 		w.event("gateway %d's wall clock stepped", g.id)
 	})
 	if w.rng.Intn(2) == 0 {
@@ -1351,6 +1480,10 @@ func (w *simWorld) run() {
 	for _, vd := range w.vendors {
 		w.arrivals(vd)
 	}
+	last := int64(simRun)
+	for _, vd := range w.vendors {
+		last = max(last, w.idleThenBurst(vd))
+	}
 	w.faults()
 	var snap func()
 	snap = func() {
@@ -1360,7 +1493,7 @@ func (w *simWorld) run() {
 		w.after(50*time.Millisecond, snap)
 	}
 	snap()
-	end := int64(simRun) + 3*int64(w.ttl) + int64(time.Second)
+	end := last + 3*int64(w.ttl) + int64(time.Second)
 	for w.queue.Len() > 0 {
 		e := heap.Pop(&w.queue).(*simEvent)
 		if e.at > end {
@@ -1404,6 +1537,29 @@ func (w *simWorld) check() {
 		if float64(over) > w.allowance[key] {
 			w.fail("%s: %d of %d admissions past GCRA with burst %d (allowed by faults: %.0f)", key, over, len(times), bound.Burst, w.allowance[key])
 		}
+		if r.Refund {
+			// The refund allowance as docs/limits.md states it, on every
+			// admission, refunded or not: the lease bound plus at most
+			// G × cap × (1 + T / 1 min) tokens refunded over any span T, G
+			// the gateways (every instance; one more when a wall clock
+			// stepped forward: the cap runs on it). A token refunded
+			// reaches a lease or Redis up to a lease_ttl and a beat after
+			// the cap took it: up to one more interval of the cap each.
+			if r.Period != time.Minute {
+				w.t.Fatalf("%s: the refund allowance is checked per minute", key)
+			}
+			n, gws := capTokens(r), len(w.gws)
+			if w.wallSteps > 0 {
+				gws++
+			}
+			all := bound
+			all.Limit += gws * n
+			all.Burst += gws * (n + int(math.Ceil(float64(n)*(w.ttl+time.Second).Seconds()/60)))
+			if over, _ := simReplay(times, all, nil); float64(over) > w.allowance[key] {
+				w.fail("%s: %d of %d admissions (refunded ones too) past the refund allowance: GCRA at %d a minute, burst %d (allowed by faults: %.0f)",
+					key, over, len(times), all.Limit, all.Burst, w.allowance[key])
+			}
+		}
 		var refused []simRefusal
 		for _, f := range w.refusals {
 			if f.key == key {
@@ -1433,6 +1589,18 @@ func (w *simWorld) check() {
 				w.fail("%s refused by Redis at %.6f s holding %.3f s more than what was admitted and the tokens held, in flight, lost or kept by a refund explain (%.2f tokens)",
 					key, float64(f.at)/1e9, unexplained, unexplained*float64(r.Limit)/r.Period.Seconds())
 			}
+		}
+	}
+	// Each gateway's refunds of a bucket within its cap: RefundShare of the
+	// burst a minute (at least one request's), on its own wall clock.
+	for _, id := range slices.SortedFunc(maps.Keys(w.refundsAt), func(a, b simTokenKey) int {
+		return cmp.Or(cmp.Compare(a.gw, b.gw), strings.Compare(a.key, b.key))
+	}) {
+		r := w.rates[strings.TrimPrefix(id.key, keyPrefix)]
+		capRate := policy.Rate{Limit: capTokens(r), Period: time.Minute}
+		if over, _ := simReplay(w.refundsAt[id], capRate, nil); over > 0 {
+			w.fail("gateway %d gave back %d of %s's tokens past its refund cap of %d a minute (%d given back)",
+				id.gw, over, id.key, capRate.Limit, len(w.refundsAt[id]))
 		}
 	}
 	// What plain GCRA admits of the requests offered, all limits at once.
