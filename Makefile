@@ -4,7 +4,7 @@ BIN      := bin
 BINARIES := gateway backend vendorctl
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(HOME)/go/bin/staticcheck)
 
-.PHONY: all build run test bench bench-go bench-load bench-sweep bench-tls sweep-redis lint lint-openapi clean
+.PHONY: all build run test mutations bench bench-go bench-load bench-sweep bench-tls sweep-redis lint lint-openapi clean
 
 all: build
 
@@ -27,6 +27,14 @@ test:
 	# The allocation guards skip under -race (it allocates on its own): run them without it.
 	$(GO) test -count=1 -run 'Allocs$$' ./gateway/... ./shared/...
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
+
+# The planted defects under scripts/mutations/, each applied to a copy of
+# this checkout: the test each names must fail (the lease and refund ones a
+# TestSimulation seed, the script's the script-model test against a real
+# redis-server). Not part of `test`: about 4 minutes on a quiet host.
+# MUTATIONS=name,... runs some only.
+mutations:
+	GO=$(GO) scripts/mutate.sh
 
 bench: bench-go bench-load
 
