@@ -154,6 +154,7 @@ type Gateway struct {
 	slotsClient    redis.UniversalClient // its own pool: the concurrency policies' slots
 	slots          concurrency.Limiter
 	slotErrors     *prometheus.CounterVec
+	slotsRestored  prometheus.Counter
 	subscriber     *auth.Subscriber
 	usage          *usage.Recorder
 

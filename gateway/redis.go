@@ -90,7 +90,7 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 	sc.PoolSize, sc.MinIdleConns = slotPoolSize, 0
 	g.slotsClient = redis.NewUniversalClient(&sc)
 	g.slots, err = concurrency.NewRedis(concurrency.Options{Client: g.slotsClient, TTL: c.Redis.SlotTTL, Refresh: c.Redis.SlotRefresh,
-		Timeout: c.Redis.Timeout, OnError: g.onSlotsError})
+		Timeout: c.Redis.Timeout, OnError: g.onSlotsError, OnLost: g.onSlotsLost})
 	if err != nil {
 		return nil, err
 	}
