@@ -154,6 +154,8 @@ type Gateway struct {
 	slotsClient    redis.UniversalClient // its own pool: the concurrency policies' slots
 	slots          concurrency.Limiter
 	slotErrors     *prometheus.CounterVec
+	slotsRestored  prometheus.Counter
+	redisDataLost  prometheus.Counter
 	subscriber     *auth.Subscriber
 	usage          *usage.Recorder
 
@@ -236,6 +238,7 @@ func New(o Options) (_ *Gateway, err error) {
 	g.inflight = inflight.New()
 	tooSlow := g.registerInFlight()
 	g.registerSlots()
+	g.registerDataLost()
 	if err := g.setupTLS(c.TLS, c.Listen, c.HTTPListen, o.Now); err != nil {
 		return nil, err
 	}

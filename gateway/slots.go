@@ -72,6 +72,17 @@ func (g *Gateway) onSlotsError(what string, err error) {
 	g.log.Warn("concurrency slots: "+what+" failed; the slots concerned expire after redis.slot_ttl", "err", err)
 }
 
+// onSlotsLost is the concurrency limiter's OnLost: a refresh found live
+// slots gone from Redis (it lost its data, or their expiry passed while it
+// was stopped or unreachable) and put them back. Until then the cap let
+// as many more requests in.
+func (g *Gateway) onSlotsLost(n int) {
+	if g.slotsRestored != nil {
+		g.slotsRestored.Add(float64(n))
+	}
+	g.log.Warn("concurrency slots: live slots were gone from Redis and are put back; until now the cap admitted as many more", "slots", n)
+}
+
 // registerSlots registers the concurrency policies' metrics: the requests
 // holding slots at this gateway, and the refreshes and releases that
 // failed.
@@ -79,7 +90,9 @@ func (g *Gateway) registerSlots() {
 	g.slotErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_concurrency_slot_errors_total",
 		Help: "Pipelined refreshes or releases of concurrency-policy slots that failed, by call (refresh, release): the slots concerned are freed at their expiry (redis.slot_ttl)."},
 		[]string{"call"})
-	g.metrics.Registry.MustRegister(g.slotErrors,
+	g.slotsRestored = prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_concurrency_slots_restored_total",
+		Help: "Live concurrency-policy slots a refresh found gone from Redis (lost data, or expired while Redis was stopped or unreachable) and put back."})
+	g.metrics.Registry.MustRegister(g.slotErrors, g.slotsRestored,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vendorgate_gateway_concurrency_slots_held",
 			Help: "Requests holding slots of concurrency policies at this gateway now (each refreshed every redis.slot_refresh)."},
 			func() float64 {

@@ -107,6 +107,10 @@ type Options struct {
 	// OnError is told of a refresh or release that failed (a slot then
 	// lives until its expiry); may be nil.
 	OnError func(what string, err error)
+	// OnLost is told of the live slots a refresh found gone from Redis
+	// and put back (Redis lost them: a flush, a restart without its data,
+	// a failover, or stopped past TTL); may be nil.
+	OnLost func(n int)
 }
 
 // Redis is the limiter every gateway sharing one Redis counts in.
@@ -164,18 +168,21 @@ end
 return 0
 `)
 
-// refreshScript renews a member's expiry in each set that still holds it.
+// refreshScript renews a member's expiry in each set, and puts it back in
+// a set that no longer holds it (Redis lost it: a flush, a restart or a
+// failover without the data, or its expiry passed while Redis was stopped
+// or unreachable): the request holding it is still in flight. Returns how
+// many sets it was put back in.
 var refreshScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
+local back = 0
 for i = 1, #KEYS do
-  if redis.call('ZSCORE', KEYS[i], ARGV[1]) then
-    redis.call('ZADD', KEYS[i], now + ttl, ARGV[1])
-    redis.call('PEXPIRE', KEYS[i], ttl)
-  end
+  back = back + redis.call('ZADD', KEYS[i], now + ttl, ARGV[1])
+  redis.call('PEXPIRE', KEYS[i], ttl)
 end
-return 0
+return back
 `)
 
 // releaseScript removes a member from each set.
@@ -272,15 +279,18 @@ func (r *Redis) remove(hs []*Held) {
 	if len(hs) == 0 {
 		return
 	}
-	r.each(hs, "release", func(ctx context.Context, p redis.Pipeliner, h *Held) {
+	_ = r.each(hs, "release", func(ctx context.Context, p redis.Pipeliner, h *Held) {
 		releaseScript.Eval(ctx, p, h.keys[:h.n], h.member)
 	})
 }
 
-// refresher renews the expiry of every held slot each Refresh.
+// refresher renews the expiry of every held slot each Refresh. After a
+// refresh that failed it tries again at once (each try bounded as every
+// pipeline is), so that the first refresh Redis answers after an outage
+// puts back the slots it lost.
 func (r *Redis) refresher() {
 	defer r.done.Done()
-	t := time.NewTicker(r.o.Refresh)
+	t := time.NewTimer(r.o.Refresh)
 	defer t.Stop()
 	for {
 		select {
@@ -288,25 +298,62 @@ func (r *Redis) refresher() {
 			return
 		case <-t.C:
 		}
-		r.mu.Lock()
-		hs := make([]*Held, 0, len(r.held))
-		for h := range r.held {
-			hs = append(hs, h)
+		if r.refresh() {
+			t.Reset(r.o.Refresh)
+		} else {
+			// A refused connection fails at once: not a busy loop.
+			t.Reset(min(r.o.Timeout, r.o.Refresh))
 		}
-		r.mu.Unlock()
-		r.each(hs, "refresh", func(ctx context.Context, p redis.Pipeliner, h *Held) {
-			refreshScript.Eval(ctx, p, h.keys[:h.n], h.member, r.ttl)
-		})
 	}
 }
 
-// each runs call for every h in one pipeline (a Cluster splits it by
-// slot); a failure is told to OnError once per pipeline. The scripts of a
-// pipeline are sent whole (EVAL, a few hundred bytes): a pipelined EVALSHA
-// a server has not seen fails, with no fallback.
-func (r *Redis) each(hs []*Held, what string, call func(context.Context, redis.Pipeliner, *Held)) {
+// refresh renews every held slot in one pipeline and reports whether
+// Redis answered. A member a refresh put back whose request was released
+// meanwhile (its release may have reached Redis first) is released again.
+func (r *Redis) refresh() bool {
+	r.mu.Lock()
+	hs := make([]*Held, 0, len(r.held))
+	for h := range r.held {
+		hs = append(hs, h)
+	}
+	r.mu.Unlock()
 	if len(hs) == 0 {
-		return
+		return true
+	}
+	cmds := make([]*redis.Cmd, len(hs))
+	i := 0
+	err := r.each(hs, "refresh", func(ctx context.Context, p redis.Pipeliner, h *Held) {
+		cmds[i] = refreshScript.Eval(ctx, p, h.keys[:h.n], h.member, r.ttl)
+		i++
+	})
+	if err != nil {
+		return false
+	}
+	lost := 0
+	for i, h := range hs {
+		n, err := cmds[i].Int()
+		if err != nil || n == 0 {
+			continue
+		}
+		if h.released.Load() {
+			r.release(h)
+			continue
+		}
+		lost++
+	}
+	if lost > 0 && r.o.OnLost != nil {
+		r.o.OnLost(lost)
+	}
+	return true
+}
+
+// each runs call for every h in one pipeline (a Cluster splits it by
+// slot); a failure is told to OnError once per pipeline, and returned. The
+// scripts of a pipeline are sent whole (EVAL, a few hundred bytes): a
+// pipelined EVALSHA a server has not seen fails, with no fallback.
+func (r *Redis) each(hs []*Held, what string, call func(context.Context, redis.Pipeliner, *Held)) error {
+	if len(hs) == 0 {
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(r.o.Timeout, time.Second))
 	defer cancel()
@@ -314,9 +361,14 @@ func (r *Redis) each(hs []*Held, what string, call func(context.Context, redis.P
 	for _, h := range hs {
 		call(ctx, p, h)
 	}
-	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && r.o.OnError != nil {
-		r.o.OnError(what, err)
+	_, err := p.Exec(ctx)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		if r.o.OnError != nil {
+			r.o.OnError(what, err)
+		}
+		return err
 	}
+	return nil
 }
 
 // Held is how many requests hold slots at this gateway now.
