@@ -52,9 +52,11 @@ type Gateway struct {
 	// of every connection from a trusted proxy (trusted_proxies), on the
 	// public listener and http_listen: a load balancer that passes TLS
 	// through (TCP mode) names the client's address in it, and the gateway
-	// takes that address as the connection's peer. A trusted proxy's
-	// connection without one is refused; any other peer's is never read for
-	// one. Default false.
+	// takes that address as the connection's peer, bounded by
+	// MaxConnsPerPeer and MaxNewConnsPerPeer as a direct peer. A header
+	// that names no client leaves the proxy's own address, and no
+	// X-Forwarded-For is believed. A trusted proxy's connection without one
+	// is refused; any other peer's is never read for one. Default false.
 	ProxyProtocol bool `yaml:"proxy_protocol" env:"GATEWAY_PROXY_PROTOCOL"`
 
 	Redis          Redis      `yaml:"redis"`

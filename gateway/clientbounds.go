@@ -121,4 +121,4 @@ func (g *Gateway) onConnRefused(over connlimit.Reason) { g.connsRefused[over].In
 
 // connExempt reports whether a peer's connections are not bounded: the
 // trusted proxies in force, which carry many clients each.
-func (g *Gateway) connExempt(a netip.Addr) bool { return g.snap.Load().clientIP.Trusts(a) }
+func (g *Gateway) connExempt(a netip.Addr) bool { return g.snap.Load().proxies.Trusts(a) }

@@ -106,12 +106,12 @@ func (g *Gateway) ServePlain(ln net.Listener) error {
 	g.served = append(g.served, ln)
 	g.servedMu.Unlock()
 	bounded, err := connlimit.NewListener(ln, connlimit.Options{PerPeer: g.maxConnsPerPeer, NewPerSecond: g.maxNewConnsPerPeer,
-		Exempt: g.connExempt, Refusal: g.connRefusal, OnRefuse: g.onConnRefused})
+		Exempt: g.connExempt, Header: g.connHeader(), Refusal: g.connRefusal, OnRefuse: g.onConnRefused})
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("serve plain http: %w", err)
 	}
-	return g.plain.server.Serve(barelf.NewListener(g.proxyProtocol(bounded)))
+	return g.plain.server.Serve(barelf.NewListener(bounded))
 }
 
 // servePlain answers one request on the plain listener.

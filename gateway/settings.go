@@ -27,7 +27,14 @@ type snapshot struct {
 	cfg        *config.Gateway
 	failedKeys throttle.Thresholds
 	version    string
-	clientIP   *clientip.Resolver
+	// clientIP finds a request's client; proxies knows the trusted
+	// proxies, whose connections are exempt from the per-peer bounds (or,
+	// with proxy_protocol, read for a header). With proxy_protocol
+	// clientIP trusts no one: the client's address is the connection's,
+	// from the PROXY header, and an X-Forwarded-For inside the stream is
+	// the client's own claim.
+	clientIP *clientip.Resolver
+	proxies  *clientip.Resolver
 	// The limit policy table: its rows as configured (the docs page), its
 	// bucket layout, and the table compiled for the default limits and for
 	// each vendor with an override.
@@ -101,7 +108,12 @@ func compile(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 	for i, r := range rows {
 		names[i] = r.Name
 	}
-	sn := &snapshot{cfg: &cp, policies: rows, names: names, version: c.Version, clientIP: clientip.New(trusted),
+	proxies := clientip.New(trusted)
+	clientIP := proxies
+	if c.ProxyProtocol {
+		clientIP = clientip.New(nil)
+	}
+	sn := &snapshot{cfg: &cp, policies: rows, names: names, version: c.Version, clientIP: clientIP, proxies: proxies,
 		failedKeys: throttle.Thresholds{PerAddress: c.FailedKeys.PerAddress, PerKey: c.FailedKeys.PerKey, Window: c.FailedKeys.Window}}
 	sn.inFlight = capsOf(c.InFlight.InFlightCaps)
 	for v := range c.InFlight.Overrides {

@@ -70,7 +70,7 @@ func (g *Gateway) setupTLS(c config.TLS, listen, httpListen string, now func() t
 	}
 	t.config, t.watchInterval = edgetls.Config(certs), c.WatchInterval
 	failures := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_tls_handshake_failures_total",
-		Help: "TLS handshakes on the public listener that failed, by reason: version_or_cipher, unknown_sni, bad_certificate (the client refused ours), timeout (not done within read_timeout), not_tls, closed (the client left), other."},
+		Help: "TLS handshakes on the public listener that failed, by reason: version_or_cipher, unknown_sni, bad_certificate (the client refused ours), timeout (not done within read_timeout), not_tls, closed (the client left), other, proxy_header (a trusted proxy's PROXY header missing or malformed, with proxy_protocol)."},
 		[]string{"reason"})
 	for _, r := range edgetls.Reasons() {
 		t.failures[r] = failures.WithLabelValues(r.String())
@@ -227,12 +227,12 @@ func (g *Gateway) onHandshakeFailure(r edgetls.Reason) { g.tls.failures[r].Inc()
 // connection); TLS; the bare-LF guard on the plaintext. Without TLS the
 // order is the one plain HTTP always had, idleconn outermost. With
 // proxy_protocol the PROXY header of a trusted proxy's connection is read
-// just above the per-peer bound (which exempts that proxy, as it exempts
-// it without PROXY): lazily, in the connection's own goroutine, never in
-// the accept loop.
+// by the per-peer bound at accept (connlimit.Options.Header), in a
+// goroutine of the connection's own, never in the accept loop, and the
+// bounds apply to the client it names (proxyprotocol.go).
 func (g *Gateway) publicListener(pub net.Listener) (net.Listener, error) {
 	o := connlimit.Options{PerPeer: g.maxConnsPerPeer, NewPerSecond: g.maxNewConnsPerPeer,
-		Exempt: g.connExempt, Refusal: g.connRefusal, OnRefuse: g.onConnRefused}
+		Exempt: g.connExempt, Header: g.connHeader(), Refusal: g.connRefusal, OnRefuse: g.onConnRefused}
 	if g.tls.certs != nil {
 		o.Refusal = nil
 	}
@@ -241,7 +241,6 @@ func (g *Gateway) publicListener(pub net.Listener) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	bounded = g.proxyProtocol(bounded)
 	if g.tls.certs != nil {
 		raw := idleconn.NewListener(bounded, idleconn.Options{Idle: g.streamIdle})
 		if g.tls.acme != nil {

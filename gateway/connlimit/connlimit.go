@@ -32,6 +32,15 @@ type Options struct {
 	// so a reload that changes it applies to the next connection. nil: no
 	// peer is exempt.
 	Exempt func(netip.Addr) bool
+	// Header, when set, reads from an exempt peer's connection who it
+	// carries (a PROXY protocol header) and returns the connection as the
+	// client's: its RemoteAddr is the address the bounds then apply to,
+	// as to a direct peer (the peer's own address when the header names
+	// no client). It runs at accept, in a goroutine of its own per
+	// connection (the accept loop never waits on a peer), and must bound
+	// its own time (a read deadline). An error closes the connection; the
+	// caller counts it. nil: an exempt peer's connections are not bounded.
+	Header func(net.Conn) (net.Conn, error)
 	// Refusal appends the answer to a connection over a bound to dst: a
 	// whole HTTP response that closes the connection. nil: a refused
 	// connection is closed unanswered, as it must be under TLS, where the
@@ -85,7 +94,24 @@ type Listener struct {
 	peers    map[netip.Addr]peer // by peer (IPv6: the /64's first address)
 	swept    time.Duration       // when peers was last swept, since epoch
 	refusing atomic.Int64
-	wg       sync.WaitGroup // the lingering refusals
+	wg       sync.WaitGroup // the lingering refusals and, with Header, the header reads and the accept loop
+
+	// With Header, connections are accepted by a loop of their own (run),
+	// which hands each admitted one, or the error that ended it, to Accept
+	// through ready; closed ends the loop and the header reads.
+	start   sync.Once
+	ready   chan accepted
+	closed  chan struct{}
+	close   sync.Once
+	pending map[net.Conn]struct{} // the headers being read, under mu: Close closes them
+	ending  bool                  // under mu: Close has begun
+}
+
+// accepted is what the accept loop hands to Accept: a connection, or the
+// error the underlying listener returned.
+type accepted struct {
+	c   net.Conn
+	err error
 }
 
 // peer is one peer's state: its open connections and, with a rate bound,
@@ -119,7 +145,7 @@ func NewListener(ln net.Listener, o Options) (*Listener, error) {
 	if o.MaxRefusing <= 0 {
 		o.MaxRefusing = 256
 	}
-	l := &Listener{Listener: ln, o: o, epoch: o.Now(), peers: make(map[netip.Addr]peer)}
+	l := &Listener{Listener: ln, o: o, epoch: o.Now(), peers: make(map[netip.Addr]peer), ready: make(chan accepted), closed: make(chan struct{}), pending: make(map[net.Conn]struct{})}
 	if o.NewPerSecond > 0 {
 		l.interval = time.Second / time.Duration(o.NewPerSecond)
 		l.tolerance = time.Duration(o.NewPerSecond-1) * l.interval
@@ -130,6 +156,18 @@ func NewListener(ln net.Listener, o Options) (*Listener, error) {
 // Accept returns the next connection within the bound; the ones over it are
 // answered and closed on the way.
 func (l *Listener) Accept() (net.Conn, error) {
+	if l.o.Header != nil {
+		l.start.Do(func() {
+			l.wg.Add(1)
+			go l.run()
+		})
+		select {
+		case a := <-l.ready:
+			return a.c, a.err
+		case <-l.closed:
+			return nil, net.ErrClosed
+		}
+	}
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
@@ -139,19 +177,113 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if !ok || l.o.Exempt(addr) {
 			return c, nil
 		}
-		key := bucket(addr)
-		refused, over := l.admit(key)
-		if !refused {
-			return &conn{Conn: c, l: l, key: key}, nil
+		if b := l.bound(c, addr); b != nil {
+			return b, nil
 		}
-		l.o.OnRefuse(over)
-		l.refuse(c, over)
 	}
 }
 
-// Close closes the listener and waits for the lingering refusals.
+// bound is c counted against addr's bounds, or nil when it is over one:
+// it is then answered and closed.
+func (l *Listener) bound(c net.Conn, addr netip.Addr) net.Conn {
+	key := bucket(addr)
+	refused, over := l.admit(key)
+	if !refused {
+		return &conn{Conn: c, l: l, key: key}
+	}
+	l.o.OnRefuse(over)
+	l.refuse(c, over)
+	return nil
+}
+
+// run is the accept loop with Header: a direct peer's connection is
+// bounded at once, an exempt peer's is handed to a goroutine that reads
+// its header and bounds the client it names. It ends on Close or on an
+// error of the underlying listener other than a timeout (which Accept
+// returns, as the listener would).
+func (l *Listener) run() {
+	defer l.wg.Done()
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			var ne net.Error
+			if !l.hand(accepted{err: err}) || !errors.As(err, &ne) || !ne.Timeout() {
+				return
+			}
+			continue
+		}
+		addr, ok := peerOf(c)
+		switch {
+		case ok && l.o.Exempt(addr):
+			l.mu.Lock()
+			ending := l.ending
+			if !ending {
+				l.pending[c] = struct{}{}
+			}
+			l.mu.Unlock()
+			if ending {
+				_ = c.Close()
+				return
+			}
+			l.wg.Add(1)
+			go l.readHeader(c)
+		case !ok:
+			if !l.hand(accepted{c: c}) {
+				_ = c.Close()
+				return
+			}
+		default:
+			if b := l.bound(c, addr); b != nil && !l.hand(accepted{c: b}) {
+				_ = b.Close()
+				return
+			}
+		}
+	}
+}
+
+// readHeader reads an exempt peer's header and bounds the client it names.
+func (l *Listener) readHeader(c net.Conn) {
+	defer l.wg.Done()
+	hc, err := l.o.Header(c)
+	l.mu.Lock()
+	delete(l.pending, c)
+	l.mu.Unlock()
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	addr, ok := peerOf(hc)
+	if !ok {
+		_ = hc.Close()
+		return
+	}
+	if b := l.bound(hc, addr); b != nil && !l.hand(accepted{c: b}) {
+		_ = b.Close()
+	}
+}
+
+// hand gives a to Accept, or reports false when the listener is closed.
+func (l *Listener) hand(a accepted) bool {
+	select {
+	case l.ready <- a:
+		return true
+	case <-l.closed:
+		return false
+	}
+}
+
+// Close closes the listener and waits for the lingering refusals (and,
+// with Header, for the accept loop and the header reads, each bounded by
+// its own deadline).
 func (l *Listener) Close() error {
+	l.close.Do(func() { close(l.closed) })
 	err := l.Listener.Close()
+	l.mu.Lock()
+	l.ending = true
+	for c := range l.pending {
+		_ = c.Close() // its header read fails at once, whatever deadline it set
+	}
+	l.mu.Unlock()
 	l.wg.Wait()
 	return err
 }

@@ -259,3 +259,66 @@ func TestIdlePeersAreForgotten(t *testing.T) {
 		t.Fatalf("%d peers kept, want 1 (the one with a connection open)", n)
 	}
 }
+
+// asClient is a connection whose RemoteAddr is the client a header named.
+type asClient struct {
+	net.Conn
+	client net.Addr
+}
+
+func (c asClient) RemoteAddr() net.Addr { return c.client }
+
+// With Header, an exempt peer's connection is bounded by the client its
+// header names, as a direct peer would be; a header that fails closes the
+// connection; and Close ends the header reads still waiting.
+func TestHeaderBoundsTheClientItNames(t *testing.T) {
+	client := netip.MustParseAddr("198.51.100.7")
+	refused := make(chan Reason, 10)
+	l := listen(t, Options{PerPeer: 2, OnRefuse: func(r Reason) { refused <- r },
+		Exempt: func(a netip.Addr) bool { return a == netip.MustParseAddr("127.0.0.1") },
+		Header: func(c net.Conn) (net.Conn, error) {
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			var b [1]byte
+			if _, err := io.ReadFull(c, b[:]); err != nil {
+				return nil, err
+			}
+			if b[0] != 'h' {
+				return nil, fmt.Errorf("no header: %q", b[:])
+			}
+			_ = c.SetReadDeadline(time.Time{})
+			return asClient{Conn: c, client: net.TCPAddrFromAddrPort(netip.AddrPortFrom(client, 4000))}, nil
+		}})
+	for range 2 {
+		_, _ = io.WriteString(dial(t, l), "h")
+	}
+	for deadline := time.Now().Add(5 * time.Second); l.Open(client) != 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections of the header's client counted, want 2", l.Open(client))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	over := dial(t, l)
+	_, _ = io.WriteString(over, "hGET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	_ = over.SetReadDeadline(time.Now().Add(5 * time.Second))
+	expectRefusal(t, over, "the header's client's third connection")
+	expectReason(t, refused, Open)
+	if n := l.Open(netip.MustParseAddr("127.0.0.1")); n != 0 {
+		t.Fatalf("the proxy's own address counted %d connections", n)
+	}
+
+	bad := dial(t, l)
+	_, _ = io.WriteString(bad, "x")
+	_ = bad.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := bad.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("a connection whose header failed: %v, want closed", err)
+	}
+
+	dial(t, l) // sends nothing: its header read waits
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited on a header read (its deadline is 10s)")
+	}
+}

@@ -67,11 +67,15 @@ const (
 	// Other: anything else (a malformed handshake message, an alert not
 	// listed above).
 	Other
+	// ProxyHeader: with proxy_protocol, a trusted proxy's connection began
+	// with no PROXY header or a malformed one, or sent none within
+	// read_timeout; the handshake was never begun.
+	ProxyHeader
 	// NumReasons is the number of reasons, for arrays indexed by Reason.
 	NumReasons
 )
 
-var reasonNames = [NumReasons]string{"version_or_cipher", "unknown_sni", "bad_certificate", "timeout", "not_tls", "closed", "other"}
+var reasonNames = [NumReasons]string{"version_or_cipher", "unknown_sni", "bad_certificate", "timeout", "not_tls", "closed", "other", "proxy_header"}
 
 func (r Reason) String() string { return reasonNames[r] }
 
