@@ -236,7 +236,7 @@ func New(o Options) (_ *Gateway, err error) {
 	g.inflight = inflight.New()
 	tooSlow := g.registerInFlight()
 	g.registerSlots()
-	if err := g.setupTLS(c.TLS, c.Listen, c.HTTPListen, o.Now); err != nil {
+	if err := g.setupTLS(c.TLS, c.Listen, c.HTTPListen, c.PublicBaseURL, o.Now); err != nil {
 		return nil, err
 	}
 

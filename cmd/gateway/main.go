@@ -58,6 +58,15 @@ func run() int {
 				fmt.Fprintln(os.Stderr, "gateway: configuration:", err)
 				return 2
 			}
+			// A set that no longer covers public_base_url's host would
+			// refuse every client asking for it: a start serves it (with
+			// an error), a check refuses it before it is deployed.
+			certs.Require(edgetls.Required(cfg.TLS, cfg.PublicBaseURL)...)
+			if missing := certs.Uncovered(); len(missing) > 0 {
+				fmt.Fprintf(os.Stderr, "gateway: configuration: tls certificate files do not cover %s, public_base_url's host (%s): clients asking for it would be refused\n",
+					strings.Join(missing, ", "), cfg.PublicBaseURL)
+				return 2
+			}
 			for _, in := range certs.Certificates() {
 				if in.Expired(time.Now()) {
 					fmt.Fprintf(os.Stderr, "gateway: WARNING: tls certificate %s expired at %s (it would be served, and refused by clients)\n",
