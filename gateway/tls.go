@@ -3,7 +3,9 @@ package gateway
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -201,6 +203,36 @@ func fileNames(files []config.CertFiles) []string {
 		out[i] = f.CertFile
 	}
 	return out
+}
+
+// TLSServed says how the public listener serves TLS, for the start line:
+// "off" (plain HTTP); each certificate from files, its names, file and
+// expiry; with ACME, "acme" and its domains, each with the expiry of its
+// certificate or "no certificate yet".
+func (g *Gateway) TLSServed() string {
+	if g.tls.certs == nil {
+		return "off"
+	}
+	var parts []string
+	for _, in := range g.tls.certs.Certificates() {
+		if in.CertFile == "acme" {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s) expires %s", strings.Join(in.Names, ","), in.CertFile, in.NotAfter.UTC().Format(time.RFC3339)))
+	}
+	if a := g.tls.acme; a != nil {
+		certs := a.Certificates()
+		for _, d := range a.Domains() {
+			state := "no certificate yet"
+			for _, in := range certs {
+				if slices.Contains(in.Names, d) {
+					state = "expires " + in.NotAfter.UTC().Format(time.RFC3339)
+				}
+			}
+			parts = append(parts, "acme "+d+" "+state)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // portOf is addr's port, 0 when addr is empty or has none.

@@ -118,7 +118,7 @@ func run() int {
 		}
 	}
 	log.Info("gateway listening", "listen", pub.Addr().String(), "admin_listen", adm.Addr().String(), "http_listen", addrOf(plain),
-		"backends", len(cfg.BackendURL), "config_version", cfg.Version, "tls", certificates(g.Certificates()))
+		"backends", len(cfg.BackendURL), "config_version", cfg.Version, "tls", g.TLSServed())
 
 	served := make(chan error, 2)
 	go func() { served <- g.Serve(pub, adm) }()
@@ -177,19 +177,6 @@ func addrOf(ln net.Listener) string {
 		return "off"
 	}
 	return ln.Addr().String()
-}
-
-// certificates names the served certificates and their expiry for the
-// start line: "off" with plain HTTP.
-func certificates(infos []edgetls.Info) string {
-	if len(infos) == 0 {
-		return "off"
-	}
-	parts := make([]string, len(infos))
-	for i, in := range infos {
-		parts[i] = fmt.Sprintf("%s (%s) expires %s", strings.Join(in.Names, ","), in.CertFile, in.NotAfter.UTC().Format(time.RFC3339))
-	}
-	return strings.Join(parts, "; ")
 }
 
 // flushTraces exports the spans still buffered before the process exits.

@@ -5,10 +5,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -299,5 +302,86 @@ func TestRenewalDroppingANameRefused(t *testing.T) {
 	}
 	if !strings.Contains(logs2.String(), `"level":"ERROR"`) || !strings.Contains(logs2.String(), `"uncovered":"api.example.test"`) {
 		t.Errorf("a start with a pair not covering public_base_url's host says nothing:\n%s", logs2.String())
+	}
+}
+
+// probeQueries are the /readyz queries the shipped balancers and
+// readiness probes ask a gateway (HAProxy's http-check, Kubernetes'
+// readinessProbe), read from the files under deploy/, with the file each
+// came from.
+func probeQueries(t *testing.T) map[string]string {
+	t.Helper()
+	re := regexp.MustCompile(`(?:\buri|\bpath:)\s+(/readyz\?\S*exclude=\S+)`)
+	found := map[string]string{}
+	err := filepath.WalkDir("../../deploy", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(path, ".go") || strings.HasSuffix(path, ".md") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			found[path] = m[1]
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"haproxy/haproxy.cfg", "haproxy/haproxy-tcp.cfg", "k8s/base/gateway.yaml"} {
+		if _, ok := found["../../deploy/"+want]; !ok {
+			t.Fatalf("no /readyz probe query found in deploy/%s (found %v)", want, found)
+		}
+	}
+	return found
+}
+
+// With ACME and the CA unreachable (fresh storage, the directory on a
+// closed port), no certificate covers the configured domain: every
+// handshake for it would fail, so /readyz fails its "tls" check, under
+// every query the shipped balancers and probes ask. The start line says
+// TLS is served by ACME and for which domains.
+func TestACMEWithoutCertificateNotReady(t *testing.T) {
+	closed := freeAddr(t) // nothing listens there
+	addr, admin := freeAddr(t), freeAddr(t)
+	_, logs := startBinary(t, "GATEWAY_LISTEN="+addr, "GATEWAY_ADMIN_LISTEN="+admin, "GATEWAY_TLS_WATCH_INTERVAL=0",
+		"GATEWAY_TLS_ACME_DOMAINS=api.example.test", "GATEWAY_TLS_ACME_CA=https://"+closed+"/dir",
+		"GATEWAY_TLS_ACME_STORAGE="+filepath.Join(t.TempDir(), "acme"), "GATEWAY_PUBLIC_BASE_URL=https://api.example.test")
+	get := func(query string) (int, string) {
+		resp, err := http.Get("http://" + admin + query)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for i := 0; ; i++ {
+		if code, _ := get("/healthz"); code == http.StatusOK {
+			break
+		}
+		if i == 200 {
+			t.Fatal("the admin listener never answered")
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if _, err := handshakeSerial(addr, &tls.Config{ServerName: "api.example.test", InsecureSkipVerify: true}); err == nil {
+		t.Fatal("a handshake for the domain succeeded with the CA unreachable: the test's premise does not hold")
+	}
+	for file, q := range probeQueries(t) {
+		code, body := get(q + "&verbose")
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "tls") || !strings.Contains(body, "api.example.test") {
+			t.Errorf("%s's probe %s: %d, want 503 naming the tls check and the domain:\n%s", file, q, code, body)
+		}
+	}
+	line := ""
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `"msg":"gateway listening"`) {
+			line = l
+		}
+	}
+	if !strings.Contains(line, `"tls":"acme api.example.test`) {
+		t.Errorf("the start line does not say TLS is served by ACME for its domain: %s", line)
 	}
 }
