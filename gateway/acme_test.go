@@ -197,6 +197,20 @@ func testACME(t *testing.T, http01 bool) {
 	if !strings.Contains(logs.String(), "acme certificate obtained") {
 		t.Fatalf("no log line of the order:\n%s", logs.String())
 	}
+	// With the certificate, the balancers' readiness query passes (it
+	// failed its "tls" check while there was none).
+	if resp, err := http.Get(gw.admin + "/readyz?exclude=redis&exclude=backend&verbose"); err != nil {
+		t.Fatal(err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"tls"`) {
+			t.Fatalf("/readyz with the ACME certificate obtained: %d %s", resp.StatusCode, body)
+		}
+	}
+	if got := g.TLSServed(); got != "acme "+acmeDomain+" expires "+g.Certificates()[0].NotAfter.UTC().Format(time.RFC3339) {
+		t.Fatalf("TLSServed with the certificate obtained: %q", got)
+	}
 }
 
 func atoi(s string) int {

@@ -239,7 +239,7 @@ func New(o Options) (_ *Gateway, err error) {
 	tooSlow := g.registerInFlight()
 	g.registerSlots()
 	g.registerDataLost()
-	if err := g.setupTLS(c.TLS, c.Listen, c.HTTPListen, o.Now); err != nil {
+	if err := g.setupTLS(c.TLS, c.Listen, c.HTTPListen, c.PublicBaseURL, o.Now); err != nil {
 		return nil, err
 	}
 

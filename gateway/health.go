@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -60,11 +61,13 @@ func (g *Gateway) eachBreaker(fn func(name string, s gobreaker.State)) {
 // The names of /readyz's checks (?exclude=NAME leaves one out).
 const (
 	checkDraining = "draining"
+	checkTLS      = "tls"
 	checkRedis    = "redis"
 	checkBackend  = "backend"
 )
 
-// readyChecks are /readyz's checks: draining (SIGTERM received), redis
+// readyChecks are /readyz's checks: draining (SIGTERM received), tls
+// (with ACME: a certificate covers every domain of tls.acme.domains), redis
 // (with a Redis limiter: the prober's PING answered and the limiter's
 // breaker not open), backend (at least one backend answers the prober and
 // its breaker is not open, and the key-lookup breaker is not open). Redis
@@ -77,6 +80,17 @@ func (g *Gateway) readyChecks() []readyz.Check {
 		}
 		return nil
 	}}}
+	if g.tls.acme != nil {
+		// Not excluded by a balancer's probe: a replica with no
+		// certificate for a domain fails every handshake for it, and
+		// another replica may have one.
+		checks = append(checks, readyz.Check{Name: checkTLS, Run: func(context.Context) error {
+			if missing := g.tls.acme.Missing(); len(missing) > 0 {
+				return fmt.Errorf("no certificate yet for %s (ACME order pending or failing: see the log's acme lines)", strings.Join(missing, ", "))
+			}
+			return nil
+		}})
+	}
 	if g.redisLim != nil {
 		checks = append(checks, readyz.Check{Name: checkRedis, Run: func(context.Context) error {
 			if err := g.probe.Redis(); err != nil {

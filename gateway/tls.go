@@ -3,7 +3,9 @@ package gateway
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,7 +44,12 @@ type edgeTLS struct {
 // and starts the file watcher. An expired certificate is served, with a
 // loud warning and the expiry gauge in the past: refusing it would turn a
 // late renewal into an outage.
-func (g *Gateway) setupTLS(c config.TLS, listen, httpListen string, now func() time.Time) error {
+//
+// A set that does not cover the host of an https public_base_url is
+// served with an ERROR line (a restart takes any valid set; -check
+// refuses it), and a renewal that drops that host or any DNS name of the
+// set in force is refused.
+func (g *Gateway) setupTLS(c config.TLS, listen, httpListen, publicBaseURL string, now func() time.Time) error {
 	if !c.Enabled() {
 		return nil
 	}
@@ -52,6 +59,11 @@ func (g *Gateway) setupTLS(c config.TLS, listen, httpListen string, now func() t
 	}
 	t := &g.tls
 	t.certs = certs
+	certs.Require(edgetls.Required(c, publicBaseURL)...)
+	for _, n := range certs.Uncovered() {
+		g.log.Error("tls certificate files do not cover public_base_url's host: clients asking for it are refused in the handshake",
+			"public_base_url", publicBaseURL, "uncovered", n, "files", strings.Join(fileNames(c.Files()), ","))
+	}
 	if len(c.ACME.Domains) > 0 {
 		tlsPort, httpPort := portOf(listen), portOf(httpListen)
 		if t.acme, err = edgetls.NewACME(edgetls.ACMEOptions{Settings: c.ACME, TLSPort: tlsPort, HTTPPort: httpPort,
@@ -109,8 +121,9 @@ func (g *Gateway) Certificates() []edgetls.Info {
 
 // ReloadCertificates reads the certificate files again (SIGHUP) and swaps
 // them in for new handshakes; established connections keep theirs. A file
-// that cannot be read, a key that does not match, or an expired
-// certificate is refused and the certificates in force stay. Files whose
+// that cannot be read, a key that does not match, an expired certificate,
+// or a set that drops a name in force (edgetls.Store.Reload) is refused
+// and the certificates in force stay. Files whose
 // content has not changed are not read again (edgetls.ErrUnchanged).
 func (g *Gateway) ReloadCertificates() error {
 	if g.tls.certs == nil {
@@ -181,6 +194,45 @@ func (g *Gateway) onACMECached(in edgetls.Info) {
 	g.setExpiry(g.tls.certs.Certificates())
 	g.log.Info("tls certificate in force", "cert_file", in.CertFile, "names", strings.Join(in.Names, ","),
 		"not_after", in.NotAfter.UTC().Format(time.RFC3339))
+}
+
+// fileNames are the certificate files' names.
+func fileNames(files []config.CertFiles) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = f.CertFile
+	}
+	return out
+}
+
+// TLSServed says how the public listener serves TLS, for the start line:
+// "off" (plain HTTP); each certificate from files, its names, file and
+// expiry; with ACME, "acme" and its domains, each with the expiry of its
+// certificate or "no certificate yet".
+func (g *Gateway) TLSServed() string {
+	if g.tls.certs == nil {
+		return "off"
+	}
+	var parts []string
+	for _, in := range g.tls.certs.Certificates() {
+		if in.CertFile == "acme" {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s) expires %s", strings.Join(in.Names, ","), in.CertFile, in.NotAfter.UTC().Format(time.RFC3339)))
+	}
+	if a := g.tls.acme; a != nil {
+		certs := a.Certificates()
+		for _, d := range a.Domains() {
+			state := "no certificate yet"
+			for _, in := range certs {
+				if slices.Contains(in.Names, d) {
+					state = "expires " + in.NotAfter.UTC().Format(time.RFC3339)
+				}
+			}
+			parts = append(parts, "acme "+d+" "+state)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // portOf is addr's port, 0 when addr is empty or has none.

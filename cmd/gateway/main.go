@@ -58,6 +58,15 @@ func run() int {
 				fmt.Fprintln(os.Stderr, "gateway: configuration:", err)
 				return 2
 			}
+			// A set that no longer covers public_base_url's host would
+			// refuse every client asking for it: a start serves it (with
+			// an error), a check refuses it before it is deployed.
+			certs.Require(edgetls.Required(cfg.TLS, cfg.PublicBaseURL)...)
+			if missing := certs.Uncovered(); len(missing) > 0 {
+				fmt.Fprintf(os.Stderr, "gateway: configuration: tls certificate files do not cover %s, public_base_url's host (%s): clients asking for it would be refused\n",
+					strings.Join(missing, ", "), cfg.PublicBaseURL)
+				return 2
+			}
 			for _, in := range certs.Certificates() {
 				if in.Expired(time.Now()) {
 					fmt.Fprintf(os.Stderr, "gateway: WARNING: tls certificate %s expired at %s (it would be served, and refused by clients)\n",
@@ -109,7 +118,7 @@ func run() int {
 		}
 	}
 	log.Info("gateway listening", "listen", pub.Addr().String(), "admin_listen", adm.Addr().String(), "http_listen", addrOf(plain),
-		"backends", len(cfg.BackendURL), "config_version", cfg.Version, "tls", certificates(g.Certificates()))
+		"backends", len(cfg.BackendURL), "config_version", cfg.Version, "tls", g.TLSServed())
 
 	served := make(chan error, 2)
 	go func() { served <- g.Serve(pub, adm) }()
@@ -168,19 +177,6 @@ func addrOf(ln net.Listener) string {
 		return "off"
 	}
 	return ln.Addr().String()
-}
-
-// certificates names the served certificates and their expiry for the
-// start line: "off" with plain HTTP.
-func certificates(infos []edgetls.Info) string {
-	if len(infos) == 0 {
-		return "off"
-	}
-	parts := make([]string, len(infos))
-	for i, in := range infos {
-		parts[i] = fmt.Sprintf("%s (%s) expires %s", strings.Join(in.Names, ","), in.CertFile, in.NotAfter.UTC().Format(time.RFC3339))
-	}
-	return strings.Join(parts, "; ")
 }
 
 // flushTraces exports the spans still buffered before the process exits.

@@ -166,6 +166,28 @@ func IsChallenge(hello *tls.ClientHelloInfo) bool {
 
 const acmeTLS1 = "acme-tls/1"
 
+// Domains are the names managed, lower case.
+func (a *ACME) Domains() []string { return slices.Clone(a.domains) }
+
+// Missing lists the domains no managed certificate covers yet: every
+// handshake for them fails (readiness, the start line).
+func (a *ACME) Missing() []string {
+	var out []string
+	for _, d := range a.domains {
+		have := false
+		for _, c := range a.cache.AllMatchingCertificates(d) {
+			if c.Leaf != nil {
+				have = true
+				break
+			}
+		}
+		if !have {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // Certificates describes the managed certificates in the cache.
 func (a *ACME) Certificates() []Info {
 	var out []Info

@@ -12,6 +12,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -40,7 +41,23 @@ type set struct {
 	certs  []*tls.Certificate
 	infos  []Info
 	byName map[string]*tls.Certificate // exact names and "*.suffix" wildcards, lower case
+	dns    []string                    // every DNS name of the set, lower case: the names a renewal must keep
 	sums   [][2][sha256.Size]byte      // of each certificate's files, as read
+}
+
+// covers reports whether a handshake for name (lower case, or a
+// "*.suffix" wildcard) finds a certificate in the set, as GetCertificate
+// chooses it.
+func (sn *set) covers(name string) bool {
+	if _, ok := sn.byName[name]; ok {
+		return true
+	}
+	_, rest, ok := strings.Cut(name, ".")
+	if !ok {
+		return false
+	}
+	_, ok = sn.byName["*."+rest]
+	return ok
 }
 
 // Store holds the certificates in force. Its GetCertificate is safe for
@@ -51,6 +68,9 @@ type Store struct {
 	now   func() time.Time
 	cur   atomic.Pointer[set]
 	acme  *ACME // nil without ACME; set before the first handshake
+	// required are names every set must cover (Require): the host of an
+	// https public_base_url.
+	required []string
 
 	mu sync.Mutex // serialises Reload (SIGHUP and the watcher)
 	// refused is the content of the last set refused, so that the watcher
@@ -89,6 +109,41 @@ func Load(files []config.CertFiles, now func() time.Time) (*Store, error) {
 // TLS-ALPN-01 validation. Call it before serving.
 func (s *Store) SetACME(a *ACME) { s.acme = a }
 
+// Required is the name the files must cover: the host of an https
+// public_base_url, unless ACME manages it (tls.acme.domains); none for an
+// http:// one (TLS ends in front of the gateway, or it is a test).
+func Required(c config.TLS, publicBaseURL string) []string {
+	u, err := url.Parse(publicBaseURL)
+	if err != nil || u.Scheme != "https" || u.Hostname() == "" {
+		return nil
+	}
+	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+	for _, d := range c.ACME.Domains {
+		if strings.EqualFold(d, host) {
+			return nil
+		}
+	}
+	return []string{host}
+}
+
+// Require names the hosts every set read from the files must cover, on
+// top of the DNS names of the set it replaces (Required). Call it before
+// serving.
+func (s *Store) Require(names ...string) { s.required = append(s.required, names...) }
+
+// Uncovered lists the required names (Require) the files in force do not
+// cover: -check refuses such a set, a start serves it with an error.
+func (s *Store) Uncovered() []string {
+	sn := s.cur.Load()
+	var out []string
+	for _, n := range s.required {
+		if !sn.covers(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // Certificates describes the certificates in force, the default first,
 // then those ACME has obtained so far.
 func (s *Store) Certificates() []Info {
@@ -105,8 +160,11 @@ var ErrUnchanged = errors.New("tls certificate files unchanged")
 
 // Reload reads the files again and swaps the new set in for the next
 // handshakes; connections already established keep theirs. A file that
-// cannot be read, a key that does not match, and an expired certificate
-// are refused, naming the file, and the set in force stays. When every
+// cannot be read, a key that does not match, an expired certificate, and
+// a set that no longer covers a name in force (a DNS name of the set it
+// replaces, or a required name) are refused, naming the file or the name,
+// and the set in force stays: such a renewal would refuse every client
+// asking for that name. A restart takes any valid set. When every
 // file's content is what is in force or what was last refused, it returns
 // ErrUnchanged and swaps nothing.
 func (s *Store) Reload() ([]Info, error) {
@@ -175,6 +233,12 @@ func (s *Store) swap() ([]Info, error) {
 			return nil, fmt.Errorf("tls certificate %s expired at %s: not taken", s.files[i].CertFile, in.NotAfter.UTC().Format(time.RFC3339))
 		}
 	}
+	old := s.cur.Load()
+	for _, n := range append(slices.Clone(s.required), old.dns...) {
+		if !sn.covers(n) {
+			return nil, fmt.Errorf("tls certificate files %s: the new set no longer covers %s, a name in force: not taken (a restart takes it)", filesOf(s.files), n)
+		}
+	}
 	s.refused = nil
 	s.cur.Store(sn)
 	return sn.infos, nil
@@ -231,6 +295,11 @@ func read(files []config.CertFiles) (*set, error) {
 			c.Leaf = leaf
 		}
 		in := Info{CertFile: f.CertFile, NotAfter: leaf.NotAfter, Names: append([]string(nil), leaf.DNSNames...)}
+		for _, n := range leaf.DNSNames {
+			if n = strings.ToLower(n); !slices.Contains(sn.dns, n) {
+				sn.dns = append(sn.dns, n)
+			}
+		}
 		for _, ip := range leaf.IPAddresses {
 			in.Names = append(in.Names, ip.String())
 		}
@@ -245,6 +314,15 @@ func read(files []config.CertFiles) (*set, error) {
 		sn.sums = append(sn.sums, [2][sha256.Size]byte{sha256.Sum256(certPEM), sha256.Sum256(keyPEM)})
 	}
 	return sn, nil
+}
+
+// filesOf names the certificate files, for a message.
+func filesOf(files []config.CertFiles) string {
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = f.CertFile
+	}
+	return strings.Join(names, ", ")
 }
 
 // sumFiles hashes every file as it is now.
