@@ -328,6 +328,49 @@ func TestInvalidationsPublishedOnRedis(t *testing.T) {
 	}
 }
 
+// TestAnnouncementSaysWhetherPublished: the answer of every admin action
+// that announces a change says whether the backend published it: with its
+// Redis stopped, "published": false and "publish_failed" (and repeating
+// the action once Redis is back publishes it); with no Redis configured,
+// false and "cache_ttl".
+func TestAnnouncementSaysWhetherPublished(t *testing.T) {
+	type announcement struct {
+		Published    *bool  `json:"published"`
+		Invalidation string `json:"invalidation"`
+	}
+	check := func(t *testing.T, h *harness, method, path, body string, published bool, invalidation string) {
+		t.Helper()
+		var a announcement
+		h.decode(h.adminCall(method, path, body), 200, &a)
+		if a.Published == nil || *a.Published != published || a.Invalidation != invalidation {
+			t.Errorf("%s %s: published %v, invalidation %q; want %v, %q", method, path, a.Published, a.Invalidation, published, invalidation)
+		}
+	}
+	actions := func(t *testing.T, h *harness, published bool, invalidation string) {
+		t.Helper()
+		v := h.newVendor("sandbox", "mvr")
+		var issued map[string]any
+		h.decode(h.adminCall("POST", "/admin/v1/vendors/"+v+"/keys", ""), 201, &issued)
+		check(t, h, "POST", "/admin/v1/keys/"+issued["key_id"].(string)+"/revoke", "", published, invalidation)
+		check(t, h, "POST", "/admin/v1/vendors/"+v+"/suspend", "", published, invalidation)
+		check(t, h, "POST", "/admin/v1/vendors/"+v+"/reinstate", "", published, invalidation)
+		check(t, h, "POST", "/admin/v1/vendors/"+v+"/approve", "", published, invalidation) // unchanged: announced again
+		check(t, h, "PUT", "/admin/v1/vendors/"+v+"/services", `{"enabled_services":["psp"]}`, published, invalidation)
+	}
+	t.Run("redis", func(t *testing.T) {
+		rs := testredis.Start(t)
+		h := start(t, func(o *Options) { o.Config.RedisURL = config.List{rs.URL()} })
+		actions(t, h, true, "redis")
+		rs.Stop()
+		actions(t, h, false, "publish_failed")
+		rs.Restart(t)
+		actions(t, h, true, "redis")
+	})
+	t.Run("no redis", func(t *testing.T) {
+		actions(t, start(t), false, "cache_ttl")
+	})
+}
+
 func TestSeedSandboxVendorOnFirstStartOnly(t *testing.T) {
 	h := start(t, func(o *Options) { o.Config.SeedSandboxVendor = true })
 	var list struct {

@@ -114,29 +114,52 @@ func TestPushedKeyIsRefreshedOffTheRequestPath(t *testing.T) {
 }
 
 // TestSubscriptionGapShortensCachedKeys: a subscription silent past its
-// heartbeat (Redis paused) means invalidations may have been missed: a key
-// cached for pushed_ttl is kept only key_cache.ttl from the last moment the
-// subscription answered, even once it answers again.
+// heartbeat (Redis paused) means invalidations may have been missed: while
+// the gap lasts, a key cached for pushed_ttl is kept only key_cache.ttl from
+// the last moment the subscription answered; once it answers again, the
+// keys cached before are dropped and looked up at their next request (an
+// invalidation missed in the gap is never heard).
 func TestSubscriptionGapShortensCachedKeys(t *testing.T) {
 	clk := newTestClock()
 	b, rs, gw, key := startPushed(t, clk)
 	me := gw.url + "/api/vendor/v1/me"
+	sum := auth.Sum([]byte(key))
+	cached := func() bool {
+		_, found, _ := gw.g.auth.Cache().Get(&sum)
+		return found
+	}
 	wantOK(t, me, key)
 	clk.advance(2 * time.Minute)
 	wantOK(t, me, key)
 	time.Sleep(1500 * time.Millisecond) // a heartbeat answers at the clock's new time
 	rs.Pause()
 	waitPushed(t, gw, false)
-	rs.Resume()
-	waitPushed(t, gw, true)
-	wantOK(t, me, key) // within key_cache.ttl of the gap's start
-	if n := b.lookups.Load(); n != 1 {
-		t.Fatalf("%d lookups before key_cache.ttl passed, want 1", n)
+	if !cached() {
+		t.Fatal("the gap dropped the cached key at once instead of keeping it key_cache.ttl")
 	}
 	clk.advance(31 * time.Second)
+	if cached() {
+		t.Fatal("the gap did not shorten the cached key to key_cache.ttl")
+	}
+	rs.Resume()
+	waitPushed(t, gw, true)
 	wantOK(t, me, key)
 	if n := b.lookups.Load(); n != 2 {
-		t.Fatalf("%d lookups: the gap did not shorten the cached key", n)
+		t.Fatalf("%d lookups, want 2: the key expired in the gap", n)
+	}
+
+	// A gap shorter than key_cache.ttl: the key cached before it is not
+	// served again once the subscription answers.
+	rs.Pause()
+	waitPushed(t, gw, false)
+	rs.Resume()
+	waitPushed(t, gw, true)
+	if cached() {
+		t.Fatal("the key cached before a gap is still cached after the subscription answered again")
+	}
+	wantOK(t, me, key)
+	if n := b.lookups.Load(); n != 3 {
+		t.Fatalf("%d lookups, want 3: the key looked up again after the gap", n)
 	}
 }
 

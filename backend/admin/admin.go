@@ -29,11 +29,11 @@ type vendorService interface {
 	Create(ctx context.Context, company, environment string, services []string) (*store.Vendor, error)
 	Get(ctx context.Context, id string) (*store.Vendor, error)
 	List(ctx context.Context) ([]*store.Vendor, error)
-	SetStatus(ctx context.Context, id, action string) (*store.Vendor, error)
-	SetServices(ctx context.Context, id string, services []string) (*store.Vendor, error)
+	SetStatus(ctx context.Context, id, action string) (v *store.Vendor, published bool, err error)
+	SetServices(ctx context.Context, id string, services []string) (v *store.Vendor, published bool, err error)
 	IssueKey(ctx context.Context, vendorID string, lifetime time.Duration) (string, *store.Key, error)
 	ListKeys(ctx context.Context, vendorID string) ([]*store.Key, error)
-	RevokeKey(ctx context.Context, keyID string) (*store.Key, error)
+	RevokeKey(ctx context.Context, keyID string) (k *store.Key, published bool, err error)
 }
 
 type orderService interface {
@@ -58,7 +58,8 @@ type Options struct {
 	// Invalidates says whether the backend publishes key and vendor changes
 	// through Redis, so that every gateway drops its cached entry at once;
 	// false: a gateway keeps serving a revoked key until its cached entry
-	// expires (its key_cache.ttl). The revoke answer says which.
+	// expires (its key_cache.ttl). The answers of the actions that announce
+	// a change say which, and whether the announcement was published.
 	Invalidates bool
 	// DB is checked by /readyz.
 	DB pinger
@@ -323,8 +324,8 @@ func (a *API) setStatus(action string) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		c, cancel := request.Context()
 		defer cancel()
-		v, err := a.o.Vendors.SetStatus(c, param(ctx, "vendor_id"), action)
-		a.vendorAnswer(ctx, fasthttp.StatusOK, v, err)
+		v, published, err := a.o.Vendors.SetStatus(c, param(ctx, "vendor_id"), action)
+		a.vendorChangeAnswer(ctx, v, published, err)
 	}
 }
 
@@ -338,8 +339,8 @@ func (a *API) setServices(ctx *fasthttp.RequestCtx) {
 	}
 	c, cancel := request.Context()
 	defer cancel()
-	v, err := a.o.Vendors.SetServices(c, param(ctx, "vendor_id"), req.EnabledServices)
-	a.vendorAnswer(ctx, fasthttp.StatusOK, v, err)
+	v, published, err := a.o.Vendors.SetServices(c, param(ctx, "vendor_id"), req.EnabledServices)
+	a.vendorChangeAnswer(ctx, v, published, err)
 }
 
 func (a *API) issueKey(ctx *fasthttp.RequestCtx) {
@@ -376,32 +377,74 @@ func (a *API) listKeys(ctx *fasthttp.RequestCtx) {
 func (a *API) revokeKey(ctx *fasthttp.RequestCtx) {
 	c, cancel := request.Context()
 	defer cancel()
-	k, err := a.o.Vendors.RevokeKey(c, param(ctx, "key_id"))
+	k, published, err := a.o.Vendors.RevokeKey(c, param(ctx, "key_id"))
 	if err != nil {
 		a.error(ctx, err)
 		return
 	}
-	inv := InvalidationCacheTTL
-	if a.o.Invalidates {
-		inv = InvalidationRedis
-	}
-	respond.JSON(ctx, fasthttp.StatusOK, RevokedKey{Key: keyJSON(k), Invalidation: inv})
+	respond.JSON(ctx, fasthttp.StatusOK, RevokedKey{Key: keyJSON(k), Announcement: a.announcement(published)})
 }
 
-// How the gateways learn of a revocation (RevokedKey.Invalidation).
+func (a *API) vendorChangeAnswer(ctx *fasthttp.RequestCtx, v *store.Vendor, published bool, err error) {
+	if err != nil {
+		a.error(ctx, err)
+		return
+	}
+	respond.JSON(ctx, fasthttp.StatusOK, VendorChange{Vendor: vendorJSON(v), Announcement: a.announcement(published)})
+}
+
+// How the gateways learn of a change they cache (Announcement.Invalidation).
 const (
 	// InvalidationRedis: the backend published it through Redis; every
-	// gateway subscribed to that Redis drops the key at once.
+	// gateway subscribed to that Redis drops its cached entry at once.
 	InvalidationRedis = "redis"
 	// InvalidationCacheTTL: the backend has no Redis to publish on; each
-	// gateway refuses the key once its cached entry expires, within its
+	// gateway drops its cached entry when it expires, within its
 	// key_cache.ttl (30s by default).
 	InvalidationCacheTTL = "cache_ttl"
+	// InvalidationPublishFailed: the backend has a Redis but the publish
+	// failed (its log says why: "invalidation not published"). A gateway
+	// whose subscription broke too drops its cached keys when it subscribes
+	// again, and within its key_cache.ttl at the latest; one whose
+	// subscription held keeps its entry until it expires, up to its
+	// key_cache.pushed_ttl (15m by default). Repeating the action publishes
+	// it again.
+	InvalidationPublishFailed = "publish_failed"
 )
+
+// Announcement is what the answer of every admin action that announces a
+// change to the gateways (key revoke, vendor approve, suspend, reinstate,
+// services) says of that announcement.
+type Announcement struct {
+	// Published is true when the change was published through Redis, so
+	// that every gateway subscribed to it drops its cached entry at once;
+	// false when it was not (no Redis configured, or the publish failed).
+	Published bool `json:"published"`
+	// Invalidation says how soon the gateways learn of it: one of the
+	// Invalidation constants.
+	Invalidation string `json:"invalidation"`
+}
+
+func (a *API) announcement(published bool) Announcement {
+	switch {
+	case !a.o.Invalidates:
+		return Announcement{Invalidation: InvalidationCacheTTL}
+	case published:
+		return Announcement{Published: true, Invalidation: InvalidationRedis}
+	}
+	return Announcement{Invalidation: InvalidationPublishFailed}
+}
 
 // RevokedKey is the answer to a revocation: the key, and how soon the
 // gateways refuse it.
 type RevokedKey struct {
 	Key
-	Invalidation string `json:"invalidation"`
+	Announcement
+}
+
+// VendorChange is the answer to a vendor action (approve, suspend,
+// reinstate, services): the vendor, and how soon the gateways apply it.
+type VendorChange struct {
+	Vendor
+	Announcement
 }

@@ -71,7 +71,7 @@ func start(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 		if v.action != "" {
-			if _, err := vs.SetStatus(ctx, sv.ID, v.action); err != nil {
+			if _, _, err := vs.SetStatus(ctx, sv.ID, v.action); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -35,7 +35,7 @@ func TestConflictCarriesNoStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.SetStatus(ctx, v.ID, "reinstate") // pending cannot be reinstated
+	_, _, err = s.SetStatus(ctx, v.ID, "reinstate") // pending cannot be reinstated
 	var ae *apierr.Error
 	if !errors.As(err, &ae) || ae.Code != apierr.RequestFailed {
 		t.Fatalf("reinstate a pending vendor: %v, want request_failed", err)

@@ -174,17 +174,20 @@ var transitions = map[string]struct {
 	"reinstate": {wire.VendorApproved, []string{wire.VendorSuspended}},
 }
 
-// SetStatus applies action (approve, suspend, reinstate) to a vendor.
-func (s *Service) SetStatus(ctx context.Context, id, action string) (*store.Vendor, error) {
+// SetStatus applies action (approve, suspend, reinstate) to a vendor and
+// announces the vendor's state, changed or not, so that repeating an action
+// whose announcement failed announces it again; published says whether the
+// announcement reached Redis (false without a Publisher).
+func (s *Service) SetStatus(ctx context.Context, id, action string) (v *store.Vendor, published bool, err error) {
 	tr, ok := transitions[action]
 	if !ok {
-		return nil, fmt.Errorf("unknown vendor action %q", action)
+		return nil, false, fmt.Errorf("unknown vendor action %q", action)
 	}
 	if uuid.Validate(id) != nil {
-		return nil, apierr.New(apierr.NotFound, "vendor not found")
+		return nil, false, apierr.New(apierr.NotFound, "vendor not found")
 	}
 	changed := false
-	v, err := s.o.Store.UpdateVendor(ctx, id, func(v *store.Vendor) error {
+	v, err = s.o.Store.UpdateVendor(ctx, id, func(v *store.Vendor) error {
 		if v.Status == tr.to {
 			return nil
 		}
@@ -197,37 +200,36 @@ func (s *Service) SetStatus(ctx context.Context, id, action string) (*store.Vend
 		return conflict("cannot %s a vendor that is %s", action, v.Status)
 	})
 	if err != nil {
-		return nil, notFound(err, "vendor")
+		return nil, false, notFound(err, "vendor")
 	}
 	if changed {
 		s.o.Logger.Info("vendor status changed", "vendor_id", id, "status", v.Status)
-		s.publish(ctx, wire.Invalidation{VendorID: id})
 	}
-	return v, nil
+	return v, s.publish(ctx, wire.Invalidation{VendorID: id}), nil
 }
 
-// SetServices replaces a vendor's enabled services.
-func (s *Service) SetServices(ctx context.Context, id string, services []string) (*store.Vendor, error) {
+// SetServices replaces a vendor's enabled services and announces it;
+// published as for SetStatus.
+func (s *Service) SetServices(ctx context.Context, id string, services []string) (v *store.Vendor, published bool, err error) {
 	if services == nil {
-		return nil, validation("enabled_services", "required: a list of service names (may be empty)")
+		return nil, false, validation("enabled_services", "required: a list of service names (may be empty)")
 	}
 	svc, verr := normaliseServices("enabled_services", services)
 	if verr != nil {
-		return nil, verr
+		return nil, false, verr
 	}
 	if uuid.Validate(id) != nil {
-		return nil, apierr.New(apierr.NotFound, "vendor not found")
+		return nil, false, apierr.New(apierr.NotFound, "vendor not found")
 	}
-	v, err := s.o.Store.UpdateVendor(ctx, id, func(v *store.Vendor) error {
+	v, err = s.o.Store.UpdateVendor(ctx, id, func(v *store.Vendor) error {
 		v.EnabledServices = svc
 		return nil
 	})
 	if err != nil {
-		return nil, notFound(err, "vendor")
+		return nil, false, notFound(err, "vendor")
 	}
 	s.o.Logger.Info("vendor services changed", "vendor_id", id, "enabled_services", svc)
-	s.publish(ctx, wire.Invalidation{VendorID: id})
-	return v, nil
+	return v, s.publish(ctx, wire.Invalidation{VendorID: id}), nil
 }
 
 // IssueKey makes a key for a vendor. The raw key is returned once and is
@@ -267,18 +269,19 @@ func (s *Service) ListKeys(ctx context.Context, vendorID string) ([]*store.Key, 
 }
 
 // RevokeKey revokes a key (repeating it keeps the first time) and
-// announces it so that gateways stop accepting it at once.
-func (s *Service) RevokeKey(ctx context.Context, keyID string) (*store.Key, error) {
+// announces it so that gateways stop accepting it at once; repeating it
+// announces it again. published says whether the announcement reached
+// Redis (false without a Publisher).
+func (s *Service) RevokeKey(ctx context.Context, keyID string) (k *store.Key, published bool, err error) {
 	if uuid.Validate(keyID) != nil {
-		return nil, apierr.New(apierr.NotFound, "key not found")
+		return nil, false, apierr.New(apierr.NotFound, "key not found")
 	}
-	k, err := s.o.Store.RevokeKey(ctx, keyID, s.now())
+	k, err = s.o.Store.RevokeKey(ctx, keyID, s.now())
 	if err != nil {
-		return nil, notFound(err, "key")
+		return nil, false, notFound(err, "key")
 	}
 	s.o.Logger.Info("key revoked", "vendor_id", k.VendorID, "key_id", k.ID)
-	s.publish(ctx, wire.Invalidation{KeyHash: k.Hash})
-	return k, nil
+	return k, s.publish(ctx, wire.Invalidation{KeyHash: k.Hash}), nil
 }
 
 // Resolve finds a key by the hex SHA-256 of the whole key, with its vendor.
@@ -343,12 +346,18 @@ func (s *Service) Seed(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-func (s *Service) publish(ctx context.Context, msg wire.Invalidation) {
+// publish announces msg and reports whether it reached Redis.
+func (s *Service) publish(ctx context.Context, msg wire.Invalidation) bool {
 	if s.o.Publisher == nil {
-		return
+		return false
 	}
 	if err := s.o.Publisher.Publish(ctx, msg); err != nil {
-		// Gateways still drop the entry when their cache TTL runs out.
+		// A gateway whose subscription broke too drops its cached keys when
+		// it subscribes again, and within its key_cache.ttl at the latest;
+		// one whose subscription held keeps the entry until it expires
+		// (key_cache.pushed_ttl). The admin answer says it was not published.
 		s.o.Logger.Warn("invalidation not published", "vendor_id", msg.VendorID, "error", err)
+		return false
 	}
+	return true
 }

@@ -72,7 +72,7 @@ func vendorAction(action string) func(*env, *invocation) error {
 		if err != nil {
 			return err
 		}
-		return show(e, raw, view.WriteVendor)
+		return show(e, raw, func(w *view.Table, v view.VendorChange) { view.WriteVendorChange(w, v, e.now()) })
 	}
 }
 
@@ -89,7 +89,7 @@ func vendorServices(e *env, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	return show(e, raw, view.WriteVendor)
+	return show(e, raw, func(w *view.Table, v view.VendorChange) { view.WriteVendorChange(w, v, e.now()) })
 }
 
 func vendorGet(e *env, inv *invocation) error {

@@ -501,3 +501,47 @@ func TestScheduledRefreshRunsAFifthOfTTLBeforeExpiry(t *testing.T) {
 		t.Fatalf("half TTL after a gap, the shortened entry: found %v, refresh %v (want due again)", found, refresh)
 	}
 }
+
+// TestSubscribingDropsWorkingKeys: when pushes flow again (a subscription
+// made or remade), the working keys cached before are dropped, since an
+// announcement made before it was not heard; unknown and revoked keys are
+// kept, and a lookup that started before is not stored.
+func TestSubscribingDropsWorkingKeys(t *testing.T) {
+	clk := &clock{}
+	clk.ns.Store(time.Hour.Nanoseconds())
+	c := NewCache(CacheOptions{TTL: 30 * time.Second, PushedTTL: 10 * time.Minute, Now: clk.now})
+	a, b, unknown, revoked := Sum([]byte("a")), Sum([]byte("b")), Sum([]byte("u")), Sum([]byte("r"))
+	c.Put(&a, &Identity{VendorID: "v"}, c.Generation())
+	c.Put(&b, &Identity{VendorID: "w"}, c.Generation())
+	c.Put(&unknown, nil, c.Generation())
+	c.Put(&revoked, &Identity{VendorID: "v", Revoked: true}, c.Generation())
+	racing := c.Generation()
+	if n := c.PushesFlowing(); n != 2 {
+		t.Fatalf("PushesFlowing dropped %d keys, want the 2 working ones", n)
+	}
+	for _, s := range [][32]byte{a, b} {
+		if _, found, _ := c.Get(&s); found {
+			t.Fatal("a working key cached before the subscription survived it")
+		}
+	}
+	if _, found, _ := c.Get(&unknown); !found {
+		t.Fatal("the unknown key's entry was dropped")
+	}
+	if id, found, _ := c.Get(&revoked); !found || !id.Revoked {
+		t.Fatal("the revoked key's entry was dropped")
+	}
+	c.Put(&a, &Identity{VendorID: "v"}, racing)
+	if _, found, _ := c.Get(&a); found {
+		t.Fatal("a lookup that started before the subscription was cached")
+	}
+	if s := c.Stats(); s.Entries != 0 || s.NegativeEntries != 2 || s.Invalidations != 2 {
+		t.Fatalf("stats after the subscription: %+v", s)
+	}
+	// The subscription broken and made again: the keys cached meanwhile go too.
+	c.PushesStopped(clk.now())
+	c.Put(&a, &Identity{VendorID: "v"}, c.Generation())
+	c.Put(&b, &Identity{VendorID: "w"}, c.Generation())
+	if n := c.PushesFlowing(); n != 2 {
+		t.Fatalf("subscribing again dropped %d keys, want 2", n)
+	}
+}

@@ -334,11 +334,29 @@ func (c *Cache) Postpone(sum *[32]byte, d time.Duration) {
 }
 
 // PushesFlowing says that the backend's invalidations reach the cache from
-// now on: working keys stored from now live PushedTTL. Entries stored
-// before keep their expiry (TTL), since pushes may have been missed.
-func (c *Cache) PushesFlowing() {
-	c.gen.Add(1) // a lookup that started before must not be stored for long
+// now on: working keys stored from now live PushedTTL. The working keys
+// cached before are dropped and so looked up again: an invalidation
+// published before the subscription (the gateway's start, or a gap in it)
+// was never heard, and one the backend could not publish while Redis was
+// down will never be, so a revocation missed in an outage outlives the
+// outage by no more than a lookup. It returns how many keys it dropped.
+// Negative entries are kept: no announcement makes a key work again.
+func (c *Cache) PushesFlowing() (dropped int) {
+	// gen first: a lookup that started before must not be stored at all,
+	// and one that starts after reads the backend after the subscription.
+	c.gen.Add(1)
+	for i := range c.pos.shards {
+		sh := &c.pos.shards[i]
+		sh.mu.Lock()
+		n := len(sh.m)
+		clear(sh.m)
+		c.pos.count.Add(-int64(n))
+		sh.mu.Unlock()
+		dropped += n
+	}
+	c.invalidations.Add(uint64(dropped))
 	c.pushes.Store(true)
+	return dropped
 }
 
 // PushesStopped says that invalidations may have been missed since

@@ -28,7 +28,8 @@ const (
 // whether those announcements reach it: while they do, working keys are
 // cached for long (CacheOptions.PushedTTL); a gap (the connection broken,
 // or silent past its heartbeat) shortens every entry to TTL from the last
-// moment the subscription was known to work. Close stops it.
+// moment the subscription was known to work, and subscribing again drops
+// the working keys cached before (Cache.PushesFlowing). Close stops it.
 type Subscriber struct {
 	ps    *redis.PubSub
 	cache *Cache
@@ -84,8 +85,8 @@ func (s *Subscriber) run() {
 		heard, heardAt = time.Now(), s.cache.now()
 		if !flowing {
 			flowing = true
-			s.cache.PushesFlowing()
-			s.log.Info("key invalidation subscribed", "channel", wire.InvalidationChannel)
+			dropped := s.cache.PushesFlowing()
+			s.log.Info("key invalidation subscribed", "channel", wire.InvalidationChannel, "cached_keys_dropped", dropped)
 		}
 		if m, ok := msg.(*redis.Message); ok {
 			apply(s.cache, m.Payload, s.log)

@@ -211,18 +211,38 @@ func WriteKey(t *Table, k Key, now time.Time) {
 	t.Row("REVOKED", when(str(k.RevokedAt)))
 }
 
-// RevokedKey is the answer of key revoke: the key and how the gateways
-// learn of it ("redis": at once; "cache_ttl": when their cached entry
-// expires).
-type RevokedKey struct {
-	Key
+// Announcement is what the answer of an action the gateways cache (key
+// revoke, vendor approve, suspend, reinstate, services) says of its
+// announcement: Published when the backend published it through Redis;
+// Invalidation "redis" (published: every gateway applies it at once),
+// "cache_ttl" (the backend has no Redis: when their cached entries expire)
+// or "publish_failed" (the backend has a Redis but could not publish).
+type Announcement struct {
+	Published    bool   `json:"published"`
 	Invalidation string `json:"invalidation"`
 }
 
-// defaultKeyCacheTTL is the gateways' key_cache.ttl unless configured.
-const defaultKeyCacheTTL = 30 * time.Second
+// RevokedKey is the answer of key revoke: the key and its announcement.
+type RevokedKey struct {
+	Key
+	Announcement
+}
 
-// WriteRevokedKey shows a revoked key and when every gateway refuses it.
+// VendorChange is the answer of a vendor action: the vendor and the
+// announcement of the change.
+type VendorChange struct {
+	Vendor
+	Announcement
+}
+
+// The gateways' key_cache.ttl and key_cache.pushed_ttl unless configured.
+const (
+	defaultKeyCacheTTL       = 30 * time.Second
+	defaultKeyCachePushedTTL = 15 * time.Minute
+)
+
+// WriteRevokedKey shows a revoked key and when every gateway refuses it;
+// when the revocation was not published, how to publish it again.
 func WriteRevokedKey(t *Table, k RevokedKey, now time.Time) {
 	WriteKey(t, k.Key, now)
 	switch k.Invalidation {
@@ -234,7 +254,32 @@ func WriteRevokedKey(t *Table, k RevokedKey, now time.Time) {
 		t.Note("Gateways refuse this key within each gateway's key_cache.ttl (30s by default: by " +
 			now.Add(defaultKeyCacheTTL).UTC().Format("15:04:05Z") + "); until then one that cached it still serves it.")
 		t.Note("The backend has no Redis to publish revocations on: set its redis_url (BACKEND_REDIS_URL) to the gateways' Redis to make it immediate.")
+	case "publish_failed":
+		t.Note("")
+		t.Note("The backend could not publish the revocation through Redis (its log: \"invalidation not published\"): a gateway that cached this key may still serve it.")
+		writeUnpublished(t, now, "this key")
+		t.Note("Run `vendorctl key revoke " + clean(k.KeyID) + "` again once the backend reaches Redis: it publishes the revocation again.")
 	}
+}
+
+// WriteVendorChange shows a vendor after an action and, when the change
+// was not published, when the gateways apply it and how to publish it.
+func WriteVendorChange(t *Table, v VendorChange, now time.Time) {
+	WriteVendor(t, v.Vendor)
+	if v.Invalidation != "publish_failed" {
+		return
+	}
+	t.Note("")
+	t.Note("The backend could not publish this change through Redis (its log: \"invalidation not published\"): a gateway that cached this vendor's keys may still apply the old state.")
+	writeUnpublished(t, now, "the change")
+	t.Note("Repeat the command once the backend reaches Redis: it publishes the change again.")
+}
+
+// writeUnpublished says when gateways apply what was not published.
+func writeUnpublished(t *Table, now time.Time, what string) {
+	t.Note("A gateway that lost Redis too applies " + what + " once it is subscribed again, and within its key_cache.ttl (30s by default: by " +
+		now.Add(defaultKeyCacheTTL).UTC().Format("15:04:05Z") + ") at the latest; one whose subscription held applies it when its cached entry expires, within its key_cache.pushed_ttl (15m by default: by " +
+		now.Add(defaultKeyCachePushedTTL).UTC().Format("15:04:05Z") + ").")
 }
 
 // WriteKeys shows keys a row each, with their state at now.

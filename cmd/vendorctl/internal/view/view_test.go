@@ -199,3 +199,40 @@ func TestUsageTopSaysPeakIsDemand(t *testing.T) {
 		t.Errorf("usage top does not say what PEAK/MIN counts:\n%s", out)
 	}
 }
+
+// TestUnpublishedChangeSaysWhenAndWhatToDo: a change the backend could not
+// publish is never shown as applied at once; the table gives the deadlines
+// (key_cache.ttl for a gateway that lost Redis too, key_cache.pushed_ttl
+// for one that did not) and says to repeat the command.
+func TestUnpublishedChangeSaysWhenAndWhatToDo(t *testing.T) {
+	now := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
+	key := Key{KeyID: "k-1", VendorID: "v-1", Prefix: "vgsandbx", CreatedAt: "2026-11-23T11:00:00Z", ExpiresAt: "2027-02-21T11:00:00Z"}
+	revoke := func(a Announcement) string {
+		return render(t, func(tb *Table, k RevokedKey) { WriteRevokedKey(tb, k, now) }, RevokedKey{Key: key, Announcement: a})
+	}
+	out := revoke(Announcement{Invalidation: "publish_failed"})
+	for _, want := range []string{"could not publish", "key_cache.ttl (30s by default: by 03:00:30Z)",
+		"key_cache.pushed_ttl (15m by default: by 03:15:00Z)", "Run `vendorctl key revoke k-1` again"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("revoke not published lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "refuses this key now") {
+		t.Errorf("revoke not published says the key is refused now:\n%s", out)
+	}
+	if out := revoke(Announcement{Published: true, Invalidation: "redis"}); !strings.Contains(out, "refuses this key now") {
+		t.Errorf("published revoke:\n%s", out)
+	}
+
+	vendor := Vendor{VendorID: "v-1", CompanyName: "Acme", Environment: "sandbox", Status: "suspended", CreatedAt: "2026-11-23T11:00:00Z"}
+	change := func(a Announcement) string {
+		return render(t, func(tb *Table, v VendorChange) { WriteVendorChange(tb, v, now) }, VendorChange{Vendor: vendor, Announcement: a})
+	}
+	out = change(Announcement{Invalidation: "publish_failed"})
+	if !strings.Contains(out, "could not publish this change") || !strings.Contains(out, "key_cache.pushed_ttl") || !strings.Contains(out, "Repeat the command") {
+		t.Errorf("vendor change not published:\n%s", out)
+	}
+	if out := change(Announcement{Published: true, Invalidation: "redis"}); strings.Contains(out, "publish") {
+		t.Errorf("a published vendor change has a note:\n%s", out)
+	}
+}
