@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -384,6 +385,51 @@ func TestInternalHopTLSSettings(t *testing.T) {
 	} {
 		if _, err := LoadBackend("", be(c.env...)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want an error saying %q", c.env, err, c.want)
+		}
+	}
+}
+
+// TestExamplesBindLoopback: the example configs carry development
+// secrets, so every listener they name binds the loopback address only.
+func TestExamplesBindLoopback(t *testing.T) {
+	g, err := LoadGateway("examples/gateway.yaml", envMap(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadBackend("examples/backend.yaml", envMap(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, addr := range map[string]string{"gateway listen": g.Listen, "gateway admin_listen": g.AdminListen,
+		"backend listen": b.Listen, "backend admin_listen": b.AdminListen} {
+		if host, _, err := net.SplitHostPort(addr); err != nil || net.ParseIP(host) == nil || !net.ParseIP(host).IsLoopback() {
+			t.Errorf("the example's %s is %q: not a loopback address", name, addr)
+		}
+	}
+}
+
+// TestWarnsHTTPBaseURLUnderTLS: with TLS on, an http:// public_base_url
+// would put a scheme the listener does not speak in every Location,
+// poll.url and the OpenAPI servers entry: the configuration is accepted
+// with a warning naming the setting; https:// or TLS off warns of nothing.
+func TestWarnsHTTPBaseURLUnderTLS(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		env  map[string]string
+		want bool
+	}{
+		{map[string]string{"GATEWAY_TLS_CERT_FILE": dir + "/c.pem", "GATEWAY_TLS_KEY_FILE": dir + "/k.pem", "GATEWAY_PUBLIC_BASE_URL": "http://localhost:8080"}, true},
+		{map[string]string{"GATEWAY_TLS_CERT_FILE": dir + "/c.pem", "GATEWAY_TLS_KEY_FILE": dir + "/k.pem", "GATEWAY_PUBLIC_BASE_URL": "https://localhost:8080"}, false},
+		{map[string]string{"GATEWAY_PUBLIC_BASE_URL": "http://localhost:8080"}, false},
+	} {
+		g, err := LoadGateway("examples/gateway.yaml", envMap(tc.env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := g.Warnings()
+		got := len(w) == 1 && strings.HasPrefix(w[0], "public_base_url: ") && strings.Contains(w[0], "https://")
+		if got != tc.want || (!tc.want && len(w) != 0) {
+			t.Errorf("%v: warnings %q, want a public_base_url warning: %v", tc.env, w, tc.want)
 		}
 	}
 }

@@ -510,6 +510,17 @@ func LoadGateway(path string, env Env) (*Gateway, error) {
 	return cfg, nil
 }
 
+// Warnings are settings that load and validate but are likely a mistake:
+// the start logs each and -check prints each, and neither refuses them.
+func (c *Gateway) Warnings() []string {
+	var out []string
+	if c.TLS.Enabled() && strings.HasPrefix(c.PublicBaseURL, "http://") {
+		out = append(out, fmt.Sprintf("public_base_url: %q is http:// while tls serves HTTPS on listen: every order's Location and poll.url, "+
+			"the /docs curl lines and the OpenAPI servers entry name a scheme the listener does not speak; set the https:// address (GATEWAY_PUBLIC_BASE_URL)", c.PublicBaseURL))
+	}
+	return out
+}
+
 // Validate checks every setting and says what to change.
 func (c *Gateway) Validate() error {
 	var errs []error

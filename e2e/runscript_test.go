@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"vendorgate/shared/testcert"
 	"vendorgate/shared/testredis"
 )
 
@@ -48,6 +50,14 @@ func scriptEnv(t *testing.T, dir string, extra map[string]string) map[string]str
 // GATEWAY_ or BACKEND_ variables); it is stopped at cleanup.
 func startScript(t *testing.T, env map[string]string) *scriptRun {
 	t.Helper()
+	return startScriptIn(t, env, false)
+}
+
+// startScriptIn is startScript; with group, run.sh leads a process group of
+// its own, as a shell's foreground job does, so that a test can signal the
+// whole group as a terminal's Ctrl-C does.
+func startScriptIn(t *testing.T, env map[string]string, group bool) *scriptRun {
+	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +74,9 @@ func startScript(t *testing.T, env map[string]string) *scriptRun {
 	}
 	r.cmd.Stderr = io.MultiWriter(os.Stderr, &r.stderr)
 	r.cmd.Stdout = &r.stdout
+	if group {
+		r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -343,4 +356,98 @@ func TestMakeRunOwnsItsStack(t *testing.T) {
 			t.Errorf("make run after its backend was killed: exit %d, want non-zero saying the backend stopped:\n%s", code, out)
 		}
 	})
+}
+
+// TestMakeRunCtrlC: Ctrl-C in the terminal signals make run's whole
+// process group, the gateway and the backend included. That is a stop, not
+// a crash: run.sh exits 0, saying neither that a process stopped on its
+// own nor anything else on stderr.
+func TestMakeRunCtrlC(t *testing.T) {
+	for i := 0; i < 3; i++ { // the stop raced the gateway's own exit: more than one try
+		sr := startScriptIn(t, scriptEnv(t, t.TempDir(), nil), true)
+		sr.banner(t)
+		before := len(sr.stderr.String())
+		if err := syscall.Kill(-sr.cmd.Process.Pid, syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		code, _ := sr.exit(t, 30*time.Second)
+		after := sr.stderr.String()[before:]
+		if code != 0 && code != 130 {
+			t.Errorf("try %d: Ctrl-C: make run exit %d, want 0 or 130; stderr after the signal:\n%s", i, code, after)
+		}
+		if strings.Contains(after, "make run:") {
+			t.Errorf("try %d: Ctrl-C: make run reported a failure:\n%s", i, after)
+		}
+	}
+}
+
+// TestMakeRunTLS: with GATEWAY_TLS_CERT_FILE and GATEWAY_TLS_KEY_FILE make
+// run serves HTTPS and says so: the banner's curl lines are https:// with
+// the --cacert that trusts the certificate, and the one for /me, run as
+// printed, answers 200; the order's Location and poll.url are https://.
+// The banner's reload line, typed as printed, reloads that gateway.
+func TestMakeRunTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcert.NewCA(t)
+	certFile, keyFile := ca.Issue(t, time.Now().Add(time.Hour), "localhost", "127.0.0.1").Write(t, dir, "edge")
+	sr := startScript(t, scriptEnv(t, dir, map[string]string{"GATEWAY_TLS_CERT_FILE": certFile, "GATEWAY_TLS_KEY_FILE": keyFile}))
+	banner := sr.banner(t)
+	_, gwPort, _ := strings.Cut(sr.env["GATEWAY_LISTEN"], ":")
+	public := "https://localhost:" + gwPort
+	if strings.Contains(banner, "http://localhost:"+gwPort) {
+		t.Errorf("the banner names the HTTPS listener with http://:\n%s", banner)
+	}
+	me := regexp.MustCompile(`(?m)^\s*(curl .*/api/vendor/v1/me)$`).FindStringSubmatch(banner)
+	if me == nil || !strings.Contains(me[1], " --cacert ") || !strings.Contains(me[1], public+"/api/vendor/v1/me") {
+		t.Fatalf("no https curl line with --cacert for /me in the banner:\n%s", banner)
+	}
+	out, err := exec.Command("bash", "-c", me[1]+" -w ' status=%{http_code}'").CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), " status=200") {
+		t.Errorf("the banner's /me line: %v\n%s", err, out)
+	}
+
+	key, idem, body := bannerKey.FindStringSubmatch(banner), bannerIdem.FindStringSubmatch(banner), bannerBody.FindStringSubmatch(banner)
+	if key == nil || idem == nil || body == nil || !strings.Contains(banner, public+"/api/vendor/v1/orders\n") {
+		t.Fatalf("no https order line in the banner:\n%s", banner)
+	}
+	tlsClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: ca.ClientConfig("localhost")}}
+	req, _ := http.NewRequest("POST", public+"/api/vendor/v1/orders", strings.NewReader(body[1]))
+	req.Header.Set("X-API-Key", key[1])
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", idem[1])
+	resp, err := tlsClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 202 {
+		t.Fatalf("the banner's order over HTTPS: %d %s", resp.StatusCode, b)
+	}
+	var o order
+	decode(t, string(b), &o)
+	if !strings.HasPrefix(o.Poll.URL, public+"/") || !strings.HasPrefix(resp.Header.Get("Location"), public+"/") {
+		t.Errorf("over HTTPS the order's poll.url %q and Location %q are not on %s", o.Poll.URL, resp.Header.Get("Location"), public)
+	}
+
+	reload := regexp.MustCompile(`(?m)^\s*(kill -HUP (\d+))\s.*gateway\.yaml`).FindStringSubmatch(banner)
+	if reload == nil {
+		t.Fatalf("no reload line (kill -HUP PID, naming the config file) in the banner:\n%s", banner)
+	}
+	cmdline, _ := os.ReadFile("/proc/" + reload[2] + "/cmdline")
+	if !strings.Contains(string(cmdline), "gateway") || !strings.Contains(string(cmdline), "gateway.yaml") {
+		t.Fatalf("the reload line's pid %s is not the gateway: %q", reload[2], cmdline)
+	}
+	before := strings.Count(sr.stderr.String(), `"configuration reloaded"`)
+	if out, err := exec.Command("bash", "-c", reload[1]).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v %s", reload[1], err, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Count(sr.stderr.String(), `"configuration reloaded"`) == before {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload logged 30s after the banner's reload line:\n%s", sr.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	sr.stop(t)
 }

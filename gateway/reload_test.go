@@ -169,7 +169,7 @@ func TestReloadLogsWhatChanged(t *testing.T) {
 	if line.Version != "v2" {
 		t.Fatalf("no reload line of v2 in the log:\n%s", log.String())
 	}
-	wantChanged := []string{"limits.vendor.reads.rate: 5 -> 50", "trusted_proxies: [] -> [10.0.0.0/8]"}
+	wantChanged := []string{"limits.vendor.reads: {kind: gcra, rate: 5, period: 1m0s, burst: 5} -> {kind: gcra, rate: 50, period: 1m0s, burst: 50}", "trusted_proxies: [] -> [10.0.0.0/8]"}
 	wantRestart := []string{"internal_token: changed (secret)", "proxy.timeout: 2s -> 3s", "redis.url: changed (secret)"}
 	if !reflect.DeepEqual(line.Changed, wantChanged) {
 		t.Errorf("changed: %q\nwant     %q", line.Changed, wantChanged)

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # make run: backend and gateway in the foreground with the example config.
-# Prints a ready-to-paste curl line with a fresh sandbox key; Ctrl-C stops both.
+# Prints a ready-to-paste curl line with a fresh sandbox key and the line
+# that reloads the gateway's config; Ctrl-C stops both and exits 0.
+# GATEWAY_CONFIG and BACKEND_CONFIG name config files of one's own (the
+# examples under config/examples/ otherwise).
 # GATEWAY_REDIS_URL=redis://... limits in Redis; the backend then publishes
 # revocations on the same Redis (BACKEND_REDIS_URL), so they are immediate.
 #
@@ -10,6 +13,10 @@
 # public base URL, vendorctl's URLs. It refuses to start when one of those
 # ports already answers or when another make run holds the same database, and
 # it exits non-zero when one of its processes stops on its own.
+#
+# With GATEWAY_TLS_CERT_FILE and GATEWAY_TLS_KEY_FILE (or a tls: block in the
+# gateway's config) the gateway serves HTTPS: the public base URL and the
+# printed curl lines are https://, with that certificate file as --cacert.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +26,12 @@ GATEWAY_CONFIG=${GATEWAY_CONFIG:-config/examples/gateway.yaml}
 
 # setting FILE KEY: a top-level scalar of a config file, unquoted.
 setting() { sed -n "s/^$2: *\"\{0,1\}\([^\"]*\)\"\{0,1\}.*/\1/p" "$1" | head -1; }
+# nested FILE BLOCK KEY: a scalar directly under a top-level block, unquoted.
+nested() {
+	awk -v block="$2:" -v key="$3:" '
+		/^[^ #]/ { in_block = ($1 == block) }
+		in_block && $1 == key { v = $2; gsub(/"/, "", v); print v; exit }' "$1"
+}
 # dial_host ADDR: the host to connect to for a listen address (":8080" and
 # "0.0.0.0:8080" listen on every address; loopback answers for them).
 dial_host() {
@@ -59,7 +72,20 @@ gateway_listen=${GATEWAY_LISTEN:-$(setting "$GATEWAY_CONFIG" listen)}
 gateway_admin=${GATEWAY_ADMIN_LISTEN:-$(setting "$GATEWAY_CONFIG" admin_listen)}
 database=${BACKEND_DATABASE:-$(setting "$BACKEND_CONFIG" database)}
 
-public="http://$(show_host "$gateway_listen"):$(port_of "$gateway_listen")"
+# HTTPS when the gateway has a certificate (files or ACME): the curl lines
+# then trust the certificate file (its chain ends with the CA that signed it,
+# or it is self-signed); an ACME certificate is trusted by the system roots.
+tls_cert=${GATEWAY_TLS_CERT_FILE:-$(nested "$GATEWAY_CONFIG" tls cert_file)}
+tls_acme=${GATEWAY_TLS_ACME_DOMAINS:-}
+scheme=http
+curl_tls=""
+if [ -n "$tls_cert" ]; then
+	scheme=https
+	curl_tls="--cacert $tls_cert "
+elif [ -n "$tls_acme" ] || grep -q '^  acme:' "$GATEWAY_CONFIG"; then
+	scheme=https
+fi
+public="$scheme://$(show_host "$gateway_listen"):$(port_of "$gateway_listen")"
 export GATEWAY_BACKEND_URL=${GATEWAY_BACKEND_URL:-http://$(dial_host "$backend_listen"):$(port_of "$backend_listen")}
 export GATEWAY_PUBLIC_BASE_URL=${GATEWAY_PUBLIC_BASE_URL:-${BACKEND_PUBLIC_BASE_URL:-$public}}
 export BACKEND_PUBLIC_BASE_URL=${BACKEND_PUBLIC_BASE_URL:-$GATEWAY_PUBLIC_BASE_URL}
@@ -114,6 +140,7 @@ cleanup() {
 	exit "$rc"
 }
 trap cleanup EXIT
+# Ctrl-C is a stop, not a failure: exit 0 (cleanup stops the processes).
 trap 'exit 0' INT TERM
 
 # start NAME ADMIN_LISTEN ARGS...: starts a binary and waits until its admin
@@ -122,7 +149,10 @@ trap 'exit 0' INT TERM
 start() {
 	local name=$1 admin=$2
 	shift 2
-	"$BIN_DIR/$name" "$@" &
+	# A session of its own: the terminal's Ctrl-C reaches this script alone,
+	# which stops the processes itself. Had they received it too, one of
+	# them could end before the trap ran and read as a crash.
+	setsid "$BIN_DIR/$name" "$@" &
 	pids+=($!)
 	names+=("$name")
 	local pid=$!
@@ -142,6 +172,7 @@ start() {
 
 start backend "$backend_admin" -config "$BACKEND_CONFIG"
 start gateway "$gateway_admin" -config "$GATEWAY_CONFIG"
+gateway_pid=${pids[1]}
 
 vendor=$("$BIN_DIR/vendorctl" vendor list | awk '/Sandbox Demo Vendor/ && /sandbox/ {print $1; exit}')
 if [ -z "$vendor" ]; then
@@ -162,11 +193,11 @@ cat <<MSG
 vendorgate is up: gateway on ${public} (proxying to ${GATEWAY_BACKEND_URL}), backend admin on ${VENDORCTL_ADMIN_URL}.
 A sandbox key was issued for "Sandbox Demo Vendor" (shown once). Try:
 
-  curl -s -H 'X-API-Key: ${key}' ${public}/api/vendor/v1/me
+  curl -s ${curl_tls}-H 'X-API-Key: ${key}' ${public}/api/vendor/v1/me
 
 Place a sandbox order (license numbers ending 0002, 0003, 0004 are held for review):
 
-  curl -s -H 'X-API-Key: ${key}' -H 'Content-Type: application/json' -H 'Idempotency-Key: ${idem}' \\
+  curl -s ${curl_tls}-H 'X-API-Key: ${key}' -H 'Content-Type: application/json' -H 'Idempotency-Key: ${idem}' \\
     -d '{"mc_number":"MC-123456","driver":{"first_name":"Ann","last_name":"Lee","date_of_birth":"1980-02-03","license_number":"D1234567","license_state":"TX"},"services":["mvr","psp","cdlis","driver_reviews"]}' \\
     ${public}/api/vendor/v1/orders
 
@@ -180,6 +211,10 @@ ${BACKEND_CONFIG} (the backend's) and ${GATEWAY_CONFIG} (the gateway's, for usag
   ${BIN_DIR}/vendorctl order list --status under_review
 
 A revoked key is refused ${revocation}.
+After editing ${GATEWAY_CONFIG}, reload the gateway (limits, overrides, docs, certificates):
+
+  kill -HUP ${gateway_pid}   # the gateway, re-reading ${GATEWAY_CONFIG}; it logs what changed
+
 Ctrl-C stops both.
 MSG
 

@@ -49,7 +49,12 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "gateway: configuration:", err)
 		return 2
 	}
+	// Settings that load but are likely a mistake: said, not refused.
+	warnings := cfg.Warnings()
 	if *check {
+		for _, w := range warnings {
+			fmt.Fprintln(os.Stderr, "gateway: WARNING:", w)
+		}
 		// The certificate files too: a key that does not match, or a file
 		// that cannot be read, fails here as it would fail the start.
 		if cfg.TLS.Enabled() {
@@ -82,6 +87,9 @@ func run() int {
 	}
 	log := newLogger(cfg.LogLevel)
 	redis.SetLogger(gateway.RedisLog{Log: log}) // go-redis logs through a package-level logger: route it to JSON
+	for _, w := range warnings {
+		log.Warn("configuration: " + w)
+	}
 	traces, err := tracing.Setup(context.Background(), "vendorgate-gateway", os.LookupEnv, log)
 	if err != nil {
 		log.Error("tracing", "err", err)
