@@ -396,7 +396,8 @@ type Docs struct {
 // SummaryInterval. The request metrics count every answer either way.
 type AccessLog struct {
 	// RefusalsPerSecond is the answers of one error code logged in full
-	// each second. Default 100; 0 logs every one.
+	// each second; the same rate bounds the plain listener's WARN lines of
+	// API keys sent in clear text. Default 100; 0 logs every one.
 	RefusalsPerSecond int `yaml:"refusals_per_second" env:"GATEWAY_ACCESS_LOG_REFUSALS_PER_SECOND"`
 	// SummaryInterval is how often the refusals past the rate are written
 	// as summary lines. Default 10s.

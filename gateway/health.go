@@ -42,6 +42,7 @@ func (g *Gateway) pollBreakers() {
 		if g.refusals.due(g.summaryEvery) {
 			g.refusals.flush(g.log)
 		}
+		g.flushPlainWarnings(false)
 		select {
 		case <-g.stopPoll:
 			return

@@ -79,6 +79,7 @@ func (g *Gateway) Close() {
 		close(g.stopPoll)
 		<-g.pollDone
 		g.refusals.flush(g.log) // the refusals counted since the last summary
+		g.flushPlainWarnings(true)
 		g.release()
 	})
 }

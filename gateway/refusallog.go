@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"cmp"
+	"context"
 	"log/slog"
 	"slices"
 	"sync"
@@ -21,6 +22,9 @@ import (
 // a clean request never takes its lock.
 type refusalLog struct {
 	perSecond int // 0: every answer is written in full
+	// msg and level are the summary line's.
+	msg   string
+	level slog.Level
 
 	mu      sync.Mutex
 	second  int64               // the Unix second logged counts
@@ -43,8 +47,15 @@ type refusalSum struct {
 }
 
 func newRefusalLog(perSecond int) *refusalLog {
-	return &refusalLog{perSecond: perSecond, logged: make(map[apierr.Code]int), pending: make(map[refusalKey]*refusalSum),
-		flushed: time.Now()}
+	return newSummaryLog(perSecond, "requests refused", slog.LevelInfo)
+}
+
+// newSummaryLog is a refusalLog whose summary lines are msg at level: the
+// same bound for other lines anyone can provoke (the plain listener's
+// exposed keys).
+func newSummaryLog(perSecond int, msg string, level slog.Level) *refusalLog {
+	return &refusalLog{perSecond: perSecond, msg: msg, level: level, logged: make(map[apierr.Code]int),
+		pending: make(map[refusalKey]*refusalSum), flushed: time.Now()}
 }
 
 // admit reports whether the answer of code, status and route that ended at
@@ -81,7 +92,7 @@ func (r *refusalLog) admit(code apierr.Code, route string, status int, at time.T
 }
 
 // flush writes a summary line for each key counted since the last flush:
-// "requests refused" with the error code, status, route, the count of
+// its msg ("requests refused") with the error code, status, route, the count of
 // answers not written in full, and the first and last of them.
 func (r *refusalLog) flush(log *slog.Logger) {
 	r.mu.Lock()
@@ -101,7 +112,7 @@ func (r *refusalLog) flush(log *slog.Logger) {
 	})
 	for _, k := range keys {
 		s := pending[k]
-		log.Info("requests refused", "error", string(k.code), "status", k.status, "route", k.route, "count", s.count,
+		log.Log(context.Background(), r.level, r.msg, "error", string(k.code), "status", k.status, "route", k.route, "count", s.count,
 			"first", s.first.UTC().Format(time.RFC3339Nano), "last", s.last.UTC().Format(time.RFC3339Nano))
 	}
 }
