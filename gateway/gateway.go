@@ -155,6 +155,7 @@ type Gateway struct {
 	slots          concurrency.Limiter
 	slotErrors     *prometheus.CounterVec
 	slotsRestored  prometheus.Counter
+	redisDataLost  prometheus.Counter
 	subscriber     *auth.Subscriber
 	usage          *usage.Recorder
 
@@ -237,6 +238,7 @@ func New(o Options) (_ *Gateway, err error) {
 	g.inflight = inflight.New()
 	tooSlow := g.registerInFlight()
 	g.registerSlots()
+	g.registerDataLost()
 	if err := g.setupTLS(c.TLS, c.Listen, c.HTTPListen, o.Now); err != nil {
 		return nil, err
 	}

@@ -83,7 +83,7 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 	// call per request whose route has one, failing at once while the
 	// limiter's breaker is open.
 	if g.windows, err = window.NewRedis(window.RedisOptions{Client: g.limiterClient, Timeout: c.Redis.Timeout,
-		Down: g.redisLim.Down, OnFailure: g.onWindowFailure}); err != nil {
+		Down: g.redisLim.Down, OnFailure: g.onWindowFailure, OnDataLost: g.onRedisDataLost}); err != nil {
 		return nil, err
 	}
 	sc := *uo

@@ -15,7 +15,9 @@ import "github.com/redis/go-redis/v9"
 // plus an hour on the first), or ZADD now and PEXPIRE w. It returns seven
 // numbers per check: allowed (1/0), used after, retry and reset in
 // milliseconds, the window in milliseconds, the quota window's start
-// (Unix seconds) and charged (1/0).
+// (Unix seconds) and charged (1; 2 when the charge found a quota's counter
+// absent and created it: the window's first use, or a counter Redis lost;
+// 0 not charged).
 //
 // The calendar is Howard Hinnant's days_from_civil and civil_from_days.
 var chargeScript = redis.NewScript(`
@@ -73,7 +75,9 @@ for i = 1, #KEYS do
     local ws, we = window(s.arg)
     s.key = KEYS[i] .. ":q" .. string.format("%d", ws)
     s.start, s.wend, s.win = ws, we, (we - ws) * 1000
-    s.used = tonumber(redis.call("GET", s.key) or "0")
+    local v = redis.call("GET", s.key)
+    s.absent = not v
+    s.used = tonumber(v or "0")
     s.reset = we * 1000 - now
     s.retry = s.reset
   else
@@ -104,6 +108,7 @@ for i = 1, #KEYS do
     if s.kind == "q" then
       redis.call("INCR", s.key)
       if s.used == 1 then redis.call("PEXPIRE", s.key, s.wend * 1000 + 3600000 - now) end
+      if s.absent then charged = 2 end
     else
       redis.call("ZADD", KEYS[i], now, id)
       redis.call("PEXPIRE", KEYS[i], s.arg)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,7 +30,20 @@ type RedisOptions struct {
 	// OnFailure is told of each call that failed (a charge or a
 	// refund). Optional.
 	OnFailure func(error)
+	// OnDataLost is told when the marker this limiter saw in Redis is
+	// gone or replaced: Redis lost its data (quota counters included)
+	// since. Optional.
+	OnDataLost func()
 }
+
+// MarkerKey is the marker of one Redis' data: written once, with no TTL
+// (never evicted under volatile-* policies), by the first gateway that
+// finds it absent, and persisted with the counters. A gateway remembers
+// the value it saw; the marker gone or another value later means Redis
+// lost its data since (a flush, a restart without its persistence, a
+// failover to a replica without it). On a Redis Cluster it lives on the
+// master of its own slot.
+const MarkerKey = "vg:data-marker"
 
 // keyPrefix begins the window limiter's keys in Redis, apart from the
 // GCRA buckets ("rate:" + the bucket's name) of the same row: a row whose
@@ -45,6 +59,14 @@ type Redis struct {
 	// now is the time passed to the script in milliseconds; nil: Redis's
 	// TIME (tests set it).
 	now func() int64
+
+	// The marker: checking is set while a check runs (one at a time),
+	// known once a check read it; seen (under seenMu) is its value.
+	checking     atomic.Bool
+	known        atomic.Bool
+	seenMu       sync.Mutex
+	seen         string
+	markerChecks atomic.Uint64 // checks made (tests wait on it)
 }
 
 // NewRedis returns a Redis window limiter.
@@ -106,6 +128,7 @@ func (l *Redis) Charge(cs policy.Checks) (Decision, error) {
 		l.failed(err)
 		return Decision{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
+	absent := false
 	for i := 0; i < cs.Count; i++ {
 		v := vals[7*i : 7*i+7]
 		r := &d.Results[i]
@@ -113,10 +136,52 @@ func (l *Redis) Charge(cs policy.Checks) (Decision, error) {
 		r.RetryAfter = time.Duration(max(v[2], 0)) * time.Millisecond
 		r.ResetAfter = time.Duration(max(v[3], 0)) * time.Millisecond
 		r.Window = time.Duration(v[4]) * time.Millisecond
-		r.start, r.charged = v[5], v[6] == 1
+		r.start, r.charged = v[5], v[6] != 0
+		absent = absent || v[6] == 2
 	}
 	d.decide(&cs)
+	if (absent || !l.known.Load()) && l.checking.CompareAndSwap(false, true) {
+		go l.checkMarker()
+	}
 	return d, nil
+}
+
+// checkMarker reads the marker, writing this limiter's own value where it
+// is absent (SET NX GET), off the request's path: after the first charge,
+// and after each that found a quota's counter absent (a window's first
+// use, or a counter Redis lost). Its value other than the one seen before
+// means Redis lost its data: told to OnDataLost once, and the new value is
+// the one seen from then on. A failed check is tried again by a later
+// charge.
+func (l *Redis) checkMarker() {
+	defer l.checking.Store(false)
+	defer l.markerChecks.Add(1)
+	// A value of its own each time it is written: a gateway that wrote
+	// the marker and finds it gone writes another, never the one it saw.
+	var b [9]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		l.failed(fmt.Errorf("window: data marker: %w", err))
+		return
+	}
+	mark := hex.EncodeToString(b[:])
+	ctx, cancel := context.WithTimeout(context.Background(), max(l.o.Timeout, time.Second))
+	defer cancel()
+	old, err := l.o.Client.SetArgs(ctx, MarkerKey, mark, redis.SetArgs{Mode: "NX", Get: true}).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		old = mark // absent: this value is the marker now
+	case err != nil:
+		l.failed(fmt.Errorf("window: data marker: %w", err))
+		return
+	}
+	l.seenMu.Lock()
+	lost := l.known.Load() && old != l.seen
+	l.seen = old
+	l.seenMu.Unlock()
+	l.known.Store(true)
+	if lost && l.o.OnDataLost != nil {
+		l.o.OnDataLost()
+	}
 }
 
 // Refund takes back d's charges in one call; a failure leaves them (told
