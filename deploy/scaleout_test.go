@@ -604,7 +604,7 @@ func TestScaleOutKustomize(t *testing.T) {
 	for _, d := range docs {
 		built = append(built, k8sObject{"built", asMap(d)})
 	}
-	for _, gone := range [][2]string{{"Deployment", "vendorgate-redis"}, {"Service", "vendorgate-redis"}, {"PersistentVolumeClaim", "vendorgate-backend-data"}} {
+	for _, gone := range [][2]string{{"Deployment", "vendorgate-redis"}, {"Service", "vendorgate-redis"}, {"PersistentVolumeClaim", "vendorgate-redis-data"}, {"PersistentVolumeClaim", "vendorgate-backend-data"}} {
 		if k8sFind(built, gone[0], gone[1]) != nil {
 			t.Errorf("the built overlay still holds %s %s", gone[0], gone[1])
 		}

@@ -279,7 +279,7 @@ func (r *Redis) remove(hs []*Held) {
 	if len(hs) == 0 {
 		return
 	}
-	_ = r.each(hs, "release", func(ctx context.Context, p redis.Pipeliner, h *Held) {
+	_ = r.each(hs, "release", true, func(ctx context.Context, p redis.Pipeliner, h *Held) {
 		releaseScript.Eval(ctx, p, h.keys[:h.n], h.member)
 	})
 }
@@ -292,15 +292,21 @@ func (r *Redis) refresher() {
 	defer r.done.Done()
 	t := time.NewTimer(r.o.Refresh)
 	defer t.Stop()
+	var told time.Time // the last failure told to OnError
 	for {
 		select {
 		case <-r.stop:
 			return
 		case <-t.C:
 		}
-		if r.refresh() {
+		// While it fails, told once a Refresh, as before the retries.
+		if r.refresh(time.Since(told) >= r.o.Refresh) {
+			told = time.Time{}
 			t.Reset(r.o.Refresh)
 		} else {
+			if time.Since(told) >= r.o.Refresh {
+				told = time.Now()
+			}
 			// A refused connection fails at once: not a busy loop.
 			t.Reset(min(r.o.Timeout, r.o.Refresh))
 		}
@@ -308,9 +314,10 @@ func (r *Redis) refresher() {
 }
 
 // refresh renews every held slot in one pipeline and reports whether
-// Redis answered. A member a refresh put back whose request was released
-// meanwhile (its release may have reached Redis first) is released again.
-func (r *Redis) refresh() bool {
+// Redis answered; a failure is told to OnError when tell is set. A member
+// a refresh put back whose request was released meanwhile (its release may
+// have reached Redis first) is released again.
+func (r *Redis) refresh(tell bool) bool {
 	r.mu.Lock()
 	hs := make([]*Held, 0, len(r.held))
 	for h := range r.held {
@@ -322,7 +329,7 @@ func (r *Redis) refresh() bool {
 	}
 	cmds := make([]*redis.Cmd, len(hs))
 	i := 0
-	err := r.each(hs, "refresh", func(ctx context.Context, p redis.Pipeliner, h *Held) {
+	err := r.each(hs, "refresh", tell, func(ctx context.Context, p redis.Pipeliner, h *Held) {
 		cmds[i] = refreshScript.Eval(ctx, p, h.keys[:h.n], h.member, r.ttl)
 		i++
 	})
@@ -348,10 +355,11 @@ func (r *Redis) refresh() bool {
 }
 
 // each runs call for every h in one pipeline (a Cluster splits it by
-// slot); a failure is told to OnError once per pipeline, and returned. The
-// scripts of a pipeline are sent whole (EVAL, a few hundred bytes): a
-// pipelined EVALSHA a server has not seen fails, with no fallback.
-func (r *Redis) each(hs []*Held, what string, call func(context.Context, redis.Pipeliner, *Held)) error {
+// slot); a failure is told to OnError once per pipeline when tell is set,
+// and returned. The scripts of a pipeline are sent whole (EVAL, a few
+// hundred bytes): a pipelined EVALSHA a server has not seen fails, with no
+// fallback.
+func (r *Redis) each(hs []*Held, what string, tell bool, call func(context.Context, redis.Pipeliner, *Held)) error {
 	if len(hs) == 0 {
 		return nil
 	}
@@ -363,7 +371,7 @@ func (r *Redis) each(hs []*Held, what string, call func(context.Context, redis.P
 	}
 	_, err := p.Exec(ctx)
 	if err != nil && !errors.Is(err, redis.Nil) {
-		if r.o.OnError != nil {
+		if tell && r.o.OnError != nil {
 			r.o.OnError(what, err)
 		}
 		return err

@@ -1,6 +1,7 @@
 package concurrency
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -146,5 +147,42 @@ func TestTimedOutAcquireGivesItsSlotBack(t *testing.T) {
 	}
 	first.Release()
 	second.Release()
+	waitCount(t, srv, key, 0)
+}
+
+// Redis restarted without its data (killed, and started again empty on
+// its port): the refreshes fail while it is down, tried again every
+// Timeout but told to OnError once a Refresh only, and the first that
+// reaches the new Redis puts the held slots back.
+func TestSlotsComeBackAfterRestart(t *testing.T) {
+	srv := testredis.Start(t)
+	const key = "vg:{v:v1}:reports:slots"
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { _ = c.Close() })
+	const refresh = 200 * time.Millisecond
+	var told atomic.Int64
+	l, err := NewRedis(Options{Client: c, TTL: 3 * refresh, Refresh: refresh, Timeout: 10 * time.Millisecond,
+		OnError: func(string, error) { told.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	held := holdTwo(t, l, key)
+	srv.Stop()
+	down := time.Now()
+	time.Sleep(5 * refresh) // the fault itself: down for five refresh periods
+	srv.Restart(t)
+	downFor := time.Since(down)
+	waitCount(t, srv, key, 2)
+	if _, refused, err := l.Acquire(slots(2, key)); err != nil || refused != 0 {
+		t.Fatalf("after a restart without the data: refused %d, %v; want refused at the cap", refused, err)
+	}
+	// Once a refresh period while down, and one for the first failure.
+	if n, most := told.Load(), int64(downFor/refresh)+2; n < 1 || n > most {
+		t.Fatalf("OnError told %d times in %s down, want 1 to %d (once a refresh period)", n, downFor.Round(time.Millisecond), most)
+	}
+	for _, h := range held {
+		h.Release()
+	}
 	waitCount(t, srv, key, 0)
 }
