@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"runtime"
 	"strings"
 	"time"
 
@@ -151,9 +152,36 @@ type TLS struct {
 	// content (a renewal written in place, a Kubernetes secret updated).
 	// Default 30s; 0 turns watching off (SIGHUP still reloads).
 	WatchInterval time.Duration `yaml:"watch_interval" env:"GATEWAY_TLS_WATCH_INTERVAL"`
+	// MaxHandshakes bounds the TLS handshakes in progress across all
+	// peers, counted from the ClientHello's arrival to the handshake's
+	// end; a handshake past it waits (at most read_timeout) for a place.
+	// Default 0: 16 per core (GOMAXPROCS), sized by HandshakeBudget.
+	MaxHandshakes int `yaml:"max_handshakes" env:"GATEWAY_TLS_MAX_HANDSHAKES"`
+	// MaxHandshakesPerSecond bounds the handshakes begun a second across
+	// all peers (a burst of MaxHandshakes), so that a flood of new
+	// connections leaves the CPU to requests on established ones. Default
+	// 0: 200 per core, sized by HandshakeBudget: about a fifth of the CPU
+	// with an RSA-2048 key (1.1 ms a handshake), a twentieth with ECDSA
+	// P-256 (0.23 ms).
+	MaxHandshakesPerSecond int `yaml:"max_handshakes_per_second" env:"GATEWAY_TLS_MAX_HANDSHAKES_PER_SECOND"`
 	// ACME obtains and renews certificates for its domains from an ACME CA
 	// (Let's Encrypt by default), beside or instead of the files.
 	ACME ACME `yaml:"acme"`
+}
+
+// HandshakeBudget is the handshake budget in force: MaxHandshakes and
+// MaxHandshakesPerSecond, or when 0 their defaults sized to the cores
+// the process may use (GOMAXPROCS): 16 and 200 per core.
+func (t TLS) HandshakeBudget() (inProgress, perSecond int) {
+	cores := runtime.GOMAXPROCS(0)
+	inProgress, perSecond = t.MaxHandshakes, t.MaxHandshakesPerSecond
+	if inProgress == 0 {
+		inProgress = 16 * cores
+	}
+	if perSecond == 0 {
+		perSecond = 200 * cores
+	}
+	return inProgress, perSecond
 }
 
 // ACME is the certificates the gateway obtains and renews itself. The
@@ -272,6 +300,10 @@ func (t TLS) validate() []error {
 	}
 	if t.WatchInterval < 0 || t.WatchInterval > 0 && t.WatchInterval < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("tls.watch_interval: %s must be 0 (off) or at least 100ms (default 30s)", t.WatchInterval))
+	}
+	if t.MaxHandshakes < 0 || t.MaxHandshakesPerSecond < 0 {
+		errs = append(errs, fmt.Errorf("tls.max_handshakes (%d) and tls.max_handshakes_per_second (%d) must not be negative (0: 16 and 200 per core)",
+			t.MaxHandshakes, t.MaxHandshakesPerSecond))
 	}
 	return errs
 }

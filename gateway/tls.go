@@ -37,6 +37,10 @@ type edgeTLS struct {
 	orders *prometheus.CounterVec
 	// watchStop ends the file watcher; watchDone is closed when it has.
 	watchStop, watchDone chan struct{}
+	// budget bounds handshakes across all peers; overBudget counts those
+	// that found no room within read_timeout.
+	budget     *edgetls.Budget
+	overBudget prometheus.Counter
 }
 
 // setupTLS reads the certificates (New refuses to start on a file that
@@ -95,7 +99,22 @@ func (g *Gateway) setupTLS(c config.TLS, listen, httpListen, publicBaseURL strin
 		[]string{"result"})
 	t.reloads.WithLabelValues("ok")
 	t.reloads.WithLabelValues("error")
-	g.metrics.Registry.MustRegister(failures, t.expiry, t.reloads)
+	inProgress, perSecond := c.HandshakeBudget()
+	if t.budget, err = edgetls.NewBudget(inProgress, perSecond, g.readTimeout); err != nil {
+		return err
+	}
+	t.overBudget = prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_tls_handshakes_over_budget_total",
+		Help: "TLS handshakes closed because tls.max_handshakes or tls.max_handshakes_per_second left no room for them within read_timeout."})
+	inProgressGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vendorgate_gateway_tls_handshakes_in_progress",
+		Help: "TLS handshakes in progress on the public listener, from the ClientHello to the handshake's end; at most tls.max_handshakes."},
+		func() float64 { return float64(t.budget.InProgress()) })
+	g.metrics.Registry.MustRegister(failures, t.expiry, t.reloads, t.overBudget, inProgressGauge)
+	for _, in := range certs.Certificates() {
+		if in.RSA {
+			g.log.Warn("tls certificate has an RSA key: a handshake costs about 1.1 ms of CPU (ECDSA P-256: about 0.23 ms); prefer an ECDSA key on a gateway that takes many new connections",
+				"cert_file", in.CertFile, "names", strings.Join(in.Names, ","))
+		}
+	}
 	g.setExpiry(certs.Certificates())
 	for _, in := range certs.Certificates() {
 		if in.Expired(now()) {
@@ -302,7 +321,7 @@ func (g *Gateway) publicListener(pub net.Listener) (net.Listener, error) {
 				g.log.Error("acme: certificates not managed", "err", err)
 			}
 		}
-		return edgetls.NewListener(raw, g.tls.config, g.onHandshakeFailure), nil
+		return edgetls.NewListener(raw, g.tls.config, g.onHandshakeFailure).WithBudget(g.tls.budget, g.tls.overBudget.Inc), nil
 	}
 	return idleconn.NewListener(barelf.NewListener(bounded), idleconn.Options{Idle: g.streamIdle}), nil
 }

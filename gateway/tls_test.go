@@ -613,3 +613,35 @@ func BenchmarkServerProxiedTLS(b *testing.B) {
 		}
 	})
 }
+
+// A known behaviour, as docs/tls.md states it: a pair written one file at
+// a time, slower than two tls.watch_intervals, is refused once in between
+// (the new certificate with the old key do not match, and the watcher
+// has seen them so twice), counted as a refused reload (the renewal-refused
+// alert fires), and taken when the key arrives; the refusal is not
+// repeated. Written by rename in quick succession, it is not refused.
+func TestSlowlyWrittenPairRefusedOnce(t *testing.T) {
+	b := newTestBackend(t)
+	gw := startTLSGateway(t, b, func(o *Options) { o.Config.TLS.WatchInterval = 100 * time.Millisecond })
+	const refused, taken = `vendorgate_gateway_tls_certificate_reloads_total{result="error"}`, `vendorgate_gateway_tls_certificate_reloads_total{result="ok"}`
+	first := gw.servedSerial(t)
+	next := gw.ca.Issue(t, time.Now().Add(60*24*time.Hour), tlsName, "127.0.0.1")
+	testcert.WriteFile(t, gw.certFile, next.CertPEM) // the certificate now, the key much later
+	for i := 0; i < 400 && metricValue(t, gw.testGateway, refused) < 1; i++ {
+		time.Sleep(25 * time.Millisecond)
+	}
+	if v := metricValue(t, gw.testGateway, refused); v != 1 {
+		t.Fatalf("%s %v with the certificate written and not its key, want 1", refused, v)
+	}
+	if s := gw.servedSerial(t); s != first {
+		t.Fatalf("served %s between the two writes, want the pair in force (%s)", s, first)
+	}
+	testcert.WriteFile(t, gw.keyFile, next.KeyPEM)
+	gw.waitSerial(t, first)
+	if r, ok := metricValue(t, gw.testGateway, refused), metricValue(t, gw.testGateway, taken); r != 1 || ok != 1 {
+		t.Fatalf("refused %v, taken %v after the key arrived: want 1 and 1", r, ok)
+	}
+	if n := strings.Count(gw.logs.String(), "tls certificate refused"); n != 1 {
+		t.Fatalf("%d refusal lines, want 1:\n%s", n, gw.logs.String())
+	}
+}

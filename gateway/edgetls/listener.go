@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"syscall"
 
 	"vendorgate/shared/barelf"
@@ -125,6 +126,12 @@ type Listener struct {
 	net.Listener
 	config *tls.Config
 	onFail func(Reason)
+	budget *Budget
+	onOver func()
+	// held are the raw connections whose handshake holds a place in the
+	// budget (taken when the ClientHello arrived, given back when the
+	// handshake ends).
+	held sync.Map
 }
 
 // NewListener wraps ln; onFail is called once for each failed handshake.
@@ -132,7 +139,31 @@ func NewListener(ln net.Listener, config *tls.Config, onFail func(Reason)) *List
 	if onFail == nil {
 		onFail = func(Reason) {}
 	}
-	return &Listener{Listener: ln, config: config, onFail: onFail}
+	return &Listener{Listener: ln, config: config, onFail: onFail, onOver: func() {}}
+}
+
+// WithBudget bounds the listener's handshakes across all peers by b;
+// onOver is called for each handshake that failed for want of room (not
+// counted by onFail). Call it before serving.
+func (l *Listener) WithBudget(b *Budget, onOver func()) *Listener {
+	l.budget, l.onOver = b, onOver
+	l.config = l.config.Clone()
+	l.config.GetConfigForClient = l.admit
+	return l
+}
+
+// admit takes a place in the budget once a ClientHello has arrived, so
+// that a client that never sends one holds none. The CA's TLS-ALPN-01
+// validation is not held back.
+func (l *Listener) admit(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+	if IsChallenge(hello) {
+		return nil, nil
+	}
+	if err := l.budget.acquire(); err != nil {
+		return nil, err
+	}
+	l.held.Store(hello.Conn, struct{}{})
+	return nil, nil // the listener's configuration
 }
 
 // Accept wraps the next connection; its handshake runs on first use.
@@ -142,7 +173,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	tc := tls.Server(c, l.config)
-	return &Conn{Conn: barelf.New(tc), tc: tc, onFail: l.onFail}, nil
+	return &Conn{Conn: barelf.New(tc), tc: tc, raw: c, l: l}, nil
 }
 
 // Conn is a served TLS connection: reads and writes go through the bare-LF
@@ -151,8 +182,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 // the client in plaintext nor logs the connection.
 type Conn struct {
 	*barelf.Conn
-	tc     *tls.Conn
-	onFail func(Reason)
+	tc  *tls.Conn
+	raw net.Conn // under tc: the key of the listener's budget places
+	l   *Listener
 	// state: 0 before the handshake, 1 done, 2 failed. Only the serving
 	// goroutine reads and hands-shakes.
 	state uint8
@@ -166,9 +198,19 @@ func (c *Conn) Handshake() error {
 	case 2:
 		return io.EOF
 	}
-	if err := c.tc.Handshake(); err != nil {
+	err := c.tc.Handshake()
+	if c.l.budget != nil {
+		if _, held := c.l.held.LoadAndDelete(c.raw); held {
+			c.l.budget.release()
+		}
+	}
+	if err != nil {
 		c.state = 2
-		c.onFail(Classify(err))
+		if errors.Is(err, ErrOverBudget) {
+			c.l.onOver()
+		} else {
+			c.l.onFail(Classify(err))
+		}
 		return err
 	}
 	c.state = 1
