@@ -98,7 +98,7 @@ func TestSimulation(t *testing.T) {
 		}
 	}
 	var admitted, ideal int
-	var refunded, skipped float64
+	var refunded, skipped, skippedPast float64
 	runs, failedForBackend := 0, 0
 	run := func(seed int64, verbose bool) bool {
 		w := newSimWorld(seed, verbose, t)
@@ -109,6 +109,7 @@ func TestSimulation(t *testing.T) {
 			ideal += w.ideal
 			refunded += w.refundedTokens
 			skipped += w.skippedTokens
+			skippedPast += w.skippedPast
 			failedForBackend += w.refundedRequests
 		}
 		if len(w.violations) > 0 {
@@ -142,8 +143,9 @@ func TestSimulation(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("without faults: %d admitted of the %d plain GCRA admits (%.2f %%; %d admissions given back by Refund); %.0f lease tokens sent back, %.0f of them in refunds skipped (the bucket below the grant's TAT)",
-		admitted, ideal, 100*float64(admitted)/float64(max(ideal, 1)), failedForBackend, refunded, skipped)
+	t.Logf("without faults: %d admitted of the %d plain GCRA admits (%.2f %%; %d admissions given back by Refund); %.0f tokens sent back, %.0f of them (%.1f %%) in refunds skipped (the bucket below the grant's TAT): %.0f (%.1f %%) whose grant's TAT had passed (nothing left to give back), %.0f (%.1f %%) lowered first by another refund (they stay charged)",
+		admitted, ideal, 100*float64(admitted)/float64(max(ideal, 1)), failedForBackend, refunded, skipped, 100*skipped/max(refunded, 1),
+		skippedPast, 100*skippedPast/max(refunded, 1), skipped-skippedPast, 100*(skipped-skippedPast)/max(refunded, 1))
 	// Over many seeds (a few hundred vary by a few tenths of a percent).
 	if runs >= 1000 && float64(admitted) < 0.99*float64(ideal) {
 		t.Errorf("%d admitted, under 99 %% of the %d plain GCRA admits", admitted, ideal)
@@ -1236,7 +1238,7 @@ func (w *simWorld) arrivals(vd *simVendor) {
 // It returns when the burst ends.
 func (w *simWorld) idleThenBurst(vd *simVendor) int64 {
 	rng := w.idleRng
-	at := int64(simRun) + int64(w.ttl) + rng.Int63n(int64(2*time.Second))
+	at := int64(simRun) + int64(w.ttl) + rng.Int63n(int64(500*time.Millisecond))
 	times := make([]int64, 8+rng.Intn(40))
 	for i := range times {
 		times[i] = at
