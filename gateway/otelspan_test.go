@@ -36,7 +36,7 @@ func TestServerSpanConventionAttributes(t *testing.T) {
 		}
 		attrs := map[string]string{}
 		for _, kv := range s.Attributes() {
-			attrs[string(kv.Key)] = kv.Value.Emit()
+			attrs[string(kv.Key)] = kv.Value.String()
 		}
 		servers[s.Name()] = attrs
 	}
