@@ -1038,3 +1038,25 @@ func TestDockerfiles(t *testing.T) {
 		})
 	}
 }
+
+// TestMakeTestAlertsRunsThePromtoolCases: `make test-alerts`, the command
+// the docs give an SRE for the alert unit tests, selects TestPromtool's
+// subtests that check the rules and run the unit tests, by the names they
+// have (a renamed subtest would leave the target running nothing).
+func TestMakeTestAlertsRunsThePromtoolCases(t *testing.T) {
+	mk := string(readFile(t, filepath.Join(repoRoot, "Makefile")))
+	_, recipe, ok := strings.Cut(mk, "\ntest-alerts:\n\t")
+	if !ok {
+		t.Fatal("the Makefile has no test-alerts target")
+	}
+	recipe, _, _ = strings.Cut(recipe, "\n")
+	src := string(readFile(t, "deploy_test.go"))
+	for _, sub := range []string{"check rules", "alert unit tests", "every alert has a unit test"} {
+		if !strings.Contains(src, `t.Run("`+sub+`"`) || !strings.Contains(recipe, strings.ReplaceAll(sub, " ", "_")) {
+			t.Errorf("make test-alerts (%s) does not run TestPromtool/%s", recipe, sub)
+		}
+	}
+	if !strings.Contains(recipe, "TestPromtool/") || !strings.Contains(recipe, "./deploy") {
+		t.Errorf("make test-alerts does not run deploy's TestPromtool: %s", recipe)
+	}
+}
