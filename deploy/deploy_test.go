@@ -325,14 +325,32 @@ func TestAlertJobsAreScraped(t *testing.T) {
 	}
 }
 
-// The dashboard shows what was asked for, every panel reads the provisioned
-// datasource, and Grafana finds it where compose mounts it.
+// The dashboard shows what was asked for, every panel and variable reads
+// the datasource chosen in its datasource variable (a Prometheus one; the
+// provisioned datasource by default, so the compose stack opens on it, and
+// any other Grafana picks its own), and Grafana finds it where compose
+// mounts it.
 func TestDashboard(t *testing.T) {
 	dash := jsonDoc(t, "grafana/dashboards/vendorgate.json")
 	ds := yamlDoc(t, "grafana/provisioning/datasources/prometheus.yml")
-	uid := str(dig(asList(ds["datasources"])[0], "uid"))
-	if uid == "" {
-		t.Fatal("the provisioned datasource has no uid for the dashboard to refer to")
+	provisioned := str(dig(asList(ds["datasources"])[0], "uid"))
+	if provisioned == "" {
+		t.Fatal("the provisioned datasource has no uid for the dashboard to default to")
+	}
+	const uid = "${datasource}"
+	var dsVar map[string]any
+	for _, v := range asList(dig(dash, "templating", "list")) {
+		v := asMap(v)
+		if str(v["type"]) == "datasource" {
+			dsVar = v
+			continue
+		}
+		if got := str(dig(v, "datasource", "uid")); got != uid {
+			t.Errorf("variable %q reads datasource %q, want %q", str(v["name"]), got, uid)
+		}
+	}
+	if dsVar == nil || str(dsVar["name"]) != "datasource" || str(dsVar["query"]) != "prometheus" || str(dig(dsVar, "current", "value")) != provisioned {
+		t.Errorf("no datasource variable named datasource, of Prometheus datasources, defaulting to the provisioned %q: %v", provisioned, dsVar)
 	}
 	ids := map[string]bool{}
 	var exprs []string
@@ -350,7 +368,7 @@ func TestDashboard(t *testing.T) {
 			continue
 		}
 		if got := str(dig(p, "datasource", "uid")); got != uid {
-			t.Errorf("panel %q reads datasource %q, want the provisioned %q", str(p["title"]), got, uid)
+			t.Errorf("panel %q reads datasource %q, want %q", str(p["title"]), got, uid)
 		}
 		for _, tg := range asList(p["targets"]) {
 			if got := str(dig(tg, "datasource", "uid")); got != uid {
