@@ -1078,3 +1078,33 @@ func TestMakeTestAlertsRunsThePromtoolCases(t *testing.T) {
 		t.Errorf("make test-alerts does not run deploy's TestPromtool: %s", recipe)
 	}
 }
+
+// TestAlertJobsAreNamed: every job an alert selects is a job_name of each
+// shipped Prometheus configuration that scrapes vendorgate, and
+// docs/operating.md names it, so an SRE with a Prometheus of their own
+// knows which job names the rules expect.
+func TestAlertJobsAreNamed(t *testing.T) {
+	ops := string(readFile(t, filepath.Join(repoRoot, "docs", "operating.md")))
+	jobs := map[string]bool{}
+	for _, q := range alertQueries(t) {
+		for _, m := range regexp.MustCompile(`job="([^"]+)"`).FindAllStringSubmatch(q.expr, -1) {
+			jobs[m[1]] = true
+		}
+	}
+	if len(jobs) == 0 {
+		t.Fatal("no alert selects a job: the parser is broken")
+	}
+	for _, f := range []string{"prometheus.yml", "prometheus-scale-out.yml", "prometheus-kubernetes.yml"} {
+		conf := string(readFile(t, filepath.Join("prometheus", f)))
+		for job := range jobs {
+			if !strings.Contains(conf, "job_name: "+job+"\n") {
+				t.Errorf("prometheus/%s has no job %s, which the alerts select", f, job)
+			}
+		}
+	}
+	for job := range jobs {
+		if !strings.Contains(ops, "`job=\""+job+"\"`") {
+			t.Errorf("docs/operating.md does not name the job %s the alerts select", job)
+		}
+	}
+}
