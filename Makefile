@@ -4,7 +4,7 @@ BIN      := bin
 BINARIES := gateway backend vendorctl
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(HOME)/go/bin/staticcheck)
 
-.PHONY: all build run test mutations bench bench-go bench-load bench-sweep bench-tls sweep-redis lint lint-openapi clean
+.PHONY: all build run test test-alerts mutations bench bench-go bench-load bench-sweep bench-tls sweep-redis lint lint-openapi clean
 
 all: build
 
@@ -35,6 +35,14 @@ test:
 # MUTATIONS=name,... runs some only.
 mutations:
 	GO=$(GO) scripts/mutate.sh
+
+# The alert rules' unit tests (deploy/prometheus/alerts.gotest.yml) under
+# promtool, as an SRE runs them: the cases compare labels only, so they run
+# against a copy of alerts.yml without its annotations (plain `promtool test
+# rules` on the shipped file fails on the annotations by design), with
+# promtool's check of the rules first.
+test-alerts:
+	$(GO) test -count=1 -run 'TestPromtool/(check_rules|alert_unit_tests|every_alert_has_a_unit_test)$$' -v ./deploy
 
 bench: bench-go bench-load
 

@@ -433,3 +433,51 @@ func TestWarnsHTTPBaseURLUnderTLS(t *testing.T) {
 		}
 	}
 }
+
+// TestACMELocalhostSaysWhatWorks: tls.acme.domains refuses localhost (no
+// CA can reach it) and says what works instead: a dotted name the CA
+// resolves to this gateway, as Pebble's challtestsrv answers locally.
+func TestACMELocalhostSaysWhatWorks(t *testing.T) {
+	_, err := LoadGateway("examples/gateway.yaml", envMap(map[string]string{"GATEWAY_TLS_ACME_DOMAINS": "localhost",
+		"GATEWAY_TLS_ACME_EMAIL": "ops@example.com", "GATEWAY_TLS_ACME_STORAGE": t.TempDir(), "GATEWAY_PUBLIC_BASE_URL": "https://localhost"}))
+	if err == nil || !strings.Contains(err.Error(), `tls.acme.domains: "localhost"`) ||
+		!strings.Contains(err.Error(), "a dotted name the CA resolves to this gateway") || !strings.Contains(err.Error(), "pebble-challtestsrv") {
+		t.Fatalf("localhost as an ACME domain: %v", err)
+	}
+}
+
+// TestDocsQuotaOverrideExample: docs/limits.md's per-vendor quota override
+// loads as it is written, giving the vendor its own rate under the row's
+// kind and window, and the first try it quotes is refused with the message
+// it quotes.
+func TestDocsQuotaOverrideExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/limits.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "<!-- example: a per-vendor quota override -->")
+	start, end := strings.Index(rest, "```yaml\n"), strings.Index(rest, "  ```\n")
+	if !ok || start < 0 || end < start {
+		t.Fatal("no per-vendor quota override example in docs/limits.md")
+	}
+	var lines []string
+	for _, l := range strings.Split(rest[start+len("```yaml\n"):end], "\n") {
+		lines = append(lines, strings.TrimPrefix(l, "  "))
+	}
+	example := strings.Join(lines, "\n")
+	env := envMap(map[string]string{"GATEWAY_INTERNAL_TOKEN": strings.Repeat("t", 16), "GATEWAY_KEY_SIGNING_SECRETS": testSigning})
+	g, err := LoadGateway(writeFile(t, example), env)
+	if err != nil {
+		t.Fatalf("the documented example is refused: %v\n%s", err, example)
+	}
+	row := g.Limits.Policies[0]
+	if l := row.For("v-acme"); l.Rate != 5000 || l.KindOf() != KindQuota || l.Window != WindowDay || row.For("other").Rate != 1000 {
+		t.Errorf("v-acme's limit %+v, another vendor's %+v", l, row.For("other"))
+	}
+	firstTry := strings.Replace(example, "{rate: 5000}", "{rate: 5000, window: day}", 1)
+	_, err = LoadGateway(writeFile(t, firstTry), env)
+	quoted := "limits.policies[0].overrides.v-acme: an override keeps the row's kind and window: set only rate, period, burst and shadow"
+	if err == nil || !strings.Contains(err.Error(), quoted) || !strings.Contains(strings.Join(strings.Fields(string(doc)), " "), quoted) {
+		t.Errorf("the first try: %v, want %q", err, quoted)
+	}
+}

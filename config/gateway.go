@@ -293,8 +293,12 @@ func (t TLS) validate() []error {
 			errs = append(errs, fmt.Errorf("tls.acme.ca: %q is not an https:// ACME directory URL", t.ACME.CA))
 		}
 		for _, d := range t.ACME.Domains {
-			if strings.Contains(d, "*") || strings.ContainsAny(d, "/: ") || !strings.Contains(d, ".") {
+			switch {
+			case strings.Contains(d, "*") || strings.ContainsAny(d, "/: "):
 				errs = append(errs, fmt.Errorf("tls.acme.domains: %q is not a DNS name the gateway can prove (no wildcards)", d))
+			case !strings.Contains(d, "."):
+				errs = append(errs, fmt.Errorf("tls.acme.domains: %q is not a name an ACME CA can reach: use a dotted name the CA resolves to this gateway "+
+					"(api.example.com; to try ACME locally with Pebble, a name such as gateway.test that pebble-challtestsrv, as Pebble's DNS, resolves to 127.0.0.1)", d))
 			}
 		}
 	}

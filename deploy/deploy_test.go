@@ -325,14 +325,32 @@ func TestAlertJobsAreScraped(t *testing.T) {
 	}
 }
 
-// The dashboard shows what was asked for, every panel reads the provisioned
-// datasource, and Grafana finds it where compose mounts it.
+// The dashboard shows what was asked for, every panel and variable reads
+// the datasource chosen in its datasource variable (a Prometheus one; the
+// provisioned datasource by default, so the compose stack opens on it, and
+// any other Grafana picks its own), and Grafana finds it where compose
+// mounts it.
 func TestDashboard(t *testing.T) {
 	dash := jsonDoc(t, "grafana/dashboards/vendorgate.json")
 	ds := yamlDoc(t, "grafana/provisioning/datasources/prometheus.yml")
-	uid := str(dig(asList(ds["datasources"])[0], "uid"))
-	if uid == "" {
-		t.Fatal("the provisioned datasource has no uid for the dashboard to refer to")
+	provisioned := str(dig(asList(ds["datasources"])[0], "uid"))
+	if provisioned == "" {
+		t.Fatal("the provisioned datasource has no uid for the dashboard to default to")
+	}
+	const uid = "${datasource}"
+	var dsVar map[string]any
+	for _, v := range asList(dig(dash, "templating", "list")) {
+		v := asMap(v)
+		if str(v["type"]) == "datasource" {
+			dsVar = v
+			continue
+		}
+		if got := str(dig(v, "datasource", "uid")); got != uid {
+			t.Errorf("variable %q reads datasource %q, want %q", str(v["name"]), got, uid)
+		}
+	}
+	if dsVar == nil || str(dsVar["name"]) != "datasource" || str(dsVar["query"]) != "prometheus" || str(dig(dsVar, "current", "value")) != provisioned {
+		t.Errorf("no datasource variable named datasource, of Prometheus datasources, defaulting to the provisioned %q: %v", provisioned, dsVar)
 	}
 	ids := map[string]bool{}
 	var exprs []string
@@ -350,7 +368,7 @@ func TestDashboard(t *testing.T) {
 			continue
 		}
 		if got := str(dig(p, "datasource", "uid")); got != uid {
-			t.Errorf("panel %q reads datasource %q, want the provisioned %q", str(p["title"]), got, uid)
+			t.Errorf("panel %q reads datasource %q, want %q", str(p["title"]), got, uid)
 		}
 		for _, tg := range asList(p["targets"]) {
 			if got := str(dig(tg, "datasource", "uid")); got != uid {
@@ -1036,5 +1054,57 @@ func TestDockerfiles(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMakeTestAlertsRunsThePromtoolCases: `make test-alerts`, the command
+// the docs give an SRE for the alert unit tests, selects TestPromtool's
+// subtests that check the rules and run the unit tests, by the names they
+// have (a renamed subtest would leave the target running nothing).
+func TestMakeTestAlertsRunsThePromtoolCases(t *testing.T) {
+	mk := string(readFile(t, filepath.Join(repoRoot, "Makefile")))
+	_, recipe, ok := strings.Cut(mk, "\ntest-alerts:\n\t")
+	if !ok {
+		t.Fatal("the Makefile has no test-alerts target")
+	}
+	recipe, _, _ = strings.Cut(recipe, "\n")
+	src := string(readFile(t, "deploy_test.go"))
+	for _, sub := range []string{"check rules", "alert unit tests", "every alert has a unit test"} {
+		if !strings.Contains(src, `t.Run("`+sub+`"`) || !strings.Contains(recipe, strings.ReplaceAll(sub, " ", "_")) {
+			t.Errorf("make test-alerts (%s) does not run TestPromtool/%s", recipe, sub)
+		}
+	}
+	if !strings.Contains(recipe, "TestPromtool/") || !strings.Contains(recipe, "./deploy") {
+		t.Errorf("make test-alerts does not run deploy's TestPromtool: %s", recipe)
+	}
+}
+
+// TestAlertJobsAreNamed: every job an alert selects is a job_name of each
+// shipped Prometheus configuration that scrapes vendorgate, and
+// docs/operating.md names it, so an SRE with a Prometheus of their own
+// knows which job names the rules expect.
+func TestAlertJobsAreNamed(t *testing.T) {
+	ops := string(readFile(t, filepath.Join(repoRoot, "docs", "operating.md")))
+	jobs := map[string]bool{}
+	for _, q := range alertQueries(t) {
+		for _, m := range regexp.MustCompile(`job="([^"]+)"`).FindAllStringSubmatch(q.expr, -1) {
+			jobs[m[1]] = true
+		}
+	}
+	if len(jobs) == 0 {
+		t.Fatal("no alert selects a job: the parser is broken")
+	}
+	for _, f := range []string{"prometheus.yml", "prometheus-scale-out.yml", "prometheus-kubernetes.yml"} {
+		conf := string(readFile(t, filepath.Join("prometheus", f)))
+		for job := range jobs {
+			if !strings.Contains(conf, "job_name: "+job+"\n") {
+				t.Errorf("prometheus/%s has no job %s, which the alerts select", f, job)
+			}
+		}
+	}
+	for job := range jobs {
+		if !strings.Contains(ops, "`job=\""+job+"\"`") {
+			t.Errorf("docs/operating.md does not name the job %s the alerts select", job)
+		}
 	}
 }

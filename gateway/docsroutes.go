@@ -83,8 +83,9 @@ func (g *Gateway) finishDocs(ctx *fasthttp.RequestCtx, ex *exchange) {
 		ctx.SetConnectionClose()
 	}
 	status := ctx.Response.StatusCode()
-	g.metrics.Request(ex.route, ctx.Method(), status)
-	g.metrics.ObserveRequest(ex.route, time.Since(ex.start), "")
+	d := time.Since(ex.start)
+	g.metrics.Request(ex.route, ctx.Method(), status, d)
+	g.metrics.ObserveRequest(ex.route, d, "")
 	if g.accessLog {
 		g.log.Info("request", "request_id", string(ex.requestID()), "route", g.labels.of(ex.route),
 			"method", string(ctx.Method()), "status", status, "client", ex.client.String())

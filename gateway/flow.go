@@ -378,8 +378,8 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 		ctx.SetConnectionClose() // a draining replica sends clients elsewhere
 	}
 	status := ctx.Response.StatusCode()
-	g.metrics.Request(ex.route, ctx.Method(), status)
 	d := time.Since(ex.start)
+	g.metrics.Request(ex.route, ctx.Method(), status, d)
 	g.metrics.ObserveRequest(ex.route, d, ex.trace.finish(ctx, ex, status))
 	// Ask the handler first: the attributes are built (and allocate)
 	// before LogAttrs could drop a line below the configured level.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/attribute"
@@ -115,7 +116,18 @@ func (t *requestTrace) finish(ctx *fasthttp.RequestCtx, ex *exchange, status int
 		attribute.String("vendorgate.request_id", string(ex.requestID())),
 		attribute.String("vendorgate.vendor_id", ex.vendorID),
 		attribute.String("vendorgate.key_id", ex.keyID))
+	scheme, version := "http", "1.1"
+	if ctx.IsTLS() {
+		scheme = "https"
+	}
+	if !ctx.Request.Header.IsHTTP11() {
+		version = "1.0"
+	}
+	t.span.SetAttributes(attribute.String("url.scheme", scheme), attribute.String("network.protocol.version", version))
 	if status >= 500 {
+		// The convention's error.type for an answer that is a server error:
+		// its status code.
+		t.span.SetAttributes(attribute.String("error.type", strconv.Itoa(status)))
 		t.span.SetStatus(codes.Error, fasthttp.StatusMessage(status))
 	}
 	t.span.End()

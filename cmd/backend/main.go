@@ -18,6 +18,7 @@ import (
 
 	"vendorgate/backend"
 	"vendorgate/config"
+	"vendorgate/shared/liblog"
 	"vendorgate/shared/tracing"
 )
 
@@ -49,6 +50,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level(cfg.LogLevel)}))
+	liblog.Route(log) // go-redis and the log package log through process-wide loggers: route them to JSON
 	if err := os.MkdirAll(cfg.ReportsDir, 0o755); err != nil {
 		log.Error("create reports directory", "error", err)
 		return 1

@@ -19,12 +19,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"vendorgate/config"
 	"vendorgate/gateway"
 	"vendorgate/gateway/edgetls"
 	"vendorgate/gateway/openapi"
+	"vendorgate/shared/liblog"
 	"vendorgate/shared/tracing"
 )
 
@@ -86,7 +85,7 @@ func run() int {
 		return 0
 	}
 	log := newLogger(cfg.LogLevel)
-	redis.SetLogger(gateway.RedisLog{Log: log}) // go-redis logs through a package-level logger: route it to JSON
+	liblog.Route(log) // go-redis and the log package log through process-wide loggers: route them to JSON
 	for _, w := range warnings {
 		log.Warn("configuration: " + w)
 	}

@@ -13,16 +13,19 @@ import (
 // Metrics are the gateway's Prometheus metrics (names: docs/CONTRACTS.md),
 // in their own registry.
 type Metrics struct {
-	Registry          *prometheus.Registry
-	requests          *prometheus.CounterVec
-	RequestDuration   *prometheus.HistogramVec
-	UpstreamDuration  *prometheus.HistogramVec
-	LimiterDecisions  *prometheus.CounterVec
-	RedisCallDuration prometheus.Histogram
-	RedisErrors       *prometheus.CounterVec
-	RedisUnsent       prometheus.Counter
-	RedisBreakerTrips *prometheus.CounterVec
-	LimiterShed       prometheus.Counter
+	Registry        *prometheus.Registry
+	requests        *prometheus.CounterVec
+	RequestDuration *prometheus.HistogramVec
+	// HTTPServerDuration is OpenTelemetry's http.server.request.duration
+	// (semantic conventions for HTTP servers) as Prometheus names it.
+	HTTPServerDuration *prometheus.HistogramVec
+	UpstreamDuration   *prometheus.HistogramVec
+	LimiterDecisions   *prometheus.CounterVec
+	RedisCallDuration  prometheus.Histogram
+	RedisErrors        *prometheus.CounterVec
+	RedisUnsent        prometheus.Counter
+	RedisBreakerTrips  *prometheus.CounterVec
+	LimiterShed        prometheus.Counter
 	// BucketsCharged counts the buckets the limiter's Redis script charged
 	// (a request's own token and its lease's, one count a bucket a call).
 	BucketsCharged prometheus.Counter
@@ -64,6 +67,9 @@ type Metrics struct {
 	routes, methods []string
 	// durations are RequestDuration's children by route index.
 	durations []prometheus.Observer
+	// httpDurations caches HTTPServerDuration's children as
+	// requestCounters does requests_total's.
+	httpDurations []atomic.Pointer[prometheus.Observer]
 	// decisions are LimiterDecisions' counters by limit name (a handful,
 	// from the settings), the same for a name across reloads: the gateway
 	// resolves them when it compiles its policy table, so that counting a
@@ -99,6 +105,9 @@ func NewMetrics(routes []string) *Metrics {
 			Help: "Requests answered, by route pattern, method and status."}, []string{"route", "method", "status"}),
 		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vendorgate_gateway_request_duration_seconds",
 			Help: "Time to answer a request (to the response headers).", Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14)}, []string{"route"}),
+		HTTPServerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "http_server_request_duration_seconds",
+			Help:    "Duration of HTTP server requests (OpenTelemetry's http.server.request.duration, to the response headers), by route pattern, method, status code and error type (the status code of a 5xx answer).",
+			Buckets: OTelDurationBuckets}, []string{"http_route", "http_request_method", "http_response_status_code", "error_type"}),
 		UpstreamDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vendorgate_gateway_upstream_duration_seconds",
 			Help: "Time of a backend call, by backend.", Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14)}, []string{"backend"}),
 		LimiterDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_limiter_decisions_total",
@@ -151,6 +160,7 @@ func NewMetrics(routes []string) *Metrics {
 		methods: countedMethods,
 	}
 	m.requestCounters = make([]atomic.Pointer[prometheus.Counter], len(routes)*len(countedMethods)*500)
+	m.httpDurations = make([]atomic.Pointer[prometheus.Observer], len(m.requestCounters))
 	m.durations = make([]prometheus.Observer, len(routes))
 	for i, r := range routes {
 		m.durations[i] = m.RequestDuration.WithLabelValues(r)
@@ -166,7 +176,7 @@ func NewMetrics(routes []string) *Metrics {
 		m.LeaseTokens.WithLabelValues(e)
 	}
 	m.decisions = make(map[string]*Decisions)
-	reg.MustRegister(m.requests, m.RequestDuration, m.UpstreamDuration, m.LimiterDecisions, m.RedisCallDuration,
+	reg.MustRegister(m.requests, m.RequestDuration, m.HTTPServerDuration, m.UpstreamDuration, m.LimiterDecisions, m.RedisCallDuration,
 		m.RedisErrors, m.RedisUnsent, m.RedisBreakerTrips, m.LimiterShed, m.BucketsCharged, m.LeaseAdmissions, m.LeaseTokens, m.Refunds, m.NodeSchedLateness, m.RedisSilenceGrace, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ThrottleLocal, m.ThrottleInProcess, m.ConfigInfo, m.ConfigReloads,
 		m.UsageFlushes, m.UsagePending, m.UsageDropped)
 	// The runtime's and the process's own (go_*, process_*), as the
@@ -239,8 +249,13 @@ func (m *Metrics) RegisterKeyCache(stats KeyCacheStats) {
 	}))
 }
 
-// Request counts one answered request.
-func (m *Metrics) Request(route int, method []byte, status int) {
+// OTelDurationBuckets are the bucket boundaries OpenTelemetry's semantic
+// conventions advise for http.server.request.duration, in seconds.
+var OTelDurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+
+// Request counts one answered request, which took d to its response
+// headers, in requests_total and in http_server_request_duration_seconds.
+func (m *Metrics) Request(route int, method []byte, status int, d time.Duration) {
 	mi := 2
 	switch string(method) {
 	case "GET":
@@ -252,6 +267,11 @@ func (m *Metrics) Request(route int, method []byte, status int) {
 		status = 599
 	}
 	i := (route*len(m.methods)+mi)*500 + status - 100
+	if o := m.httpDurations[i].Load(); o != nil {
+		(*o).Observe(d.Seconds())
+	} else {
+		m.observeHTTPFirst(i, route, mi, status, d)
+	}
 	if c := m.requestCounters[i].Load(); c != nil {
 		(*c).Inc()
 		return
@@ -259,6 +279,22 @@ func (m *Metrics) Request(route int, method []byte, status int) {
 	c := m.requests.WithLabelValues(m.routes[route], m.methods[mi], strconv.Itoa(status))
 	m.requestCounters[i].Store(&c)
 	c.Inc()
+}
+
+// observeHTTPFirst resolves and caches the OTel histogram's child for a
+// route, method and status seen for the first time.
+func (m *Metrics) observeHTTPFirst(i, route, mi, status int, d time.Duration) {
+	code, errType := strconv.Itoa(status), ""
+	if status >= 500 {
+		errType = code
+	}
+	method := m.methods[mi]
+	if method == "other" {
+		method = "_OTHER" // the convention's name for a method it does not list
+	}
+	o := m.HTTPServerDuration.WithLabelValues(m.routes[route], method, code, errType)
+	m.httpDurations[i].Store(&o)
+	o.Observe(d.Seconds())
 }
 
 // ObserveRequest records how long the request on route took; a sampled

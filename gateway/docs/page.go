@@ -9,6 +9,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"vendorgate/gateway/policy"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/sandboxvalues"
@@ -56,6 +57,25 @@ type page struct {
 	SecretLen               int
 	Sandbox                 []sandboxvalues.Value
 	MaxBody                 string
+	// Draft is the RateLimit draft revision the headers follow, and Keys
+	// its parameter keys, as policy writes them.
+	Draft string
+	Keys  draftKeys
+}
+
+// draftKeys are the parameter keys of policy.Draft's fields.
+type draftKeys struct{ Quota, Window, Remaining, Reset string }
+
+var keys = draftKeys{policy.DraftQuota, policy.DraftWindow, policy.DraftRemaining, policy.DraftReset}
+
+// policyField and stateField are the example RateLimit-Policy and
+// RateLimit entries, written by the headers' own formatter.
+func policyField(name string, quota int, window time.Duration) string {
+	return string(policy.AppendPolicy(nil, name, quota, window))
+}
+
+func stateField(name string, remaining int, reset time.Duration) string {
+	return string(policy.AppendState(nil, name, remaining, reset))
 }
 
 type group struct {
@@ -133,7 +153,8 @@ type envView struct {
 
 func build(doc *openapi3.T, order []string, o Options, base string) (*page, error) {
 	p := &page{Title: doc.Info.Title, Version: doc.Info.Version, Summary: doc.Info.Summary, BaseURL: base,
-		Contact: doc.Info.Contact, Sandbox: sandboxvalues.Table(), SecretLen: 43, MaxBody: byteSize(o.MaxBodyBytes)}
+		Contact: doc.Info.Contact, Sandbox: sandboxvalues.Table(), SecretLen: 43, MaxBody: byteSize(o.MaxBodyBytes),
+		Draft: policy.Draft, Keys: keys}
 	p.Intro = paragraphs(doc.Info.Description)
 	tagDesc := map[string]string{}
 	for _, t := range doc.Tags {
@@ -233,11 +254,11 @@ func quotaOf(l Policy) limitView {
 	w := int64((l.Window + time.Second - 1) / time.Second)
 	spent := max(l.Rate/4, 1)
 	return limitView{Policy: l.Name, Applies: l.Applies, Scope: l.Scope, Quota: l.Quota, Window: l.Calendar,
-		Spent: spent, Example: fmt.Sprintf(`"%s";r=%d;t=%d`, l.Name, l.Rate-spent, w),
+		Spent: spent, Example: stateField(l.Name, l.Rate-spent, time.Duration(w)*time.Second),
 		Sustained: fmt.Sprintf("%d per %s", l.Rate, l.Calendar), Plain: fmt.Sprintf("%d per %s", l.Rate, l.Calendar),
-		Header: fmt.Sprintf(`"%s";q=%d;w=%d`, l.Name, l.Rate, w), WindowSeconds: w, Algorithm: "calendar quota",
-		Admits: fmt.Sprintf("at most %d in each %s, counted exactly across every gateway; once they are used, requests are refused until the window turns (Retry-After and t say when), and the next window starts from zero (w is the window's seconds, t the seconds until it turns)",
-			l.Rate, l.Calendar)}
+		Header: policyField(l.Name, l.Rate, l.Window), WindowSeconds: w, Algorithm: "calendar quota",
+		Admits: fmt.Sprintf("at most %d in each %s, counted exactly across every gateway; once they are used, requests are refused until the window turns (Retry-After and %s say when), and the next window starts from zero (%s is the window's seconds, %s the seconds until it turns)",
+			l.Rate, l.Calendar, keys.Reset, keys.Window, keys.Reset)}
 }
 
 // slidingOf is a sliding window: at most Rate in any Window.
@@ -249,11 +270,11 @@ func slidingOf(l Policy) limitView {
 	}
 	spent := max(l.Rate/4, 1)
 	return limitView{Policy: l.Name, Applies: l.Applies, Scope: l.Scope, Quota: l.Quota, Window: duration(l.Window),
-		Spent: spent, Example: fmt.Sprintf(`"%s";r=%d;t=%d`, l.Name, l.Rate-spent, w),
+		Spent: spent, Example: stateField(l.Name, l.Rate-spent, time.Duration(w)*time.Second),
 		Sustained: fmt.Sprintf("%d in any %s", l.Rate, span), Plain: fmt.Sprintf("%d in any %s", l.Rate, span),
-		Header: fmt.Sprintf(`"%s";q=%d;w=%d`, l.Name, l.Rate, w), WindowSeconds: w, Algorithm: "sliding window",
-		Admits: fmt.Sprintf("at most %d in any %s, however they fall, counted exactly across every gateway: each request counts for %s after it was admitted, so there is no burst at a window's edge (t is the seconds until the last one counted leaves the window)",
-			l.Rate, span, duration(l.Window))}
+		Header: policyField(l.Name, l.Rate, l.Window), WindowSeconds: w, Algorithm: "sliding window",
+		Admits: fmt.Sprintf("at most %d in any %s, however they fall, counted exactly across every gateway: each request counts for %s after it was admitted, so there is no burst at a window's edge (%s is the seconds until the last one counted leaves the window)",
+			l.Rate, span, duration(l.Window), keys.Reset)}
 }
 
 // gcraOf is a token bucket.
@@ -261,7 +282,7 @@ func gcraOf(l Policy) limitView {
 	w := int64((l.Window + time.Second - 1) / time.Second)
 	v := limitView{Policy: l.Name, Applies: l.Applies, Scope: l.Scope, Quota: l.Quota, Window: duration(l.Window),
 		Sustained: fmt.Sprintf("%d per %s", l.Rate, duration(l.Window)),
-		Header:    fmt.Sprintf(`"%s";q=%d;w=%d`, l.Name, l.Quota, w), WindowSeconds: w}
+		Header:    policyField(l.Name, l.Quota, l.Window), WindowSeconds: w}
 	v.Plain = fmt.Sprintf("%d per %s", l.Rate, duration(l.Window))
 	if n, unit, ok := strings.Cut(duration(l.Window), " "); ok && n == "1" {
 		v.Plain = fmt.Sprintf("%d a %s", l.Rate, unit)
@@ -281,7 +302,7 @@ func gcraOf(l Policy) limitView {
 		v.Admits = fmt.Sprintf("%d requests at once (%d tokens), then one every %s, so up to %d in the first %s",
 			l.Quota/l.Cost, l.Quota, pace(interval*time.Duration(l.Cost)), (l.Quota+l.Rate)/l.Cost, first)
 		whole := (time.Duration(spent*l.Cost)*interval + time.Second - 1) / time.Second
-		v.Example = fmt.Sprintf(`"%s";r=%d;t=%d`, l.Name, l.Quota-spent*l.Cost, int64(whole))
+		v.Example = stateField(l.Name, l.Quota-spent*l.Cost, whole*time.Second)
 		return v
 	}
 	v.Admits = fmt.Sprintf("%d at once, then one every %s, so up to %d in the first %s",
@@ -289,7 +310,7 @@ func gcraOf(l Policy) limitView {
 	spent := max(l.Quota/4, 1)
 	v.Spent = spent
 	whole := (time.Duration(spent)*interval + time.Second - 1) / time.Second
-	v.Example = fmt.Sprintf(`"%s";r=%d;t=%d`, l.Name, l.Quota-spent, int64(whole))
+	v.Example = stateField(l.Name, l.Quota-spent, whole*time.Second)
 	return v
 }
 

@@ -516,17 +516,42 @@ func (p *Plan) Windows(cs *Checks, b *Buckets) {
 	}
 }
 
+// Draft is the revision of the IETF draft "RateLimit header fields for
+// HTTP" that the RateLimit-Policy and RateLimit fields follow, as /docs
+// cites it. Moving to another revision is this block: the revision and its
+// parameter keys; every header and the /docs examples are written from
+// them by AppendPolicy and AppendState.
+const Draft = "draft-ietf-httpapi-ratelimit-headers-10"
+
+// The parameter keys of Draft's fields: a policy's quota and window
+// (RateLimit-Policy), a policy's remaining quota and the seconds until it
+// resets (RateLimit).
+const (
+	DraftQuota     = "q"
+	DraftWindow    = "w"
+	DraftRemaining = "r"
+	DraftReset     = "t"
+)
+
+// The keys as appendEntry writes them.
+const (
+	keyQuota     = `";` + DraftQuota + "="
+	keyWindow    = ";" + DraftWindow + "="
+	keyRemaining = `";` + DraftRemaining + "="
+	keyReset     = ";" + DraftReset + "="
+)
+
 // AppendPolicy appends one RateLimit-Policy entry, "name";q=quota;w=window
 // in whole seconds (rounded up), to b (", " first when b holds one
 // already).
 func AppendPolicy(b []byte, name string, quota int, window time.Duration) []byte {
-	return appendEntry(b, name, `";q=`, quota, ";w=", window)
+	return appendEntry(b, name, keyQuota, quota, keyWindow, window)
 }
 
 // AppendState appends one RateLimit entry, "name";r=remaining;t=reset in
 // whole seconds (rounded up), to b (", " first when b holds one already).
 func AppendState(b []byte, name string, remaining int, reset time.Duration) []byte {
-	return appendEntry(b, name, `";r=`, remaining, ";t=", reset)
+	return appendEntry(b, name, keyRemaining, remaining, keyReset, reset)
 }
 
 // appendEntry appends one entry of either header: the quoted name, the
