@@ -82,6 +82,7 @@ func (g *Gateway) setupPlainHTTP(c *config.Gateway) {
 		ReadTimeout:           c.ReadTimeout,
 		WriteTimeout:          c.ReadTimeout,
 		IdleTimeout:           idleTimeout,
+		ReduceMemoryUsage:     true, // idle connections give their buffers back (Gateway.server)
 		NoDefaultServerHeader: true,
 		CloseOnShutdown:       true,
 		Logger:                serverlog.Printer{Log: g.log},
@@ -105,7 +106,7 @@ func (g *Gateway) ServePlain(ln net.Listener) error {
 	}
 	g.served = append(g.served, ln)
 	g.servedMu.Unlock()
-	bounded, err := connlimit.NewListener(ln, connlimit.Options{PerPeer: g.maxConnsPerPeer, NewPerSecond: g.maxNewConnsPerPeer,
+	bounded, err := connlimit.NewListener(ln, connlimit.Options{Total: g.conns, PerPeer: g.maxConnsPerPeer, NewPerSecond: g.maxNewConnsPerPeer,
 		Exempt: g.connExempt, Header: g.connHeader(), Refusal: g.connRefusal, OnRefuse: g.onConnRefused})
 	if err != nil {
 		_ = ln.Close()

@@ -231,7 +231,7 @@ func (g *Gateway) onHandshakeFailure(r edgetls.Reason) { g.tls.failures[r].Inc()
 // goroutine of the connection's own, never in the accept loop, and the
 // bounds apply to the client it names (proxyprotocol.go).
 func (g *Gateway) publicListener(pub net.Listener) (net.Listener, error) {
-	o := connlimit.Options{PerPeer: g.maxConnsPerPeer, NewPerSecond: g.maxNewConnsPerPeer,
+	o := connlimit.Options{Total: g.conns, PerPeer: g.maxConnsPerPeer, NewPerSecond: g.maxNewConnsPerPeer,
 		Exempt: g.connExempt, Header: g.connHeader(), Refusal: g.connRefusal, OnRefuse: g.onConnRefused}
 	if g.tls.certs != nil {
 		o.Refusal = nil
