@@ -108,6 +108,10 @@ type Gateway struct {
 	// body (any other request's, at most one byte, is read within the
 	// headers' bound). Default 10s.
 	ReadTimeout time.Duration `yaml:"read_timeout" env:"GATEWAY_READ_TIMEOUT"`
+	// KeylessIdleTimeout closes a keep-alive connection idle this long until
+	// a request with a valid key has been served on it (a vendor's then
+	// idles 60s). At least ReadTimeout, at most 60s. Default 10s.
+	KeylessIdleTimeout time.Duration `yaml:"keyless_idle_timeout" env:"GATEWAY_KEYLESS_IDLE_TIMEOUT"`
 	// ShutdownDelay keeps serving after SIGTERM while /readyz answers 503,
 	// so a load balancer drains the replica before its listener closes.
 	// Default 0 (set it to the balancer's probe interval, e.g. 5s).
@@ -502,6 +506,7 @@ func DefaultGateway() *Gateway {
 		MaxNewConnsPerPeer: 100,
 		MaxConns:           1500,
 		ReadTimeout:        10 * time.Second,
+		KeylessIdleTimeout: 10 * time.Second,
 	}
 }
 
@@ -670,6 +675,9 @@ func (c *Gateway) Validate() error {
 	}
 	if c.ReadTimeout < time.Second || c.ReadTimeout > 5*time.Minute {
 		add("read_timeout: %s must be between 1s and 5m (default 10s)", c.ReadTimeout)
+	}
+	if c.KeylessIdleTimeout < c.ReadTimeout || c.KeylessIdleTimeout > time.Minute {
+		add("keyless_idle_timeout: %s must be between read_timeout (%s) and 1m (default 10s)", c.KeylessIdleTimeout, c.ReadTimeout)
 	}
 	if c.ShutdownGrace < 0 || c.ShutdownDelay < 0 || c.ShutdownDelay > time.Minute {
 		add("shutdown_grace must not be negative; shutdown_delay must be between 0 and 1m")

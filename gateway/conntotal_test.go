@@ -107,3 +107,49 @@ func TestIdleConnectionCost(t *testing.T) {
 		t.Fatalf("%d idle connections cost %d KB each; docs/configuration.md says at most %d KB", n, grew/n>>10, idleConnCost>>10)
 	}
 }
+
+// A connection that has shown no valid key is closed after
+// keyless_idle_timeout idle; a vendor's, on which a valid key was served,
+// idles for the server's idle timeout (60s).
+func TestKeylessConnectionsClosedSooner(t *testing.T) {
+	b := newTestBackend(t)
+	gw := startTLSGateway(t, b, func(o *Options) {
+		o.Config.ReadTimeout, o.Config.KeylessIdleTimeout = time.Second, time.Second
+	})
+	key, _ := b.addKey("vendor-a", "approved", time.Now().Add(time.Hour))
+	vendor, err := gw.handshake(gw.ca.ClientConfig(tlsName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vendor.Close()
+	if got, err := servedAs(vendor, key, ""); err != nil {
+		t.Fatalf("a vendor's request: %q %v", got, err)
+	}
+	keyless, err := gw.handshake(gw.ca.ClientConfig(tlsName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keyless.Close()
+	if _, err := io.WriteString(keyless, "GET /docs HTTP/1.1\r\nHost: "+tlsName+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := readAnswer(keyless, 10*time.Second); err != nil || a.status != 200 {
+		t.Fatalf("GET /docs: %v %d", err, a.status)
+	}
+	// Closed by the gateway well before the 60s a vendor's connection
+	// idles: a read sees the close (not this read's own deadline).
+	start := time.Now()
+	_ = keyless.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := keyless.Read(make([]byte, 1)); err == nil || isTimeoutErr(err) {
+		t.Fatalf("a keyless connection idle %v: %v, want closed by the gateway", time.Since(start), err)
+	}
+	// The vendor's connection, idle longer than that, is still served.
+	if got, err := servedAs(vendor, key, ""); err != nil {
+		t.Fatalf("the vendor's connection after the keyless one was closed: %q %v", got, err)
+	}
+}
+
+func isTimeoutErr(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}

@@ -114,6 +114,7 @@ type Gateway struct {
 	readTimeout        time.Duration
 	unread             *router.Router
 	maxConnsPerPeer    int
+	keylessIdle        time.Duration // keyless_idle_timeout (keyless.go)
 	maxNewConnsPerPeer int
 	connRefusalBody    [connlimit.NumReasons][]byte             // by connlimit.Reason
 	connsRefused       [connlimit.NumReasons]prometheus.Counter // by connlimit.Reason
@@ -212,7 +213,7 @@ func New(o Options) (_ *Gateway, err error) {
 			return nil, err
 		}
 	}
-	g.orderBodyBytes, g.readTimeout = c.OrderBodyLimit(), c.ReadTimeout
+	g.orderBodyBytes, g.readTimeout, g.keylessIdle = c.OrderBodyLimit(), c.ReadTimeout, c.KeylessIdleTimeout
 	g.maxConnsPerPeer, g.maxNewConnsPerPeer = c.MaxConnsPerPeer, c.MaxNewConnsPerPeer
 	g.proxyHeaders = c.ProxyProtocol
 	if g.conns, err = connlimit.NewTotal(c.MaxConns); err != nil {

@@ -112,7 +112,7 @@ func (g *Gateway) ServePlain(ln net.Listener) error {
 		_ = ln.Close()
 		return fmt.Errorf("serve plain http: %w", err)
 	}
-	return g.plain.server.Serve(barelf.NewListener(bounded))
+	return g.plain.server.Serve(&keylessListener{Listener: barelf.NewListener(bounded), idle: g.keylessIdle}) // no key is ever served here
 }
 
 // servePlain answers one request on the plain listener.

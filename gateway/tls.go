@@ -250,7 +250,7 @@ func (g *Gateway) publicListener(pub net.Listener) (net.Listener, error) {
 				g.log.Error("acme: certificates not managed", "err", err)
 			}
 		}
-		return edgetls.NewListener(raw, g.tls.config, g.onHandshakeFailure), nil
+		return edgetls.NewListener(&keylessListener{Listener: raw, idle: g.keylessIdle}, g.tls.config, g.onHandshakeFailure), nil
 	}
-	return idleconn.NewListener(barelf.NewListener(bounded), idleconn.Options{Idle: g.streamIdle}), nil
+	return &keylessListener{Listener: idleconn.NewListener(barelf.NewListener(bounded), idleconn.Options{Idle: g.streamIdle}), idle: g.keylessIdle}, nil
 }
