@@ -95,11 +95,24 @@ type Gateway struct {
 	// while a peer that reopens connections faster than that costs an
 	// accept, a request and a close each time whatever it holds open.
 	MaxNewConnsPerPeer int `yaml:"max_new_conns_per_peer" env:"GATEWAY_MAX_NEW_CONNS_PER_PEER"`
+	// MaxConns is the most connections the gateway holds open at once on
+	// the public listener and http_listen together, whoever holds them
+	// (trusted proxies included); one more is closed at accept, unanswered.
+	// Each costs memory: an idle connection at most about 110 KB (it gives
+	// its buffers back; 46 KB measured for a TLS one after a documentation
+	// page). Default 1500: about 165 MB at that worst, within the shipped
+	// 256 MiB pod.
+	MaxConns int `yaml:"max_conns" env:"GATEWAY_MAX_CONNS"`
 	// ReadTimeout bounds the reading of a request's headers, from its first
-	// byte (on a new connection, from the accept), and again of an order's
+	// byte (a new connection's first byte must come within it of the
+	// accept), and again of an order's
 	// body (any other request's, at most one byte, is read within the
 	// headers' bound). Default 10s.
 	ReadTimeout time.Duration `yaml:"read_timeout" env:"GATEWAY_READ_TIMEOUT"`
+	// KeylessIdleTimeout closes a keep-alive connection idle this long until
+	// a request with a valid key has been served on it (a vendor's then
+	// idles 60s). At least ReadTimeout, at most 60s. Default 10s.
+	KeylessIdleTimeout time.Duration `yaml:"keyless_idle_timeout" env:"GATEWAY_KEYLESS_IDLE_TIMEOUT"`
 	// ShutdownDelay keeps serving after SIGTERM while /readyz answers 503,
 	// so a load balancer drains the replica before its listener closes.
 	// Default 0 (set it to the balancer's probe interval, e.g. 5s).
@@ -528,7 +541,9 @@ func DefaultGateway() *Gateway {
 		OrderBodyBytes:     16 << 10,
 		MaxConnsPerPeer:    64,
 		MaxNewConnsPerPeer: 100,
+		MaxConns:           1500,
 		ReadTimeout:        10 * time.Second,
+		KeylessIdleTimeout: 10 * time.Second,
 	}
 }
 
@@ -703,8 +718,14 @@ func (c *Gateway) Validate() error {
 	if c.MaxNewConnsPerPeer <= 0 {
 		add("max_new_conns_per_peer must be positive, new connections a second (default 100; list a load balancer in trusted_proxies to exempt it)")
 	}
+	if c.MaxConns <= 0 {
+		add("max_conns must be positive, connections open at once (default 1500: size it to memory, about 110 KB a connection at worst)")
+	}
 	if c.ReadTimeout < time.Second || c.ReadTimeout > 5*time.Minute {
 		add("read_timeout: %s must be between 1s and 5m (default 10s)", c.ReadTimeout)
+	}
+	if c.KeylessIdleTimeout < c.ReadTimeout || c.KeylessIdleTimeout > time.Minute {
+		add("keyless_idle_timeout: %s must be between read_timeout (%s) and 1m (default 10s)", c.KeylessIdleTimeout, c.ReadTimeout)
 	}
 	if c.ShutdownGrace < 0 || c.ShutdownDelay < 0 || c.ShutdownDelay > time.Minute {
 		add("shutdown_grace must not be negative; shutdown_delay must be between 0 and 1m")

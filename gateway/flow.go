@@ -102,6 +102,7 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	g.beginTrace(ctx, &ex)                  // a server span, when tracing is on
 	id, err := g.authenticate(ctx, sn, &ex) // steps 2-4: key format, resolve, failed-key throttle
 	if err == nil {
+		shownKey(ctx.Conn())           // a vendor's connection: the server's idle timeout (keyless.go)
 		err = g.admit(sn, id, rt, &ex) // steps 5-6: account state, exact limits (fail closed), requests in flight
 	}
 	if err == nil {

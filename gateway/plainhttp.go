@@ -102,6 +102,7 @@ func (g *Gateway) setupPlainHTTP(c *config.Gateway) {
 		ReadTimeout:           c.ReadTimeout,
 		WriteTimeout:          c.ReadTimeout,
 		IdleTimeout:           idleTimeout,
+		ReduceMemoryUsage:     true, // idle connections give their buffers back (Gateway.server)
 		NoDefaultServerHeader: true,
 		CloseOnShutdown:       true,
 		Logger:                serverlog.Printer{Log: g.log},
@@ -125,13 +126,13 @@ func (g *Gateway) ServePlain(ln net.Listener) error {
 	}
 	g.served = append(g.served, ln)
 	g.servedMu.Unlock()
-	bounded, err := connlimit.NewListener(ln, connlimit.Options{PerPeer: g.maxConnsPerPeer, NewPerSecond: g.maxNewConnsPerPeer,
+	bounded, err := connlimit.NewListener(ln, connlimit.Options{Total: g.conns, PerPeer: g.maxConnsPerPeer, NewPerSecond: g.maxNewConnsPerPeer,
 		Exempt: g.connExempt, Header: g.connHeader(), Refusal: g.connRefusal, OnRefuse: g.onConnRefused})
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("serve plain http: %w", err)
 	}
-	return g.plain.server.Serve(barelf.NewListener(bounded))
+	return g.plain.server.Serve(&keylessListener{Listener: barelf.NewListener(bounded), idle: g.keylessIdle}) // no key is ever served here
 }
 
 // servePlain answers one request on the plain listener. A request that

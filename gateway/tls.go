@@ -302,7 +302,7 @@ func (g *Gateway) onHandshakeFailure(r edgetls.Reason) { g.tls.failures[r].Inc()
 // goroutine of the connection's own, never in the accept loop, and the
 // bounds apply to the client it names (proxyprotocol.go).
 func (g *Gateway) publicListener(pub net.Listener) (net.Listener, error) {
-	o := connlimit.Options{PerPeer: g.maxConnsPerPeer, NewPerSecond: g.maxNewConnsPerPeer,
+	o := connlimit.Options{Total: g.conns, PerPeer: g.maxConnsPerPeer, NewPerSecond: g.maxNewConnsPerPeer,
 		Exempt: g.connExempt, Header: g.connHeader(), Refusal: g.connRefusal, OnRefuse: g.onConnRefused}
 	if g.tls.certs != nil {
 		o.Refusal = nil
@@ -321,7 +321,7 @@ func (g *Gateway) publicListener(pub net.Listener) (net.Listener, error) {
 				g.log.Error("acme: certificates not managed", "err", err)
 			}
 		}
-		return edgetls.NewListener(raw, g.tls.config, g.onHandshakeFailure).WithBudget(g.tls.budget, g.tls.overBudget.Inc), nil
+		return edgetls.NewListener(&keylessListener{Listener: raw, idle: g.keylessIdle}, g.tls.config, g.onHandshakeFailure).WithBudget(g.tls.budget, g.tls.overBudget.Inc), nil
 	}
-	return idleconn.NewListener(barelf.NewListener(bounded), idleconn.Options{Idle: g.streamIdle}), nil
+	return &keylessListener{Listener: idleconn.NewListener(barelf.NewListener(bounded), idleconn.Options{Idle: g.streamIdle}), idle: g.keylessIdle}, nil
 }

@@ -19,8 +19,40 @@ import (
 	"time"
 )
 
+// Total bounds the connections open at once across the listeners that
+// share it: each costs memory whoever holds it (a goroutine, buffers, TLS
+// state), and past the bound one more is closed at accept, unanswered.
+type Total struct {
+	max  int64
+	open atomic.Int64
+}
+
+// NewTotal is a bound of max connections open at once.
+func NewTotal(max int) (*Total, error) {
+	if max <= 0 {
+		return nil, errors.New("connlimit: the total bound must be positive")
+	}
+	return &Total{max: int64(max)}, nil
+}
+
+// Open is the number of connections the bound counts now.
+func (t *Total) Open() int { return int(t.open.Load()) }
+
+func (t *Total) take() bool {
+	if t.open.Add(1) > t.max {
+		t.open.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (t *Total) release() { t.open.Add(-1) }
+
 // Options configures a Listener.
 type Options struct {
+	// Total bounds every connection the listener accepts, exempt peers'
+	// and those whose Header is being read included. Required.
+	Total *Total
 	// PerPeer is the most connections one peer (an IPv4 address, an IPv6
 	// /64) holds open at once. Required.
 	PerPeer int
@@ -71,11 +103,19 @@ const (
 	Open Reason = iota
 	// Rate: its peer had opened NewPerSecond connections in the last second.
 	Rate
+	// Over: Total connections were open, whoever held them. It is closed at
+	// once, unanswered: an answer would cost what the bound protects.
+	Over
+	// NumReasons is the number of reasons, for arrays indexed by Reason.
+	NumReasons
 )
 
 func (r Reason) String() string {
-	if r == Rate {
+	switch r {
+	case Rate:
 		return "rate"
+	case Over:
+		return "total"
 	}
 	return "open"
 }
@@ -127,6 +167,9 @@ func NewListener(ln net.Listener, o Options) (*Listener, error) {
 	if o.PerPeer <= 0 {
 		return nil, errors.New("connlimit: PerPeer must be positive")
 	}
+	if o.Total == nil {
+		return nil, errors.New("connlimit: Total is required")
+	}
 	if o.NewPerSecond < 0 {
 		return nil, errors.New("connlimit: NewPerSecond must not be negative")
 	}
@@ -173,9 +216,12 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		if !l.takeTotal(c) {
+			continue
+		}
 		addr, ok := peerOf(c)
 		if !ok || l.o.Exempt(addr) {
-			return c, nil
+			return &conn{Conn: c, l: l}, nil
 		}
 		if b := l.bound(c, addr); b != nil {
 			return b, nil
@@ -183,14 +229,26 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-// bound is c counted against addr's bounds, or nil when it is over one:
-// it is then answered and closed.
+// takeTotal counts c against Total, or closes it when Total is reached.
+func (l *Listener) takeTotal(c net.Conn) bool {
+	if l.o.Total.take() {
+		return true
+	}
+	_ = c.Close()
+	l.o.OnRefuse(Over)
+	return false
+}
+
+// bound is c, counted in Total already, counted against addr's bounds, or
+// nil when it is over one: it is then answered and closed, and its place
+// in Total given back.
 func (l *Listener) bound(c net.Conn, addr netip.Addr) net.Conn {
 	key := bucket(addr)
 	refused, over := l.admit(key)
 	if !refused {
 		return &conn{Conn: c, l: l, key: key}
 	}
+	l.o.Total.release()
 	l.o.OnRefuse(over)
 	l.refuse(c, over)
 	return nil
@@ -212,6 +270,9 @@ func (l *Listener) run() {
 			}
 			continue
 		}
+		if !l.takeTotal(c) {
+			continue
+		}
 		addr, ok := peerOf(c)
 		switch {
 		case ok && l.o.Exempt(addr):
@@ -222,14 +283,15 @@ func (l *Listener) run() {
 			}
 			l.mu.Unlock()
 			if ending {
+				l.o.Total.release()
 				_ = c.Close()
 				return
 			}
 			l.wg.Add(1)
 			go l.readHeader(c)
 		case !ok:
-			if !l.hand(accepted{c: c}) {
-				_ = c.Close()
+			if b := (&conn{Conn: c, l: l}); !l.hand(accepted{c: b}) {
+				_ = b.Close()
 				return
 			}
 		default:
@@ -249,11 +311,13 @@ func (l *Listener) readHeader(c net.Conn) {
 	delete(l.pending, c)
 	l.mu.Unlock()
 	if err != nil {
+		l.o.Total.release()
 		_ = c.Close()
 		return
 	}
 	addr, ok := peerOf(hc)
 	if !ok {
+		l.o.Total.release()
 		_ = hc.Close()
 		return
 	}
@@ -415,7 +479,8 @@ func bucket(a netip.Addr) netip.Addr {
 	return a
 }
 
-// conn is a bounded connection: its Close gives its place back, once.
+// conn is a bounded connection: its Close gives its place back, once, in
+// Total and (key valid: a bounded peer's) in its peer's count.
 type conn struct {
 	net.Conn
 	l      *Listener
@@ -426,7 +491,10 @@ type conn struct {
 func (c *conn) Close() error {
 	err := c.Conn.Close()
 	if c.closed.CompareAndSwap(false, true) {
-		c.l.release(c.key)
+		c.l.o.Total.release()
+		if c.key.IsValid() {
+			c.l.release(c.key)
+		}
 	}
 	return err
 }

@@ -55,6 +55,9 @@ func listen(t *testing.T, o Options) *Listener {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if o.Total == nil {
+		o.Total = total(t, 1000)
+	}
 	if o.Refusal == nil {
 		o.Refusal = func(dst []byte, _ Reason) []byte {
 			return append(dst, "HTTP/1.1 429 Too Many Requests\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno"...)
@@ -320,5 +323,56 @@ func TestHeaderBoundsTheClientItNames(t *testing.T) {
 	case <-closed:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close waited on a header read (its deadline is 10s)")
+	}
+}
+
+func total(t *testing.T, n int) *Total {
+	t.Helper()
+	tot, err := NewTotal(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tot
+}
+
+// Total bounds the connections of every listener that shares it, an
+// exempt peer's included: past it a connection is closed at once,
+// unanswered, and counted as Over; closing one gives its place back.
+func TestTotalBoundsEveryConnection(t *testing.T) {
+	if _, err := NewTotal(0); err == nil {
+		t.Fatal("NewTotal(0) accepted")
+	}
+	tot := total(t, 2)
+	refused := make(chan Reason, 10)
+	exempt := func(a netip.Addr) bool { return a == netip.MustParseAddr("127.0.0.1") }
+	a := listen(t, Options{Total: tot, PerPeer: 10, Exempt: exempt, OnRefuse: func(r Reason) { refused <- r }})
+	b := listen(t, Options{Total: tot, PerPeer: 10, OnRefuse: func(r Reason) { refused <- r }})
+	held := dial(t, a) // exempt, counted all the same
+	dial(t, b)
+	for deadline := time.Now().Add(5 * time.Second); tot.Open() != 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections counted, want 2", tot.Open())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, l := range []*Listener{a, b} {
+		over := dial(t, l)
+		_ = over.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := over.Read(make([]byte, 1)); n > 0 || err == nil || isTimeout(err) {
+			t.Fatalf("a connection past the total: %d %v, want closed at once", n, err)
+		}
+		expectReason(t, refused, Over)
+	}
+	held.Close()
+	for deadline := time.Now().Add(5 * time.Second); tot.Open() != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections counted after a close, want 1", tot.Open())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c := dial(t, b)
+	_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, err := c.Read(make([]byte, 1)); n > 0 || !isTimeout(err) {
+		t.Fatalf("a connection within the total again: %d %v, want held", n, err)
 	}
 }
