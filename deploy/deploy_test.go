@@ -1108,3 +1108,49 @@ func TestAlertJobsAreNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestLimiterDashboard: the limiter's own dashboard, beside the overview,
+// reads its datasource from a datasource variable and shows the limiter's
+// decisions by policy and outcome, its leases, Redis's verdicts (errors by
+// kind, breaker trips), the concurrency slots held and the buckets
+// charged; every panel and target reads ${datasource}. (Its queries are
+// in dashboardQueries, so the metric-contract tests cover it.)
+func TestLimiterDashboard(t *testing.T) {
+	dash := jsonDoc(t, "grafana/dashboards/vendorgate-limiter.json")
+	var dsVar bool
+	for _, v := range asList(dig(dash, "templating", "list")) {
+		if v := asMap(v); str(v["type"]) == "datasource" && str(v["name"]) == "datasource" && str(v["query"]) == "prometheus" {
+			dsVar = true
+		}
+	}
+	if !dsVar {
+		t.Error("no datasource variable of Prometheus datasources")
+	}
+	var exprs []string
+	for _, p := range asList(dash["panels"]) {
+		p := asMap(p)
+		if str(p["type"]) == "row" {
+			continue
+		}
+		if got := str(dig(p, "datasource", "uid")); got != "${datasource}" {
+			t.Errorf("panel %q reads datasource %q", str(p["title"]), got)
+		}
+		for _, tg := range asList(p["targets"]) {
+			if got := str(dig(tg, "datasource", "uid")); got != "${datasource}" {
+				t.Errorf("panel %q target reads datasource %q", str(p["title"]), got)
+			}
+			exprs = append(exprs, str(asMap(tg)["expr"]))
+		}
+	}
+	all := strings.Join(exprs, "\n")
+	for _, want := range []string{
+		"vendorgate_gateway_limiter_decisions_total", "by (limit, outcome)", "vendorgate_gateway_limiter_lease_tokens_total", "by (event)",
+		"vendorgate_gateway_limiter_lease_admissions_total", "vendorgate_gateway_redis_errors_total", "by (kind)",
+		"vendorgate_gateway_redis_breaker_trips_total", "vendorgate_gateway_concurrency_slots_held",
+		"vendorgate_gateway_limiter_buckets_charged_total", `instance=~"$gateway"`,
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no limiter dashboard panel queries %s", want)
+		}
+	}
+}
