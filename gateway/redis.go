@@ -79,18 +79,20 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 		return nil, err
 	}
 	g.limiter = g.redisLim
-	// Quotas and sliding windows: the limiter's client (no retries), one
-	// call per request whose route has one, failing at once while the
-	// limiter's breaker is open.
-	if g.windows, err = window.NewRedis(window.RedisOptions{Client: g.limiterClient, Timeout: c.Redis.Timeout,
-		Down: g.redisLim.Down, OnFailure: g.onWindowFailure, OnDataLost: g.onRedisDataLost}); err != nil {
+	// Quotas and sliding windows: one call per request whose route has
+	// one, through the limiter's transport (its pipelined round trips, its
+	// rule and its breaker), failing at once while the breaker is open.
+	if g.windows, err = window.NewRedis(window.RedisOptions{Client: g.limiterClient, Conn: g.redisLim.Transport(),
+		Timeout: c.Redis.Timeout, Down: g.redisLim.Down, OnFailure: g.onWindowFailure, OnDataLost: g.onRedisDataLost}); err != nil {
 		return nil, err
 	}
 	sc := *uo
 	sc.PoolSize, sc.MinIdleConns = slotPoolSize, 0
 	g.slotsClient = redis.NewUniversalClient(&sc)
-	g.slots, err = concurrency.NewRedis(concurrency.Options{Client: g.slotsClient, TTL: c.Redis.SlotTTL, Refresh: c.Redis.SlotRefresh,
-		Timeout: c.Redis.Timeout, OnError: g.onSlotsError, OnLost: g.onSlotsLost})
+	// A request's slot call goes through the limiter's transport too; the
+	// refreshes and releases on the slots' own client.
+	g.slots, err = concurrency.NewRedis(concurrency.Options{Client: g.slotsClient, Conn: g.redisLim.Transport(),
+		TTL: c.Redis.SlotTTL, Refresh: c.Redis.SlotRefresh, Timeout: c.Redis.Timeout, OnError: g.onSlotsError, OnLost: g.onSlotsLost})
 	if err != nil {
 		return nil, err
 	}

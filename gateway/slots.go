@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -41,6 +42,9 @@ func (g *Gateway) admitSlots(sn *snapshot, id *auth.Identity, ex *exchange) erro
 		ss.Add(concurrency.Slot{Key: key, Cap: limit, Policy: row})
 	}
 	held, refused, err := g.slots.Acquire(&ss)
+	if err != nil && errors.Is(err, limit.ErrBusy) {
+		return err // shed: this node's overload, counted by the limiter, not a decision
+	}
 	if err != nil {
 		for i := 0; i < ss.Count; i++ {
 			sn.decisions[ss.List[i].Policy].Count(admin.Unavailable)

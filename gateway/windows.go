@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,9 +36,15 @@ func (g *Gateway) admitWindowed(sn *snapshot, id *auth.Identity, rt *route, ex *
 	ex.plan.Windows(&w.checks, id.Buckets(sn.layout))
 	var err error
 	w.decision, err = g.windows.Charge(w.checks)
-	g.recordWindows(sn, id, w, err)
+	busy := errors.Is(err, limit.ErrBusy) // this node's overload, not Redis'
+	if !busy {
+		g.recordWindows(sn, id, w, err) // a call shed is counted by the limiter, not a decision
+	}
 	if err != nil {
 		if w.checks.Enforces() {
+			if busy {
+				return err // 503 request_failed, as a GCRA call shed
+			}
 			return limit.ErrUnavailable // 503 rate_limit_unavailable: never fail open
 		}
 		// Only shadow windows: counted unavailable, the request goes on.

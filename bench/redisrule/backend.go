@@ -104,17 +104,31 @@ func keyID(i int) string    { return fmt.Sprintf("00000000-0000-4000-9000-%012d"
 
 // gatewayConfig: every vendor may read far more than the load asks but
 // vendor 0, held to 10 reads a minute, so that each cell also answers
-// 429s.
-func gatewayConfig() string {
+// 429s. limit adds to the reads (see cell.limit): a daily quota far above
+// the load (limitQuota), the reads row as a sliding window of 10 s
+// (limitWindow: vendor 0's 10 a minute a window too), or a cap of 64
+// reads of a vendor in flight at once (limitConcurrency; each vendor's
+// client has one at a time, the cap's slot is given back off the answer's
+// path).
+func gatewayConfig(limit string) string {
+	reads, policies := "{rate: 100000000, period: 1m}", ""
+	switch limit {
+	case limitQuota:
+		policies = "\n  policies:\n    - {name: reads-day, scope: vendor, class: reads, kind: quota, rate: 1000000000, window: day}"
+	case limitWindow:
+		reads = "{kind: window, rate: 100000, period: 10s}"
+	case limitConcurrency:
+		policies = "\n  policies:\n    - {name: reads-at-once, scope: vendor, class: reads, kind: concurrency, rate: 64}"
+	}
 	return `# redisrule: the limiter runs on every request; vendor 0 is refused
 limits:
   vendor:
-    reads:  {rate: 100000000, period: 1m}
+    reads:  ` + reads + `
     orders: {rate: 100000000, period: 1m}
   overrides:
     "` + vendorID(0) + `":
       reads:  {rate: 10, period: 1m}
-      orders: {rate: 10, period: 1m}
+      orders: {rate: 10, period: 1m}` + policies + `
 log_level: warn
 `
 }

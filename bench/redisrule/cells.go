@@ -26,7 +26,18 @@ type cell struct {
 	pinned bool    // Redis on core 1, the gateway and the busy loops on core 0
 	tls    bool    // Redis over TLS (rediss://)
 	outage string  // "", "pause" (SIGSTOP), "kill" (SIGKILL), "hole" (the proxy stops forwarding)
+	limit  string  // the reads' limit besides GCRA: "", limitQuota, limitWindow or limitConcurrency
 }
+
+// The limits a cell may put on the reads (see gatewayConfig): beside the
+// GCRA row a daily quota, the reads row as a sliding window, or a cap on
+// the reads in flight at once over every gateway. Each is a Redis call of
+// its own per request, through the limiter's transport.
+const (
+	limitQuota       = "quota"
+	limitWindow      = "window"
+	limitConcurrency = "concurrency"
+)
 
 func allCells() []cell {
 	cs := []cell{}
@@ -52,6 +63,17 @@ func allCells() []cell {
 		cell{name: "busy2-pause", busy: 2, outage: "pause"},
 		cell{name: "quota0.5-pause", quota: 0.5, outage: "pause"},
 	)
+	// The other kinds of limit, in the cells that answered false 503s
+	// before they kept the limiter's rule, and an outage.
+	for _, l := range []string{limitQuota, limitWindow, limitConcurrency} {
+		cs = append(cs,
+			cell{name: l + "-busy0", limit: l},
+			cell{name: l + "-busy2", busy: 2, limit: l},
+			cell{name: l + "-quota0.2-busy2", quota: 0.2, busy: 2, limit: l},
+			cell{name: l + "-pinned-busy2", busy: 2, pinned: true, limit: l},
+			cell{name: l + "-pause", outage: "pause", limit: l},
+		)
+	}
 	return cs
 }
 
@@ -124,7 +146,7 @@ func runCell(ctx context.Context, dir string, c cell, b build, be *backend, o op
 		defer h.Close()
 		via = h.Addr()
 	}
-	gw, url, admin, err := startGateway(dir, b.bin, gwCPU, rs.url(via), be)
+	gw, url, admin, err := startGateway(dir, b.bin, gwCPU, rs.url(via), be, c.limit)
 	if err != nil {
 		return res, err
 	}
@@ -212,10 +234,11 @@ func runCell(ctx context.Context, dir string, c cell, b build, be *backend, o op
 }
 
 // startGateway starts the gateway binary bin (pinned to cpu when not
-// empty) limiting in Redis at redisURL, and waits until it answers.
-func startGateway(dir, bin, cpu, redisURL string, be *backend) (p *childproc.Proc, url, admin string, err error) {
+// empty) limiting in Redis at redisURL, the reads under limit besides
+// GCRA (see gatewayConfig), and waits until it answers.
+func startGateway(dir, bin, cpu, redisURL string, be *backend, limit string) (p *childproc.Proc, url, admin string, err error) {
 	cfg := filepath.Join(dir, "gateway.yaml")
-	if err := os.WriteFile(cfg, []byte(gatewayConfig()), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(gatewayConfig(limit)), 0o644); err != nil {
 		return nil, "", "", err
 	}
 	addr, err := childproc.FreeAddr()

@@ -41,10 +41,13 @@ type options struct {
 	cellFor  time.Duration
 	workers  int
 	baseline string
-	only     string
-	write    string
-	waitLoad float64
-	waitFor  time.Duration
+	// limitsBaseline is the before of the cells of other limits than
+	// GCRA (cell.limit): baseline predates them.
+	limitsBaseline string
+	only           string
+	write          string
+	waitLoad       float64
+	waitFor        time.Duration
 }
 
 // redisTimeout is the gateways' redis.timeout (the default): the slowlog
@@ -58,6 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.cellFor, "cell", 6*time.Second, "how long load is offered in each cell")
 	fs.IntVar(&o.workers, "workers", 16, "closed-loop clients offering load")
 	fs.StringVar(&o.baseline, "baseline", "6ed8b42", "a commit whose gateway runs each cell too (before); empty: none")
+	fs.StringVar(&o.limitsBaseline, "limits-baseline", "9a03081", "the before of the quota, window and concurrency cells (their calls not yet through the limiter's transport); empty: none")
 	fs.StringVar(&o.only, "only", "", "comma-separated cell names to run (default: all)")
 	fs.StringVar(&o.write, "write", "", "a markdown file whose redisrule section (between its markers) the table replaces")
 	fs.Float64Var(&o.waitLoad, "wait-load", 1.5, "wait until the 1-minute load average is below this before the sweep (0: do not wait)")
@@ -75,20 +79,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	builds := []build{}
-	if o.baseline != "" {
-		logf("building ./cmd/gateway at %s", o.baseline)
-		commit, err := product.BuildAt(ctx, root, filepath.Join(dir, "before"), o.baseline, "gateway")
-		if err != nil {
-			return err
-		}
-		builds = append(builds, build{name: "before " + commit[:7], bin: filepath.Join(dir, "before", "gateway")})
-	}
-	logf("building ./cmd/gateway of the checkout")
-	if err := product.Build(ctx, root, dir, "gateway"); err != nil {
-		return err
-	}
-	builds = append(builds, build{name: "after " + headOf(root), bin: filepath.Join(dir, "gateway")})
 	cells := allCells()
 	if o.only != "" {
 		var some []cell
@@ -101,6 +91,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		cells = some
 	}
+	// The builds: a before of each kind of cell selected (GCRA, the other
+	// limits), and the checkout's.
+	var before, limitsBefore []build
+	for _, c := range cells {
+		at, dst, into := o.baseline, "before", &before
+		if c.limit != "" {
+			at, dst, into = o.limitsBaseline, "before-limits", &limitsBefore
+		}
+		if at == "" || len(*into) > 0 {
+			continue
+		}
+		logf("building ./cmd/gateway at %s", at)
+		commit, err := product.BuildAt(ctx, root, filepath.Join(dir, dst), at, "gateway")
+		if err != nil {
+			return err
+		}
+		*into = []build{{name: "before " + commit[:7], bin: filepath.Join(dir, dst, "gateway")}}
+	}
+	logf("building ./cmd/gateway of the checkout")
+	if err := product.Build(ctx, root, dir, "gateway"); err != nil {
+		return err
+	}
+	after := build{name: "after " + headOf(root), bin: filepath.Join(dir, "gateway")}
+	builds := append(append(append([]build{}, before...), limitsBefore...), after)
 	be, err := newBackend(o.workers)
 	if err != nil {
 		return err
@@ -110,7 +124,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	started := time.Now()
 	var results []result
 	for i, c := range cells {
-		for _, b := range builds { // interleaved: both builds meet the same machine in turn
+		bs := append(before, after)
+		if c.limit != "" {
+			bs = append(limitsBefore, after)
+		}
+		for _, b := range bs { // interleaved: both builds meet the same machine in turn
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"vendorgate/gateway/limit/redisconn"
 	"vendorgate/gateway/policy"
 )
 
@@ -102,7 +103,14 @@ type Options struct {
 	// Refresh is how often a gateway renews the expiry of the slots it
 	// holds; below TTL (a third of it leaves two refreshes to miss).
 	Refresh time.Duration
-	// Timeout bounds a request's slot call (the answer waits for it).
+	// Conn, when set, is the rate limiter's transport to the same Redis: a
+	// request's slot call goes through it (Conn.Eval), in the limiter's
+	// pipelined round trips, judged by its rule (docs/limits.md, "When is
+	// Redis down") and counted by its breaker. nil: on Client, bounded by
+	// Timeout alone. (The refreshes and releases stay on Client.)
+	Conn *redisconn.Conn
+	// Timeout bounds a request's slot call on Client (without Conn; the
+	// answer waits for it).
 	Timeout time.Duration
 	// OnError is told of a refresh or release that failed (a slot then
 	// lives until its expiry); may be nil.
@@ -197,21 +205,22 @@ func (r *Redis) Acquire(ss *Slots) (*Held, int, error) {
 		return nil, -1, nil
 	}
 	h := &Held{owner: r, n: ss.Count, member: r.id + strconv.FormatUint(r.seq.Add(1), 36)}
-	keys := make([]string, ss.Count)
-	args := make([]any, 2, 2+ss.Count)
+	call, keys, args, err := r.call(ss.Count, 2+ss.Count)
+	if err != nil {
+		return nil, -1, fmt.Errorf("concurrency: take slots: %w", err)
+	}
+	keys, args = keys[:ss.Count], args[:2]
 	args[0], args[1] = h.member, r.ttl
 	for i := 0; i < ss.Count; i++ {
 		keys[i], h.keys[i] = ss.List[i].Key, ss.List[i].Key
 		args = append(args, ss.List[i].Cap)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.o.Timeout)
-	defer cancel()
 	// Held before the call: a slot Redis took whose answer came too late
 	// is refreshed until it is given back below, not leaked for a TTL.
 	r.mu.Lock()
 	r.held[h] = struct{}{}
 	r.mu.Unlock()
-	n, err := acquireScript.Run(ctx, r.o.Client, keys, args...).Int()
+	n, err := r.acquire(call, keys, args)
 	switch {
 	case err != nil:
 		h.released.Store(true)
@@ -226,6 +235,41 @@ func (r *Redis) Acquire(ss *Slots) (*Held, int, error) {
 		return nil, n - 1, nil
 	}
 	return h, -1, nil
+}
+
+// call is where the slot call's keys and arguments go: with Conn, a
+// Call's (its arrays: nothing to copy, nothing to allocate), else new
+// slices; either of the lengths asked, with room for them. It refuses
+// more than a Call carries.
+func (r *Redis) call(nkeys, nargs int) (*redisconn.Call, []string, []any, error) {
+	if r.o.Conn == nil {
+		return nil, make([]string, nkeys), make([]any, nargs), nil
+	}
+	if nkeys > redisconn.MaxKeys || nargs > redisconn.MaxArgs {
+		return nil, nil, nil, fmt.Errorf("%d keys and %d arguments, past a call's %d and %d", nkeys, nargs, redisconn.MaxKeys, redisconn.MaxArgs)
+	}
+	c := r.o.Conn.Call()
+	return c, c.Keys[:nkeys], c.Args[:nargs], nil
+}
+
+// acquire runs acquireScript for keys and args (call's arrays, from
+// r.call): through Conn (Eval), else on Client bounded by Timeout.
+func (r *Redis) acquire(call *redisconn.Call, keys []string, args []any) (int, error) {
+	if call == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), r.o.Timeout)
+		defer cancel()
+		return acquireScript.Run(ctx, r.o.Client, keys, args...).Int()
+	}
+	call.Script, call.NKeys, call.NArgs = acquireScript, len(keys), len(args)
+	raw, err := r.o.Conn.Eval(call)
+	if err != nil {
+		return 0, err
+	}
+	n, ok := raw.(int64)
+	if !ok {
+		return 0, fmt.Errorf("reply %T, want an integer", raw)
+	}
+	return int(n), nil
 }
 
 // release forgets h and hands its members to the releaser (never a Redis

@@ -435,6 +435,13 @@ func (r *Redis) sendRefunds(refs []refund) {
 	_, _ = r.rt(false, r.wire, keys, args)
 }
 
+// Transport is the limiter's way to Redis (nil in a simulation): the
+// other limiters on the same Redis (quotas, sliding windows, concurrency
+// slots) send their request calls through it (Conn.Eval), so that they
+// keep the rule, the wire deadline and the breaker the limiter's own
+// calls keep (docs/limits.md, "When is Redis down").
+func (r *Redis) Transport() *redisconn.Conn { return r.conn }
+
 // Lateness is the node's recent scheduling lateness: how late, at most,
 // the gateway's goroutines woke over about the last second (a probe's
 // short sleeps, callers' timers). Zero without Pipeline.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"vendorgate/gateway/limit/redisconn"
 	"vendorgate/gateway/policy"
 )
 
@@ -21,14 +22,22 @@ type RedisOptions struct {
 	// Client is the Redis client; it must not retry a call (MaxRetries
 	// -1): a retried charge could count twice.
 	Client redis.UniversalClient
-	// Timeout bounds each call; past it the request is refused
-	// (ErrUnavailable).
+	// Conn, when set, is the limiter's transport to the same Redis: the
+	// charges and refunds go through it (Conn.Eval), in the limiter's
+	// pipelined round trips, judged by its rule (docs/limits.md, "When is
+	// Redis down") and counted by its breaker, whose hooks are told of
+	// its failed round trips (OnFailure is not). nil: on Client, each
+	// bounded by Timeout alone.
+	Conn *redisconn.Conn
+	// Timeout bounds each call made on Client (without Conn) and the
+	// usage view's reads; past it the request is refused (ErrUnavailable).
 	Timeout time.Duration
 	// Down reports that Redis is known down (the limiter's breaker is
 	// open): Charge fails at once instead of waiting Timeout. Optional.
 	Down func() bool
 	// OnFailure is told of each call that failed (a charge or a
-	// refund). Optional.
+	// refund) but for Conn's failed round trips, which its hooks are told.
+	// Optional.
 	OnFailure func(error)
 	// OnDataLost is told when the marker this limiter saw in Redis is
 	// gone or replaced: Redis lost its data (quota counters included)
@@ -95,8 +104,11 @@ func (l *Redis) Charge(cs policy.Checks) (Decision, error) {
 		return d, ErrUnavailable
 	}
 	d.id = l.prefix + strconv.FormatUint(l.seq.Add(1), 36)
-	keys := make([]string, cs.Count)
-	args := make([]any, 2, 2+4*cs.Count)
+	call, keys, args, err := l.call(cs.Count, 2+4*cs.Count)
+	if err != nil {
+		return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	keys, args = keys[:cs.Count], args[:2]
 	args[0] = d.id
 	args[1] = ""
 	if l.now != nil {
@@ -118,26 +130,29 @@ func (l *Redis) Charge(cs policy.Checks) (Decision, error) {
 		}
 		args = append(args, kind, c.Rate.Limit, arg, shadow)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
-	defer cancel()
-	vals, err := chargeScript.Run(ctx, l.o.Client, keys, args...).Int64Slice()
-	if err == nil && len(vals) != 7*cs.Count {
-		err = fmt.Errorf("window: %d values for %d checks", len(vals), cs.Count)
-	}
+	raw, err := l.run(call, chargeScript, keys, args)
 	if err != nil {
+		if errors.Is(err, redisconn.ErrBusy) {
+			return Decision{}, err // this node's overload, not Redis': shed
+		}
+		return Decision{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	vals, err := integers(raw, 7*cs.Count)
+	if err != nil {
+		err = fmt.Errorf("window: %w for %d checks", err, cs.Count)
 		l.failed(err)
-		return Decision{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return Decision{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	absent := false
 	for i := 0; i < cs.Count; i++ {
 		v := vals[7*i : 7*i+7]
 		r := &d.Results[i]
-		r.Allowed, r.Used = v[0] == 1, int(v[1])
-		r.RetryAfter = time.Duration(max(v[2], 0)) * time.Millisecond
-		r.ResetAfter = time.Duration(max(v[3], 0)) * time.Millisecond
-		r.Window = time.Duration(v[4]) * time.Millisecond
-		r.start, r.charged = v[5], v[6] != 0
-		absent = absent || v[6] == 2
+		r.Allowed, r.Used = v[0].(int64) == 1, int(v[1].(int64))
+		r.RetryAfter = time.Duration(max(v[2].(int64), 0)) * time.Millisecond
+		r.ResetAfter = time.Duration(max(v[3].(int64), 0)) * time.Millisecond
+		r.Window = time.Duration(v[4].(int64)) * time.Millisecond
+		r.start, r.charged = v[5].(int64), v[6].(int64) != 0
+		absent = absent || v[6].(int64) == 2
 	}
 	d.decide(&cs)
 	if (absent || !l.known.Load()) && l.checking.CompareAndSwap(false, true) {
@@ -207,12 +222,70 @@ func (l *Redis) Refund(cs policy.Checks, d Decision) Decision {
 	if len(keys) == 0 {
 		return d
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
-	defer cancel()
-	if err := refundScript.Run(ctx, l.o.Client, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		l.failed(err)
+	var call *redisconn.Call
+	if l.o.Conn != nil {
+		c, ks, as, err := l.call(len(keys), len(args))
+		if err != nil {
+			l.failed(err)
+			return d
+		}
+		copy(ks, keys)
+		copy(as, args)
+		call, keys, args = c, ks, as
 	}
+	_, _ = l.run(call, refundScript, keys, args)
 	return d
+}
+
+// call is where a call's keys and arguments go: with Conn, a Call's
+// (keys and args are its arrays: nothing to copy, nothing to allocate),
+// else new slices; either of the lengths asked, with room for them. It
+// refuses more than a Call carries.
+func (l *Redis) call(nkeys, nargs int) (*redisconn.Call, []string, []any, error) {
+	if l.o.Conn == nil {
+		return nil, make([]string, nkeys), make([]any, nargs), nil
+	}
+	if nkeys > redisconn.MaxKeys || nargs > redisconn.MaxArgs {
+		return nil, nil, nil, fmt.Errorf("window: %d keys and %d arguments, past a call's %d and %d", nkeys, nargs, redisconn.MaxKeys, redisconn.MaxArgs)
+	}
+	c := l.o.Conn.Call()
+	return c, c.Keys[:nkeys], c.Args[:nargs], nil
+}
+
+// run runs script for keys and args (call's arrays, from l.call) and
+// answers its reply: through Conn (Eval), else on Client bounded by
+// Timeout. A failure on Client is told to OnFailure (Conn's hooks are
+// told of its own).
+func (l *Redis) run(call *redisconn.Call, script *redis.Script, keys []string, args []any) (any, error) {
+	if call == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
+		defer cancel()
+		raw, err := script.Run(ctx, l.o.Client, keys, args...).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			l.failed(err)
+		}
+		return raw, err
+	}
+	call.Script, call.NKeys, call.NArgs = script, len(keys), len(args)
+	return l.o.Conn.Eval(call)
+}
+
+// integers is a script's reply raw as n integers (each an int64), or
+// what it is instead.
+func integers(raw any, n int) ([]any, error) {
+	vs, ok := raw.([]any)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("reply %T, want an array", raw)
+	case len(vs) != n:
+		return nil, fmt.Errorf("%d values, want %d", len(vs), n)
+	}
+	for i, v := range vs {
+		if _, ok := v.(int64); !ok {
+			return nil, fmt.Errorf("value %d is %T, want an integer", i, v)
+		}
+	}
+	return vs, nil
 }
 
 // Used reads a quota bucket's counter for the window holding now.

@@ -146,14 +146,50 @@ func CheckTimeouts(timeout, wire, busy time.Duration) error {
 	return nil
 }
 
-// Call is a Call to fill and pass to Do (with Pipeline).
-func (c *Conn) Call() *Call { return c.batch.call() }
+// Call is a Call to fill and pass to Do (with Pipeline) or Eval, its
+// Script nil.
+func (c *Conn) Call() *Call {
+	if c.batch == nil {
+		return new(Call)
+	}
+	return c.batch.call()
+}
 
 // Do runs the script for call through the next batch (with Pipeline) and
 // returns its part of the raw reply; call is not the caller's any more.
 // It returns within Timeout when Redis is silent (ErrSilent), and within
 // BusyTimeout whatever happens (ErrBusy: the node is late, not Redis).
-func (c *Conn) Do(call *Call) ([]any, error) { return c.batch.do(call) }
+func (c *Conn) Do(call *Call) ([]any, error) {
+	r := c.batch.do(call)
+	return r.v, r.err
+}
+
+// Eval runs call.Script (required) for call's keys and arguments as they
+// are and returns Redis' whole reply; call is not the caller's any more.
+// With Pipeline it goes as one script call of the next batch, under the
+// rule the limiter's own calls keep (see Do and batcher: the wire
+// deadline, the on-time clock, the reply already waiting); without, alone
+// as Once. It is for the other limiters sharing the limiter's Redis and
+// breaker (quotas, sliding windows, concurrency slots). A call shed
+// (ErrBusy) is told to the hooks.
+func (c *Conn) Eval(call *Call) (any, error) {
+	if call.Script == nil {
+		return nil, errors.New("redisconn: eval without a script")
+	}
+	var r reply
+	if c.batch == nil {
+		var cmd *redis.Cmd
+		if cmd, r.err = c.once(call.Script, call.Keys[:call.NKeys], call.Args[:call.NArgs]); r.err == nil {
+			r.raw, r.err = cmd.Result()
+		}
+	} else {
+		r = c.batch.do(call)
+	}
+	if r.err != nil && errors.Is(r.err, ErrBusy) {
+		c.health.Busy()
+	}
+	return r.raw, r.err
+}
 
 // Once runs the script for keys and args on a connection of its own,
 // bounded by Timeout: one round trip, one outcome for the breaker. (A
@@ -161,13 +197,22 @@ func (c *Conn) Do(call *Call) ([]any, error) { return c.batch.do(call) }
 // round trip, among the window's others.) A wait for a pooled connection
 // that ran out is this gateway's overload: ErrBusy, not Redis' failure.
 func (c *Conn) Once(keys []string, args []any) ([]any, error) {
+	cmd, err := c.once(c.script, keys, args)
+	if err != nil {
+		return nil, err
+	}
+	return cmd.Slice()
+}
+
+// once is Once of script.
+func (c *Conn) once(script *redis.Script, keys []string, args []any) (*redis.Cmd, error) {
 	done, err := c.health.cb.Allow()
 	if err != nil {
 		return nil, fmt.Errorf("breaker %s: %w", BreakerName, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	cmds, err := runScripts(ctx, c.client, c.script, [][]string{keys}, [][]any{args})
+	cmds, err := runScripts(ctx, c.client, script, nil, [][]string{keys}, [][]any{args})
 	done(err)
 	if err != nil && poolWait(err) { // never sent: this gateway's overload
 		return nil, fmt.Errorf("%w: %w", ErrBusy, err)
@@ -176,7 +221,7 @@ func (c *Conn) Once(keys []string, args []any) ([]any, error) {
 		c.health.Failed(err)
 		return nil, err
 	}
-	return cmds[0].Slice()
+	return cmds[0], nil
 }
 
 // Run runs the script once per group of keys and args (pipelined in one
@@ -185,7 +230,7 @@ func (c *Conn) Once(keys []string, args []any) ([]any, error) {
 func (c *Conn) Run(deadline time.Duration, keys [][]string, args [][]any) ([][]any, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	cmds, err := runScripts(ctx, c.client, c.script, keys, args)
+	cmds, err := runScripts(ctx, c.client, c.script, nil, keys, args)
 	out := make([][]any, len(cmds))
 	for i, cmd := range cmds {
 		out[i], _ = cmd.Slice()

@@ -137,32 +137,43 @@ const (
 	callWithdrawn
 )
 
-// The most keys, and arguments, one call may carry.
+// The most keys, and arguments, one call may carry: four arguments a key
+// and two of the call's own (a call with a script of its own: a window's
+// charge).
 const (
 	MaxKeys = 16
-	MaxArgs = 4 * MaxKeys
+	MaxArgs = 4*MaxKeys + 2
 )
 
 // Call is one caller's script call (its keys, its arguments, how many
 // values of the batch's reply are its own) and the channel its reply
 // arrives on. A batch's script sees every call's keys in call order as
 // KEYS, and as ARGV, per call, its number of keys then its arguments; it
-// answers the calls' values in call order. A call is reused (calls pool)
-// only by a caller that got its reply or never queued it; one that gave up
-// leaves it to the garbage collector, since a sender may still hold it.
+// answers the calls' values in call order. A call with a Script of its own
+// (see Conn.Eval) is not merged: it is one script call of the batch's
+// round trip, KEYS its keys and ARGV its arguments as they are, and its
+// whole reply is its own. A call is reused (calls pool) only by a caller
+// that got its reply or never queued it; one that gave up leaves it to the
+// garbage collector, since a sender may still hold it.
 type Call struct {
 	Keys    [MaxKeys]string
 	Args    [MaxArgs]any
 	NKeys   int // Keys[:NKeys] are the call's
 	NArgs   int // Args[:NArgs] are the call's
 	NValues int // the values of the reply that are the call's
-	state   atomic.Int32
-	reply   chan reply // capacity 1: the batch never blocks on a caller
-	timer   *time.Timer
+	// Script, when set (Eval), is the call's own script; nil: the Conn's,
+	// merged with the batch's other calls (Do). Conn.Call clears it.
+	Script *redis.Script
+	state  atomic.Int32
+	reply  chan reply // capacity 1: the batch never blocks on a caller
+	timer  *time.Timer
 }
 
+// reply is a call's answer: its values (Do), or with a script of its own
+// its whole reply as Redis gave it (raw: a value or the values).
 type reply struct {
 	v   []any
+	raw any
 	err error
 }
 
@@ -207,15 +218,19 @@ func (b *batcher) close() {
 }
 
 // call is a Call for do, to be filled.
-func (b *batcher) call() *Call { return b.calls.Get().(*Call) }
+func (b *batcher) call() *Call {
+	c := b.calls.Get().(*Call)
+	c.Script = nil
+	return c
+}
 
 // do runs the script for c (from call) through the next batch and returns
-// its part of the raw reply; c is not the caller's any more. It returns
-// within timeout when Redis is silent, and within busy whatever happens.
-func (b *batcher) do(c *Call) ([]any, error) {
+// its reply; c is not the caller's any more. It returns within timeout
+// when Redis is silent, and within busy whatever happens.
+func (b *batcher) do(c *Call) reply {
 	select {
 	case <-b.stop:
-		return nil, errClosed
+		return reply{err: errClosed}
 	default: // a call racing close waits out its timeout at worst
 	}
 	c.state.Store(callQueued)
@@ -231,7 +246,7 @@ func (b *batcher) do(c *Call) ([]any, error) {
 		case r := <-c.reply:
 			c.timer.Stop()
 			b.calls.Put(c) // a sender wrote its last: nobody else holds it
-			return r.v, r.err
+			return r
 		case <-c.timer.C:
 			now := time.Now()
 			next, err := b.judge(start, startNs, due, now, &suspect)
@@ -240,10 +255,10 @@ func (b *batcher) do(c *Call) ([]any, error) {
 				c.timer.Reset(next.Sub(now))
 				continue
 			}
-			return nil, b.giveUp(c, in != nil, err)
+			return b.giveUp(c, in != nil, err)
 		case <-b.stop:
 			c.timer.Stop()
-			return nil, b.giveUp(c, in != nil, errClosed)
+			return b.giveUp(c, in != nil, errClosed)
 		}
 	}
 }
@@ -306,23 +321,23 @@ func (b *batcher) silentFor() bool { return b.conns.silent(b.timeout + b.late.Gr
 // giveUp ends a caller's wait with err. A call still queued is withdrawn
 // (never sent, not charged, counted); one a sender already took is left to
 // it: its reply, if it came meanwhile, is taken after all.
-func (b *batcher) giveUp(c *Call, neverQueued bool, err error) error {
+func (b *batcher) giveUp(c *Call, neverQueued bool, err error) reply {
 	if neverQueued {
 		c.timer.Stop()
 		b.calls.Put(c) // never queued: nobody else holds it
 		b.health.hooks.onUnsent()
-		return err
+		return reply{err: err}
 	}
 	if c.state.CompareAndSwap(callQueued, callWithdrawn) {
 		b.health.hooks.onUnsent() // the sender that meets it skips it
-		return err
+		return reply{err: err}
 	}
 	select {
 	case r := <-c.reply: // answered meanwhile: this goroutine only ran late
 		b.calls.Put(c)
-		return r.err
+		return r
 	default:
-		return err // c is abandoned to the batch
+		return reply{err: err} // c is abandoned to the batch
 	}
 }
 
@@ -401,11 +416,26 @@ func (b *batcher) send(batch []*Call) {
 	groups := b.group(live)
 	keys := make([][]string, len(groups))
 	args := make([][]any, len(groups))
+	script := b.script
+	var own []*redis.Script // by group: its call's own script (nil: script)
 	for i, g := range groups {
-		keys[i], args[i] = batchArgs(g)
+		s := g[0].Script
+		switch {
+		case s == nil:
+			keys[i], args[i] = batchArgs(g)
+			continue
+		case len(groups) == 1:
+			script = s // a lone call of its own: no list of scripts
+		default:
+			if own == nil {
+				own = make([]*redis.Script, len(groups))
+			}
+			own[i] = s
+		}
+		keys[i], args[i] = g[0].Keys[:g[0].NKeys], g[0].Args[:g[0].NArgs]
 	}
 	b.scripts.Add(uint64(len(groups)))
-	cmds, failed := runScripts(ctx, b.client, b.script, keys, args)
+	cmds, failed := runScripts(ctx, b.client, script, own, keys, args)
 	// A timeout while a reply sat unread in a socket was the node's doing:
 	// excluded from the breaker, its callers shed.
 	// So was a request that reached its socket past the deadline, unwritten.
@@ -428,7 +458,15 @@ func (b *batcher) send(batch []*Call) {
 		}
 	}
 	for i, g := range groups {
-		v, err := cmds[i].Slice()
+		var v []any
+		var raw any
+		var err error
+		if g[0].Script != nil {
+			raw, err = cmds[i].Result()
+			v, _ = raw.([]any)
+		} else {
+			v, err = cmds[i].Slice()
+		}
 		if late {
 			// This gateway read too late and lost Redis' reply with the
 			// connection, or wrote too late and never asked. Its callers
@@ -440,7 +478,9 @@ func (b *batcher) send(batch []*Call) {
 		off := 0
 		for _, c := range g {
 			r := reply{err: err}
-			if n := c.NValues; err == nil {
+			if c.Script != nil { // alone in its group: the whole reply
+				r.v, r.raw = v, raw
+			} else if n := c.NValues; err == nil {
 				if off+n > len(v) {
 					r.err = errors.New("the script answered fewer values than its calls asked")
 				} else {
@@ -454,15 +494,27 @@ func (b *batcher) send(batch []*Call) {
 }
 
 // group splits live into the script calls of one batch: all of it, or with
-// Redis Cluster one group per hash slot (each call's buckets share one).
+// Redis Cluster one group per hash slot (each call's buckets share one);
+// a call with a script of its own is a group alone.
 func (b *batcher) group(live []*Call) [][]*Call {
-	if !b.cluster {
+	merged := true
+	for _, c := range live {
+		merged = merged && c.Script == nil
+	}
+	if len(live) == 1 || !b.cluster && merged {
 		return [][]*Call{live}
 	}
 	var groups [][]*Call
 	index := make(map[uint16]int)
 	for _, c := range live {
-		s := Slot(c.Keys[0])
+		if c.Script != nil {
+			groups = append(groups, []*Call{c})
+			continue
+		}
+		var s uint16
+		if b.cluster {
+			s = Slot(c.Keys[0])
+		}
 		i, ok := index[s]
 		if !ok {
 			i = len(groups)
@@ -491,24 +543,32 @@ func batchArgs(g []*Call) ([]string, []any) {
 	return keys, args
 }
 
-// runScripts runs script once per group of keys and args: one command,
-// or several pipelined in one round trip (Redis Cluster, one per slot),
-// then EVAL for any that met NOSCRIPT (a Redis that lost its scripts). It
-// returns the commands and the first error among them.
-func runScripts(ctx context.Context, client redis.UniversalClient, script *redis.Script, keys [][]string, args [][]any) ([]*redis.Cmd, error) {
+// runScripts runs a script once per group of keys and args (own[i] when
+// own is not nil and it is set, else script): one command, or several
+// pipelined in one round trip (Redis Cluster, one per slot; calls with
+// scripts of their own), then EVAL for any that met NOSCRIPT (a Redis that
+// lost its scripts). It returns the commands and the first error among
+// them.
+func runScripts(ctx context.Context, client redis.UniversalClient, script *redis.Script, own []*redis.Script, keys [][]string, args [][]any) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(keys))
+	scriptOf := func(i int) *redis.Script {
+		if own != nil && own[i] != nil {
+			return own[i]
+		}
+		return script
+	}
 	if len(keys) == 1 {
-		cmds[0] = script.EvalSha(ctx, client, keys[0], args[0]...)
+		cmds[0] = scriptOf(0).EvalSha(ctx, client, keys[0], args[0]...)
 	} else {
 		pipe := client.Pipeline()
 		for i := range keys {
-			cmds[i] = script.EvalSha(ctx, pipe, keys[i], args[i]...)
+			cmds[i] = scriptOf(i).EvalSha(ctx, pipe, keys[i], args[i]...)
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
 	}
 	for i, cmd := range cmds {
 		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			cmds[i] = script.Eval(ctx, client, keys[i], args[i]...)
+			cmds[i] = scriptOf(i).Eval(ctx, client, keys[i], args[i]...)
 		}
 	}
 	var failed error
