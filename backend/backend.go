@@ -25,6 +25,7 @@ import (
 	"vendorgate/backend/internalapi"
 	"vendorgate/backend/invalidate"
 	"vendorgate/backend/metrics"
+	"vendorgate/backend/periodic"
 	"vendorgate/backend/respond"
 	"vendorgate/backend/store"
 	"vendorgate/backend/store/storetrace"
@@ -152,6 +153,7 @@ func (b *Backend) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	bg.revoker = periodic.New(c.SweepInterval, vs.RevokeDue, b.log, "scheduled key revocations")
 	b.bg = bg
 
 	internal := internalapi.New(c.InternalToken, vs, b.log)

@@ -148,6 +148,54 @@ func keyRevoke(e *env, inv *invocation) error {
 	return show(e, raw, func(w *view.Table, k view.RevokedKey) { view.WriteRevokedKey(w, k, e.now()) })
 }
 
+// defaultOverlap is how long both keys of a rotation work unless --overlap
+// says otherwise.
+const defaultOverlap = 24 * time.Hour
+
+func keyRotate(e *env, inv *invocation) error {
+	id, err := uuidArg(inv, 0)
+	if err != nil {
+		return err
+	}
+	overlap := defaultOverlap
+	if s, ok := inv.flags["overlap"]; ok {
+		if overlap, err = parseOverlap(s); err != nil {
+			return usagef(inv.cmd, "--overlap: %v", err)
+		}
+	}
+	raw, err := e.api.Do(e.ctx, http.MethodPost, "/admin/v1/keys/"+url.PathEscape(id)+"/rotate",
+		map[string]any{"overlap_seconds": int64(overlap / time.Second)})
+	if err != nil {
+		return err
+	}
+	return show(e, raw, func(w *view.Table, k view.RotatedKey) { view.WriteRotatedKey(w, k, e.now()) })
+}
+
+// maxOverlap is the admin API's bound on a rotation's overlap.
+const maxOverlap = 90 * 24 * time.Hour
+
+// parseOverlap reads a rotation's overlap: 0, days (2d) or a Go duration
+// of whole seconds (24h, 90m), at most 90 days.
+func parseOverlap(s string) (time.Duration, error) {
+	if strings.HasPrefix(strings.TrimSpace(s), "-") {
+		return 0, fmt.Errorf("%q is negative: use 0 to revoke the old key now, or a duration such as 24h", s)
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok && len(days) > 6 {
+		return 0, fmt.Errorf("%q is longer than %d days", s, int(maxOverlap/(24*time.Hour)))
+	}
+	d, err := config.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not an overlap (use 0, 24h, 90m or 2d)", s)
+	}
+	switch {
+	case d > maxOverlap:
+		return 0, fmt.Errorf("%q is longer than %d days", s, int(maxOverlap/(24*time.Hour)))
+	case d%time.Second != 0:
+		return 0, fmt.Errorf("%q is not a whole number of seconds", s)
+	}
+	return d, nil
+}
+
 func keyList(e *env, inv *invocation) error {
 	id, err := uuidArg(inv, 0)
 	if err != nil {
