@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/fasthttp/router"
@@ -35,6 +36,7 @@ type vendorService interface {
 	ListKeys(ctx context.Context, vendorID string) ([]*store.Key, error)
 	RevokeKey(ctx context.Context, keyID string) (*store.Key, error)
 	RotateKey(ctx context.Context, keyID string, overlap time.Duration) (string, *store.Key, *store.Key, error)
+	ExpiringKeys(ctx context.Context, within time.Duration) ([]*store.Key, error)
 }
 
 type orderService interface {
@@ -102,6 +104,7 @@ func (a *API) Register(r *router.Router) {
 	g("GET", "/admin/v1/vendors/{vendor_id}/keys", a.listKeys)
 	g("POST", "/admin/v1/keys/{key_id}/revoke", a.revokeKey)
 	g("POST", "/admin/v1/keys/{key_id}/rotate", a.rotateKey)
+	g("GET", "/admin/v1/keys", a.expiringKeys)
 	if a.o.Orders != nil {
 		g("GET", "/admin/v1/orders", a.listOrders)
 		g("GET", "/admin/v1/orders/{order_id}", a.getOrder)
@@ -445,6 +448,27 @@ func (a *API) rotateKey(ctx *fasthttp.RequestCtx) {
 		IssuedKey:   IssuedKey{Key: raw, KeyID: next.ID, VendorID: next.VendorID, CreatedAt: next.CreatedAt, ExpiresAt: next.ExpiresAt},
 		RotatedFrom: old.ID, OldKey: keyJSON(old), Invalidation: a.invalidation()})
 }
+
+// expiringKeys answers GET /admin/v1/keys?expiring_within_seconds=N: every
+// vendor's working keys that expire within N seconds, soonest first.
+func (a *API) expiringKeys(ctx *fasthttp.RequestCtx) {
+	args := ctx.QueryArgs()
+	raw := string(args.Peek("expiring_within_seconds"))
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || n <= 0 || n > maxExpiringSeconds || args.Len() != 1 || raw[0] == '+' {
+		e := apierr.New(apierr.ValidationError, "the request is not valid")
+		e.Fields = map[string]string{"expiring_within_seconds": fmt.Sprintf("required, the only parameter: 1 to %d seconds", maxExpiringSeconds)}
+		a.error(ctx, e)
+		return
+	}
+	c, cancel := request.Context()
+	defer cancel()
+	ks, lerr := a.o.Vendors.ExpiringKeys(c, time.Duration(n)*time.Second)
+	listAnswer(a, ctx, "keys", ks, lerr, keyJSON)
+}
+
+// maxExpiringSeconds bounds expiring_within_seconds: a year.
+const maxExpiringSeconds = 366 * 24 * 3600
 
 // maxOverlapSeconds bounds a rotation's overlap: 90 days, a key's default
 // lifetime.

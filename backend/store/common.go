@@ -91,7 +91,7 @@ func NewCommon(db DB, tx func(ctx context.Context, fn func(DB) error) error, tim
 		rotateKey:    bind("UPDATE api_keys SET replaced_by = ?, revoke_at = ? WHERE id = ?"),
 		dueRevocations: bind("SELECT id FROM api_keys WHERE revoke_at IS NOT NULL AND revoke_at <= ? AND revoked_at IS NULL" +
 			" ORDER BY revoke_at, id LIMIT ?"),
-		expiringKeys: bind("SELECT " + KeyCols + " FROM api_keys WHERE revoked_at IS NULL AND expires_at < ? ORDER BY expires_at, id"),
+		expiringKeys: bind("SELECT " + KeyCols + " FROM api_keys WHERE revoked_at IS NULL AND expires_at > ? AND expires_at < ? ORDER BY expires_at, id"),
 		vendorsExpiring: bind("SELECT COUNT(*) FROM vendors v WHERE v.status = 'approved' AND v.environment = 'live'" +
 			" AND EXISTS (SELECT 1 FROM api_keys k WHERE k.vendor_id = v.id AND k.revoked_at IS NULL)" +
 			" AND NOT EXISTS (SELECT 1 FROM api_keys k WHERE k.vendor_id = v.id AND k.revoked_at IS NULL AND k.expires_at > ?)"),
@@ -255,9 +255,10 @@ func (a *Common) DueRevocations(ctx context.Context, now time.Time, limit int) (
 	return ids, nil
 }
 
-// ExpiringKeys lists every vendor's keys not revoked that expire before t.
-func (a *Common) ExpiringKeys(ctx context.Context, before time.Time) ([]*Key, error) {
-	out, err := list(ctx, a, a.d.ScanKey, a.q.expiringKeys, a.d.Time(before))
+// ExpiringKeys lists every vendor's keys not revoked that expire after
+// after and before before.
+func (a *Common) ExpiringKeys(ctx context.Context, after, before time.Time) ([]*Key, error) {
+	out, err := list(ctx, a, a.d.ScanKey, a.q.expiringKeys, a.d.Time(after), a.d.Time(before))
 	if err != nil {
 		return nil, fmt.Errorf("expiring keys: %w", err)
 	}

@@ -132,8 +132,8 @@ type Store interface {
 	// that are not revoked yet, soonest first, at most limit.
 	DueRevocations(ctx context.Context, now time.Time, limit int) ([]string, error)
 	// ExpiringKeys lists every vendor's keys not revoked whose ExpiresAt is
-	// before t, soonest first.
-	ExpiringKeys(ctx context.Context, before time.Time) ([]*Key, error)
+	// after after and before before, soonest first.
+	ExpiringKeys(ctx context.Context, after, before time.Time) ([]*Key, error)
 	// CountVendorsExpiring counts approved live vendors that have a key not
 	// revoked and none of whose keys not revoked expires after t.
 	CountVendorsExpiring(ctx context.Context, t time.Time) (int, error)

@@ -337,6 +337,13 @@ func (s *Service) RotateKey(ctx context.Context, keyID string, overlap time.Dura
 	return raw, old, next, nil
 }
 
+// ExpiringKeys lists every vendor's working keys (not revoked, not expired
+// yet) that expire within d, soonest first.
+func (s *Service) ExpiringKeys(ctx context.Context, d time.Duration) ([]*store.Key, error) {
+	now := s.o.Now()
+	return s.o.Store.ExpiringKeys(ctx, now, now.Add(d))
+}
+
 // dueBatch bounds the scheduled revocations RevokeDue makes in one run.
 const dueBatch = 100
 

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -171,6 +172,29 @@ func keyRotate(e *env, inv *invocation) error {
 	return show(e, raw, func(w *view.Table, k view.RotatedKey) { view.WriteRotatedKey(w, k, e.now()) })
 }
 
+// maxExpiring is the admin API's bound on --expiring: a year.
+const maxExpiring = 366 * 24 * time.Hour
+
+// keyListExpiring lists every vendor's working keys that expire within s.
+func keyListExpiring(e *env, inv *invocation, s string) error {
+	d, err := config.ParseDuration(s)
+	switch {
+	case err != nil:
+		return usagef(inv.cmd, "--expiring %q is not a span (use 14d, 7d or 36h)", s)
+	case d < time.Second || d > maxExpiring:
+		return usagef(inv.cmd, "--expiring %q: use 1s to 366d", s)
+	}
+	raw, err := e.api.Do(e.ctx, http.MethodGet, "/admin/v1/keys?expiring_within_seconds="+strconv.FormatInt(int64(d/time.Second), 10), nil)
+	if err != nil {
+		return err
+	}
+	list, err := member(raw, "keys")
+	if err != nil {
+		return err
+	}
+	return show(e, list, func(w *view.Table, ks []view.Key) { view.WriteExpiringKeys(w, ks, e.now()) })
+}
+
 // maxOverlap is the admin API's bound on a rotation's overlap.
 const maxOverlap = 90 * 24 * time.Hour
 
@@ -197,6 +221,9 @@ func parseOverlap(s string) (time.Duration, error) {
 }
 
 func keyList(e *env, inv *invocation) error {
+	if s, ok := inv.flags["expiring"]; ok {
+		return keyListExpiring(e, inv, s)
+	}
 	id, err := uuidArg(inv, 0)
 	if err != nil {
 		return err

@@ -1206,7 +1206,7 @@ func testExpiringKeys(t *testing.T, s store.Store) {
 	if n != 2 {
 		t.Errorf("CountVendorsExpiring = %d, want 2", n)
 	}
-	got, err := s.ExpiringKeys(ctx(t), bound)
+	got, err := s.ExpiringKeys(ctx(t), base, bound)
 	must(t, err)
 	// Every vendor's keys, the pending and the sandbox vendor's too: the
 	// list is every key, the gauge only approved live vendors.
@@ -1217,5 +1217,11 @@ func testExpiringKeys(t *testing.T, s store.Store) {
 	}
 	if !reflect.DeepEqual(ids, want) {
 		t.Errorf("ExpiringKeys = %v, want %v", ids, want)
+	}
+	// Keys expired already are not listed.
+	got, err = s.ExpiringKeys(ctx(t), base.Add(day+time.Hour), bound)
+	must(t, err)
+	if len(got) != 4 || got[0].ID != mixed[0].ID {
+		t.Errorf("ExpiringKeys after the first key expired: %d keys, first %v; want 4, first %s", len(got), got, mixed[0].ID)
 	}
 }

@@ -302,6 +302,19 @@ func WriteKeys(t *Table, ks []Key, now time.Time) {
 	}
 }
 
+// WriteExpiringKeys shows every vendor's keys that expire soon, a row each
+// with its vendor and the time it has left, soonest first.
+func WriteExpiringKeys(t *Table, ks []Key, now time.Time) {
+	if len(ks) == 0 {
+		t.Note("No key expires within that span.")
+		return
+	}
+	t.Row("VENDOR ID", "KEY ID", "PREFIX", "STATE", "LEFT", "EXPIRES", "ROTATION")
+	for _, k := range ks {
+		t.Row(k.VendorID, k.KeyID, k.Prefix, KeyState(k, now), KeyLeft(k, now), when(k.ExpiresAt), KeyPair(k))
+	}
+}
+
 // RotatedKey is the answer of key rotate: the new key (shown only once),
 // the old key as it is now, and how the gateways learn of its revocation.
 type RotatedKey struct {
