@@ -144,6 +144,7 @@ func (b *Backend) build(ctx context.Context) error {
 		return err
 	}
 	b.vendors = vs
+	b.metrics.WatchKeyExpiry(vs.CountVendorsExpiring, b.log)
 	if c.SeedSandboxVendor {
 		if _, err := vs.Seed(ctx); err != nil {
 			return fmt.Errorf("seed sandbox vendor: %w", err)

@@ -344,6 +344,17 @@ func (s *Service) ExpiringKeys(ctx context.Context, d time.Duration) ([]*store.K
 	return s.o.Store.ExpiringKeys(ctx, now, now.Add(d))
 }
 
+// KeyExpiryAlert is the span of the vendors_keys_expiring gauge: a live
+// vendor whose every working key expires within it is about to be locked
+// out.
+const KeyExpiryAlert = 7 * 24 * time.Hour
+
+// CountVendorsExpiring counts the approved live vendors that have a
+// working key and none that lasts past KeyExpiryAlert.
+func (s *Service) CountVendorsExpiring(ctx context.Context) (int, error) {
+	return s.o.Store.CountVendorsExpiring(ctx, s.o.Now().Add(KeyExpiryAlert))
+}
+
 // dueBatch bounds the scheduled revocations RevokeDue makes in one run.
 const dueBatch = 100
 
