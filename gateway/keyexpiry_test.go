@@ -61,3 +61,34 @@ func TestKeyExpirationHeader(t *testing.T) {
 		t.Errorf("key_expiry_warning 60d, a key expiring in 30 days: X-API-Key-Expiration %q, want %q", got, later.Format(time.RFC3339))
 	}
 }
+
+// TestRotatedKeyRefusedAtRevokeAt: a key whose lookup names a rotation's
+// revoke_at is refused 401 invalid_api_key from that time on by the
+// gateway itself, while its entry is still cached (key_cache.ttl 10m here)
+// and though no revocation was published or looked up: a lost publish
+// does not leave the old key working.
+func TestRotatedKeyRefusedAtRevokeAt(t *testing.T) {
+	b := newTestBackend(t)
+	gw := startGateway(t, b, func(o *Options) { o.Config.KeyCache.TTL = 10 * time.Minute })
+	key, _ := b.addKey("vendor-rotating", wire.VendorApproved, time.Now().Add(90*24*time.Hour))
+	revokeAt := time.Now().Add(time.Second)
+	b.update(key, func(r *wire.KeyResolution) { r.RevokeAt = &revokeAt })
+	url := gw.url + "/api/vendor/v1/orders/fast"
+	if a := do(t, "GET", url, key); a.status != http.StatusOK {
+		t.Fatalf("during the overlap: %d %s", a.status, a.body)
+	}
+	for deadline := revokeAt.Add(5 * time.Second); ; {
+		a := do(t, "GET", url, key)
+		if a.status == http.StatusUnauthorized {
+			a.wantError(t, http.StatusUnauthorized, apierr.InvalidAPIKey)
+			if time.Now().Before(revokeAt) {
+				t.Errorf("refused before its revoke_at")
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5s after its revoke_at the cached key still answers %d", a.status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -329,6 +329,9 @@ func (s *Service) RotateKey(ctx context.Context, keyID string, overlap time.Dura
 		return "", nil, nil, notFound(err, "key")
 	}
 	s.o.Logger.Info("key rotated", "vendor_id", old.VendorID, "key_id", old.ID, "new_key_id", next.ID, "revoke_at", revokeAt)
+	// Gateways that cached the old key drop it and look it up again,
+	// learning its revoke_at: they refuse it then by themselves.
+	s.publish(ctx, wire.Invalidation{KeyHash: old.Hash})
 	if overlap == 0 {
 		if old, err = s.RevokeKey(ctx, old.ID); err != nil {
 			return "", nil, nil, fmt.Errorf("revoke key %s after its rotation: %w", keyID, err)
@@ -396,7 +399,7 @@ func (s *Service) Resolve(ctx context.Context, hash string) (*wire.KeyResolution
 		return nil, fmt.Errorf("vendor of key %s: %w", k.ID, err)
 	}
 	return &wire.KeyResolution{KeyID: k.ID, VendorID: v.ID, Environment: k.Environment,
-		CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt,
+		CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, RevokeAt: k.RevokeAt,
 		Vendor: wire.VendorInfo{Status: v.Status, CompanyName: v.CompanyName, EnabledServices: v.EnabledServices}}, nil
 }
 

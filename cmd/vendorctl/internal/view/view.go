@@ -315,6 +315,14 @@ func WriteExpiringKeys(t *Table, ks []Key, now time.Time) {
 	}
 }
 
+// publishNote says what the revocation's publish adds.
+func publishNote(invalidation string) string {
+	if invalidation == "redis" {
+		return " from the rotation's publish through Redis, and the revocation is published at that time too"
+	}
+	return " when its cached entry expires (key_cache.ttl, 30s by default): the backend has no Redis to publish on"
+}
+
 // RotatedKey is the answer of key rotate: the new key (shown only once),
 // the old key as it is now, and how the gateways learn of its revocation.
 type RotatedKey struct {
@@ -342,12 +350,7 @@ func WriteRotatedKey(t *Table, k RotatedKey, now time.Time) {
 	}
 	t.Note("Both keys work until " + at.UTC().Format(time.RFC3339) + " (in " + Span(at.Sub(now)) + "); then the old key " +
 		k.RotatedFrom + " is revoked and answers 401 invalid_api_key.")
-	switch k.Invalidation {
-	case "redis":
-		t.Note("The backend publishes that revocation through Redis: every gateway refuses the old key at once, or within its key_cache.ttl (30s by default) if the publish fails.")
-	case "cache_ttl":
-		t.Note("The backend has no Redis to publish revocations on: gateways refuse the old key within their key_cache.ttl (30s by default) after that time.")
-	}
+	t.Note("Every gateway refuses it at that time by itself (its key lookup carries revoke_at); a gateway that cached the key before the rotation learns revoke_at" + publishNote(k.Invalidation) + ".")
 }
 
 // WriteOrder shows an order's fields, then its services a row each.
