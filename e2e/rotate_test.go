@@ -155,3 +155,25 @@ func lineOf(out, s string) string {
 	}
 	return ""
 }
+
+// TestKeyExpirationHeaderEndToEnd: a key issued for 3 days gets
+// X-API-Key-Expiration, its expires_at as key issue printed it, on a
+// documented answer that conforms to the OpenAPI document; a key issued
+// for the default 90 days gets none.
+func TestKeyExpirationHeaderEndToEnd(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	vendorID, longKey := s.newVendor("sandbox", "mvr")
+	var k struct {
+		Key       string    `json:"key"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	decode(t, s.mustVendorctl("-o", "json", "key", "issue", vendorID, "--lifetime", "3d"), &k)
+	url := s.gwURLs[0] + "/api/vendor/v1/orders/" + uuid.NewString()
+	r := s.do("GET", url, k.Key, nil, nil) // checked against the OpenAPI document
+	if got := r.header.Get("X-API-Key-Expiration"); r.status != 404 || got != k.ExpiresAt.UTC().Format(time.RFC3339) {
+		t.Errorf("a 3-day key: %d, X-API-Key-Expiration %q, want 404 and %q", r.status, got, k.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if r := s.do("GET", url, longKey, nil, nil); r.header.Get("X-API-Key-Expiration") != "" {
+		t.Errorf("a 90-day key got X-API-Key-Expiration %q", r.header.Get("X-API-Key-Expiration"))
+	}
+}
