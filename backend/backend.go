@@ -25,6 +25,7 @@ import (
 	"vendorgate/backend/internalapi"
 	"vendorgate/backend/invalidate"
 	"vendorgate/backend/metrics"
+	"vendorgate/backend/periodic"
 	"vendorgate/backend/respond"
 	"vendorgate/backend/store"
 	"vendorgate/backend/store/storetrace"
@@ -143,6 +144,7 @@ func (b *Backend) build(ctx context.Context) error {
 		return err
 	}
 	b.vendors = vs
+	b.metrics.WatchKeyExpiry(vs.CountVendorsExpiring, b.log)
 	if c.SeedSandboxVendor {
 		if _, err := vs.Seed(ctx); err != nil {
 			return fmt.Errorf("seed sandbox vendor: %w", err)
@@ -152,6 +154,7 @@ func (b *Backend) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	bg.revoker = periodic.New(c.SweepInterval, vs.RevokeDue, b.log, "scheduled key revocations")
 	b.bg = bg
 
 	internal := internalapi.New(c.InternalToken, vs, b.log)

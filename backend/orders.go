@@ -4,25 +4,32 @@ import (
 	"time"
 
 	"vendorgate/backend/orders"
+	"vendorgate/backend/periodic"
 	"vendorgate/backend/reports"
 	"vendorgate/backend/sandbox"
 	"vendorgate/backend/sweeper"
 )
 
-// background is the sandbox provider and the deadline sweeper.
+// background is the sandbox provider, the deadline sweeper and the
+// revocations at the end of key rotations' overlaps.
 type background struct {
 	runner  *sandbox.Runner
 	sweeper *sweeper.Sweeper
+	// revoker revokes keys whose rotation overlap has ended, every
+	// sweep_interval.
+	revoker *periodic.Loop
 }
 
 func (g *background) start() {
 	g.runner.Start()
 	g.sweeper.Start()
+	g.revoker.Start()
 }
 
 func (g *background) stop() {
 	g.runner.Close()
 	g.sweeper.Close()
+	g.revoker.Close()
 }
 
 // buildOrders builds the order domain and its background work.

@@ -46,7 +46,8 @@ type Backend struct {
 	RedisMasterName string `yaml:"redis_master_name" env:"BACKEND_REDIS_MASTER_NAME"`
 	// OrderDeadline closes unfinished orders. Default 48h.
 	OrderDeadline time.Duration `yaml:"order_deadline" env:"BACKEND_ORDER_DEADLINE"`
-	// SweepInterval is how often the deadline sweeper runs. Default 1s.
+	// SweepInterval is how often the deadline sweeper runs, and the
+	// revocation of keys whose rotation overlap has ended. Default 1s.
 	SweepInterval time.Duration `yaml:"sweep_interval" env:"BACKEND_SWEEP_INTERVAL"`
 	// SandboxDelay is how long the sandbox provider takes per step. Default 5s.
 	SandboxDelay time.Duration `yaml:"sandbox_delay" env:"BACKEND_SANDBOX_DELAY"`

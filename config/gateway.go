@@ -60,13 +60,17 @@ type Gateway struct {
 	// is refused; any other peer's is never read for one. Default false.
 	ProxyProtocol bool `yaml:"proxy_protocol" env:"GATEWAY_PROXY_PROTOCOL"`
 
-	Redis          Redis      `yaml:"redis"`
-	Limits         Limits     `yaml:"limits"`
-	InFlight       InFlight   `yaml:"in_flight"`
-	FailedKeys     FailedKeys `yaml:"failed_keys"`
-	KeyCache       KeyCache   `yaml:"key_cache"`
-	Proxy          Proxy      `yaml:"proxy"`
-	TrustedProxies List       `yaml:"trusted_proxies" env:"GATEWAY_TRUSTED_PROXIES"`
+	Redis      Redis      `yaml:"redis"`
+	Limits     Limits     `yaml:"limits"`
+	InFlight   InFlight   `yaml:"in_flight"`
+	FailedKeys FailedKeys `yaml:"failed_keys"`
+	KeyCache   KeyCache   `yaml:"key_cache"`
+	// KeyExpiryWarning: every answer to a key that expires within it
+	// carries X-API-Key-Expiration, the key's expiry time, so that a vendor
+	// sees it coming before 401 api_key_expired. Default 14d; at most 90d.
+	KeyExpiryWarning time.Duration `yaml:"key_expiry_warning" env:"GATEWAY_KEY_EXPIRY_WARNING"`
+	Proxy            Proxy         `yaml:"proxy"`
+	TrustedProxies   List          `yaml:"trusted_proxies" env:"GATEWAY_TRUSTED_PROXIES"`
 	// MaxBodyBytes is the ceiling of any request body: OrderBodyBytes is
 	// capped at it. Default 1 MiB.
 	MaxBodyBytes int `yaml:"max_body_bytes" env:"GATEWAY_MAX_BODY_BYTES"`
@@ -524,10 +528,11 @@ func DefaultGateway() *Gateway {
 			PoolSize: 64, BreakerOpenFor: 2 * time.Second, BreakerFailures: 3, BreakerWindow: 3 * time.Second, BreakerFailurePercent: 50,
 			Pipeline: true, PipelineMax: 128, PipelineSenders: 2, LeaseMax: 16, LeaseTTL: 2 * time.Second,
 			SlotTTL: 15 * time.Second, SlotRefresh: 5 * time.Second},
-		Limits:     defaultLimits(),
-		InFlight:   defaultInFlight(),
-		FailedKeys: FailedKeys{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute, MaxTracked: 100_000, RedisPoolSize: 8},
-		KeyCache:   KeyCache{Size: 100000, TTL: 30 * time.Second, PushedTTL: 15 * time.Minute, NegativeTTL: 5 * time.Second},
+		Limits:           defaultLimits(),
+		InFlight:         defaultInFlight(),
+		FailedKeys:       FailedKeys{PerAddress: 100, PerKey: 10, Window: 10 * time.Minute, MaxTracked: 100_000, RedisPoolSize: 8},
+		KeyCache:         KeyCache{Size: 100000, TTL: 30 * time.Second, PushedTTL: 15 * time.Minute, NegativeTTL: 5 * time.Second},
+		KeyExpiryWarning: 14 * 24 * time.Hour,
 		Proxy: Proxy{Timeout: 10 * time.Second, MaxConns: 512, BreakerOpenFor: 5 * time.Second, BreakerFailures: 5, StreamIdleTimeout: 30 * time.Second,
 			StreamMaxConns: 128, StreamMinRate: 4096, StreamMinRateWindow: 30 * time.Second, StreamMinRateGrace: 10 * time.Second},
 		MaxBodyBytes:  1 << 20,
@@ -680,6 +685,9 @@ func (c *Gateway) Validate() error {
 	}
 	if c.KeyCache.Size <= 0 || c.KeyCache.TTL <= 0 || c.KeyCache.NegativeTTL <= 0 {
 		add("key_cache: size, ttl and negative_ttl must be positive")
+	}
+	if c.KeyExpiryWarning <= 0 || c.KeyExpiryWarning > 90*24*time.Hour {
+		add("key_expiry_warning: %s must be more than 0 and at most 90d (default 14d)", c.KeyExpiryWarning)
 	}
 	if c.KeyCache.PushedTTL != 0 && c.KeyCache.PushedTTL < c.KeyCache.TTL {
 		add("key_cache.pushed_ttl (%s) must be at least key_cache.ttl (%s)", c.KeyCache.PushedTTL, c.KeyCache.TTL)

@@ -43,22 +43,32 @@ func TestProxiedRequestAllocs(t *testing.T) {
 		t.Skip("-short")
 	}
 	rig := newHandlerRig(t, func(o *Options) { o.DisableAccessLog = true })
+	// The rig's key expires in an hour, within key_expiry_warning: every
+	// answer carries X-API-Key-Expiration. far's window is shorter than
+	// that: its answers carry none.
+	far := newHandlerRig(t, func(o *Options) { o.DisableAccessLog = true; o.Config.KeyExpiryWarning = 30 * time.Minute })
 	for _, tc := range []struct {
 		name, path string
 		budget     int
 		headers    []string
+		rig        *handlerRig
 	}{
-		{"order", "/api/vendor/v1/orders/fast", maxAllocsPerProxiedRequest, nil},              // /orders/{order_id}
-		{"report", "/api/vendor/v1/orders/o1/reports/fast", maxAllocsPerStreamedRequest, nil}, // /orders/{order_id}/reports/{service}
+		{"order", "/api/vendor/v1/orders/fast", maxAllocsPerProxiedRequest, nil, nil}, // /orders/{order_id}
+		{"order, key outside its expiry warning", "/api/vendor/v1/orders/fast", maxAllocsPerProxiedRequest, nil, far},
+		{"report", "/api/vendor/v1/orders/o1/reports/fast", maxAllocsPerStreamedRequest, nil, nil}, // /orders/{order_id}/reports/{service}
 		// A client's own request id (scanned for a key), User-Agent and
 		// trace context (an untrusted caller's: its sampled flag cleared,
 		// its tracestate removed before the backend sees them).
 		{"order with client headers", "/api/vendor/v1/orders/fast", maxAllocsPerProxiedRequest, []string{
 			"X-Request-Id", "3f2504e0-4f89-11d3-9a0c-0305e82c3301",
 			"User-Agent", "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0",
-			"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate", "vg=1"}},
+			"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate", "vg=1"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			rig := rig
+			if tc.rig != nil {
+				rig = tc.rig
+			}
 			rig.headers = tc.headers
 			var req fasthttp.Request
 			var ctx fasthttp.RequestCtx

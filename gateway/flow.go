@@ -73,6 +73,10 @@ type exchange struct {
 	err      error         // what fail answered, nil when the request passed
 	upstream time.Duration // the backend call's time (proxy.Forward's measurement)
 	trace    requestTrace  // zero when tracing is off
+	// keyExpires is the key's expiry when it falls within
+	// key_expiry_warning of the request: the answer says it
+	// (X-API-Key-Expiration). Zero otherwise.
+	keyExpires time.Time
 }
 
 func (ex *exchange) requestID() []byte { return ex.rid[:ex.ridLen] }
@@ -103,6 +107,9 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	id, err := g.authenticate(ctx, sn, &ex) // steps 2-4: key format, resolve, failed-key throttle
 	if err == nil {
 		shownKey(ctx.Conn())           // a vendor's connection: the server's idle timeout (keyless.go)
+		if id.ExpiresAt.Sub(ex.start) <= sn.cfg.KeyExpiryWarning {
+			ex.keyExpires = id.ExpiresAt // every answer to this key says when it expires
+		}
 		err = g.admit(sn, id, rt, &ex) // steps 5-6: account state, exact limits (fail closed), requests in flight
 	}
 	if err == nil {
@@ -375,6 +382,9 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 		setRateLimitHeaders(ctx, ex)
 	}
 	respond.Common(ctx, ex.requestID())
+	if !ex.keyExpires.IsZero() {
+		respond.SetKeyExpiration(ctx, ex.keyExpires)
+	}
 	if g.draining.Load() {
 		ctx.SetConnectionClose() // a draining replica sends clients elsewhere
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/fasthttp/router"
@@ -34,6 +35,8 @@ type vendorService interface {
 	IssueKey(ctx context.Context, vendorID string, lifetime time.Duration) (string, *store.Key, error)
 	ListKeys(ctx context.Context, vendorID string) ([]*store.Key, error)
 	RevokeKey(ctx context.Context, keyID string) (k *store.Key, published bool, err error)
+	RotateKey(ctx context.Context, keyID string, overlap time.Duration) (raw string, old, next *store.Key, published bool, err error)
+	ExpiringKeys(ctx context.Context, within time.Duration) ([]*store.Key, error)
 }
 
 type orderService interface {
@@ -101,6 +104,8 @@ func (a *API) Register(r *router.Router) {
 	g("POST", "/admin/v1/vendors/{vendor_id}/keys", a.issueKey)
 	g("GET", "/admin/v1/vendors/{vendor_id}/keys", a.listKeys)
 	g("POST", "/admin/v1/keys/{key_id}/revoke", a.revokeKey)
+	g("POST", "/admin/v1/keys/{key_id}/rotate", a.rotateKey)
+	g("GET", "/admin/v1/keys", a.expiringKeys)
 	if a.o.Orders != nil {
 		g("GET", "/admin/v1/orders", a.listOrders)
 		g("GET", "/admin/v1/orders/{order_id}", a.getOrder)
@@ -232,18 +237,33 @@ func vendorJSON(v *store.Vendor) Vendor {
 		EnabledServices: s, CreatedAt: v.CreatedAt}
 }
 
-// Key is the admin key object: never the key itself.
+// Key is the admin key object: never the key itself. A rotation pairs two
+// keys: the new one names the old (rotated_from), the old one its successor
+// (replaced_by) and when the rotation revokes it (revoke_at); each is null
+// otherwise.
 type Key struct {
-	KeyID     string     `json:"key_id"`
-	VendorID  string     `json:"vendor_id"`
-	Prefix    string     `json:"prefix"`
-	CreatedAt time.Time  `json:"created_at"`
-	ExpiresAt time.Time  `json:"expires_at"`
-	RevokedAt *time.Time `json:"revoked_at"`
+	KeyID       string     `json:"key_id"`
+	VendorID    string     `json:"vendor_id"`
+	Prefix      string     `json:"prefix"`
+	CreatedAt   time.Time  `json:"created_at"`
+	ExpiresAt   time.Time  `json:"expires_at"`
+	RevokedAt   *time.Time `json:"revoked_at"`
+	RotatedFrom *string    `json:"rotated_from"`
+	ReplacedBy  *string    `json:"replaced_by"`
+	RevokeAt    *time.Time `json:"revoke_at"`
 }
 
 func keyJSON(k *store.Key) Key {
-	return Key{KeyID: k.ID, VendorID: k.VendorID, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt}
+	return Key{KeyID: k.ID, VendorID: k.VendorID, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt,
+		RotatedFrom: orNull(k.RotatedFrom), ReplacedBy: orNull(k.ReplacedBy), RevokeAt: k.RevokeAt}
+}
+
+// orNull is s, or nil for "".
+func orNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // IssuedKey is the answer to a key issue: the only time the key is shown.
@@ -384,6 +404,70 @@ func (a *API) revokeKey(ctx *fasthttp.RequestCtx) {
 	}
 	respond.JSON(ctx, fasthttp.StatusOK, RevokedKey{Key: keyJSON(k), Announcement: a.announcement(published)})
 }
+
+// RotatedKey is the answer to a rotation: the new key (the only time it is
+// shown), with rotated_from naming the old one, and the old key as it is
+// now, with its revoke_at (revoked_at too when the overlap was 0), and whether
+// the gateways were told of it.
+type RotatedKey struct {
+	IssuedKey
+	RotatedFrom string `json:"rotated_from"`
+	OldKey      Key    `json:"old_key"`
+	// Announcement says of the rotation's publish (with an overlap of 0,
+	// of the old key's revocation) what a revocation's answer says.
+	Announcement
+}
+
+func (a *API) rotateKey(ctx *fasthttp.RequestCtx) {
+	var req struct {
+		OverlapSeconds *int64 `json:"overlap_seconds"`
+	}
+	if err := request.Decode(ctx.PostBody(), &req); err != nil {
+		a.error(ctx, err)
+		return
+	}
+	if req.OverlapSeconds == nil || *req.OverlapSeconds < 0 || *req.OverlapSeconds > maxOverlapSeconds {
+		e := apierr.New(apierr.ValidationError, "the request is not valid")
+		e.Fields = map[string]string{"overlap_seconds": fmt.Sprintf("required: 0 (revoke the old key now) to %d seconds", maxOverlapSeconds)}
+		a.error(ctx, e)
+		return
+	}
+	c, cancel := request.Context()
+	defer cancel()
+	raw, old, next, published, err := a.o.Vendors.RotateKey(c, param(ctx, "key_id"), time.Duration(*req.OverlapSeconds)*time.Second)
+	if err != nil {
+		a.error(ctx, err)
+		return
+	}
+	respond.JSON(ctx, fasthttp.StatusCreated, RotatedKey{
+		IssuedKey:   IssuedKey{Key: raw, KeyID: next.ID, VendorID: next.VendorID, CreatedAt: next.CreatedAt, ExpiresAt: next.ExpiresAt},
+		RotatedFrom: old.ID, OldKey: keyJSON(old), Announcement: a.announcement(published)})
+}
+
+// expiringKeys answers GET /admin/v1/keys?expiring_within_seconds=N: every
+// vendor's working keys that expire within N seconds, soonest first.
+func (a *API) expiringKeys(ctx *fasthttp.RequestCtx) {
+	args := ctx.QueryArgs()
+	raw := string(args.Peek("expiring_within_seconds"))
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || n <= 0 || n > maxExpiringSeconds || args.Len() != 1 || raw[0] == '+' {
+		e := apierr.New(apierr.ValidationError, "the request is not valid")
+		e.Fields = map[string]string{"expiring_within_seconds": fmt.Sprintf("required, the only parameter: 1 to %d seconds", maxExpiringSeconds)}
+		a.error(ctx, e)
+		return
+	}
+	c, cancel := request.Context()
+	defer cancel()
+	ks, lerr := a.o.Vendors.ExpiringKeys(c, time.Duration(n)*time.Second)
+	listAnswer(a, ctx, "keys", ks, lerr, keyJSON)
+}
+
+// maxExpiringSeconds bounds expiring_within_seconds: a year.
+const maxExpiringSeconds = 366 * 24 * 3600
+
+// maxOverlapSeconds bounds a rotation's overlap: 90 days, a key's default
+// lifetime.
+const maxOverlapSeconds = 90 * 24 * 3600
 
 func (a *API) vendorChangeAnswer(ctx *fasthttp.RequestCtx, v *store.Vendor, published bool, err error) {
 	if err != nil {

@@ -67,6 +67,38 @@ func New(count CountOrders, log *slog.Logger) *Metrics {
 	return m
 }
 
+// CountVendors counts vendors for a gauge, at each scrape.
+type CountVendors func(ctx context.Context) (int, error)
+
+// WatchKeyExpiry registers vendorgate_backend_vendors_keys_expiring, which
+// count gives at each scrape: the approved live vendors whose every working
+// key expires within 7 days (vendors.KeyExpiryAlert). No vendor label:
+// which vendors they are is `vendorctl key list --expiring 7d`.
+func (m *Metrics) WatchKeyExpiry(count CountVendors, log *slog.Logger) {
+	m.Registry.MustRegister(&countGauge{count: count, log: log, desc: prometheus.NewDesc("vendorgate_backend_vendors_keys_expiring",
+		"Approved live vendors whose every working key expires within 7 days.", nil, nil)})
+}
+
+// countGauge is one gauge counted at each scrape.
+type countGauge struct {
+	count CountVendors
+	log   *slog.Logger
+	desc  *prometheus.Desc
+}
+
+func (g *countGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+func (g *countGauge) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, err := g.count(ctx)
+	if err != nil {
+		g.log.Warn("count vendors whose keys expire soon, for metrics", "error", err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(n))
+}
+
 // OrderCreated counts one placed order.
 func (m *Metrics) OrderCreated(environment string) {
 	m.ordersCreated.WithLabelValues(environment).Inc()

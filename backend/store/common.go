@@ -51,7 +51,7 @@ type Dialect struct {
 // ScanKey read.
 const (
 	VendorCols = "id, company_name, environment, status, enabled_services, created_at"
-	KeyCols    = "id, vendor_id, hash, prefix, environment, created_at, expires_at, revoked_at"
+	KeyCols    = "id, vendor_id, hash, prefix, environment, created_at, expires_at, revoked_at, rotated_from, replaced_by, revoke_at"
 )
 
 // Common implements the methods of Store that are the same on both engines
@@ -66,8 +66,9 @@ type Common struct {
 }
 
 type commonQueries struct {
-	createVendor, getVendor, listVendors, lockVendor, updateVendor string
-	createKey, getKey, getKeyByHash, listKeys, revokeKey           string
+	createVendor, getVendor, listVendors, lockVendor, updateVendor    string
+	createKey, getKey, getKeyByHash, listKeys, revokeKey              string
+	lockKey, rotateKey, dueRevocations, expiringKeys, vendorsExpiring string
 }
 
 // NewCommon gives the shared methods over db: tx runs fn in one
@@ -81,11 +82,19 @@ func NewCommon(db DB, tx func(ctx context.Context, fn func(DB) error) error, tim
 		listVendors:  "SELECT " + VendorCols + " FROM vendors ORDER BY created_at, id",
 		lockVendor:   bind("SELECT " + VendorCols + " FROM vendors WHERE id = ?" + d.ForUpdate),
 		updateVendor: bind("UPDATE vendors SET company_name = ?, status = ?, enabled_services = ? WHERE id = ?"),
-		createKey:    bind("INSERT INTO api_keys (" + KeyCols + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
+		createKey:    bind("INSERT INTO api_keys (" + KeyCols + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
 		getKey:       bind("SELECT " + KeyCols + " FROM api_keys WHERE id = ?"),
 		getKeyByHash: bind("SELECT " + KeyCols + " FROM api_keys WHERE hash = ?"),
 		listKeys:     bind("SELECT " + KeyCols + " FROM api_keys WHERE vendor_id = ? ORDER BY created_at, id"),
 		revokeKey:    bind("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? RETURNING " + KeyCols),
+		lockKey:      bind("SELECT " + KeyCols + " FROM api_keys WHERE id = ?" + d.ForUpdate),
+		rotateKey:    bind("UPDATE api_keys SET replaced_by = ?, revoke_at = ? WHERE id = ?"),
+		dueRevocations: bind("SELECT id FROM api_keys WHERE revoke_at IS NOT NULL AND revoke_at <= ? AND revoked_at IS NULL" +
+			" ORDER BY revoke_at, id LIMIT ?"),
+		expiringKeys: bind("SELECT " + KeyCols + " FROM api_keys WHERE revoked_at IS NULL AND expires_at > ? AND expires_at < ? ORDER BY expires_at, id"),
+		vendorsExpiring: bind("SELECT COUNT(*) FROM vendors v WHERE v.status = 'approved' AND v.environment = 'live'" +
+			" AND EXISTS (SELECT 1 FROM api_keys k WHERE k.vendor_id = v.id AND k.revoked_at IS NULL)" +
+			" AND NOT EXISTS (SELECT 1 FROM api_keys k WHERE k.vendor_id = v.id AND k.revoked_at IS NULL AND k.expires_at > ?)"),
 	}}
 }
 
@@ -186,12 +195,86 @@ func (a *Common) UpdateVendor(ctx context.Context, id string, fn func(*Vendor) e
 func (a *Common) CreateKey(ctx context.Context, k *Key) error {
 	ctx, cancel := a.bound(ctx)
 	defer cancel()
-	err := a.db.Exec(ctx, a.q.createKey, k.ID, k.VendorID, k.Hash, k.Prefix, k.Environment,
-		a.d.Time(k.CreatedAt), a.d.Time(k.ExpiresAt), a.d.NullTime(k.RevokedAt))
-	if err != nil {
+	if err := a.createKey(ctx, a.db, k); err != nil {
 		return fmt.Errorf("create key %s: %w", k.ID, err)
 	}
 	return nil
+}
+
+func (a *Common) createKey(ctx context.Context, db DB, k *Key) error {
+	return db.Exec(ctx, a.q.createKey, k.ID, k.VendorID, k.Hash, k.Prefix, k.Environment,
+		a.d.Time(k.CreatedAt), a.d.Time(k.ExpiresAt), a.d.NullTime(k.RevokedAt),
+		nullString(k.RotatedFrom), nullString(k.ReplacedBy), a.d.NullTime(k.RevokeAt))
+}
+
+// nullString stores "" as NULL.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// RotateKey locks the key (where the dialect asks for it; SQLite's
+// transaction excludes other writers), lets fn give its successor, inserts
+// it and saves the old key's replaced_by and revoke_at, in one transaction.
+func (a *Common) RotateKey(ctx context.Context, id string, fn func(old *Key) (*Key, error)) (*Key, *Key, error) {
+	ctx, cancel := a.bound(ctx)
+	defer cancel()
+	var old, next *Key
+	err := a.tx(ctx, func(tx DB) error {
+		k, err := a.d.ScanKey(tx.QueryRow(ctx, a.q.lockKey, id))
+		if err != nil {
+			return a.notFound(err, "key", id)
+		}
+		n, err := fn(k)
+		if err != nil {
+			return err
+		}
+		if err := a.createKey(ctx, tx, n); err != nil {
+			return fmt.Errorf("create key %s: %w", n.ID, err)
+		}
+		if err := tx.Exec(ctx, a.q.rotateKey, nullString(k.ReplacedBy), a.d.NullTime(k.RevokeAt), id); err != nil {
+			return fmt.Errorf("rotate key %s: %w", id, err)
+		}
+		old, next = k, n
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return old, next, nil
+}
+
+// DueRevocations lists the keys whose scheduled revocation is due.
+func (a *Common) DueRevocations(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	ids, err := a.IDs(ctx, a.q.dueRevocations, a.d.Time(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("due key revocations: %w", err)
+	}
+	return ids, nil
+}
+
+// ExpiringKeys lists every vendor's keys not revoked that expire after
+// after and before before.
+func (a *Common) ExpiringKeys(ctx context.Context, after, before time.Time) ([]*Key, error) {
+	out, err := list(ctx, a, a.d.ScanKey, a.q.expiringKeys, a.d.Time(after), a.d.Time(before))
+	if err != nil {
+		return nil, fmt.Errorf("expiring keys: %w", err)
+	}
+	return out, nil
+}
+
+// CountVendorsExpiring counts approved live vendors with a key not revoked
+// and none that expires after t.
+func (a *Common) CountVendorsExpiring(ctx context.Context, t time.Time) (int, error) {
+	ctx, cancel := a.bound(ctx)
+	defer cancel()
+	var n int
+	if err := a.db.QueryRow(ctx, a.q.vendorsExpiring, a.d.Time(t)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count vendors whose keys expire: %w", err)
+	}
+	return n, nil
 }
 
 // GetKey returns the key with id.

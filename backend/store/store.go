@@ -40,6 +40,15 @@ type Key struct {
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
 	RevokedAt   *time.Time
+	// RotatedFrom is the key this one was issued to replace (a rotation);
+	// "" for a key issued on its own.
+	RotatedFrom string
+	// ReplacedBy is the key issued to replace this one; "" when it was
+	// never rotated.
+	ReplacedBy string
+	// RevokeAt is when a rotation revokes this key, the end of its
+	// overlap; nil when no revocation is scheduled.
+	RevokeAt *time.Time
 }
 
 // Order is one order with its services. Status and Final are derived by the
@@ -113,6 +122,21 @@ type Store interface {
 	ListKeys(ctx context.Context, vendorID string) ([]*Key, error)
 	// RevokeKey sets revoked_at when it is not set yet and returns the key.
 	RevokeKey(ctx context.Context, id string, at time.Time) (*Key, error)
+	// RotateKey locks the key id, lets fn check it and return its
+	// successor (fn sets old.ReplacedBy and old.RevokeAt), then inserts the
+	// successor and saves the old key's replaced_by and revoke_at, in one
+	// transaction: of two rotations of one key at once, on any replica, the
+	// second sees the first's. fn's error aborts and is returned.
+	RotateKey(ctx context.Context, id string, fn func(old *Key) (*Key, error)) (old, next *Key, err error)
+	// DueRevocations lists the keys whose RevokeAt is at or before now and
+	// that are not revoked yet, soonest first, at most limit.
+	DueRevocations(ctx context.Context, now time.Time, limit int) ([]string, error)
+	// ExpiringKeys lists every vendor's keys not revoked whose ExpiresAt is
+	// after after and before before, soonest first.
+	ExpiringKeys(ctx context.Context, after, before time.Time) ([]*Key, error)
+	// CountVendorsExpiring counts approved live vendors that have a key not
+	// revoked and none of whose keys not revoked expires after t.
+	CountVendorsExpiring(ctx context.Context, t time.Time) (int, error)
 
 	// ReserveIdempotency inserts rec with no order yet. When the vendor
 	// already used the key it inserts nothing and returns the existing

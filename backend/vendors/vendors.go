@@ -284,6 +284,105 @@ func (s *Service) RevokeKey(ctx context.Context, keyID string) (k *store.Key, pu
 	return k, s.publish(ctx, wire.Invalidation{KeyHash: k.Hash}), nil
 }
 
+// RotateKey issues a new key for the vendor of keyID, records the pair and
+// schedules the old key's revocation at the end of overlap. overlap 0
+// (a leaked key) revokes the old key now, through RevokeKey; a later one
+// is revoked by RevokeDue, through RevokeKey too, so that a rotation's
+// revocation is published as any revocation is. Until RevokeDue runs,
+// Resolve already answers the old key revoked once its time has come: a
+// gateway whose cached entry expires learns it at the latest then. A key
+// revoked, expired or already rotated is not rotated (a conflict).
+func (s *Service) RotateKey(ctx context.Context, keyID string, overlap time.Duration) (raw string, old, next *store.Key, published bool, err error) {
+	if overlap < 0 {
+		return "", nil, nil, false, validation("overlap_seconds", "must be 0 (revoke the old key now) or more")
+	}
+	if uuid.Validate(keyID) != nil {
+		return "", nil, nil, false, apierr.New(apierr.NotFound, "key not found")
+	}
+	k, err := s.o.Store.GetKey(ctx, keyID)
+	if err != nil {
+		return "", nil, nil, false, notFound(err, "key")
+	}
+	v, err := s.o.Store.GetVendor(ctx, k.VendorID)
+	if err != nil {
+		return "", nil, nil, false, fmt.Errorf("vendor of key %s: %w", k.ID, err)
+	}
+	raw, err = s.o.Signer.Generate(s.o.Prefixes, v.Environment)
+	if err != nil {
+		return "", nil, nil, false, err
+	}
+	prefix, _ := s.o.Prefixes.For(v.Environment)
+	now := s.now()
+	revokeAt := now.Add(overlap).Truncate(time.Second)
+	old, next, err = s.o.Store.RotateKey(ctx, keyID, func(old *store.Key) (*store.Key, error) {
+		switch {
+		case old.RevokedAt != nil:
+			return nil, conflict("cannot rotate a revoked key: issue a new one (vendorctl key issue %s)", old.VendorID)
+		case old.ReplacedBy != "":
+			return nil, conflict("key %s was rotated already: its successor is %s", old.ID, old.ReplacedBy)
+		case !now.Before(old.ExpiresAt):
+			return nil, conflict("cannot rotate an expired key: issue a new one (vendorctl key issue %s)", old.VendorID)
+		}
+		n := &store.Key{ID: uuid.NewString(), VendorID: old.VendorID, Hash: apikey.Hash(raw), Prefix: prefix,
+			Environment: v.Environment, CreatedAt: now, ExpiresAt: now.Add(s.o.KeyLifetime).Truncate(time.Second), RotatedFrom: old.ID}
+		old.ReplacedBy, old.RevokeAt = n.ID, &revokeAt
+		return n, nil
+	})
+	if err != nil {
+		return "", nil, nil, false, notFound(err, "key")
+	}
+	s.o.Logger.Info("key rotated", "vendor_id", old.VendorID, "key_id", old.ID, "new_key_id", next.ID, "revoke_at", revokeAt)
+	// Gateways that cached the old key drop it and look it up again,
+	// learning its revoke_at: they refuse it then by themselves.
+	published = s.publish(ctx, wire.Invalidation{KeyHash: old.Hash})
+	if overlap == 0 {
+		if old, published, err = s.RevokeKey(ctx, old.ID); err != nil {
+			return "", nil, nil, false, fmt.Errorf("revoke key %s after its rotation: %w", keyID, err)
+		}
+	}
+	return raw, old, next, published, nil
+}
+
+// ExpiringKeys lists every vendor's working keys (not revoked, not expired
+// yet) that expire within d, soonest first.
+func (s *Service) ExpiringKeys(ctx context.Context, d time.Duration) ([]*store.Key, error) {
+	now := s.o.Now()
+	return s.o.Store.ExpiringKeys(ctx, now, now.Add(d))
+}
+
+// KeyExpiryAlert is the span of the vendors_keys_expiring gauge: a live
+// vendor whose every working key expires within it is about to be locked
+// out.
+const KeyExpiryAlert = 7 * 24 * time.Hour
+
+// CountVendorsExpiring counts the approved live vendors that have a
+// working key and none that lasts past KeyExpiryAlert.
+func (s *Service) CountVendorsExpiring(ctx context.Context) (int, error) {
+	return s.o.Store.CountVendorsExpiring(ctx, s.o.Now().Add(KeyExpiryAlert))
+}
+
+// dueBatch bounds the scheduled revocations RevokeDue makes in one run.
+const dueBatch = 100
+
+// RevokeDue revokes, through RevokeKey, every key whose rotation overlap
+// has ended, and returns how many it revoked. Several replicas may run it
+// at once: a revocation keeps its first time, and a second publish only
+// drops an entry already dropped.
+func (s *Service) RevokeDue(ctx context.Context) (int, error) {
+	ids, err := s.o.Store.DueRevocations(ctx, s.o.Now(), dueBatch)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range ids {
+		if _, _, err := s.RevokeKey(ctx, id); err != nil {
+			return n, fmt.Errorf("revoke key %s at the end of its rotation overlap: %w", id, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
 // Resolve finds a key by the hex SHA-256 of the whole key, with its vendor.
 // Revoked and expired keys resolve too: the gateway decides what to answer.
 func (s *Service) Resolve(ctx context.Context, hash string) (*wire.KeyResolution, error) {
@@ -294,12 +393,16 @@ func (s *Service) Resolve(ctx context.Context, hash string) (*wire.KeyResolution
 	if err != nil {
 		return nil, notFound(err, "key")
 	}
+	if k.RevokedAt == nil && k.RevokeAt != nil && !s.o.Now().Before(*k.RevokeAt) {
+		// The rotation's overlap has ended and RevokeDue has not run yet.
+		k.RevokedAt = k.RevokeAt
+	}
 	v, err := s.o.Store.GetVendor(ctx, k.VendorID)
 	if err != nil {
 		return nil, fmt.Errorf("vendor of key %s: %w", k.ID, err)
 	}
 	return &wire.KeyResolution{KeyID: k.ID, VendorID: v.ID, Environment: k.Environment,
-		CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt,
+		CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, RevokeAt: k.RevokeAt,
 		Vendor: wire.VendorInfo{Status: v.Status, CompanyName: v.CompanyName, EnabledServices: v.EnabledServices}}, nil
 }
 

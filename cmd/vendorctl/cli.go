@@ -15,8 +15,10 @@ const (
 // command is one `vendorctl GROUP VERB` with what it accepts.
 type command struct {
 	group, verb string
-	// args names the positional arguments, all required, in order.
-	args []string
+	// args names the positional arguments, all required, in order, unless
+	// the flag argsUnless names is given: then none may be.
+	args       []string
+	argsUnless string
 	// flags lists the flags the command takes; every flag takes a value.
 	flags []string
 	// usage is the line after "vendorctl ", summary says what it does.
@@ -82,8 +84,13 @@ func commands() []*command {
 			usage: "key issue VENDOR_ID [--lifetime 90d|36h|...]", summary: "issue an API key; the key is shown only once", run: keyIssue},
 		{group: "key", verb: "revoke", args: []string{"KEY_ID"},
 			usage: "key revoke KEY_ID", summary: "revoke an API key", run: keyRevoke},
-		{group: "key", verb: "list", args: []string{"VENDOR_ID"},
-			usage: "key list VENDOR_ID", summary: "list a vendor's keys (never the secret)", run: keyList},
+		{group: "key", verb: "rotate", args: []string{"KEY_ID"}, flags: []string{"overlap"},
+			usage:   "key rotate KEY_ID [--overlap 24h]",
+			summary: "issue a key to replace KEY_ID; both work until the overlap ends, then KEY_ID is revoked (--overlap 0 for a leaked key: revoked now)",
+			run:     keyRotate},
+		{group: "key", verb: "list", args: []string{"VENDOR_ID"}, flags: []string{"expiring"}, argsUnless: "expiring",
+			usage:   "key list VENDOR_ID | key list --expiring 14d",
+			summary: "list a vendor's keys (never the secret), with rotation pairs and the time each has left; with --expiring, every vendor's working keys that expire within it", run: keyList},
 		{group: "order", verb: "list", flags: []string{"status", "reason", "vendor", "since", "limit", "cursor"},
 			usage:   "order list [--status under_review] [--reason identity_review|manual_review|report_review] [--vendor ID] [--since 24h] [--limit 50]",
 			summary: "list every vendor's orders, newest first: held ones with why, for how long, and when the deadline closes them", run: orderList},
@@ -215,6 +222,12 @@ func parse(cmds []*command, argv []string) (*invocation, error) {
 		return inv, nil
 	}
 	inv.args = words[2:]
+	if _, ok := inv.flags[inv.cmd.argsUnless]; ok && inv.cmd.argsUnless != "" {
+		if len(inv.args) > 0 {
+			return nil, usagef(inv.cmd, "--%s takes no %s", inv.cmd.argsUnless, strings.Join(inv.cmd.args, " "))
+		}
+		return inv, nil
+	}
 	if want := inv.cmd.args; len(inv.args) != len(want) {
 		if len(inv.args) < len(want) {
 			return nil, usagef(inv.cmd, "missing %s", strings.Join(want[len(inv.args):], " "))

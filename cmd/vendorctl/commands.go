@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -148,7 +149,81 @@ func keyRevoke(e *env, inv *invocation) error {
 	return show(e, raw, func(w *view.Table, k view.RevokedKey) { view.WriteRevokedKey(w, k, e.now()) })
 }
 
+// defaultOverlap is how long both keys of a rotation work unless --overlap
+// says otherwise.
+const defaultOverlap = 24 * time.Hour
+
+func keyRotate(e *env, inv *invocation) error {
+	id, err := uuidArg(inv, 0)
+	if err != nil {
+		return err
+	}
+	overlap := defaultOverlap
+	if s, ok := inv.flags["overlap"]; ok {
+		if overlap, err = parseOverlap(s); err != nil {
+			return usagef(inv.cmd, "--overlap: %v", err)
+		}
+	}
+	raw, err := e.api.Do(e.ctx, http.MethodPost, "/admin/v1/keys/"+url.PathEscape(id)+"/rotate",
+		map[string]any{"overlap_seconds": int64(overlap / time.Second)})
+	if err != nil {
+		return err
+	}
+	return show(e, raw, func(w *view.Table, k view.RotatedKey) { view.WriteRotatedKey(w, k, e.now()) })
+}
+
+// maxExpiring is the admin API's bound on --expiring: a year.
+const maxExpiring = 366 * 24 * time.Hour
+
+// keyListExpiring lists every vendor's working keys that expire within s.
+func keyListExpiring(e *env, inv *invocation, s string) error {
+	d, err := config.ParseDuration(s)
+	switch {
+	case err != nil:
+		return usagef(inv.cmd, "--expiring %q is not a span (use 14d, 7d or 36h)", s)
+	case d < time.Second || d > maxExpiring:
+		return usagef(inv.cmd, "--expiring %q: use 1s to 366d", s)
+	}
+	raw, err := e.api.Do(e.ctx, http.MethodGet, "/admin/v1/keys?expiring_within_seconds="+strconv.FormatInt(int64(d/time.Second), 10), nil)
+	if err != nil {
+		return err
+	}
+	list, err := member(raw, "keys")
+	if err != nil {
+		return err
+	}
+	return show(e, list, func(w *view.Table, ks []view.Key) { view.WriteExpiringKeys(w, ks, e.now()) })
+}
+
+// maxOverlap is the admin API's bound on a rotation's overlap.
+const maxOverlap = 90 * 24 * time.Hour
+
+// parseOverlap reads a rotation's overlap: 0, days (2d) or a Go duration
+// of whole seconds (24h, 90m), at most 90 days.
+func parseOverlap(s string) (time.Duration, error) {
+	if strings.HasPrefix(strings.TrimSpace(s), "-") {
+		return 0, fmt.Errorf("%q is negative: use 0 to revoke the old key now, or a duration such as 24h", s)
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok && len(days) > 6 {
+		return 0, fmt.Errorf("%q is longer than %d days", s, int(maxOverlap/(24*time.Hour)))
+	}
+	d, err := config.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not an overlap (use 0, 24h, 90m or 2d)", s)
+	}
+	switch {
+	case d > maxOverlap:
+		return 0, fmt.Errorf("%q is longer than %d days", s, int(maxOverlap/(24*time.Hour)))
+	case d%time.Second != 0:
+		return 0, fmt.Errorf("%q is not a whole number of seconds", s)
+	}
+	return d, nil
+}
+
 func keyList(e *env, inv *invocation) error {
+	if s, ok := inv.flags["expiring"]; ok {
+		return keyListExpiring(e, inv, s)
+	}
 	id, err := uuidArg(inv, 0)
 	if err != nil {
 		return err

@@ -47,6 +47,9 @@ type Identity struct {
 	Status    string
 	ExpiresAt time.Time
 	Revoked   bool
+	// RevokeAt is when a rotation revokes the key (zero: none scheduled):
+	// from then on it is refused as revoked, even while cached.
+	RevokeAt time.Time
 	// Usage counts the vendor's requests per policy (nil: not counted).
 	Usage *usage.Counter
 
@@ -217,7 +220,11 @@ func (a *Authenticator) Authenticate(raw []byte, sum *[32]byte, rid []byte, trac
 	if id.Revoked {
 		return id, ErrRevoked
 	}
-	if !a.now().Before(id.ExpiresAt) {
+	now := a.now()
+	if !id.RevokeAt.IsZero() && !now.Before(id.RevokeAt) {
+		return id, ErrRevoked // a rotation's overlap has ended
+	}
+	if !now.Before(id.ExpiresAt) {
 		return id, ErrKeyExpired
 	}
 	return id, nil
@@ -339,11 +346,16 @@ func (a *Authenticator) resolveOnce(ctx context.Context, sum *[32]byte, gen uint
 // same reports whether id says what o says.
 func (id *Identity) same(o *Identity) bool {
 	return id.KeyID == o.KeyID && id.VendorID == o.VendorID && id.Environment == o.Environment && id.Status == o.Status &&
-		id.ExpiresAt.Equal(o.ExpiresAt) && id.Revoked == o.Revoked && id.Usage == o.Usage
+		id.ExpiresAt.Equal(o.ExpiresAt) && id.Revoked == o.Revoked && id.RevokeAt.Equal(o.RevokeAt) && id.Usage == o.Usage
 }
 
 func identityOf(r *wire.KeyResolution) *Identity {
+	var revokeAt time.Time
+	if r.RevokeAt != nil {
+		revokeAt = *r.RevokeAt
+	}
 	return &Identity{
+		RevokeAt:    revokeAt,
 		KeyID:       r.KeyID,
 		VendorID:    r.VendorID,
 		Environment: intern(r.Environment, apikey.Sandbox, apikey.Live),

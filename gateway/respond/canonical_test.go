@@ -10,7 +10,7 @@ import (
 // server's normalization spells it, so that clients see the same bytes Set
 // would have sent.
 func TestCanonicalNames(t *testing.T) {
-	for _, name := range [][]byte{canonCacheControl, canonRequestID, canonRetryAfter, canonPolicy, canonRateLimit} {
+	for _, name := range [][]byte{canonCacheControl, canonRequestID, canonRetryAfter, canonPolicy, canonRateLimit, canonKeyExpiration} {
 		var h fasthttp.ResponseHeader
 		h.Set(string(name), "v")
 		var got string

@@ -132,16 +132,27 @@ func Common(ctx *fasthttp.RequestCtx, requestID []byte) {
 	ctx.Response.Header.SetCanonical(canonRequestID, requestID)
 }
 
+// SetKeyExpiration sets X-API-Key-Expiration to the key's expiry, RFC 3339
+// in UTC to the second (2027-02-21T11:00:00Z): the answer to a key within
+// key_expiry_warning of its expiry, as GitHub answers a token's requests
+// with GitHub-Authentication-Token-Expiration.
+func SetKeyExpiration(ctx *fasthttp.RequestCtx, expires time.Time) {
+	var buf [32]byte
+	ctx.Response.Header.SetCanonical(canonKeyExpiration, expires.UTC().AppendFormat(buf[:0], time.RFC3339))
+}
+
 // The response headers every answer carries, spelled as fasthttp
 // normalizes header names (TestCanonicalNames checks them), so that
 // SetCanonical need not copy and normalize them on every request.
 var (
 	canonCacheControl = []byte("Cache-Control")
 	canonRequestID    = []byte(wire.HeaderRequestID)
-	canonRetryAfter   = []byte("Retry-After")
-	canonPolicy       = []byte("Ratelimit-Policy") // RateLimit-Policy, as normalized
-	canonRateLimit    = []byte("Ratelimit")        // RateLimit, as normalized
-	noStore           = []byte("no-store")
+	// canonKeyExpiration is X-API-Key-Expiration, as normalized.
+	canonKeyExpiration = []byte("X-Api-Key-Expiration")
+	canonRetryAfter    = []byte("Retry-After")
+	canonPolicy        = []byte("Ratelimit-Policy") // RateLimit-Policy, as normalized
+	canonRateLimit     = []byte("Ratelimit")        // RateLimit, as normalized
+	noStore            = []byte("no-store")
 )
 
 // SetRateLimit sets the RateLimit-Policy and RateLimit fields (IETF draft

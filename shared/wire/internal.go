@@ -54,7 +54,12 @@ type KeyResolution struct {
 	CreatedAt   time.Time  `json:"created_at"`
 	ExpiresAt   time.Time  `json:"expires_at"`
 	RevokedAt   *time.Time `json:"revoked_at"`
-	Vendor      VendorInfo `json:"vendor"`
+	// RevokeAt is when a rotation revokes the key, the end of its
+	// overlap: from then on the gateway refuses it as revoked, whether or
+	// not the revocation's publish reached it. Absent when none is
+	// scheduled.
+	RevokeAt *time.Time `json:"revoke_at,omitempty"`
+	Vendor   VendorInfo `json:"vendor"`
 }
 
 // VendorInfo is the part of a vendor the gateway needs to admit a call.

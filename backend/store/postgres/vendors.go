@@ -43,10 +43,17 @@ func scanVendor(r store.Scanner) (*store.Vendor, error) {
 
 func scanKey(r store.Scanner) (*store.Key, error) {
 	var k store.Key
-	if err := r.Scan(&k.ID, &k.VendorID, &k.Hash, &k.Prefix, &k.Environment, &k.CreatedAt, &k.ExpiresAt, &k.RevokedAt); err != nil {
+	var from, by *string
+	if err := r.Scan(&k.ID, &k.VendorID, &k.Hash, &k.Prefix, &k.Environment, &k.CreatedAt, &k.ExpiresAt, &k.RevokedAt, &from, &by, &k.RevokeAt); err != nil {
 		return nil, err
 	}
-	k.CreatedAt, k.ExpiresAt, k.RevokedAt = utc(k.CreatedAt), utc(k.ExpiresAt), utcPtr(k.RevokedAt)
+	k.CreatedAt, k.ExpiresAt, k.RevokedAt, k.RevokeAt = utc(k.CreatedAt), utc(k.ExpiresAt), utcPtr(k.RevokedAt), utcPtr(k.RevokeAt)
+	if from != nil {
+		k.RotatedFrom = *from
+	}
+	if by != nil {
+		k.ReplacedBy = *by
+	}
 	return &k, nil
 }
 

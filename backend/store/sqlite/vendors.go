@@ -42,11 +42,13 @@ func scanVendor(r store.Scanner) (*store.Vendor, error) {
 func scanKey(r store.Scanner) (*store.Key, error) {
 	var k store.Key
 	var created, expires int64
-	var revoked sql.NullInt64
-	if err := r.Scan(&k.ID, &k.VendorID, &k.Hash, &k.Prefix, &k.Environment, &created, &expires, &revoked); err != nil {
+	var revoked, revokeAt sql.NullInt64
+	var from, by sql.NullString
+	if err := r.Scan(&k.ID, &k.VendorID, &k.Hash, &k.Prefix, &k.Environment, &created, &expires, &revoked, &from, &by, &revokeAt); err != nil {
 		return nil, err
 	}
 	k.CreatedAt, k.ExpiresAt, k.RevokedAt = fromNS(created), fromNS(expires), fromNullNS(revoked)
+	k.RotatedFrom, k.ReplacedBy, k.RevokeAt = from.String, by.String, fromNullNS(revokeAt)
 	return &k, nil
 }
 

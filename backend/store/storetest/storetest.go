@@ -45,6 +45,9 @@ func Run(t *testing.T, open Open) {
 		{"KeyHashUnique", testKeyHashUnique},
 		{"RevokeKeyOnce", testRevokeOnce},
 		{"RevokeKeyConcurrent", testRevokeConcurrent},
+		{"RotateKeyPairAndDue", testRotateKey},
+		{"RotateKeyConcurrentOneWinner", testRotateKeyConcurrent},
+		{"ExpiringKeysAndVendors", testExpiringKeys},
 		{"IdempotencyReserveAndDrop", testIdempotency},
 		{"IdempotencyRaceOneWinner", testIdempotencyRace},
 		{"IdempotencyTakeOverOneWinner", testIdempotencyTakeOver},
@@ -1059,5 +1062,166 @@ func testCount(t *testing.T, s store.Store) {
 	want = map[string]int{wire.StatusProcessing: 2, wire.StatusCompleted: 1, wire.StatusFailed: 1, wire.StatusUnderReview: 1}
 	if !reflect.DeepEqual(counts, want) {
 		t.Errorf("after one update counts %v, want %v", counts, want)
+	}
+}
+
+// rotate rotates old in the store as the vendors domain does: refused
+// when it was rotated already, its successor created at created.
+func rotate(s store.Store, old string, created, revokeAt time.Time) (*store.Key, *store.Key, error) {
+	return s.RotateKey(context.Background(), old, func(k *store.Key) (*store.Key, error) {
+		if k.ReplacedBy != "" {
+			return nil, errRotated
+		}
+		n := newKey(k.VendorID, created)
+		n.RotatedFrom = k.ID
+		k.ReplacedBy, k.RevokeAt = n.ID, &revokeAt
+		return n, nil
+	})
+}
+
+var errRotated = errors.New("rotated already")
+
+// testRotateKey: a rotation records the pair on both keys, the new key is
+// stored, a refused rotation stores nothing, and the old key is due for
+// revocation at the end of its overlap, not before, and no longer once
+// revoked.
+func testRotateKey(t *testing.T, s store.Store) {
+	v := newVendor(t, s, base)
+	k := newKey(v.ID, base)
+	must(t, s.CreateKey(ctx(t), k))
+	at := base.Add(24 * time.Hour)
+	old, next, err := rotate(s, k.ID, base.Add(time.Hour), at)
+	must(t, err)
+	if old.ReplacedBy != next.ID || next.RotatedFrom != k.ID {
+		t.Errorf("rotation answered old.ReplacedBy=%q next.RotatedFrom=%q, want %q and %q", old.ReplacedBy, next.RotatedFrom, next.ID, k.ID)
+	}
+	readOld, err := s.GetKey(ctx(t), k.ID)
+	must(t, err)
+	if readOld.ReplacedBy != next.ID || readOld.RotatedFrom != "" {
+		t.Errorf("old key reads back replaced_by=%q rotated_from=%q, want %q and none", readOld.ReplacedBy, readOld.RotatedFrom, next.ID)
+	}
+	sameTimePtr(t, "old key revoke_at", readOld.RevokeAt, &at)
+	if readOld.RevokedAt != nil {
+		t.Errorf("a rotation revoked the old key at once: %v", readOld.RevokedAt)
+	}
+	readNew, err := s.GetKeyByHash(ctx(t), next.Hash)
+	must(t, err)
+	sameKey(t, readNew, next)
+	if readNew.RotatedFrom != k.ID || readNew.ReplacedBy != "" || readNew.RevokeAt != nil {
+		t.Errorf("new key reads back %+v, want rotated_from %s and nothing scheduled", readNew, k.ID)
+	}
+	if _, _, err := rotate(s, k.ID, base.Add(2*time.Hour), at); !errors.Is(err, errRotated) {
+		t.Errorf("second rotation of one key: %v, want fn's error", err)
+	}
+	keys, err := s.ListKeys(ctx(t), v.ID)
+	must(t, err)
+	if len(keys) != 2 {
+		t.Errorf("after a rotation and a refused one the vendor has %d keys, want 2", len(keys))
+	}
+	if _, _, err := rotate(s, uuid.NewString(), base, at); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("rotation of a missing key: %v, want ErrNotFound", err)
+	}
+
+	due, err := s.DueRevocations(ctx(t), at.Add(-time.Second), 10)
+	must(t, err)
+	if len(due) != 0 {
+		t.Errorf("due a second before the overlap ends: %v", due)
+	}
+	due, err = s.DueRevocations(ctx(t), at, 10)
+	must(t, err)
+	if len(due) != 1 || due[0] != k.ID {
+		t.Errorf("due when the overlap ends: %v, want [%s]", due, k.ID)
+	}
+	_, err = s.RevokeKey(ctx(t), k.ID, at)
+	must(t, err)
+	due, err = s.DueRevocations(ctx(t), at.Add(time.Hour), 10)
+	must(t, err)
+	if len(due) != 0 {
+		t.Errorf("a revoked key is still due: %v", due)
+	}
+}
+
+// testRotateKeyConcurrent: rotations of one key racing, each refusing a
+// key rotated already, leave one successor.
+func testRotateKeyConcurrent(t *testing.T, s store.Store) {
+	v := newVendor(t, s, base)
+	k := newKey(v.ID, base)
+	must(t, s.CreateKey(ctx(t), k))
+	const n = 8
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won := 0
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, err := rotate(s, k.ID, base.Add(time.Duration(i+1)*time.Minute), base.Add(24*time.Hour))
+			switch {
+			case err == nil:
+				mu.Lock()
+				won++
+				mu.Unlock()
+			case !errors.Is(err, errRotated):
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	keys, err := s.ListKeys(ctx(t), v.ID)
+	must(t, err)
+	if won != 1 || len(keys) != 2 {
+		t.Errorf("%d concurrent rotations: %d succeeded and the vendor has %d keys, want 1 and 2", n, won, len(keys))
+	}
+}
+
+// testExpiringKeys: ExpiringKeys lists every vendor's keys not revoked
+// that expire before the bound, soonest first; CountVendorsExpiring counts
+// approved live vendors with a key and none lasting past the bound.
+func testExpiringKeys(t *testing.T, s store.Store) {
+	mk := func(env, status string, expires ...time.Duration) (*store.Vendor, []*store.Key) {
+		v := &store.Vendor{ID: uuid.NewString(), CompanyName: "Acme", Environment: env, Status: status, EnabledServices: []string{}, CreatedAt: base}
+		must(t, s.CreateVendor(ctx(t), v))
+		var ks []*store.Key
+		for _, e := range expires {
+			k := newKey(v.ID, base)
+			k.ExpiresAt = base.Add(e)
+			must(t, s.CreateKey(ctx(t), k))
+			ks = append(ks, k)
+		}
+		return v, ks
+	}
+	day := 24 * time.Hour
+	_, soon := mk("live", wire.VendorApproved, 3*day)            // counted
+	_, mixed := mk("live", wire.VendorApproved, 2*day, 60*day)   // a key lasts: not counted
+	_, sandbox := mk("sandbox", wire.VendorApproved, 5*day)      // sandbox: not counted
+	_, pending := mk("live", wire.VendorPending, 4*day)          // not approved: not counted
+	_, _ = mk("live", wire.VendorApproved)                       // no key: not counted
+	_, revoked := mk("live", wire.VendorApproved, 1*day, 90*day) // the lasting key revoked: counted
+	_, err := s.RevokeKey(ctx(t), revoked[1].ID, base)
+	must(t, err)
+
+	bound := base.Add(7 * day)
+	n, err := s.CountVendorsExpiring(ctx(t), bound)
+	must(t, err)
+	if n != 2 {
+		t.Errorf("CountVendorsExpiring = %d, want 2", n)
+	}
+	got, err := s.ExpiringKeys(ctx(t), base, bound)
+	must(t, err)
+	// Every vendor's keys, the pending and the sandbox vendor's too: the
+	// list is every key, the gauge only approved live vendors.
+	want := []string{revoked[0].ID, mixed[0].ID, soon[0].ID, pending[0].ID, sandbox[0].ID}
+	var ids []string
+	for _, k := range got {
+		ids = append(ids, k.ID)
+	}
+	if !reflect.DeepEqual(ids, want) {
+		t.Errorf("ExpiringKeys = %v, want %v", ids, want)
+	}
+	// Keys expired already are not listed.
+	got, err = s.ExpiringKeys(ctx(t), base.Add(day+time.Hour), bound)
+	must(t, err)
+	if len(got) != 4 || got[0].ID != mixed[0].ID {
+		t.Errorf("ExpiringKeys after the first key expired: %d keys, first %v; want 4, first %s", len(got), got, mixed[0].ID)
 	}
 }

@@ -29,14 +29,19 @@ type Vendor struct {
 	CreatedAt       string   `json:"created_at"`
 }
 
-// Key is the admin API's key object: never the secret.
+// Key is the admin API's key object: never the secret. A rotation pairs
+// two keys: RotatedFrom on the new one, ReplacedBy and RevokeAt (the end of
+// the overlap) on the old one.
 type Key struct {
-	KeyID     string  `json:"key_id"`
-	VendorID  string  `json:"vendor_id"`
-	Prefix    string  `json:"prefix"`
-	CreatedAt string  `json:"created_at"`
-	ExpiresAt string  `json:"expires_at"`
-	RevokedAt *string `json:"revoked_at"`
+	KeyID       string  `json:"key_id"`
+	VendorID    string  `json:"vendor_id"`
+	Prefix      string  `json:"prefix"`
+	CreatedAt   string  `json:"created_at"`
+	ExpiresAt   string  `json:"expires_at"`
+	RevokedAt   *string `json:"revoked_at"`
+	RotatedFrom *string `json:"rotated_from"`
+	ReplacedBy  *string `json:"replaced_by"`
+	RevokeAt    *string `json:"revoke_at"`
 }
 
 // IssuedKey is the answer of key issue, the one time the key is shown.
@@ -189,15 +194,59 @@ func WriteIssuedKey(t *Table, k IssuedKey) {
 	t.Row("EXPIRES", when(k.ExpiresAt))
 }
 
-// KeyState says whether a key works now: revoked, expired or active.
+// KeyState says whether a key works now: revoked, expired, active, or
+// rotating (it works until its rotation overlap ends).
 func KeyState(k Key, now time.Time) string {
 	if k.RevokedAt != nil {
+		return "revoked"
+	}
+	if at, ok := parseTime(k.RevokeAt); ok && !now.Before(at) {
 		return "revoked"
 	}
 	if exp, err := time.Parse(time.RFC3339Nano, k.ExpiresAt); err == nil && !now.Before(exp) {
 		return "expired"
 	}
+	if k.RevokeAt != nil {
+		return "rotating"
+	}
 	return "active"
+}
+
+func parseTime(s *string) (time.Time, bool) {
+	if s == nil {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, *s)
+	return t, err == nil
+}
+
+// KeyLeft is how long a key works from now: until the end of its rotation
+// overlap or its expiry, whichever comes first; "-" for a key that no
+// longer works.
+func KeyLeft(k Key, now time.Time) string {
+	if KeyState(k, now) == "revoked" || KeyState(k, now) == "expired" {
+		return "-"
+	}
+	end, ok := parseTime(&k.ExpiresAt)
+	if !ok {
+		return "?"
+	}
+	if at, ok := parseTime(k.RevokeAt); ok && at.Before(end) {
+		end = at
+	}
+	return Span(end.Sub(now))
+}
+
+// KeyPair names the other key of a rotation: "replaced by ID" on the old
+// key, "replaces ID" on the new one; "-" for a key never rotated.
+func KeyPair(k Key) string {
+	switch {
+	case k.ReplacedBy != nil:
+		return "replaced by " + *k.ReplacedBy
+	case k.RotatedFrom != nil:
+		return "replaces " + *k.RotatedFrom
+	}
+	return "-"
 }
 
 // WriteKey shows one key, a field per line, with its state at now.
@@ -209,6 +258,10 @@ func WriteKey(t *Table, k Key, now time.Time) {
 	t.Row("CREATED", when(k.CreatedAt))
 	t.Row("EXPIRES", when(k.ExpiresAt))
 	t.Row("REVOKED", when(str(k.RevokedAt)))
+	if k.RevokeAt != nil || k.RotatedFrom != nil {
+		t.Row("ROTATION", KeyPair(k))
+		t.Row("LEFT", KeyLeft(k, now))
+	}
 }
 
 // Announcement is what the answer of an action the gateways cache (key
@@ -288,10 +341,64 @@ func WriteKeys(t *Table, ks []Key, now time.Time) {
 		t.Note("No keys.")
 		return
 	}
-	t.Row("KEY ID", "PREFIX", "STATE", "CREATED", "EXPIRES", "REVOKED")
+	t.Row("KEY ID", "PREFIX", "STATE", "LEFT", "CREATED", "EXPIRES", "REVOKED", "ROTATION")
 	for _, k := range ks {
-		t.Row(k.KeyID, k.Prefix, KeyState(k, now), when(k.CreatedAt), when(k.ExpiresAt), when(str(k.RevokedAt)))
+		t.Row(k.KeyID, k.Prefix, KeyState(k, now), KeyLeft(k, now), when(k.CreatedAt), when(k.ExpiresAt), when(str(k.RevokedAt)), KeyPair(k))
 	}
+}
+
+// WriteExpiringKeys shows every vendor's keys that expire soon, a row each
+// with its vendor and the time it has left, soonest first.
+func WriteExpiringKeys(t *Table, ks []Key, now time.Time) {
+	if len(ks) == 0 {
+		t.Note("No key expires within that span.")
+		return
+	}
+	t.Row("VENDOR ID", "KEY ID", "PREFIX", "STATE", "LEFT", "EXPIRES", "ROTATION")
+	for _, k := range ks {
+		t.Row(k.VendorID, k.KeyID, k.Prefix, KeyState(k, now), KeyLeft(k, now), when(k.ExpiresAt), KeyPair(k))
+	}
+}
+
+// publishNote says what the revocation's publish adds.
+func publishNote(invalidation string) string {
+	switch invalidation {
+	case "redis":
+		return " from the rotation's publish through Redis, and the revocation is published at that time too"
+	case "publish_failed":
+		return " when its cached entry is refreshed: the backend could not publish the rotation through Redis (its log: \"invalidation not published\"), so that is within key_cache.ttl (30s by default) for a gateway that lost Redis too and within key_cache.pushed_ttl (15m by default) for one whose subscription held"
+	}
+	return " when its cached entry expires (key_cache.ttl, 30s by default): the backend has no Redis to publish on"
+}
+
+// RotatedKey is the answer of key rotate: the new key (shown only once),
+// the old key as it is now, and how the gateways learn of its revocation.
+type RotatedKey struct {
+	IssuedKey
+	RotatedFrom string `json:"rotated_from"`
+	OldKey      Key    `json:"old_key"`
+	Announcement
+}
+
+// WriteRotatedKey shows the new key as key issue does, then when the old
+// key stops working and how soon every gateway refuses it.
+func WriteRotatedKey(t *Table, k RotatedKey, now time.Time) {
+	WriteIssuedKey(t, k.IssuedKey)
+	t.Row("REPLACES", k.RotatedFrom)
+	t.Note("")
+	if k.OldKey.RevokedAt != nil {
+		t.Note("The old key " + k.RotatedFrom + " is revoked now (no overlap).")
+		WriteRevokedKey(t, RevokedKey{Key: k.OldKey, Announcement: k.Announcement}, now)
+		return
+	}
+	at, ok := parseTime(k.OldKey.RevokeAt)
+	if !ok {
+		t.Note("The old key " + k.RotatedFrom + " has no revocation scheduled: revoke it with vendorctl key revoke " + k.RotatedFrom)
+		return
+	}
+	t.Note("Both keys work until " + at.UTC().Format(time.RFC3339) + " (in " + Span(at.Sub(now)) + "); then the old key " +
+		k.RotatedFrom + " is revoked and answers 401 invalid_api_key.")
+	t.Note("Every gateway refuses it at that time by itself (its key lookup carries revoke_at); a gateway that cached the key before the rotation learns revoke_at" + publishNote(k.Invalidation) + ".")
 }
 
 // WriteOrder shows an order's fields, then its services a row each.

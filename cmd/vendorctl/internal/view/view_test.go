@@ -73,21 +73,30 @@ func TestIssuedKeyShownProminently(t *testing.T) {
 
 func TestKeysTableStates(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	revoked := "2026-11-23T11:30:00Z"
+	revoked, revokeAt, newID, oldID := "2026-11-23T11:30:00Z", "2026-11-24T11:00:00Z", "k-new", "k-rotating"
 	out := render(t, func(tb *Table, ks []Key) { WriteKeys(tb, ks, now) }, []Key{
 		{KeyID: "k-active", Prefix: "vgsandbx", CreatedAt: "2026-11-23T11:00:00Z", ExpiresAt: "2027-02-21T11:00:00Z"},
 		{KeyID: "k-expired", Prefix: "vgsandbx", CreatedAt: "2026-11-23T11:00:00Z", ExpiresAt: "2026-11-23T11:00:02Z"},
 		{KeyID: "k-revoked", Prefix: "vglive01", CreatedAt: "2026-11-23T11:00:00Z", ExpiresAt: "2027-02-21T11:00:00Z", RevokedAt: &revoked},
+		{KeyID: oldID, Prefix: "vglive01", CreatedAt: "2026-11-23T11:00:00Z", ExpiresAt: "2027-02-21T11:00:00Z", ReplacedBy: &newID, RevokeAt: &revokeAt},
+		{KeyID: newID, Prefix: "vglive01", CreatedAt: "2026-11-23T11:00:00Z", ExpiresAt: "2027-02-21T11:00:00Z", RotatedFrom: &oldID},
 	})
 	for _, want := range []string{
-		"KEY ID     PREFIX    STATE    CREATED               EXPIRES               REVOKED",
-		"k-active   vgsandbx  active   2026-11-23 11:00:00Z  2027-02-21 11:00:00Z  -",
-		"k-expired  vgsandbx  expired  2026-11-23 11:00:00Z  2026-11-23 11:00:02Z  -",
-		"k-revoked  vglive01  revoked  2026-11-23 11:00:00Z  2027-02-21 11:00:00Z  2026-11-23 11:30:00Z",
+		"KEY ID      PREFIX    STATE     LEFT    CREATED               EXPIRES               REVOKED               ROTATION",
+		"k-active    vgsandbx  active    89d23h  2026-11-23 11:00:00Z  2027-02-21 11:00:00Z  -                     -",
+		"k-expired   vgsandbx  expired   -       2026-11-23 11:00:00Z  2026-11-23 11:00:02Z  -                     -",
+		"k-revoked   vglive01  revoked   -       2026-11-23 11:00:00Z  2027-02-21 11:00:00Z  2026-11-23 11:30:00Z  -",
+		"k-rotating  vglive01  rotating  23h0m   2026-11-23 11:00:00Z  2027-02-21 11:00:00Z  -                     replaced by k-new",
+		"k-new       vglive01  active    89d23h  2026-11-23 11:00:00Z  2027-02-21 11:00:00Z  -                     replaces k-rotating",
 	} {
 		if !strings.Contains(out, want+"\n") {
 			t.Errorf("missing line %q in:\n%s", want, out)
 		}
+	}
+	// Past its revoke_at a rotated key is revoked, whether or not the
+	// backend has revoked it yet.
+	if s := KeyState(Key{ExpiresAt: "2027-02-21T11:00:00Z", RevokeAt: &revokeAt}, now.Add(24*time.Hour)); s != "revoked" {
+		t.Errorf("a key past its revoke_at is %s, want revoked", s)
 	}
 }
 
