@@ -30,7 +30,8 @@ test:
 
 # The planted defects under scripts/mutations/, each applied to a copy of
 # this checkout: the test each names must fail (the lease and refund ones a
-# TestSimulation seed, the script's the script-model test against a real
+# TestSimulation seed, the script's the script-model test and the
+# concurrency slot's TestTimedOutAcquireGivesItsSlotBack against a real
 # redis-server). Not part of `test`: about 4 minutes on a quiet host.
 # MUTATIONS=name,... runs some only.
 mutations:
