@@ -58,12 +58,19 @@ func startScript(t *testing.T, env map[string]string) *scriptRun {
 // whole group as a terminal's Ctrl-C does.
 func startScriptIn(t *testing.T, env map[string]string, group bool) *scriptRun {
 	t.Helper()
+	return startScriptFile(t, "run.sh", env, group)
+}
+
+// startScriptFile is startScriptIn for any script under scripts/, with
+// its arguments.
+func startScriptFile(t *testing.T, script string, env map[string]string, group bool, args ...string) *scriptRun {
+	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &scriptRun{env: env, done: make(chan struct{})}
-	r.cmd = exec.Command("bash", filepath.Join(root, "scripts", "run.sh"))
+	r.cmd = exec.Command("bash", append([]string{filepath.Join(root, "scripts", script)}, args...)...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "VENDORCTL_") && !strings.HasPrefix(kv, "GATEWAY_") && !strings.HasPrefix(kv, "BACKEND_") {
 			r.cmd.Env = append(r.cmd.Env, kv)
