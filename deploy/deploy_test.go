@@ -1154,3 +1154,48 @@ func TestLimiterDashboard(t *testing.T) {
 		}
 	}
 }
+
+// TestHandshakeReasonsDescribed: the dashboard panel of TLS handshake
+// failures by reason describes every reason the gateway counts (the
+// reason names of gateway/edgetls), so that a new one is not left for
+// the SRE to guess.
+func TestHandshakeReasonsDescribed(t *testing.T) {
+	src := string(readFile(t, "../gateway/edgetls/listener.go"))
+	m := regexp.MustCompile(`(?m)^var reasonNames = \[NumReasons\]string\{([^}]*)\}`).FindStringSubmatch(src)
+	if m == nil {
+		t.Fatal("no reasonNames in gateway/edgetls/listener.go")
+	}
+	reasons := regexp.MustCompile(`"([a-z_]+)"`).FindAllStringSubmatch(m[1], -1)
+	if len(reasons) < 2 {
+		t.Fatalf("reasonNames: %q", m[1])
+	}
+	var panels []map[string]any
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if strings.Contains(fmt.Sprint(v["targets"]), "vendorgate_gateway_tls_handshake_failures_total") {
+				panels = append(panels, v)
+			}
+			for _, c := range v {
+				walk(c)
+			}
+		case []any:
+			for _, c := range v {
+				walk(c)
+			}
+		}
+	}
+	walk(jsonDoc(t, "grafana/dashboards/vendorgate.json"))
+	if len(panels) == 0 {
+		t.Fatal("no panel of vendorgate.json queries vendorgate_gateway_tls_handshake_failures_total")
+	}
+	for _, p := range panels {
+		desc := str(p["description"])
+		for _, r := range reasons {
+			if !regexp.MustCompile(`\b` + r[1] + `\b`).MatchString(desc) {
+				t.Errorf("panel %q: its description does not name the reason %s", str(p["title"]), r[1])
+			}
+		}
+	}
+}
