@@ -350,3 +350,7 @@ func New(o Options) (_ *Gateway, err error) {
 	go g.pollBreakers()
 	return g, nil
 }
+
+// HTTPServerDuration is the http_server_request_duration_seconds histogram,
+// for its export over OTLP (admin.StartOTLPMetrics).
+func (g *Gateway) HTTPServerDuration() prometheus.Collector { return g.metrics.HTTPServerDuration }

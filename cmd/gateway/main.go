@@ -21,6 +21,7 @@ import (
 
 	"vendorgate/config"
 	"vendorgate/gateway"
+	"vendorgate/gateway/admin"
 	"vendorgate/gateway/edgetls"
 	"vendorgate/gateway/openapi"
 	"vendorgate/shared/liblog"
@@ -101,6 +102,13 @@ func run() int {
 		log.Error("gateway", "err", err)
 		return 1
 	}
+	otlpMetrics, err := admin.StartOTLPMetrics(context.Background(), "vendorgate-gateway", os.LookupEnv, g.HTTPServerDuration(), log)
+	if err != nil {
+		log.Error("otlp metrics", "err", err)
+		g.Close()
+		return 1
+	}
+	defer flushOTLPMetrics(otlpMetrics, log)
 	pub, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		log.Error("listen", "addr", cfg.Listen, "err", err)
@@ -184,6 +192,15 @@ func addrOf(ln net.Listener) string {
 		return "off"
 	}
 	return ln.Addr().String()
+}
+
+// flushOTLPMetrics exports the metrics once more before the process exits.
+func flushOTLPMetrics(m *admin.OTLPMetrics, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.Shutdown(ctx); err != nil {
+		log.Warn("otlp metrics not flushed", "err", err)
+	}
 }
 
 // flushTraces exports the spans still buffered before the process exits.
