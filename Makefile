@@ -4,7 +4,7 @@ BIN      := bin
 BINARIES := gateway backend vendorctl
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(HOME)/go/bin/staticcheck)
 
-.PHONY: all build run test test-alerts mutations bench bench-go bench-load bench-sweep bench-tls sweep-redis lint lint-openapi clean
+.PHONY: all build run test test-alerts mixin mutations bench bench-go bench-load bench-sweep bench-tls sweep-redis lint lint-openapi clean
 
 all: build
 
@@ -44,6 +44,13 @@ mutations:
 # promtool's check of the rules first.
 test-alerts:
 	$(GO) test -count=1 -run 'TestPromtool/(check_rules|alert_unit_tests|every_alert_has_a_unit_test)$$' -v ./deploy
+
+# The alert rules and dashboards for the job names of a settings file
+# (MIXIN, deploy/prometheus/mixin.yml by default), written under MIXIN_OUT.
+MIXIN ?= deploy/prometheus/mixin.yml
+MIXIN_OUT ?= mixin-out
+mixin:
+	scripts/mixin.sh -s $(MIXIN) $(MIXIN_OUT)
 
 bench: bench-go bench-load
 
@@ -90,4 +97,4 @@ lint-openapi:
 	spectral lint --ruleset gateway/openapi/spectral.yaml --fail-severity=warn gateway/openapi/openapi.yaml
 
 clean:
-	rm -rf $(BIN) var
+	rm -rf $(BIN) var mixin-out

@@ -3,6 +3,7 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
+	"html"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -453,18 +454,8 @@ func TestPromtool(t *testing.T) {
 	t.Run("alert unit tests", func(t *testing.T) {
 		// The cases in alerts.gotest.yml compare labels only: run them
 		// against a copy of the rules without annotations.
-		doc := yamlDoc(t, "prometheus/alerts.yml")
-		for _, g := range asList(doc["groups"]) {
-			for _, r := range asList(asMap(g)["rules"]) {
-				delete(asMap(r), "annotations")
-			}
-		}
 		dir := t.TempDir()
-		stripped, err := yaml.Marshal(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "alerts.yml"), stripped, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "alerts.yml"), withoutAnnotations(t, "prometheus/alerts.yml"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, "alerts.gotest.yml"), readFile(t, "prometheus/alerts.gotest.yml"), 0o600); err != nil {
@@ -1197,5 +1188,171 @@ func TestHandshakeReasonsDescribed(t *testing.T) {
 				t.Errorf("panel %q: its description does not name the reason %s", str(p["title"]), r[1])
 			}
 		}
+	}
+}
+
+// withoutAnnotations is the rules file at path with its rules'
+// annotations removed, for the label-only cases of alerts.gotest.yml.
+func withoutAnnotations(t *testing.T, path string) []byte {
+	t.Helper()
+	doc := yamlDoc(t, path)
+	for _, g := range asList(doc["groups"]) {
+		for _, r := range asList(asMap(g)["rules"]) {
+			delete(asMap(r), "annotations")
+		}
+	}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// runMixin runs scripts/mixin.sh with settings (text of a settings file;
+// empty: the shipped defaults) into a new directory, and returns it and
+// what the script printed.
+func runMixin(t *testing.T, settings string) (string, string, error) {
+	t.Helper()
+	out := t.TempDir()
+	args := []string{filepath.Join(repoRoot, "scripts", "mixin.sh")}
+	if settings != "" {
+		f := filepath.Join(t.TempDir(), "mixin.yml")
+		if err := os.WriteFile(f, []byte(settings), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "-s", f)
+	}
+	b, err := exec.Command("bash", append(args, out)...).CombinedOutput()
+	return out, string(b), err
+}
+
+// TestMixin: the alert rules and dashboards are a mixin whose settings are
+// the job names (prometheus/mixin.yml). With its defaults, scripts/mixin.sh
+// writes the shipped files byte for byte (they are its output). With other
+// job names, every selector names them and no default is left, the alerts
+// are the same ones, the dashboards parse, promtool checks the rules, and
+// the alerts' unit cases, their job labels renamed alike, pass against
+// them. A job name the dashboards' regular expression would misread, or
+// one job for both, is refused.
+func TestMixin(t *testing.T) {
+	def, out, err := runMixin(t, "")
+	if err != nil {
+		t.Fatalf("mixin.sh with the defaults: %v\n%s", err, out)
+	}
+	for got, shipped := range map[string]string{
+		"alerts.yml":                         "prometheus/alerts.yml",
+		"dashboards/vendorgate.json":         "grafana/dashboards/vendorgate.json",
+		"dashboards/vendorgate-limiter.json": "grafana/dashboards/vendorgate-limiter.json",
+	} {
+		if string(readFile(t, filepath.Join(def, got))) != string(readFile(t, shipped)) {
+			t.Errorf("mixin.sh with the shipped settings writes a %s other than %s", got, shipped)
+		}
+	}
+	dashboards, err := filepath.Glob("grafana/dashboards/*.json")
+	if err != nil || len(dashboards) != 2 {
+		t.Fatalf("dashboards %v (%v): the mixin writes two; a new one goes in scripts/mixin.sh", dashboards, err)
+	}
+
+	const gw, be = "monitoring/edge-gw", "orders_api"
+	dir, out, err := runMixin(t, "# mine\ngateway_job: \""+gw+"\"  # the edge\nbackend_job: "+be+"\n")
+	if err != nil {
+		t.Fatalf("mixin.sh: %v\n%s", err, out)
+	}
+	jobRef := regexp.MustCompile(`job=~?\\?"([^"\\]+)\\?"`)
+	var names []string
+	jobs := map[string]bool{}
+	for _, r := range asList(yamlDoc(t, filepath.Join(dir, "alerts.yml"))["groups"]) {
+		for _, rule := range asList(asMap(r)["rules"]) {
+			names = append(names, str(asMap(rule)["alert"]))
+			for _, m := range jobRef.FindAllStringSubmatch(str(asMap(rule)["expr"]), -1) {
+				jobs[m[1]] = true
+			}
+		}
+	}
+	if !jobs[gw] || !jobs[be] || len(jobs) != 2 {
+		t.Errorf("the generated alerts select the jobs %v, want %s and %s", jobs, gw, be)
+	}
+	var shippedNames []string
+	for _, r := range alertRules(t) {
+		shippedNames = append(shippedNames, str(r["alert"]))
+	}
+	if strings.Join(names, " ") != strings.Join(shippedNames, " ") {
+		t.Errorf("generated alerts %v, shipped %v", names, shippedNames)
+	}
+	for _, f := range []string{"vendorgate.json", "vendorgate-limiter.json"} {
+		text := string(readFile(t, filepath.Join(dir, "dashboards", f)))
+		var v any
+		if err := json.Unmarshal([]byte(text), &v); err != nil {
+			t.Errorf("generated %s: %v", f, err)
+		}
+		if strings.Contains(text, "vendorgate-gateway") || strings.Contains(text, "vendorgate-backend") {
+			t.Errorf("generated %s still names a default job", f)
+		}
+	}
+	if !strings.Contains(string(readFile(t, filepath.Join(dir, "dashboards", "vendorgate.json"))), `up{job=~\"`+gw+"|"+be+`\"}`) {
+		t.Error("the generated overview's up panel does not select the two jobs")
+	}
+
+	for _, bad := range []string{"gateway_job: vendorgate.gateway\n", "gateway_job: a\nbackend_job: a\n", "gateway_job: \"a b\"\n"} {
+		if _, out, err := runMixin(t, bad); err == nil {
+			t.Errorf("mixin.sh with %q: accepted\n%s", bad, out)
+		}
+	}
+
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not on PATH (Debian package: prometheus)")
+	}
+	if out, err := exec.Command(promtool, "check", "rules", filepath.Join(dir, "alerts.yml")).CombinedOutput(); err != nil {
+		t.Fatalf("promtool check rules on the generated alerts: %v\n%s", err, out)
+	}
+	cases := t.TempDir()
+	rename := strings.NewReplacer(`job="vendorgate-gateway"`, `job="`+gw+`"`, `job="vendorgate-backend"`, `job="`+be+`"`,
+		"job: vendorgate-gateway", `job: "`+gw+`"`, "job: vendorgate-backend", `job: "`+be+`"`)
+	if err := os.WriteFile(filepath.Join(cases, "alerts.gotest.yml"), []byte(rename.Replace(string(readFile(t, "prometheus/alerts.gotest.yml")))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cases, "alerts.yml"), withoutAnnotations(t, filepath.Join(dir, "alerts.yml")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(promtool, "test", "rules", "alerts.gotest.yml")
+	cmd.Dir = cases
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the alerts' unit cases against the generated rules: %v\n%s", err, out)
+	}
+}
+
+// TestRunbookMatchesTheRules: the runbook of deploy/README.md (beside
+// the alerts table) has one entry per rule, with the text of the rule's
+// runbook annotation.
+func TestRunbookMatchesTheRules(t *testing.T) {
+	text := string(readFile(t, "README.md"))
+	_, section, ok := strings.Cut(text, "\n### Runbook\n")
+	if !ok {
+		t.Fatal("README.md has no ### Runbook section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	entry := regexp.MustCompile(`(?m)^- \*\*(Vendorgate\w+)\*\*: (.*)$`)
+	book := map[string]string{}
+	for _, m := range entry.FindAllStringSubmatch(section, -1) {
+		if _, dup := book[m[1]]; dup {
+			t.Errorf("the runbook lists %s twice", m[1])
+		}
+		book[m[1]] = html.UnescapeString(m[2])
+	}
+	for _, r := range alertRules(t) {
+		name := str(r["alert"])
+		got, ok := book[name]
+		if !ok {
+			t.Errorf("the README's runbook has no entry for %s", name)
+			continue
+		}
+		if want := strings.Join(strings.Fields(str(dig(r, "annotations", "runbook"))), " "); got != want {
+			t.Errorf("%s: the README's runbook says\n%s\nthe rule's annotation\n%s", name, got, want)
+		}
+		delete(book, name)
+	}
+	for name := range book {
+		t.Errorf("the README's runbook has %s, which alerts.yml does not define", name)
 	}
 }
