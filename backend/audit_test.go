@@ -1,0 +1,81 @@
+package backend
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"vendorgate/backend/admin"
+)
+
+// auditActions lists GET /admin/v1/audit?query as "actor action vendor".
+func (h *harness) auditActions(query string) []string {
+	h.t.Helper()
+	var page struct {
+		Records []admin.AuditRecord `json:"records"`
+	}
+	h.decode(h.adminCall("GET", "/admin/v1/audit?"+query, ""), 200, &page)
+	var out []string
+	for _, r := range page.Records {
+		v := ""
+		if r.VendorID != nil {
+			v = *r.VendorID
+		}
+		out = append(out, r.Actor+" "+r.Action+" "+v)
+	}
+	return out
+}
+
+func (h *harness) createVendor(name string) string {
+	h.t.Helper()
+	var v struct {
+		VendorID string `json:"vendor_id"`
+	}
+	h.decode(h.adminCall("POST", "/admin/v1/vendors", fmt.Sprintf(`{"company_name":%q,"environment":"sandbox","enabled_services":["mvr"]}`, name)), 201, &v)
+	return v.VendorID
+}
+
+// TestAuditRetentionDeletesOnlyOlderRecords: records older than
+// audit_retention are deleted by the sweep (which runs at start), younger
+// ones are kept.
+func TestAuditRetentionDeletesOnlyOlderRecords(t *testing.T) {
+	h := start(t, func(o *Options) { o.Config.AuditRetention = 48 * time.Hour })
+	old := h.createVendor("Old Co")
+	h.clock.Advance(30 * time.Hour)
+	young := h.createVendor("Young Co")
+	h.restart() // the sweep: both are within 48h
+	if got := h.auditActions(""); len(got) != 2 {
+		t.Fatalf("within the retention: %q, want both records", got)
+	}
+	h.clock.Advance(20 * time.Hour) // old is 50h old, young 20h
+	h.restart()
+	got := h.auditActions("")
+	if len(got) != 1 || got[0] != "admin vendor.created "+young {
+		t.Fatalf("after the sweep: %q, want only %s's record (not %s's)", got, young, old)
+	}
+}
+
+// TestAuditRecordsScheduledRevocation: the revocation at the end of a
+// rotation's overlap, made by the backend, is recorded as the system's.
+func TestAuditRecordsScheduledRevocation(t *testing.T) {
+	h := start(t)
+	v := h.newVendor("sandbox", "mvr")
+	var k struct {
+		KeyID string `json:"key_id"`
+	}
+	h.decode(h.adminCall("POST", "/admin/v1/vendors/"+v+"/keys", ""), 201, &k)
+	h.decode(h.adminCall("POST", "/admin/v1/keys/"+k.KeyID+"/rotate", `{"overlap_seconds":3600}`), 201, &json.RawMessage{})
+	h.clock.Advance(2 * time.Hour)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := h.auditActions("action=key.revoked_scheduled")
+		if len(got) == 1 && got[0] == "system key.revoked_scheduled "+v {
+			break
+		}
+		if len(got) > 1 || time.Now().After(deadline) {
+			t.Fatalf("scheduled revocation records: %q", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
