@@ -1,12 +1,18 @@
 package backend
 
 import (
+	"bytes"
+	"database/sql"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"vendorgate/backend/admin"
+	"vendorgate/shared/testlog"
 )
 
 // auditActions lists GET /admin/v1/audit?query as "actor action vendor".
@@ -77,5 +83,47 @@ func TestAuditRecordsScheduledRevocation(t *testing.T) {
 			t.Fatalf("scheduled revocation records: %q", got)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestAuditWriteFailure: when the database refuses audit records (here a
+// trigger added to the real SQLite file), a report download is refused
+// rather than served unrecorded, and an admin action, already done,
+// answers as it would and logs the record it could not write.
+func TestAuditWriteFailure(t *testing.T) {
+	logs := &testlog.Buffer{}
+	h := start(t, func(o *Options) { o.Logger = slog.New(slog.NewJSONHandler(logs, nil)) })
+	lv := h.newVendor("live", "mvr")
+	o := h.mustPlace(lv, "D1234567", "mvr")
+	if r := h.adminCall("POST", "/admin/v1/orders/"+o.OrderID+"/complete", `{"service":"mvr"}`); r.status != 200 {
+		t.Fatalf("complete mvr: %d %s", r.status, r.body)
+	}
+	report := "/api/vendor/v1/orders/" + o.OrderID + "/reports/mvr"
+	if r := h.vendorCall(lv, "GET", report, nil, ""); r.status != 200 || !bytes.HasPrefix(r.body, []byte("%PDF-")) {
+		t.Fatalf("report before: %d", r.status)
+	}
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(h.dir, "db", "vg.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_log BEGIN SELECT RAISE(ABORT, 'disk says no'); END"); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.vendorCall(lv, "GET", report, nil, ""); r.status < 500 || bytes.Contains(r.body, []byte("%PDF-")) {
+		t.Errorf("report with no audit record possible: %d, %d bytes, want a 5xx envelope and no PDF", r.status, len(r.body))
+	}
+	if r := h.adminCall("POST", "/admin/v1/vendors/"+lv+"/suspend", ""); r.status != 200 {
+		t.Fatalf("suspend: %d %s", r.status, r.body)
+	}
+	logs.WaitFor(func(s string) bool { return strings.Contains(s, `"action":"vendor.suspended"`) })
+	line := ""
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `"msg":"audit record not written"`) && strings.Contains(l, `"action":"vendor.suspended"`) {
+			line = l
+		}
+	}
+	if !strings.Contains(line, `"vendor_id":"`+lv+`"`) || !strings.Contains(line, `"actor":"admin"`) {
+		t.Errorf("log of the unwritten record: %s", line)
 	}
 }
