@@ -531,9 +531,9 @@ func (a *API) rotateKey(ctx *fasthttp.RequestCtx) {
 		a.error(ctx, err)
 		return
 	}
-	// KeyID is the rotated (old) key; the new one's id is in the answer
-	// and in key list (rotated_from).
+	// key.rotated names the rotated (old) key, key.issued the new one.
 	a.record(c, ctx, store.AuditRecord{Action: audit.KeyRotated, VendorID: old.VendorID, KeyID: old.ID})
+	a.record(c, ctx, store.AuditRecord{Action: audit.KeyIssued, VendorID: next.VendorID, KeyID: next.ID})
 	if old.RevokedAt != nil {
 		a.record(c, ctx, store.AuditRecord{Action: audit.KeyRevoked, VendorID: old.VendorID, KeyID: old.ID})
 	}

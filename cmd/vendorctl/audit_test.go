@@ -104,7 +104,7 @@ func TestAuditTrailAgainstBackend(t *testing.T) {
 	all := h.auditList("--vendor", v.VendorID)
 	want := []string{"bob order.deleted", "alice order.failed", "alice order.completed", "vendor report.downloaded",
 		"bob order.released", "admin vendor.reinstated", "alice vendor.suspended", "bob key.revoked",
-		"bob key.revoked", "bob key.rotated", "alice key.issued", "alice vendor.services_changed", "alice vendor.approved", "alice vendor.created"}
+		"bob key.revoked", "bob key.issued", "bob key.rotated", "alice key.issued", "alice vendor.services_changed", "alice vendor.approved", "alice vendor.created"}
 	if got := actionsOf(all); !slices.Equal(got, want) {
 		t.Fatalf("audit list --vendor, newest first:\n got %q\nwant %q", got, want)
 	}
@@ -131,6 +131,11 @@ func TestAuditTrailAgainstBackend(t *testing.T) {
 	}
 	if out := h.ctl("audit", "list", "--vendor", v.VendorID, "--action", "key.rotated"); !strings.Contains(out, k.KeyID) || !strings.Contains(out, "bob") {
 		t.Errorf("audit list table:\n%s", out)
+	}
+	// A rotation's new key is a key.issued of its own; the old one is revoked (overlap 0).
+	issued := h.auditList("--vendor", v.VendorID, "--action", "key.issued")
+	if len(issued) != 2 || str(issued[0].KeyID) != rot.KeyID || str(issued[1].KeyID) != k.KeyID {
+		t.Errorf("key.issued records: %+v, want %s then %s", issued, rot.KeyID, k.KeyID)
 	}
 
 	// Bad input: exit 2 with the reason and the usage line, before any call.
