@@ -127,3 +127,28 @@ func TestAuditWriteFailure(t *testing.T) {
 		t.Errorf("log of the unwritten record: %s", line)
 	}
 }
+
+// TestAuditRequestIDOfAdminActions: an admin action's record carries the
+// X-Request-Id the client sent; when it sent none, the backend makes one
+// and answers with it, so the record can be named.
+func TestAuditRequestIDOfAdminActions(t *testing.T) {
+	h := start(t)
+	r := h.adminCall("POST", "/admin/v1/vendors", `{"company_name":"No Id Co","environment":"sandbox","enabled_services":["mvr"]}`)
+	made := r.header.Get("X-Request-Id")
+	if r.status != 201 || made == "" {
+		t.Fatalf("create with no X-Request-Id: %d, answered X-Request-Id %q", r.status, made)
+	}
+	r = h.do("POST", h.admin+"/admin/v1/vendors", map[string]string{"Authorization": "Bearer " + testAdminToken, "X-Request-Id": "ops-rid-7"},
+		`{"company_name":"Id Co","environment":"sandbox","enabled_services":["mvr"]}`)
+	if r.status != 201 {
+		t.Fatalf("create with X-Request-Id: %d %s", r.status, r.body)
+	}
+	var page struct {
+		Records []admin.AuditRecord `json:"records"`
+	}
+	h.decode(h.adminCall("GET", "/admin/v1/audit?action=vendor.created", ""), 200, &page)
+	if len(page.Records) != 2 || page.Records[0].RequestID == nil || *page.Records[0].RequestID != "ops-rid-7" ||
+		page.Records[1].RequestID == nil || *page.Records[1].RequestID != made {
+		t.Fatalf("records %+v, want request ids ops-rid-7 then %s", page.Records, made)
+	}
+}
