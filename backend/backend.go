@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"vendorgate/backend/admin"
+	"vendorgate/backend/audit"
 	"vendorgate/backend/internalapi"
 	"vendorgate/backend/invalidate"
 	"vendorgate/backend/metrics"
@@ -154,17 +155,42 @@ func (b *Backend) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	bg.revoker = periodic.New(c.SweepInterval, vs.RevokeDue, b.log, "scheduled key revocations")
+	al, err := audit.New(b.store, b.o.Now, c.AuditRetention)
+	if err != nil {
+		return err
+	}
+	bg.revoker = periodic.New(c.SweepInterval, func(ctx context.Context) (int, error) {
+		return vs.RevokeDue(ctx, func(ctx context.Context, k *store.Key) {
+			if err := al.Record(ctx, store.AuditRecord{Actor: audit.System, Action: audit.KeyRevokedScheduled, VendorID: k.VendorID, KeyID: k.ID}); err != nil {
+				b.log.Error("audit record not written", "error", err, "action", audit.KeyRevokedScheduled, "vendor_id", k.VendorID, "key_id", k.ID)
+			}
+		})
+	}, b.log, "scheduled key revocations")
+	bg.auditSweep = periodic.New(auditSweepInterval, al.Sweep, b.log, "audit retention sweep")
 	b.bg = bg
 
+	tokens, err := c.NamedAdminTokens()
+	if err != nil {
+		return err
+	}
+	adminTokens := make([]admin.Token, 0, len(tokens))
+	for _, t := range tokens {
+		adminTokens = append(adminTokens, admin.Token{Name: t.Name, Token: t.Token})
+	}
 	internal := internalapi.New(c.InternalToken, vs, b.log)
-	adminAPI := admin.New(admin.Options{Token: c.AdminToken, Vendors: vs, Orders: orders, DB: b.store, Invalidates: b.publisher != nil,
+	adminAPI, err := admin.New(admin.Options{Tokens: adminTokens, Audit: al, Vendors: vs, Orders: orders, DB: b.store, Invalidates: b.publisher != nil,
 		Metrics: b.metrics.Handler(), Logger: b.log})
+	if err != nil {
+		return err
+	}
 	r := respond.NewRouter(b.log)
 	r.GET("/internal/v1/keys/{hash}", internal.Guard(internal.LookupKey)) // guarded here too, whatever the path looked like
 	r.GET(wire.ReadyPath, internal.Guard(adminAPI.Readyz))                // the gateways' readiness probe
-	vendorapi.New(vendorapi.Options{Vendors: vs, Orders: orders, MaxBodyBytes: c.MaxBodyBytes, Logger: b.log}).
-		Register(r, internal.Guard)
+	vapi, err := vendorapi.New(vendorapi.Options{Vendors: vs, Orders: orders, Audit: al, MaxBodyBytes: c.MaxBodyBytes, Logger: b.log})
+	if err != nil {
+		return err
+	}
+	vapi.Register(r, internal.Guard)
 	b.server = newServer(b.metrics.Instrument(traceRequests(b.o.Tracer, internal.FromGateway, logRequests(b.log, guardPrefixes(internal, r.Handler)))), c.MaxBodyBytes, b.log)
 
 	ar := respond.NewRouter(b.log)

@@ -47,3 +47,15 @@ func BenchmarkGetOrder(b *testing.B) {
 	benchGet(b, h.api+"/api/vendor/v1/orders/"+o.OrderID,
 		map[string]string{wire.HeaderInternalToken: testInternalToken, wire.HeaderVendorID: v})
 }
+
+// BenchmarkReportDownload: one report download, its audit record included.
+func BenchmarkReportDownload(b *testing.B) {
+	h := start(b)
+	v := h.newVendor("live", "mvr")
+	o := h.mustPlace(v, "D1234567", "mvr")
+	if r := h.adminCall("POST", "/admin/v1/orders/"+o.OrderID+"/complete", `{"service":"mvr"}`); r.status != 200 {
+		b.Fatalf("complete mvr: %d %s", r.status, r.body)
+	}
+	benchGet(b, h.api+"/api/vendor/v1/orders/"+o.OrderID+"/reports/mvr",
+		map[string]string{wire.HeaderInternalToken: testInternalToken, wire.HeaderVendorID: v})
+}

@@ -18,18 +18,28 @@ type background struct {
 	// revoker revokes keys whose rotation overlap has ended, every
 	// sweep_interval.
 	revoker *periodic.Loop
+	// auditSweep deletes audit records older than audit_retention: once
+	// at start, then every auditSweepInterval.
+	auditSweep *periodic.Loop
 }
+
+// auditSweepInterval is how often audit records past their retention are
+// deleted.
+const auditSweepInterval = time.Hour
 
 func (g *background) start() {
 	g.runner.Start()
 	g.sweeper.Start()
 	g.revoker.Start()
+	g.auditSweep.Run()
+	g.auditSweep.Start()
 }
 
 func (g *background) stop() {
 	g.runner.Close()
 	g.sweeper.Close()
 	g.revoker.Close()
+	g.auditSweep.Close()
 }
 
 // buildOrders builds the order domain and its background work.

@@ -38,8 +38,17 @@ type Backend struct {
 	// and the old one stays second while keys it signed are in use. Each is
 	// at least 32 characters; the same list as the gateways'. Required.
 	KeySigningSecrets List `yaml:"key_signing_secrets" env:"BACKEND_KEY_SIGNING_SECRETS" secret:"true"`
-	// AdminToken is what vendorctl must send. Required.
+	// AdminToken is what vendorctl must send: the token named "admin" in
+	// the audit trail. It or AdminTokens is required.
 	AdminToken string `yaml:"admin_token" env:"BACKEND_ADMIN_TOKEN" secret:"true"`
+	// AdminTokens are named admin tokens, each "name:token": every one is
+	// accepted, and the audit trail names who acted by the token's name, so
+	// one operator's token can be removed without the others'. Names are
+	// 1-32 of a-z, 0-9, '.', '_', '-'; tokens 16+ characters, all distinct.
+	AdminTokens List `yaml:"admin_tokens" env:"BACKEND_ADMIN_TOKENS" secret:"true"`
+	// AuditRetention is how long audit records are kept; the sweeper
+	// deletes older ones. Default 400 days.
+	AuditRetention time.Duration `yaml:"audit_retention" env:"BACKEND_AUDIT_RETENTION"`
 	// RedisURL, when set, is where key and vendor changes are published.
 	RedisURL List `yaml:"redis_url" env:"BACKEND_REDIS_URL"`
 	// RedisMasterName selects Sentinel.
@@ -116,10 +125,13 @@ func DefaultBackend() *Backend {
 		SandboxDelay:  5 * time.Second,
 		KeyPrefixes:   Prefixes{Sandbox: apikey.DefaultSandboxPrefix, Live: apikey.DefaultLivePrefix},
 		KeyLifetime:   90 * 24 * time.Hour,
-		ReportsDir:    "var/reports",
-		MaxBodyBytes:  1 << 20,
-		ShutdownGrace: 15 * time.Second,
-		LogLevel:      "info",
+		// AuditRetention: a year and a month, so that a year-end review
+		// still finds the whole year.
+		AuditRetention: 400 * 24 * time.Hour,
+		ReportsDir:     "var/reports",
+		MaxBodyBytes:   1 << 20,
+		ShutdownGrace:  15 * time.Second,
+		LogLevel:       "info",
 
 		StreamIdleTimeout: 30 * time.Second,
 	}
@@ -168,8 +180,11 @@ func (c *Backend) Validate() error {
 	if err := checkSigningSecrets(c.KeySigningSecrets, c.InternalToken, "BACKEND_KEY_SIGNING_SECRETS", "gateways'"); err != nil {
 		add("key_signing_secrets: %v", err)
 	}
-	if len(c.AdminToken) < 16 {
-		add("admin_token: set a secret of at least 16 characters (BACKEND_ADMIN_TOKEN) for vendorctl")
+	if _, err := c.NamedAdminTokens(); err != nil {
+		add("%v", err)
+	}
+	if c.AuditRetention < 24*time.Hour {
+		add("audit_retention: %s is too short: keep audit records at least a day (default 400d)", c.AuditRetention)
 	}
 	for _, u := range c.RedisURL {
 		if !strings.HasPrefix(u, "redis://") && !strings.HasPrefix(u, "rediss://") {
@@ -235,4 +250,61 @@ func LoadVendorctl(env Env) (*Vendorctl, error) {
 		return nil, errors.New("VENDORCTL_ADMIN_TOKEN is not set: export the backend's admin token")
 	}
 	return cfg, nil
+}
+
+// NamedAdminToken is one admin token and the name the audit trail gives
+// whoever sends it.
+type NamedAdminToken struct {
+	Name, Token string
+}
+
+// DefaultAdminTokenName is the name of admin_token in the audit trail.
+const DefaultAdminTokenName = "admin"
+
+// NamedAdminTokens are the admin tokens: admin_token named "admin" when it
+// is set, then admin_tokens. At least one is required.
+func (c *Backend) NamedAdminTokens() ([]NamedAdminToken, error) {
+	var out []NamedAdminToken
+	if c.AdminToken != "" {
+		if len(c.AdminToken) < 16 {
+			return nil, errors.New("admin_token: set a secret of at least 16 characters (BACKEND_ADMIN_TOKEN) for vendorctl")
+		}
+		out = append(out, NamedAdminToken{Name: DefaultAdminTokenName, Token: c.AdminToken})
+	}
+	for i, e := range c.AdminTokens {
+		name, tok, ok := strings.Cut(e, ":")
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("admin_tokens[%d]: write it name:token (BACKEND_ADMIN_TOKENS)", i)
+		case !validTokenName(name):
+			return nil, fmt.Errorf("admin_tokens[%d]: name %q must be 1-32 of a-z, 0-9, '.', '_', '-'", i, name)
+		case len(tok) < 16:
+			return nil, fmt.Errorf("admin_tokens[%d] (%s): set a secret of at least 16 characters", i, name)
+		}
+		for _, o := range out {
+			if o.Name == name {
+				return nil, fmt.Errorf("admin_tokens[%d]: the name %q is taken (admin_token is named %q)", i, name, DefaultAdminTokenName)
+			}
+			if o.Token == tok {
+				return nil, fmt.Errorf("admin_tokens[%d] (%s): the same token as %s: each name needs its own", i, name, o.Name)
+			}
+		}
+		out = append(out, NamedAdminToken{Name: name, Token: tok})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("admin_token: set a secret of at least 16 characters (BACKEND_ADMIN_TOKEN) for vendorctl, or named ones in admin_tokens")
+	}
+	return out, nil
+}
+
+func validTokenName(s string) bool {
+	if len(s) == 0 || len(s) > 32 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/fasthttp/router"
+	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/backend/audit"
 	"vendorgate/backend/orders"
 	"vendorgate/backend/request"
 	"vendorgate/backend/respond"
@@ -52,10 +54,20 @@ type pinger interface {
 	Ping(ctx context.Context) error
 }
 
+// Token is one admin token and the name the audit trail gives whoever
+// sends it.
+type Token struct {
+	Name, Token string
+}
+
 // Options configure the admin API.
 type Options struct {
-	// Token is what vendorctl must send as "Authorization: Bearer <token>".
-	Token   string
+	// Tokens are what vendorctl may send as "Authorization: Bearer
+	// <token>"; the audit trail records the name of the one sent. At
+	// least one is required.
+	Tokens []Token
+	// Audit records every admin action. Required.
+	Audit   *audit.Log
 	Vendors vendorService
 	Orders  orderService
 	// Invalidates says whether the backend publishes key and vendor changes
@@ -74,14 +86,38 @@ type Options struct {
 // API is the admin API.
 type API struct {
 	o Options
+	// profiles serve the runtime profiles, one per token (profiling takes
+	// one token).
+	profiles []fasthttp.RequestHandler
 }
 
 // New returns the admin API.
-func New(o Options) *API {
+func New(o Options) (*API, error) {
+	if len(o.Tokens) == 0 {
+		return nil, errors.New("admin: no admin token")
+	}
+	for _, t := range o.Tokens {
+		if t.Name == "" || t.Token == "" {
+			return nil, errors.New("admin: an admin token with no name or no secret")
+		}
+	}
+	if o.Audit == nil {
+		return nil, errors.New("admin: no audit log")
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &API{o: o}
+	a := &API{o: o}
+	for _, t := range o.Tokens {
+		a.profiles = append(a.profiles, profiling.Handler(t.Token, "vendorgate-backend-admin", "this backend's admin_token (BACKEND_ADMIN_TOKEN)"))
+	}
+	return a, nil
+}
+
+// profile serves a profile to the holder of any admin token.
+func (a *API) profile(ctx *fasthttp.RequestCtx) {
+	i, _ := a.who(&ctx.Request.Header)
+	a.profiles[max(i, 0)](ctx)
 }
 
 // Register adds every admin route to r.
@@ -92,7 +128,7 @@ func (a *API) Register(r *router.Router) {
 		r.GET("/metrics", a.o.Metrics)
 	}
 	// Go's runtime profiles, behind the admin token like the admin API.
-	r.GET(profiling.Prefix+"{profile:*}", profiling.Handler(a.o.Token, "vendorgate-backend-admin", "this backend's admin_token (BACKEND_ADMIN_TOKEN)"))
+	r.GET(profiling.Prefix+"{profile:*}", a.profile)
 	g := func(method, path string, h fasthttp.RequestHandler) { r.Handle(method, path, a.auth(h)) }
 	g("POST", "/admin/v1/vendors", a.createVendor)
 	g("GET", "/admin/v1/vendors", a.listVendors)
@@ -106,6 +142,7 @@ func (a *API) Register(r *router.Router) {
 	g("POST", "/admin/v1/keys/{key_id}/revoke", a.revokeKey)
 	g("POST", "/admin/v1/keys/{key_id}/rotate", a.rotateKey)
 	g("GET", "/admin/v1/keys", a.expiringKeys)
+	g("GET", "/admin/v1/audit", a.listAudit)
 	if a.o.Orders != nil {
 		g("GET", "/admin/v1/orders", a.listOrders)
 		g("GET", "/admin/v1/orders/{order_id}", a.getOrder)
@@ -116,18 +153,59 @@ func (a *API) Register(r *router.Router) {
 	}
 }
 
+// actorKey is the request's user value that holds the name of the admin
+// token it sent.
+const actorKey = "vendorgate.admin_actor"
+
 func (a *API) auth(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
-		if !a.authorized(&ctx.Request.Header) {
+		i, ok := a.who(&ctx.Request.Header)
+		if !ok {
 			a.refuse(ctx)
 			return
 		}
+		ctx.SetUserValue(actorKey, a.o.Tokens[i].Name)
 		h(ctx)
 	}
 }
 
+// who returns the index of the admin token h carries. Every token is
+// compared (in constant time each), so that which one matched does not
+// show in the time taken.
+func (a *API) who(h *fasthttp.RequestHeader) (int, bool) {
+	found := -1
+	for i, t := range a.o.Tokens {
+		if bearer.Matches(h, []byte(t.Token)) && found < 0 {
+			found = i
+		}
+	}
+	return found, found >= 0
+}
+
 func (a *API) authorized(h *fasthttp.RequestHeader) bool {
-	return bearer.Matches(h, []byte(a.o.Token))
+	_, ok := a.who(h)
+	return ok
+}
+
+// record appends the audit record of an admin action that succeeded: who
+// (the token's name), from which address, under which request id. The
+// action is done: a record that cannot be written is logged at error
+// level with everything it held, and the answer is not changed.
+func (a *API) record(c context.Context, ctx *fasthttp.RequestCtx, r store.AuditRecord) {
+	r.Actor, _ = ctx.UserValue(actorKey).(string)
+	r.Address = ctx.RemoteIP().String()
+	r.RequestID = respond.RequestID(ctx)
+	if r.RequestID == "" {
+		// vendorctl sends none: the record gets one, and the answer
+		// carries it, so that the operator can name the record.
+		r.RequestID = uuid.NewString()
+		ctx.Response.Header.Set(wire.HeaderRequestID, r.RequestID)
+	}
+	if err := a.o.Audit.Record(c, r); err != nil {
+		a.o.Logger.Error("audit record not written", "error", err, "action", r.Action, "actor", r.Actor,
+			"vendor_id", r.VendorID, "key_id", r.KeyID, "order_id", r.OrderID, "service", r.Service,
+			"address", r.Address, "request_id", r.RequestID)
+	}
 }
 
 // refuse answers a request without the admin token: "required" when it
@@ -323,6 +401,9 @@ func (a *API) createVendor(ctx *fasthttp.RequestCtx) {
 	c, cancel := request.Context()
 	defer cancel()
 	v, err := a.o.Vendors.Create(c, req.CompanyName, req.Environment, req.EnabledServices)
+	if err == nil {
+		a.record(c, ctx, store.AuditRecord{Action: audit.VendorCreated, VendorID: v.ID})
+	}
 	a.vendorAnswer(ctx, fasthttp.StatusCreated, v, err)
 }
 
@@ -340,11 +421,17 @@ func (a *API) getVendor(ctx *fasthttp.RequestCtx) {
 	a.vendorAnswer(ctx, fasthttp.StatusOK, v, err)
 }
 
+// statusActions are the audit actions of the vendor status routes.
+var statusActions = map[string]string{"approve": audit.VendorApproved, "suspend": audit.VendorSuspended, "reinstate": audit.VendorReinstated}
+
 func (a *API) setStatus(action string) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		c, cancel := request.Context()
 		defer cancel()
 		v, published, err := a.o.Vendors.SetStatus(c, param(ctx, "vendor_id"), action)
+		if err == nil {
+			a.record(c, ctx, store.AuditRecord{Action: statusActions[action], VendorID: v.ID})
+		}
 		a.vendorChangeAnswer(ctx, v, published, err)
 	}
 }
@@ -360,6 +447,9 @@ func (a *API) setServices(ctx *fasthttp.RequestCtx) {
 	c, cancel := request.Context()
 	defer cancel()
 	v, published, err := a.o.Vendors.SetServices(c, param(ctx, "vendor_id"), req.EnabledServices)
+	if err == nil {
+		a.record(c, ctx, store.AuditRecord{Action: audit.VendorServices, VendorID: v.ID})
+	}
 	a.vendorChangeAnswer(ctx, v, published, err)
 }
 
@@ -384,6 +474,7 @@ func (a *API) issueKey(ctx *fasthttp.RequestCtx) {
 		a.error(ctx, err)
 		return
 	}
+	a.record(c, ctx, store.AuditRecord{Action: audit.KeyIssued, VendorID: k.VendorID, KeyID: k.ID})
 	respond.JSON(ctx, fasthttp.StatusCreated, IssuedKey{Key: raw, KeyID: k.ID, VendorID: k.VendorID, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt})
 }
 
@@ -402,6 +493,7 @@ func (a *API) revokeKey(ctx *fasthttp.RequestCtx) {
 		a.error(ctx, err)
 		return
 	}
+	a.record(c, ctx, store.AuditRecord{Action: audit.KeyRevoked, VendorID: k.VendorID, KeyID: k.ID})
 	respond.JSON(ctx, fasthttp.StatusOK, RevokedKey{Key: keyJSON(k), Announcement: a.announcement(published)})
 }
 
@@ -438,6 +530,12 @@ func (a *API) rotateKey(ctx *fasthttp.RequestCtx) {
 	if err != nil {
 		a.error(ctx, err)
 		return
+	}
+	// key.rotated names the rotated (old) key, key.issued the new one.
+	a.record(c, ctx, store.AuditRecord{Action: audit.KeyRotated, VendorID: old.VendorID, KeyID: old.ID})
+	a.record(c, ctx, store.AuditRecord{Action: audit.KeyIssued, VendorID: next.VendorID, KeyID: next.ID})
+	if old.RevokedAt != nil {
+		a.record(c, ctx, store.AuditRecord{Action: audit.KeyRevoked, VendorID: old.VendorID, KeyID: old.ID})
 	}
 	respond.JSON(ctx, fasthttp.StatusCreated, RotatedKey{
 		IssuedKey:   IssuedKey{Key: raw, KeyID: next.ID, VendorID: next.VendorID, CreatedAt: next.CreatedAt, ExpiresAt: next.ExpiresAt},

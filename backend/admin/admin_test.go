@@ -16,6 +16,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/backend/audit"
 	"vendorgate/backend/respond"
 	"vendorgate/backend/store/sqlite"
 	"vendorgate/backend/vendors"
@@ -49,8 +50,15 @@ func start(t *testing.T) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := New(Options{Token: testToken, Vendors: vs, DB: st, Logger: log,
+	al, err := audit.New(st, time.Now, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := New(Options{Tokens: []Token{{Name: "admin", Token: testToken}}, Audit: al, Vendors: vs, DB: st, Logger: log,
 		Metrics: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("metrics_here 1\n") }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := respond.NewRouter(log)
 	api.Register(r)
 	srv := &fasthttp.Server{Handler: r.Handler, MaxRequestBodySize: 64 << 20,

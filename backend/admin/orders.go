@@ -2,13 +2,16 @@ package admin
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/backend/audit"
 	"vendorgate/backend/orders"
 	"vendorgate/backend/request"
 	"vendorgate/backend/respond"
+	"vendorgate/backend/store"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/wire"
 )
@@ -25,6 +28,15 @@ type orderAction struct {
 type OrderAnswer struct {
 	VendorID string      `json:"vendor_id"`
 	Order    *wire.Order `json:"order"`
+}
+
+// recordOrder records an order action that succeeded (err nil): ids only,
+// the order's vendor, the order and the service acted on.
+func (a *API) recordOrder(c context.Context, ctx *fasthttp.RequestCtx, action, vendorID, orderID, service string, err error) {
+	if err != nil {
+		return
+	}
+	a.record(c, ctx, store.AuditRecord{Action: action, VendorID: vendorID, OrderID: orderID, Service: service})
 }
 
 func (a *API) orderAnswer(ctx *fasthttp.RequestCtx, vendorID string, o *wire.Order, err error) {
@@ -84,6 +96,7 @@ func (a *API) release(ctx *fasthttp.RequestCtx) {
 	c, cancel := request.Context()
 	defer cancel()
 	v, o, err := a.o.Orders.Release(c, param(ctx, "order_id"), req.Service)
+	a.recordOrder(c, ctx, audit.OrderReleased, v, param(ctx, "order_id"), req.Service, err)
 	a.orderAnswer(ctx, v, o, err)
 }
 
@@ -107,6 +120,7 @@ func (a *API) complete(ctx *fasthttp.RequestCtx) {
 		pdf = b
 	}
 	v, o, err := a.o.Orders.Complete(c, param(ctx, "order_id"), req.Service, pdf, req.Result)
+	a.recordOrder(c, ctx, audit.OrderCompleted, v, param(ctx, "order_id"), req.Service, err)
 	a.orderAnswer(ctx, v, o, err)
 }
 
@@ -119,6 +133,7 @@ func (a *API) fail(ctx *fasthttp.RequestCtx) {
 	c, cancel := request.Context()
 	defer cancel()
 	v, o, err := a.o.Orders.Fail(c, param(ctx, "order_id"), req.Service, req.Reason)
+	a.recordOrder(c, ctx, audit.OrderFailed, v, param(ctx, "order_id"), req.Service, err)
 	a.orderAnswer(ctx, v, o, err)
 }
 
@@ -126,5 +141,6 @@ func (a *API) deleteOrder(ctx *fasthttp.RequestCtx) {
 	c, cancel := request.Context()
 	defer cancel()
 	v, o, err := a.o.Orders.Delete(c, param(ctx, "order_id"))
+	a.recordOrder(c, ctx, audit.OrderDeleted, v, param(ctx, "order_id"), "", err)
 	a.orderAnswer(ctx, v, o, err)
 }

@@ -43,6 +43,8 @@ type Dialect struct {
 	// ScanVendor and ScanKey read a row of VendorCols and of KeyCols.
 	ScanVendor func(Scanner) (*Vendor, error)
 	ScanKey    func(Scanner) (*Key, error)
+	// ScanAudit reads a row of AuditCols.
+	ScanAudit func(Scanner) (*AuditRecord, error)
 	// NoRows is the driver's error for a row that is not there.
 	NoRows error
 }

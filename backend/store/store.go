@@ -170,4 +170,13 @@ type Store interface {
 	UnfinishedBefore(ctx context.Context, t time.Time, limit int) ([]string, error)
 	// CountOrdersByStatus counts every order by its stored status.
 	CountOrdersByStatus(ctx context.Context) (map[string]int, error)
+
+	// AppendAudit inserts one audit record. There is no method that
+	// changes one: the trail is append-only.
+	AppendAudit(ctx context.Context, r *AuditRecord) error
+	// ListAudit lists the audit records f selects, newest first.
+	ListAudit(ctx context.Context, f AuditFilter) ([]*AuditRecord, error)
+	// DeleteAuditBefore deletes the audit records older than t, the
+	// retention sweep's only, and returns how many.
+	DeleteAuditBefore(ctx context.Context, t time.Time) (int, error)
 }

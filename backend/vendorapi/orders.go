@@ -10,11 +10,13 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/backend/audit"
 	"vendorgate/backend/request"
 	"vendorgate/backend/respond"
 	"vendorgate/backend/store"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/idleconn"
+	"vendorgate/shared/logtext"
 	"vendorgate/shared/wire"
 )
 
@@ -135,6 +137,15 @@ func (a *API) getReport(ctx *fasthttp.RequestCtx) {
 	service := param(ctx, "service")
 	f, size, err := a.o.Orders.Report(c, v.ID, param(ctx, "order_id"), service)
 	if err != nil {
+		a.fail(ctx, err)
+		return
+	}
+	// Every report download is in the audit trail: none is served unrecorded.
+	rec := store.AuditRecord{Actor: audit.Vendor, Action: audit.ReportDownloaded, VendorID: v.ID,
+		KeyID: logtext.Header(ctx.Request.Header.Peek(wire.HeaderKeyID)), OrderID: param(ctx, "order_id"), Service: service,
+		Address: logtext.Header(ctx.Request.Header.Peek(wire.HeaderForwardedFor)), RequestID: respond.RequestID(ctx)}
+	if err := a.o.Audit.Record(c, rec); err != nil {
+		f.Close()
 		a.fail(ctx, err)
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/backend/audit"
 	"vendorgate/backend/request"
 	"vendorgate/backend/respond"
 	"vendorgate/backend/store"
@@ -27,6 +28,8 @@ type Options struct {
 	Vendors vendorLookup
 	// Orders serves the order routes; nil leaves them out.
 	Orders orderService
+	// Audit records every report download. Required with Orders.
+	Audit *audit.Log
 	// MaxBodyBytes bounds an order body (413 past it). Default 1 MiB.
 	MaxBodyBytes int
 	Logger       *slog.Logger
@@ -38,14 +41,17 @@ type API struct {
 }
 
 // New returns the vendor API.
-func New(o Options) *API {
+func New(o Options) (*API, error) {
+	if o.Orders != nil && o.Audit == nil {
+		return nil, errors.New("vendorapi: no audit log for the report downloads")
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 1 << 20
 	}
-	return &API{o: o}
+	return &API{o: o}, nil
 }
 
 // Register adds the vendor routes to r, each wrapped by guard.

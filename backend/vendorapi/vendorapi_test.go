@@ -14,6 +14,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/backend/audit"
 	"vendorgate/backend/orders"
 	"vendorgate/backend/reports"
 	"vendorgate/backend/respond"
@@ -78,8 +79,15 @@ func start(t *testing.T) *fixture {
 		*v.id = sv.ID
 	}
 	r := respond.NewRouter(log)
-	New(Options{Vendors: vs, Orders: svc, MaxBodyBytes: 512, Logger: log}).
-		Register(r, func(h fasthttp.RequestHandler) fasthttp.RequestHandler { return h })
+	al, err := audit.New(st, time.Now, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := New(Options{Vendors: vs, Orders: svc, Audit: al, MaxBodyBytes: 512, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.Register(r, func(h fasthttp.RequestHandler) fasthttp.RequestHandler { return h })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

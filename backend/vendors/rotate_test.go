@@ -76,7 +76,7 @@ func TestRotationRevokesAtOverlapEnd(t *testing.T) {
 	if resolve(oldRaw) || resolve(newRaw) {
 		t.Fatal("a key resolves revoked during the overlap")
 	}
-	if n, err := s.RevokeDue(ctx); err != nil || n != 0 {
+	if n, err := s.RevokeDue(ctx, nil); err != nil || n != 0 {
 		t.Fatalf("RevokeDue during the overlap: %d, %v; want nothing revoked", n, err)
 	}
 	c.add(time.Hour)
@@ -86,10 +86,10 @@ func TestRotationRevokesAtOverlapEnd(t *testing.T) {
 	if resolve(newRaw) {
 		t.Error("the new key resolves revoked")
 	}
-	if n, err := s.RevokeDue(ctx); err != nil || n != 1 {
+	if n, err := s.RevokeDue(ctx, nil); err != nil || n != 1 {
 		t.Fatalf("RevokeDue at the end of the overlap: %d, %v; want 1 revoked", n, err)
 	}
-	if n, err := s.RevokeDue(ctx); err != nil || n != 0 {
+	if n, err := s.RevokeDue(ctx, nil); err != nil || n != 0 {
 		t.Fatalf("RevokeDue again: %d, %v; want nothing more", n, err)
 	}
 	var ae *apierr.Error

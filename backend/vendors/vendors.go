@@ -365,18 +365,23 @@ func (s *Service) CountVendorsExpiring(ctx context.Context) (int, error) {
 const dueBatch = 100
 
 // RevokeDue revokes, through RevokeKey, every key whose rotation overlap
-// has ended, and returns how many it revoked. Several replicas may run it
-// at once: a revocation keeps its first time, and a second publish only
-// drops an entry already dropped.
-func (s *Service) RevokeDue(ctx context.Context) (int, error) {
+// has ended, and returns how many it revoked; revoked, when not nil, is
+// told of each (the audit trail). Several replicas may run it at once: a
+// revocation keeps its first time, and a second publish only drops an
+// entry already dropped.
+func (s *Service) RevokeDue(ctx context.Context, revoked func(context.Context, *store.Key)) (int, error) {
 	ids, err := s.o.Store.DueRevocations(ctx, s.o.Now(), dueBatch)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, id := range ids {
-		if _, _, err := s.RevokeKey(ctx, id); err != nil {
+		k, _, err := s.RevokeKey(ctx, id)
+		if err != nil {
 			return n, fmt.Errorf("revoke key %s at the end of its rotation overlap: %w", id, err)
+		}
+		if revoked != nil {
+			revoked(ctx, k)
 		}
 		n++
 	}

@@ -99,14 +99,14 @@ func freePort(t *testing.T) string {
 // SIGTERM; its log is printed when the test failed. A port taken between
 // choosing it and the backend binding it (another package's test) costs a
 // retry on new ports, not a failure.
-func startBackend(t *testing.T) *harness {
+func startBackend(t *testing.T, env ...string) *harness {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the backend")
 	}
 	bin := buildBinaries(t)
 	for attempt := 1; ; attempt++ {
-		h, err := tryStartBackend(t, bin)
+		h, err := tryStartBackend(t, bin, env...)
 		if err == nil {
 			return h
 		}
@@ -116,7 +116,7 @@ func startBackend(t *testing.T) *harness {
 	}
 }
 
-func tryStartBackend(t *testing.T, bin string) (*harness, error) {
+func tryStartBackend(t *testing.T, bin string, env ...string) (*harness, error) {
 	t.Helper()
 	dir := t.TempDir()
 	listen, admin := freePort(t), freePort(t)
@@ -132,6 +132,7 @@ func tryStartBackend(t *testing.T, bin string) (*harness, error) {
 		"BACKEND_SANDBOX_DELAY=50ms",
 		"BACKEND_SEED_SANDBOX_VENDOR=false",
 	)
+	cmd.Env = append(cmd.Env, env...)
 	h := &harness{t: t, bin: filepath.Join(bin, "vendorctl"), adminURL: "http://" + admin, apiURL: "http://" + listen, log: &testlog.Buffer{}}
 	cmd.Stdout, cmd.Stderr = h.log, h.log
 	if err := cmd.Start(); err != nil {

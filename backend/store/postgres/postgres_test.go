@@ -83,6 +83,10 @@ func TestPostgres(t *testing.T) {
 			t.Fatal("opened a database on a closed port")
 		}
 	})
+	t.Run("AuditRecordsRefuseUpdate", func(t *testing.T) {
+		t.Parallel()
+		testAuditRefusesUpdate(t, open(t, newDB(t)))
+	})
 	t.Run("TwoReplicasTakeTurns", func(t *testing.T) {
 		t.Parallel()
 		url := newDB(t)
@@ -299,5 +303,26 @@ func testTwoReplicas(t *testing.T, a, b *Store) {
 	}
 	if _, err := a.GetOrder(ctx, uuid.NewString()); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetOrder of a missing id: %v", err)
+	}
+}
+
+// testAuditRefusesUpdate: even SQL that bypasses the Store cannot change an
+// audit record; deleting one (retention) still works.
+func testAuditRefusesUpdate(t *testing.T, s *Store) {
+	ctx := context.Background()
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	if err := s.AppendAudit(ctx, &store.AuditRecord{ID: "a1", At: at, Actor: "ops", Action: "order.deleted", OrderID: "o1"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.pool.Exec(ctx, "UPDATE audit_log SET actor = 'someone else' WHERE id = 'a1'")
+	if err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Fatalf("UPDATE of an audit record: %v, want it refused as append-only", err)
+	}
+	rs, err := s.ListAudit(ctx, store.AuditFilter{Limit: 5})
+	if err != nil || len(rs) != 1 || rs[0].Actor != "ops" {
+		t.Fatalf("after the refused UPDATE: %+v, %v", rs, err)
+	}
+	if n, err := s.DeleteAuditBefore(ctx, at.Add(time.Second)); err != nil || n != 1 {
+		t.Fatalf("retention delete: %d, %v", n, err)
 	}
 }

@@ -22,6 +22,7 @@ var dialect = store.Dialect{
 	NullTime:    func(t *time.Time) any { return t },
 	ScanVendor:  scanVendor,
 	ScanKey:     scanKey,
+	ScanAudit:   scanAudit,
 	NoRows:      pgx.ErrNoRows,
 }
 
@@ -55,6 +56,15 @@ func scanKey(r store.Scanner) (*store.Key, error) {
 		k.ReplacedBy = *by
 	}
 	return &k, nil
+}
+
+func scanAudit(r store.Scanner) (*store.AuditRecord, error) {
+	var a store.AuditRecord
+	if err := r.Scan(&a.ID, &a.At, &a.Actor, &a.Action, &a.VendorID, &a.KeyID, &a.OrderID, &a.Service, &a.Address, &a.RequestID); err != nil {
+		return nil, err
+	}
+	a.At = utc(a.At)
+	return &a, nil
 }
 
 // pgDB adapts the pool or a transaction to store.DB.

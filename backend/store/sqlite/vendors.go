@@ -19,6 +19,7 @@ var dialect = store.Dialect{
 	NullTime:    func(t *time.Time) any { return toNullNS(t) },
 	ScanVendor:  scanVendor,
 	ScanKey:     scanKey,
+	ScanAudit:   scanAudit,
 	NoRows:      sql.ErrNoRows,
 }
 
@@ -50,6 +51,16 @@ func scanKey(r store.Scanner) (*store.Key, error) {
 	k.CreatedAt, k.ExpiresAt, k.RevokedAt = fromNS(created), fromNS(expires), fromNullNS(revoked)
 	k.RotatedFrom, k.ReplacedBy, k.RevokeAt = from.String, by.String, fromNullNS(revokeAt)
 	return &k, nil
+}
+
+func scanAudit(r store.Scanner) (*store.AuditRecord, error) {
+	var a store.AuditRecord
+	var at int64
+	if err := r.Scan(&a.ID, &at, &a.Actor, &a.Action, &a.VendorID, &a.KeyID, &a.OrderID, &a.Service, &a.Address, &a.RequestID); err != nil {
+		return nil, err
+	}
+	a.At = fromNS(at)
+	return &a, nil
 }
 
 // sqlDB adapts a *sql.DB or a *sql.Tx to store.DB.

@@ -65,6 +65,8 @@ func Run(t *testing.T, open Open) {
 		{"DueSandboxOrders", testDueSandbox},
 		{"UnfinishedBefore", testUnfinishedBefore},
 		{"CountOrdersByStatus", testCount},
+		{"Audit", testAudit},
+		{"AuditNoUpdateMethod", testAuditNoUpdateMethod},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,89 @@
+package admin
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"vendorgate/backend/audit"
+	"vendorgate/backend/request"
+	"vendorgate/backend/store"
+	"vendorgate/shared/apierr"
+)
+
+// AuditRecord is the admin view of one audit record. An id that does not
+// apply is null.
+type AuditRecord struct {
+	ID        string    `json:"id"`
+	At        time.Time `json:"at"`
+	Actor     string    `json:"actor"`
+	Action    string    `json:"action"`
+	VendorID  *string   `json:"vendor_id"`
+	KeyID     *string   `json:"key_id"`
+	OrderID   *string   `json:"order_id"`
+	Service   *string   `json:"service"`
+	Address   string    `json:"address"`
+	RequestID *string   `json:"request_id"`
+}
+
+func auditJSON(r *store.AuditRecord) AuditRecord {
+	return AuditRecord{ID: r.ID, At: r.At, Actor: r.Actor, Action: r.Action, VendorID: orNull(r.VendorID), KeyID: orNull(r.KeyID),
+		OrderID: orNull(r.OrderID), Service: orNull(r.Service), Address: r.Address, RequestID: orNull(r.RequestID)}
+}
+
+// auditParams are the parameters of the audit list: a misspelt one is
+// refused, not ignored into a list that looks filtered.
+var auditParams = map[string]bool{"vendor_id": true, "order_id": true, "action": true, "since": true, "limit": true}
+
+// Audit list bounds.
+const (
+	defaultAuditLimit = 100
+	maxAuditLimit     = 1000
+)
+
+// listAudit answers GET /admin/v1/audit: the records vendor_id, order_id,
+// action and since (RFC 3339) select, newest first, at most limit (100 by
+// default, up to 1000). It only reads: no admin route changes a record.
+func (a *API) listAudit(ctx *fasthttp.RequestCtx) {
+	args := ctx.QueryArgs()
+	bad := map[string]string{}
+	for k, v := range args.All() {
+		if !auditParams[string(k)] {
+			bad[string(k)] = "not a parameter of this list (vendor_id, order_id, action, since, limit)"
+		} else if len(v) == 0 {
+			bad[string(k)] = "empty"
+		}
+	}
+	f := store.AuditFilter{VendorID: string(args.Peek("vendor_id")), OrderID: string(args.Peek("order_id")),
+		Action: string(args.Peek("action")), Limit: defaultAuditLimit}
+	if f.Action != "" && !slices.Contains(audit.Actions, f.Action) {
+		bad["action"] = fmt.Sprintf("one of %v", audit.Actions)
+	}
+	if s := args.Peek("since"); len(s) > 0 {
+		t, err := time.Parse(time.RFC3339, string(s))
+		if err != nil {
+			bad["since"] = "an RFC 3339 time, such as 2026-11-01T00:00:00Z"
+		}
+		f.Since = t
+	}
+	if s := args.Peek("limit"); len(s) > 0 {
+		n, err := strconv.Atoi(string(s))
+		if err != nil || n < 1 || n > maxAuditLimit || s[0] == '+' {
+			bad["limit"] = fmt.Sprintf("1 to %d", maxAuditLimit)
+		}
+		f.Limit = n
+	}
+	if len(bad) > 0 {
+		e := apierr.New(apierr.ValidationError, "the request is not valid; see fields")
+		e.Fields = bad
+		a.error(ctx, e)
+		return
+	}
+	c, cancel := request.Context()
+	defer cancel()
+	rs, err := a.o.Audit.List(c, f)
+	listAnswer(a, ctx, "records", rs, err, auditJSON)
+}

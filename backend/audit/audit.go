@@ -1,0 +1,96 @@
+// Package audit writes the audit trail: one record per admin action and
+// per report download, ids only (never driver data), appended to the
+// backend's database and deleted only by retention (Sweep).
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"vendorgate/backend/store"
+)
+
+// The actions recorded, as Action holds them.
+const (
+	VendorCreated    = "vendor.created"
+	VendorApproved   = "vendor.approved"
+	VendorSuspended  = "vendor.suspended"
+	VendorReinstated = "vendor.reinstated"
+	VendorServices   = "vendor.services_changed"
+	KeyIssued        = "key.issued"
+	KeyRotated       = "key.rotated"
+	KeyRevoked       = "key.revoked"
+	// KeyRevokedScheduled is the revocation at the end of a rotation's
+	// overlap, made by the backend (Actor System).
+	KeyRevokedScheduled = "key.revoked_scheduled"
+	OrderReleased       = "order.released"
+	OrderCompleted      = "order.completed"
+	OrderFailed         = "order.failed"
+	OrderDeleted        = "order.deleted"
+	ReportDownloaded    = "report.downloaded"
+)
+
+// Actions lists every action, in the order above.
+var Actions = []string{VendorCreated, VendorApproved, VendorSuspended, VendorReinstated, VendorServices,
+	KeyIssued, KeyRotated, KeyRevoked, KeyRevokedScheduled, OrderReleased, OrderCompleted, OrderFailed, OrderDeleted,
+	ReportDownloaded}
+
+// Actors that are not an admin token's name.
+const (
+	// System is the backend acting on its own (a scheduled revocation).
+	System = "system"
+	// Vendor is a vendor's key downloading a report (KeyID names the key).
+	Vendor = "vendor"
+)
+
+// Appender is what a Log needs of the store.
+type Appender interface {
+	AppendAudit(ctx context.Context, r *store.AuditRecord) error
+	ListAudit(ctx context.Context, f store.AuditFilter) ([]*store.AuditRecord, error)
+	DeleteAuditBefore(ctx context.Context, t time.Time) (int, error)
+}
+
+// Log appends audit records.
+type Log struct {
+	st        Appender
+	now       func() time.Time
+	retention time.Duration
+}
+
+// New returns a Log over st that keeps records for retention; now is the
+// clock. All three are required.
+func New(st Appender, now func() time.Time, retention time.Duration) (*Log, error) {
+	switch {
+	case st == nil:
+		return nil, errors.New("audit: no store")
+	case now == nil:
+		return nil, errors.New("audit: no clock")
+	case retention <= 0:
+		return nil, errors.New("audit: a positive retention is required (config.Backend.AuditRetention, default 400d)")
+	}
+	return &Log{st: st, now: now, retention: retention}, nil
+}
+
+// Record appends r, giving it an id and the time now.
+func (l *Log) Record(ctx context.Context, r store.AuditRecord) error {
+	r.ID = uuid.NewString()
+	r.At = l.now().UTC()
+	if err := l.st.AppendAudit(ctx, &r); err != nil {
+		return fmt.Errorf("audit %s by %s: %w", r.Action, r.Actor, err)
+	}
+	return nil
+}
+
+// List lists the records f selects, newest first.
+func (l *Log) List(ctx context.Context, f store.AuditFilter) ([]*store.AuditRecord, error) {
+	return l.st.ListAudit(ctx, f)
+}
+
+// Sweep deletes the records older than the retention and returns how many.
+func (l *Log) Sweep(ctx context.Context) (int, error) {
+	return l.st.DeleteAuditBefore(ctx, l.now().Add(-l.retention))
+}
