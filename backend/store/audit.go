@@ -77,7 +77,7 @@ func (a *Common) ListAudit(ctx context.Context, f AuditFilter) ([]*AuditRecord, 
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY at DESC, id DESC LIMIT ?"
+	q += " ORDER BY at DESC, seq DESC LIMIT ?" // seq: as written, where the clock gave two the same instant
 	args = append(args, f.Limit)
 	out, err := list(ctx, a, a.d.ScanAudit, Bind(a.d.Placeholder, q), args...)
 	if err != nil {

@@ -1,9 +1,11 @@
 -- The audit trail: one row per admin action or report download, ids only
 -- (never driver data), appended and never changed: an UPDATE is refused
 -- here; rows leave only by retention (DELETE of those older than it).
--- An id that does not apply is ''.
+-- An id that does not apply is ''. seq orders the records written at the
+-- same instant as they were written.
 CREATE TABLE audit_log (
-    id         text PRIMARY KEY,
+    seq        bigserial PRIMARY KEY,
+    id         text NOT NULL UNIQUE,
     at         timestamptz NOT NULL,
     actor      text NOT NULL,
     action     text NOT NULL,

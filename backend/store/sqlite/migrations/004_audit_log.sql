@@ -1,9 +1,11 @@
 -- The audit trail: one row per admin action or report download, ids only
 -- (never driver data), appended and never changed: an UPDATE is refused
 -- here; rows leave only by retention (DELETE of those older than it).
--- at is Unix nanoseconds; an id that does not apply is ''.
+-- at is Unix nanoseconds; an id that does not apply is ''. seq orders the
+-- records written at the same instant as they were written.
 CREATE TABLE audit_log (
-    id         TEXT PRIMARY KEY,
+    seq        INTEGER PRIMARY KEY,
+    id         TEXT NOT NULL UNIQUE,
     at         INTEGER NOT NULL,
     actor      TEXT NOT NULL,
     action     TEXT NOT NULL,
