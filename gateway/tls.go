@@ -100,11 +100,11 @@ func (g *Gateway) setupTLS(c config.TLS, listen, httpListen, publicBaseURL strin
 	t.reloads.WithLabelValues("ok")
 	t.reloads.WithLabelValues("error")
 	inProgress, perSecond := c.HandshakeBudget()
-	if t.budget, err = edgetls.NewBudget(inProgress, perSecond, g.readTimeout); err != nil {
+	if t.budget, err = edgetls.NewBudget(inProgress, perSecond, g.readTimeout/2); err != nil {
 		return err
 	}
 	t.overBudget = prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_tls_handshakes_over_budget_total",
-		Help: "TLS handshakes closed because tls.max_handshakes or tls.max_handshakes_per_second left no room for them within read_timeout."})
+		Help: "TLS handshakes closed because tls.max_handshakes or tls.max_handshakes_per_second left no room for them within half of read_timeout."})
 	inProgressGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vendorgate_gateway_tls_handshakes_in_progress",
 		Help: "TLS handshakes in progress on the public listener, from the ClientHello to the handshake's end; at most tls.max_handshakes."},
 		func() float64 { return float64(t.budget.InProgress()) })

@@ -14,8 +14,12 @@ var ErrOverBudget = errors.New("tls handshake budget exhausted")
 // at most InProgress handshakes at once, counted from the ClientHello's
 // arrival (a client that sends nothing holds no place) to the
 // handshake's end, and at most PerSecond begun a second, with a burst of
-// InProgress. A handshake over either waits, at most Wait, then fails.
-// Requests on established connections never wait for it.
+// InProgress. A handshake over either waits, at most Wait from its
+// start (the connection's first read, when the server has just set its
+// read deadline), then fails: a place given later would go to a
+// handshake with no time left to finish, and its signature would be
+// work for a connection about to close. Requests on established
+// connections never wait for it.
 type Budget struct {
 	slots    chan struct{}
 	interval time.Duration // between two handshakes at PerSecond
@@ -38,19 +42,20 @@ func NewBudget(inProgress, perSecond int, wait time.Duration) (*Budget, error) {
 // InProgress is how many handshakes hold a place now.
 func (b *Budget) InProgress() int { return len(b.slots) }
 
-// acquire takes a place for one handshake, waiting at most b.wait;
+// acquire takes a place for one handshake, waiting at most until until;
 // release gives it back. The rate is a GCRA: tat is when the next
 // handshake would be on time at PerSecond, and one may run early by the
 // burst.
-func (b *Budget) acquire() error {
+func (b *Budget) acquire(until time.Time) error {
 	now := time.Now()
+	wait := until.Sub(now)
 	b.mu.Lock()
 	tat := b.tat
 	if tat.Before(now) {
 		tat = now
 	}
 	delay := tat.Sub(now) - b.burst
-	if delay > b.wait {
+	if delay > wait {
 		b.mu.Unlock()
 		return ErrOverBudget
 	}
@@ -66,7 +71,7 @@ func (b *Budget) acquire() error {
 		return nil
 	default:
 	}
-	left := b.wait - max(delay, 0)
+	left := wait - max(delay, 0)
 	if left <= 0 {
 		return ErrOverBudget
 	}

@@ -19,13 +19,13 @@ func TestBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 4 {
-		if err := b.acquire(); err != nil {
+		if err := b.acquire(time.Now().Add(b.wait)); err != nil {
 			t.Fatalf("handshake %d of the burst: %v", i+1, err)
 		}
 		b.release()
 	}
 	for range 3 {
-		if err := b.acquire(); !errors.Is(err, ErrOverBudget) {
+		if err := b.acquire(time.Now().Add(b.wait)); !errors.Is(err, ErrOverBudget) {
 			t.Fatalf("past the burst at 10 a second, with 1ms to wait: %v, want ErrOverBudget", err)
 		}
 	}
@@ -35,18 +35,18 @@ func TestBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		if err := b.acquire(); err != nil {
+		if err := b.acquire(time.Now().Add(b.wait)); err != nil {
 			t.Fatalf("place %d: %v", i+1, err)
 		}
 	}
 	if b.InProgress() != 2 {
 		t.Fatalf("%d in progress, want 2", b.InProgress())
 	}
-	if err := b.acquire(); !errors.Is(err, ErrOverBudget) {
+	if err := b.acquire(time.Now().Add(b.wait)); !errors.Is(err, ErrOverBudget) {
 		t.Fatalf("a third place with two held: %v", err)
 	}
 	b.release()
-	if err := b.acquire(); err != nil || b.InProgress() != 2 {
+	if err := b.acquire(time.Now().Add(b.wait)); err != nil || b.InProgress() != 2 {
 		t.Fatalf("a place released was not taken again: %v", err)
 	}
 }

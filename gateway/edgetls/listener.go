@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"vendorgate/shared/barelf"
 )
@@ -128,10 +129,10 @@ type Listener struct {
 	onFail func(Reason)
 	budget *Budget
 	onOver func()
-	// held are the raw connections whose handshake holds a place in the
-	// budget (taken when the ClientHello arrived, given back when the
-	// handshake ends).
-	held sync.Map
+	// places are the raw connections whose handshake is under way, each
+	// with its place in the budget: asked for when the ClientHello
+	// arrives, held until the handshake ends.
+	places sync.Map // net.Conn → *place
 }
 
 // NewListener wraps ln; onFail is called once for each failed handshake.
@@ -159,10 +160,15 @@ func (l *Listener) admit(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 	if IsChallenge(hello) {
 		return nil, nil
 	}
-	if err := l.budget.acquire(); err != nil {
+	v, ok := l.places.Load(hello.Conn)
+	if !ok { // not begun by Conn.Handshake: no deadline to wait against
+		return nil, ErrOverBudget
+	}
+	p := v.(*place)
+	if err := l.budget.acquire(p.until); err != nil {
 		return nil, err
 	}
-	l.held.Store(hello.Conn, struct{}{})
+	p.taken = true
 	return nil, nil // the listener's configuration
 }
 
@@ -198,9 +204,12 @@ func (c *Conn) Handshake() error {
 	case 2:
 		return io.EOF
 	}
+	if c.l.budget != nil {
+		c.l.places.Store(c.raw, &place{until: time.Now().Add(c.l.budget.wait)})
+	}
 	err := c.tc.Handshake()
 	if c.l.budget != nil {
-		if _, held := c.l.held.LoadAndDelete(c.raw); held {
+		if v, ok := c.l.places.LoadAndDelete(c.raw); ok && v.(*place).taken {
 			c.l.budget.release()
 		}
 	}
@@ -215,6 +224,14 @@ func (c *Conn) Handshake() error {
 	}
 	c.state = 1
 	return nil
+}
+
+// place is one handshake's claim on the budget: until is when its wait
+// for room ends, taken whether it holds a place. Only the handshake's own
+// goroutine writes it.
+type place struct {
+	until time.Time
+	taken bool
 }
 
 // Read reads plaintext, after the handshake.
