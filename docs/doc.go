@@ -4,5 +4,6 @@
 // keep the pages linked: every relative link in the README and here names
 // a file that exists, and a heading that exists when it names one; and
 // they hold the code map (architecture.md) to the tree: every Go package
-// named, every path it names there.
+// named, every path it names there. A page (and a heading of it) that code,
+// tests, scripts or deployment files name in prose exists.
 package docs
