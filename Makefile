@@ -77,10 +77,10 @@ bench-tls: build
 # When is Redis down: the real gateway (this checkout's and commit
 # 6ed8b42's) against a real Redis under busy loops, CPU quotas, Redis
 # pinned or sharing cores, TLS and real outages; rewrites its table in
-# docs/limits.md (about 6 minutes, after waiting up to 10 for the machine's
-# load to fall below 1.5). Needs root for the CPU quota's cgroup.
+# docs/bench-history.md (about 6 minutes, after waiting up to 10 for the
+# machine's load to fall below 1.5). Needs root for the CPU quota's cgroup.
 sweep-redis:
-	cd bench && $(GO) run ./redisrule -write docs/limits.md $(REDISRULE_FLAGS)
+	cd bench && $(GO) run ./redisrule -write docs/bench-history.md $(REDISRULE_FLAGS)
 
 lint:
 	@scripts/check-binaries.sh

@@ -20,7 +20,7 @@ import (
 // wire deadline). Redis pauses 200ms, three times, while a sliding window
 // read, an order under a daily quota and a report download under a
 // concurrency policy are asked: Redis answers within the wire deadline,
-// so by the limiter's rule (docs/limits.md, "When is Redis down") no call
+// so by the limiter's rule (docs/limiter-design.md, "When is Redis down") no call
 // may fail, and every request is answered 200, as GCRA reads are
 // (gateway/limit: TestLateNodeLeavesTheVerdictToTheWire). Redis paused for
 // good is then called down: 503 rate_limit_unavailable.

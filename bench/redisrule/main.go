@@ -8,7 +8,9 @@
 // command in its slowlog at redis.timeout or more), and for an outage the
 // time from the outage to the first 503 rate_limit_unavailable.
 //
-// Run from bench/: go run ./redisrule (make sweep-redis at the root).
+// Run from bench/: go run ./redisrule (make sweep-redis at the root, which
+// writes the table into docs/bench-history.md, "When is Redis down: the
+// sweep").
 package main
 
 import (

@@ -105,7 +105,7 @@ type Options struct {
 	Refresh time.Duration
 	// Conn, when set, is the rate limiter's transport to the same Redis: a
 	// request's slot call goes through it (Conn.Eval), in the limiter's
-	// pipelined round trips, judged by its rule (docs/limits.md, "When is
+	// pipelined round trips, judged by its rule (docs/limiter-design.md, "When is
 	// Redis down") and counted by its breaker. nil: on Client, bounded by
 	// Timeout alone. (The refreshes and releases stay on Client.)
 	Conn *redisconn.Conn

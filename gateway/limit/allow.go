@@ -3,7 +3,7 @@ package limit
 // allow.go is where a request is admitted or refused: Allow, from this
 // gateway's leases (lease.go) when every bucket has a token, else by the
 // script in Redis (lua.go) through the transport (redisconn); a denial
-// remembered in process answers first. docs/limits.md says why the bound
+// remembered in process answers first. docs/limiter-design.md says why the bound
 // holds.
 
 import (

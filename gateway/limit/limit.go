@@ -12,7 +12,7 @@
 // call of the script (lua.go: GCRA with Redis' TIME as the clock, charging
 // and leasing, and refunding), and assembles the Decision. redis.go builds
 // the limiter and runs the lease loop (heartbeat, refunds, reload, Close).
-// docs/limits.md is the whole account: the algorithm, the invariants, why
+// docs/limiter-design.md is the whole account: the algorithm, the invariants, why
 // the lease bound holds, and each failure mode with what a vendor sees.
 //
 // How a call reaches Redis, and when Redis counts as down, is the

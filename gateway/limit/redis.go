@@ -377,7 +377,7 @@ func (r *Redis) leaseTick() {
 }
 
 // heartbeat pings every node the buckets live on, by the rule the
-// requests keep (Conn.Heartbeat; docs/limits.md, "When is Redis down").
+// requests keep (Conn.Heartbeat; docs/limiter-design.md, "When is Redis down").
 // An answer the node was too late to judge (read late, or the node turned
 // late while it waited) is no verdict: the next beat asks again. (Whether
 // Redis answered in time is what heard and pinged tell the leases.) A
@@ -439,7 +439,7 @@ func (r *Redis) sendRefunds(refs []refund) {
 // other limiters on the same Redis (quotas, sliding windows, concurrency
 // slots) send their request calls through it (Conn.Eval), so that they
 // keep the rule, the wire deadline and the breaker the limiter's own
-// calls keep (docs/limits.md, "When is Redis down").
+// calls keep (docs/limiter-design.md, "When is Redis down").
 func (r *Redis) Transport() *redisconn.Conn { return r.conn }
 
 // Lateness is the node's recent scheduling lateness: how late, at most,

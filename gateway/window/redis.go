@@ -24,7 +24,7 @@ type RedisOptions struct {
 	Client redis.UniversalClient
 	// Conn, when set, is the limiter's transport to the same Redis: the
 	// charges and refunds go through it (Conn.Eval), in the limiter's
-	// pipelined round trips, judged by its rule (docs/limits.md, "When is
+	// pipelined round trips, judged by its rule (docs/limiter-design.md, "When is
 	// Redis down") and counted by its breaker, whose hooks are told of
 	// its failed round trips (OnFailure is not). nil: on Client, each
 	// bounded by Timeout alone.
