@@ -59,13 +59,18 @@ func sections(page string) []string {
 // given) to a page under docs/ that does not exist, or to a heading or
 // bold lead the page does not have (a reference may name the start of a
 // heading: "When is Redis down" finds "When is Redis down: the sweep").
-// page returns a page's text, or an error when there is none.
-func danglingReferences(name, text string, page func(string) (string, error)) []string {
+// sectionsOf returns a page's sections, or an error when there is no such
+// page. It returns the number of references read too.
+func danglingReferences(name, text string, sectionsOf func(string) ([]string, error)) (dangling []string, refs int) {
+	if !strings.Contains(text, "docs/") {
+		return nil, 0
+	}
 	var out []string
 	joined := wrap.ReplaceAllString(text, " ")
-	for _, m := range docRef.FindAllStringSubmatch(joined, -1) {
+	matches := docRef.FindAllStringSubmatch(joined, -1)
+	for _, m := range matches {
 		file, section := m[2], m[4]
-		body, err := page(file)
+		secs, err := sectionsOf(file)
 		if err != nil {
 			out = append(out, fmt.Sprintf("%s: docs/%s: no such page", name, file))
 			continue
@@ -74,7 +79,7 @@ func danglingReferences(name, text string, page func(string) (string, error)) []
 			continue
 		}
 		found := false
-		for _, s := range sections(body) {
+		for _, s := range secs {
 			if strings.HasPrefix(s, section) {
 				found = true
 				break
@@ -84,7 +89,7 @@ func danglingReferences(name, text string, page func(string) (string, error)) []
 			out = append(out, fmt.Sprintf("%s: docs/%s, %q: no such heading", name, file, section))
 		}
 	}
-	return out
+	return out, len(matches)
 }
 
 // TestDocReferencesResolve: every page under docs/ that the repository's
@@ -92,9 +97,17 @@ func danglingReferences(name, text string, page func(string) (string, error)) []
 // exists, with the heading they name, so splitting or renaming a page
 // fails here until what points at it follows.
 func TestDocReferencesResolve(t *testing.T) {
-	page := func(file string) (string, error) {
+	pages := make(map[string][]string)
+	sectionsOf := func(file string) ([]string, error) {
+		if s, ok := pages[file]; ok {
+			return s, nil
+		}
 		b, err := os.ReadFile(filepath.Join(repoRoot, "docs", file))
-		return string(b), err
+		if err != nil {
+			return nil, err
+		}
+		pages[file] = sections(string(b))
+		return pages[file], nil
 	}
 	var files []string
 	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
@@ -124,10 +137,10 @@ func TestDocReferencesResolve(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		text := string(b)
-		refs += len(docRef.FindAllString(wrap.ReplaceAllString(text, " "), -1))
 		rel, _ := filepath.Rel(repoRoot, f)
-		for _, d := range danglingReferences(filepath.ToSlash(rel), text, page) {
+		dangling, n := danglingReferences(filepath.ToSlash(rel), string(b), sectionsOf)
+		refs += n
+		for _, d := range dangling {
 			t.Error(d)
 		}
 	}
@@ -145,11 +158,11 @@ func TestDanglingReferencesAreFound(t *testing.T) {
 		"limits.md":         "# Limits\n\n## Quotas and sliding windows\n\n**When Redis loses its data.** It restarts.\n\n- **Leases in a list.** x\n",
 		"limiter-design.md": "# Design\n\n## When is Redis down: the rule\n",
 	}
-	page := func(f string) (string, error) {
+	sectionsOf := func(f string) ([]string, error) {
 		if s, ok := pages[f]; ok {
-			return s, nil
+			return sections(s), nil
 		}
-		return "", os.ErrNotExist
+		return nil, os.ErrNotExist
 	}
 	code := strings.Join([]string{
 		`// judged by its rule (docs/limiter-design.md, "When is`,
@@ -162,7 +175,10 @@ func TestDanglingReferencesAreFound(t *testing.T) {
 		`// (docs/limits.md, "When is Redis down")`,
 		`// (docs/limiter-design.md, "The rule")`,
 	}, "\n")
-	got := danglingReferences("x.go", code, page)
+	got, n := danglingReferences("x.go", code, sectionsOf)
+	if n != 8 {
+		t.Errorf("read %d references, want 8", n)
+	}
 	want := []string{
 		`x.go: docs/gone.md: no such page`,
 		`x.go: docs/limits.md, "When is Redis down": no such heading`,
