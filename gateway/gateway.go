@@ -291,7 +291,7 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	g.proxy, err = proxy.New(proxy.Options{Backends: c.BackendURL, InternalToken: c.InternalToken, TLS: hop, Timeout: c.Proxy.Timeout,
 		StreamIdleTimeout: c.Proxy.StreamIdleTimeout, MaxConns: c.Proxy.MaxConns, BreakerOpenFor: c.Proxy.BreakerOpenFor, BreakerFailures: c.Proxy.BreakerFailures,
-		StreamMaxConns: c.Proxy.StreamMaxConns, OnTooSlow: tooSlow.Inc,
+		StreamMaxConns: c.Proxy.StreamMaxConns, MaxConnWait: proxyConnWait, OnTooSlow: tooSlow.Inc,
 		MinRate:       proxy.MinRate{Bytes: c.Proxy.StreamMinRate, Window: c.Proxy.StreamMinRateWindow, Grace: c.Proxy.StreamMinRateGrace},
 		OnStateChange: g.onBreakerState, ObserveUpstream: observe})
 	if err != nil {

@@ -24,6 +24,10 @@ const (
 	// requests and concurrent lookups of one key are coalesced, so 64 covers
 	// a cold start under load without a flood of new keys opening hundreds.
 	lookupMaxConns = 64
+	// proxyConnWait is how long a request waits for a free connection to
+	// a backend once proxy.max_conns are in use: a full pool is overload,
+	// answered 503 quickly.
+	proxyConnWait = 100 * time.Millisecond
 	// probeTimeoutMax caps a readiness probe of a backend (proxy.timeout
 	// when shorter): /readyz should answer within a load balancer's probe.
 	probeTimeoutMax = time.Second
