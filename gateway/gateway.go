@@ -273,7 +273,11 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	// Usage buckets follow the wall clock (time.Now), not o.Now: they are
 	// shared with other replicas and read by operators in real minutes.
-	g.usage = usage.New(usage.Options{Store: usageStore, Interval: c.Usage.FlushInterval, OnFlush: g.onUsageFlush, Names: g.usageNames})
+	g.usage, err = usage.New(usage.Options{Store: usageStore, Interval: c.Usage.FlushInterval, MaxPending: usageMaxPending,
+		OnFlush: g.onUsageFlush, Names: g.usageNames})
+	if err != nil {
+		return nil, err
+	}
 	cache := auth.NewCache(auth.CacheOptions{Size: c.KeyCache.Size, NegativeSize: c.KeyCache.NegativeSize,
 		TTL: c.KeyCache.TTL, PushedTTL: c.KeyCache.PushedTTL, NegativeTTL: c.KeyCache.NegativeTTL, Now: o.Now})
 	g.registerKeyCache(cache)

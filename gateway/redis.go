@@ -100,7 +100,7 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 		Conns: c.FailedKeys.RedisPoolSize, Hold: c.Redis.BreakerOpenFor, Down: g.redisLim.Down, MaxTracked: c.FailedKeys.MaxTracked,
 		OnFallback: g.onThrottleFallback, OnDegraded: g.onThrottleDegraded, OnRestored: g.onThrottleRestored, Now: now})
 	g.log.Info("rate limiter: Redis", "addrs", strings.Join(uo.Addrs, ","), "sentinel_master", uo.MasterName, "timeout", c.Redis.Timeout.String())
-	st, err := usage.NewRedis(usage.RedisOptions{Client: g.usageClient})
+	st, err := usage.NewRedis(usage.RedisOptions{Client: g.usageClient, Timeout: usageTimeout, GuardTTL: usageGuardTTL})
 	if err != nil {
 		return nil, err
 	}

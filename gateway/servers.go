@@ -49,4 +49,14 @@ const (
 	// (a pipelined round trip every few seconds) and a usage view read
 	// beside it, never waiting for or delaying a limiter call.
 	usagePoolSize = 2
+	// usageMaxPending bounds the usage flushes kept for a retry while the
+	// store fails: an hour of them at the default usage.flush_interval
+	// (5s); past it the oldest is dropped and counted.
+	usageMaxPending = 720
+	// usageTimeout bounds one flush to Redis or one read of the usage view.
+	usageTimeout = 2 * time.Second
+	// usageGuardTTL is how long Redis remembers a flush as applied, so
+	// that its retry is not counted twice: longer than the hour of flushes
+	// kept for a retry.
+	usageGuardTTL = 2 * time.Hour
 )
