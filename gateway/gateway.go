@@ -331,7 +331,7 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	po := probe.Options{Redis: g.limiterClient, RedisTimeout: c.Redis.Timeout, Backends: c.BackendURL, BackendTLS: hop,
 		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, probeTimeoutMax),
-		OnChange: g.onDependencyChange}
+		Interval: probeInterval, OnChange: g.onDependencyChange}
 	if g.limiterClient == nil {
 		po.Redis = nil // a nil client in the interface would read as set
 	}

@@ -31,6 +31,10 @@ const (
 	// probeTimeoutMax caps a readiness probe of a backend (proxy.timeout
 	// when shorter): /readyz should answer within a load balancer's probe.
 	probeTimeoutMax = time.Second
+	// probeInterval is the time between the starts of two readiness probes
+	// of one dependency: at most one PING a second per gateway, and a hung
+	// backend unready within probeInterval + its probe's timeout.
+	probeInterval = time.Second
 
 	// adminReadTimeout and adminIdleTimeout: the admin listener serves
 	// scrapes and probes, short requests from a few clients.
