@@ -17,6 +17,16 @@ const (
 	// does not close idle connections, so it also bounds a drain.
 	idleTimeout = 60 * time.Second
 
+	// refusalLinger bounds the time spent on a connection refused by the
+	// per-peer bounds: writing the 429, then reading what the client sent,
+	// so that closing does not reset the connection before the client has
+	// read the answer.
+	refusalLinger = time.Second
+	// maxRefusing bounds the refused connections lingering at once; past it
+	// one is closed unanswered, so that a flood of refusals costs no more
+	// than this many goroutines.
+	maxRefusing = 256
+
 	// lookupTimeoutMax caps one key lookup (proxy.timeout when shorter): a
 	// request with a key not cached waits on it before anything else.
 	lookupTimeoutMax = 2 * time.Second
