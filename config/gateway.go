@@ -467,15 +467,28 @@ type KeyCache struct {
 	// PushedTTL of a working key cached while the backend's invalidations
 	// reach the gateway through Redis: a revocation drops it at once, so it
 	// lives long, and is refreshed in the background before it expires. A
-	// gap in the subscription shortens it to TTL. Default 15m (also when 0);
-	// at least TTL.
+	// gap in the subscription shortens it to TTL. Default 15m, also when 0
+	// (InForce); at least TTL.
 	PushedTTL time.Duration `yaml:"pushed_ttl" env:"GATEWAY_KEY_CACHE_PUSHED_TTL"`
 	// NegativeTTL of an unknown key. Default 5s.
 	NegativeTTL time.Duration `yaml:"negative_ttl" env:"GATEWAY_KEY_CACHE_NEGATIVE_TTL"`
 	// NegativeSize is the most unknown and revoked keys kept, in a cache of
 	// their own so that they never evict a working key. Default 0: a tenth
-	// of Size.
+	// of Size, at least 64 (InForce).
 	NegativeSize int `yaml:"negative_size" env:"GATEWAY_KEY_CACHE_NEGATIVE_SIZE"`
+}
+
+// InForce is the cache's bounds as they apply: a NegativeSize of 0 is a
+// tenth of Size (at least 64, one entry for each of the cache's locks), a
+// PushedTTL of 0 the default (at least TTL).
+func (k KeyCache) InForce() KeyCache {
+	if k.NegativeSize == 0 {
+		k.NegativeSize = max(64, k.Size/10)
+	}
+	if k.PushedTTL == 0 {
+		k.PushedTTL = max(DefaultGateway().KeyCache.PushedTTL, k.TTL)
+	}
+	return k
 }
 
 // Proxy configures calls to the backend.

@@ -278,8 +278,12 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cache := auth.NewCache(auth.CacheOptions{Size: c.KeyCache.Size, NegativeSize: c.KeyCache.NegativeSize,
-		TTL: c.KeyCache.TTL, PushedTTL: c.KeyCache.PushedTTL, NegativeTTL: c.KeyCache.NegativeTTL, Now: o.Now})
+	kc := c.KeyCache.InForce()
+	cache, err := auth.NewCache(auth.CacheOptions{Size: kc.Size, NegativeSize: kc.NegativeSize,
+		TTL: kc.TTL, PushedTTL: kc.PushedTTL, NegativeTTL: kc.NegativeTTL, Now: o.Now})
+	if err != nil {
+		return nil, err
+	}
 	g.registerKeyCache(cache)
 	if g.subClient != nil {
 		g.subscriber = auth.Subscribe(g.subClient, cache, g.log)
