@@ -72,7 +72,7 @@ type Gateway struct {
 	Proxy            Proxy         `yaml:"proxy"`
 	TrustedProxies   List          `yaml:"trusted_proxies" env:"GATEWAY_TRUSTED_PROXIES"`
 	// MaxBodyBytes is the ceiling of any request body: OrderBodyBytes is
-	// capped at it. Default 1 MiB.
+	// capped at it. Default 1048576 (1 MiB).
 	MaxBodyBytes int `yaml:"max_body_bytes" env:"GATEWAY_MAX_BODY_BYTES"`
 
 	// What a client holds before it has shown a key. fasthttp sets aside a
@@ -83,8 +83,8 @@ type Gateway struct {
 	//
 	// OrderBodyBytes bounds the body of an order placement (413
 	// payload_too_large past it), the only route that takes one. Default
-	// 16 KiB: the largest valid order is about 4 KB of JSON with escaped
-	// names. Capped at MaxBodyBytes (OrderBodyLimit).
+	// 16384 (16 KiB): the largest valid order is about 4 KB of JSON with
+	// escaped names. Capped at MaxBodyBytes (OrderBodyLimit).
 	OrderBodyBytes int `yaml:"order_body_bytes" env:"GATEWAY_ORDER_BODY_BYTES"`
 	// MaxConnsPerPeer is the most connections one TCP peer (an IPv4
 	// address, an IPv6 /64) holds open at once; one more is answered 429
@@ -210,8 +210,9 @@ type ACME struct {
 	Domains List `yaml:"domains" env:"GATEWAY_TLS_ACME_DOMAINS"`
 	// Email is the account's contact for the CA's expiry notices.
 	Email string `yaml:"email" env:"GATEWAY_TLS_ACME_EMAIL"`
-	// CA is the ACME directory URL. Default Let's Encrypt's production
-	// directory.
+	// CA is the ACME directory URL. Default
+	// "https://acme-v02.api.letsencrypt.org/directory" (LetsEncrypt, the
+	// production directory).
 	CA string `yaml:"ca" env:"GATEWAY_TLS_ACME_CA"`
 	// CARootFile is a PEM file of roots to trust for the CA's own HTTPS
 	// (a private CA); empty: the system's roots.
