@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -572,5 +573,104 @@ func TestCommentsStateTheDefaultsCatchesDrift(t *testing.T) {
 		if !found {
 			t.Errorf("%s → %s: no problem says %q; got %q", tc.from, tc.to, tc.want, problems)
 		}
+	}
+}
+
+// messageDefault finds a default a validation message states after the
+// setting it names first: "read_timeout: %s must be ... (default 10s)".
+var (
+	messagePath    = regexp.MustCompile(`^([a-z_]+(?:\.[a-z_]+)*)[ :]`)
+	messageDefault = regexp.MustCompile(`(?:\(|; )default (\S+)`)
+)
+
+// messageProblems reads the string literals of the Go source src (one
+// file of this package, whose settings are settings') and says, one line
+// each, where a message that names a setting states a default that is not
+// the code's.
+func messageProblems(t *testing.T, name, src string, settings []declared) (problems []string, checked int) {
+	t.Helper()
+	byPath := make(map[string]declared, len(settings))
+	for _, s := range settings {
+		byPath[s.path] = s
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, name, src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		lit, ok := n.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return true
+		}
+		text, err := strconv.Unquote(lit.Value)
+		if err != nil {
+			return true
+		}
+		p, d := messagePath.FindStringSubmatch(text), messageDefault.FindStringSubmatch(text)
+		if p == nil || d == nil {
+			return true
+		}
+		checked++
+		at := fmt.Sprintf("%s:%d: %q", name, fset.Position(lit.Pos()).Line, text)
+		s, ok := byPath[p[1]]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s: states a default of %s, which is no setting", at, p[1]))
+			return true
+		}
+		stated := strings.TrimRight(d[1], ".,;:)")
+		got, err := parseDefault(s.def.Type(), stated)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("%s: the default %q does not read as %s would: %v (the code's: %s)", at, stated, p[1], err, formatDefault(s.def)))
+		case !reflect.DeepEqual(got.Interface(), s.def.Interface()):
+			problems = append(problems, fmt.Sprintf("%s: the message's default of %s is %q, the code's is %s", at, p[1], stated, formatDefault(s.def)))
+		}
+		return true
+	})
+	return problems, checked
+}
+
+// The files whose messages state defaults, and whose settings they name.
+func messageFiles() map[string][]declared {
+	gateway := declaredSettings(DefaultGateway(), envNameOf("GATEWAY_"))
+	return map[string][]declared{"gateway.go": gateway, "limits.go": gateway,
+		"backend.go": declaredSettings(DefaultBackend(), envNameOf("BACKEND_"))}
+}
+
+// TestMessagesStateTheDefaults: a validation message that states the
+// default of the setting it refuses ("read_timeout: ... (default 10s)")
+// states the code's, so an operator told to go back to it gets a value
+// that loads.
+func TestMessagesStateTheDefaults(t *testing.T) {
+	checked := 0
+	for name, settings := range messageFiles() {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		problems, n := messageProblems(t, name, string(src), settings)
+		for _, p := range problems {
+			t.Error(p)
+		}
+		checked += n
+	}
+	if checked < 15 {
+		t.Errorf("%d messages' defaults checked, want at least 15", checked)
+	}
+	t.Logf("%d messages' defaults checked", checked)
+
+	// A message whose default drifted is reported.
+	src, err := os.ReadFile("gateway.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(string(src), "between 1 and 1024 (default 8)", "between 1 and 1024 (default 9)", 1)
+	if changed == string(src) {
+		t.Fatal("the redis_pool_size message is not in gateway.go")
+	}
+	problems, _ := messageProblems(t, "gateway.go", changed, messageFiles()["gateway.go"])
+	if len(problems) != 1 || !strings.Contains(problems[0], `the message's default of failed_keys.redis_pool_size is "9", the code's is `+"`8`") {
+		t.Errorf("a drifted message's default: %q", problems)
 	}
 }
