@@ -47,7 +47,7 @@ type Backend struct {
 	// 1-32 of a-z, 0-9, '.', '_', '-'; tokens 16+ characters, all distinct.
 	AdminTokens List `yaml:"admin_tokens" env:"BACKEND_ADMIN_TOKENS" secret:"true"`
 	// AuditRetention is how long audit records are kept; the sweeper
-	// deletes older ones. Default 400 days.
+	// deletes older ones. Default 400d.
 	AuditRetention time.Duration `yaml:"audit_retention" env:"BACKEND_AUDIT_RETENTION"`
 	// RedisURL, when set, is where key and vendor changes are published.
 	RedisURL List `yaml:"redis_url" env:"BACKEND_REDIS_URL"`
@@ -72,7 +72,7 @@ type Backend struct {
 	// SeedSandboxVendor creates an approved sandbox vendor with every
 	// service on first start (for make run). Default false.
 	SeedSandboxVendor bool `yaml:"seed_sandbox_vendor" env:"BACKEND_SEED_SANDBOX_VENDOR"`
-	// MaxBodyBytes bounds a request body. Default 1 MiB.
+	// MaxBodyBytes bounds a request body. Default 1048576 (1 MiB).
 	MaxBodyBytes int `yaml:"max_body_bytes" env:"BACKEND_MAX_BODY_BYTES"`
 	// StreamIdleTimeout bounds a report download by progress, not as a
 	// whole: past it with no byte taken by the reader, it is cut. Default 30s.

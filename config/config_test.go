@@ -481,3 +481,23 @@ func TestDocsQuotaOverrideExample(t *testing.T) {
 		t.Errorf("the first try: %v, want %q", err, quoted)
 	}
 }
+
+// TestKeyCacheInForce: the key cache's zeros that mean something are
+// resolved here, once (the cache itself refuses a zero): negative_size 0
+// is a tenth of size, at least 64; pushed_ttl 0 the default, at least ttl;
+// values set are kept.
+func TestKeyCacheInForce(t *testing.T) {
+	d := DefaultGateway().KeyCache
+	for _, tc := range []struct {
+		in, want KeyCache
+	}{
+		{KeyCache{Size: 100000, TTL: 30 * time.Second}, KeyCache{Size: 100000, TTL: 30 * time.Second, NegativeSize: 10000, PushedTTL: d.PushedTTL}},
+		{KeyCache{Size: 100, TTL: time.Hour}, KeyCache{Size: 100, TTL: time.Hour, NegativeSize: 64, PushedTTL: time.Hour}},
+		{KeyCache{Size: 100, TTL: time.Second, NegativeSize: 7, PushedTTL: time.Minute},
+			KeyCache{Size: 100, TTL: time.Second, NegativeSize: 7, PushedTTL: time.Minute}},
+	} {
+		if got := tc.in.InForce(); got != tc.want {
+			t.Errorf("%+v in force: %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+}

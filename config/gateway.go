@@ -72,7 +72,7 @@ type Gateway struct {
 	Proxy            Proxy         `yaml:"proxy"`
 	TrustedProxies   List          `yaml:"trusted_proxies" env:"GATEWAY_TRUSTED_PROXIES"`
 	// MaxBodyBytes is the ceiling of any request body: OrderBodyBytes is
-	// capped at it. Default 1 MiB.
+	// capped at it. Default 1048576 (1 MiB).
 	MaxBodyBytes int `yaml:"max_body_bytes" env:"GATEWAY_MAX_BODY_BYTES"`
 
 	// What a client holds before it has shown a key. fasthttp sets aside a
@@ -83,8 +83,8 @@ type Gateway struct {
 	//
 	// OrderBodyBytes bounds the body of an order placement (413
 	// payload_too_large past it), the only route that takes one. Default
-	// 16 KiB: the largest valid order is about 4 KB of JSON with escaped
-	// names. Capped at MaxBodyBytes (OrderBodyLimit).
+	// 16384 (16 KiB): the largest valid order is about 4 KB of JSON with
+	// escaped names. Capped at MaxBodyBytes (OrderBodyLimit).
 	OrderBodyBytes int `yaml:"order_body_bytes" env:"GATEWAY_ORDER_BODY_BYTES"`
 	// MaxConnsPerPeer is the most connections one TCP peer (an IPv4
 	// address, an IPv6 /64) holds open at once; one more is answered 429
@@ -210,8 +210,9 @@ type ACME struct {
 	Domains List `yaml:"domains" env:"GATEWAY_TLS_ACME_DOMAINS"`
 	// Email is the account's contact for the CA's expiry notices.
 	Email string `yaml:"email" env:"GATEWAY_TLS_ACME_EMAIL"`
-	// CA is the ACME directory URL. Default Let's Encrypt's production
-	// directory.
+	// CA is the ACME directory URL. Default
+	// "https://acme-v02.api.letsencrypt.org/directory" (LetsEncrypt, the
+	// production directory).
 	CA string `yaml:"ca" env:"GATEWAY_TLS_ACME_CA"`
 	// CARootFile is a PEM file of roots to trust for the CA's own HTTPS
 	// (a private CA); empty: the system's roots.
@@ -467,15 +468,28 @@ type KeyCache struct {
 	// PushedTTL of a working key cached while the backend's invalidations
 	// reach the gateway through Redis: a revocation drops it at once, so it
 	// lives long, and is refreshed in the background before it expires. A
-	// gap in the subscription shortens it to TTL. Default 15m (also when 0);
-	// at least TTL.
+	// gap in the subscription shortens it to TTL. Default 15m, also when 0
+	// (InForce); at least TTL.
 	PushedTTL time.Duration `yaml:"pushed_ttl" env:"GATEWAY_KEY_CACHE_PUSHED_TTL"`
 	// NegativeTTL of an unknown key. Default 5s.
 	NegativeTTL time.Duration `yaml:"negative_ttl" env:"GATEWAY_KEY_CACHE_NEGATIVE_TTL"`
 	// NegativeSize is the most unknown and revoked keys kept, in a cache of
 	// their own so that they never evict a working key. Default 0: a tenth
-	// of Size.
+	// of Size, at least 64 (InForce).
 	NegativeSize int `yaml:"negative_size" env:"GATEWAY_KEY_CACHE_NEGATIVE_SIZE"`
+}
+
+// InForce is the cache's bounds as they apply: a NegativeSize of 0 is a
+// tenth of Size (at least 64, one entry for each of the cache's locks), a
+// PushedTTL of 0 the default (at least TTL).
+func (k KeyCache) InForce() KeyCache {
+	if k.NegativeSize == 0 {
+		k.NegativeSize = max(64, k.Size/10)
+	}
+	if k.PushedTTL == 0 {
+		k.PushedTTL = max(DefaultGateway().KeyCache.PushedTTL, k.TTL)
+	}
+	return k
 }
 
 // Proxy configures calls to the backend.

@@ -2,10 +2,14 @@ package config
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -419,5 +423,254 @@ func TestConfigurationReferenceCatchesDrift(t *testing.T) {
 			}
 			t.Fatalf("no problem says %q; got %q", tc.want, problems)
 		})
+	}
+}
+
+// The config source files whose field comments are held to the defaults.
+var commentedFiles = []string{"gateway.go", "backend.go", "limits.go", "list.go", "load.go"}
+
+// commentDefault finds a default stated in a field's comment: "Default X"
+// or "(default X": X is a quoted string up to its closing quote, or the
+// word after it without its trailing punctuation ("Default 10s." is 10s,
+// "Default 4096 (32 kbit/s)" is 4096).
+var commentDefault = regexp.MustCompile(`(?:^|[^a-z])(?:Default|\(default) ("[^"]*"|\S+)`)
+
+// fieldDefaults are the defaults of every field of config's struct types
+// as the Default* functions set them, by "Type.Field": each value found
+// where a default can be (not inside a list or a map).
+func fieldDefaults() map[string][]reflect.Value {
+	out := make(map[string][]reflect.Value)
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		if v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				return
+			}
+			v = v.Elem()
+		}
+		if v.Kind() != reflect.Struct {
+			return
+		}
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			if f := t.Field(i); f.IsExported() {
+				out[t.Name()+"."+f.Name] = append(out[t.Name()+"."+f.Name], v.Field(i))
+				walk(v.Field(i))
+			}
+		}
+	}
+	walk(reflect.ValueOf(DefaultGateway()))
+	walk(reflect.ValueOf(DefaultBackend()))
+	walk(reflect.ValueOf(DefaultVendorctl()))
+	return out
+}
+
+// commentProblems reads the field comments of the Go source src (one
+// file of this package) and says, one line each, where a default a
+// comment states is not the default the code sets.
+func commentProblems(t *testing.T, name, src string, defaults map[string][]reflect.Value) (problems []string, checked int) {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, name, src, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		ts, ok := n.(*ast.TypeSpec)
+		if !ok {
+			return true
+		}
+		st, ok := ts.Type.(*ast.StructType)
+		if !ok {
+			return false
+		}
+		for _, field := range st.Fields.List {
+			if field.Doc == nil {
+				continue
+			}
+			text := strings.Join(strings.Fields(field.Doc.Text()), " ")
+			for _, fn := range field.Names {
+				key := ts.Name.Name + "." + fn.Name
+				for _, m := range commentDefault.FindAllStringSubmatch(text, -1) {
+					checked++
+					stated := m[1]
+					if strings.HasPrefix(stated, `"`) {
+						stated = strings.Trim(stated, `"`)
+					} else {
+						stated = strings.TrimRight(stated, ".,;:)")
+					}
+					at := fmt.Sprintf("%s:%d: %s", name, fset.Position(field.Pos()).Line, key)
+					values := defaults[key]
+					if len(values) == 0 {
+						problems = append(problems, fmt.Sprintf("%s: the comment states default %q, but no Default function sets the field", at, stated))
+					}
+					for _, def := range values {
+						got, err := parseDefault(def.Type(), stated)
+						switch {
+						case err != nil:
+							problems = append(problems, fmt.Sprintf("%s: the comment's default %q does not read as the setting would: %v (the code's: %s)", at, stated, err, formatDefault(def)))
+						case !reflect.DeepEqual(got.Interface(), def.Interface()):
+							problems = append(problems, fmt.Sprintf("%s: the comment's default is %q, the code's is %s", at, stated, formatDefault(def)))
+						}
+					}
+				}
+			}
+		}
+		return false
+	})
+	return problems, checked
+}
+
+// TestCommentsStateTheDefaults: a default a config field's comment states
+// ("Default 50ms: past it...") is the one the Default functions set, as
+// the reference's are (TestConfigurationReference). A default changed in
+// the code and not in its comment fails here.
+func TestCommentsStateTheDefaults(t *testing.T) {
+	defaults := fieldDefaults()
+	checked := 0
+	for _, name := range commentedFiles {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		problems, n := commentProblems(t, name, string(src), defaults)
+		for _, p := range problems {
+			t.Error(p)
+		}
+		checked += n
+	}
+	// Most settings' comments state their default: a pattern that no
+	// longer finds them would pass with nothing checked.
+	if checked < 60 {
+		t.Errorf("%d comments' defaults checked, want at least 60", checked)
+	}
+	t.Logf("%d comments' defaults checked", checked)
+}
+
+// TestCommentsStateTheDefaultsCatchesDrift: the check above fails for a
+// comment whose default differs from the code's, so a pass means
+// something.
+func TestCommentsStateTheDefaultsCatchesDrift(t *testing.T) {
+	src, err := os.ReadFile("gateway.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults := fieldDefaults()
+	for _, tc := range []struct{ from, to, want string }{
+		{"Default 50ms:", "Default 60ms:", `Redis.Timeout: the comment's default is "60ms", the code's is ` + "`50ms`"},
+		{`Default ":8080".`, `Default ":8081".`, `Gateway.Listen: the comment's default is ":8081"`},
+		{"Default 128.", "Default 129.", "Redis.PipelineMax: the comment's default is \"129\""},
+	} {
+		changed := strings.Replace(string(src), tc.from, tc.to, 1)
+		if changed == string(src) {
+			t.Fatalf("%q is not in gateway.go", tc.from)
+		}
+		problems, _ := commentProblems(t, "gateway.go", changed, defaults)
+		found := false
+		for _, p := range problems {
+			found = found || strings.Contains(p, tc.want)
+		}
+		if !found {
+			t.Errorf("%s → %s: no problem says %q; got %q", tc.from, tc.to, tc.want, problems)
+		}
+	}
+}
+
+// messageDefault finds a default a validation message states after the
+// setting it names first: "read_timeout: %s must be ... (default 10s)".
+var (
+	messagePath    = regexp.MustCompile(`^([a-z_]+(?:\.[a-z_]+)*)[ :]`)
+	messageDefault = regexp.MustCompile(`(?:\(|; )default (\S+)`)
+)
+
+// messageProblems reads the string literals of the Go source src (one
+// file of this package, whose settings are settings') and says, one line
+// each, where a message that names a setting states a default that is not
+// the code's.
+func messageProblems(t *testing.T, name, src string, settings []declared) (problems []string, checked int) {
+	t.Helper()
+	byPath := make(map[string]declared, len(settings))
+	for _, s := range settings {
+		byPath[s.path] = s
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, name, src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		lit, ok := n.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return true
+		}
+		text, err := strconv.Unquote(lit.Value)
+		if err != nil {
+			return true
+		}
+		p, d := messagePath.FindStringSubmatch(text), messageDefault.FindStringSubmatch(text)
+		if p == nil || d == nil {
+			return true
+		}
+		checked++
+		at := fmt.Sprintf("%s:%d: %q", name, fset.Position(lit.Pos()).Line, text)
+		s, ok := byPath[p[1]]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s: states a default of %s, which is no setting", at, p[1]))
+			return true
+		}
+		stated := strings.TrimRight(d[1], ".,;:)")
+		got, err := parseDefault(s.def.Type(), stated)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("%s: the default %q does not read as %s would: %v (the code's: %s)", at, stated, p[1], err, formatDefault(s.def)))
+		case !reflect.DeepEqual(got.Interface(), s.def.Interface()):
+			problems = append(problems, fmt.Sprintf("%s: the message's default of %s is %q, the code's is %s", at, p[1], stated, formatDefault(s.def)))
+		}
+		return true
+	})
+	return problems, checked
+}
+
+// The files whose messages state defaults, and whose settings they name.
+func messageFiles() map[string][]declared {
+	gateway := declaredSettings(DefaultGateway(), envNameOf("GATEWAY_"))
+	return map[string][]declared{"gateway.go": gateway, "limits.go": gateway,
+		"backend.go": declaredSettings(DefaultBackend(), envNameOf("BACKEND_"))}
+}
+
+// TestMessagesStateTheDefaults: a validation message that states the
+// default of the setting it refuses ("read_timeout: ... (default 10s)")
+// states the code's, so an operator told to go back to it gets a value
+// that loads.
+func TestMessagesStateTheDefaults(t *testing.T) {
+	checked := 0
+	for name, settings := range messageFiles() {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		problems, n := messageProblems(t, name, string(src), settings)
+		for _, p := range problems {
+			t.Error(p)
+		}
+		checked += n
+	}
+	if checked < 15 {
+		t.Errorf("%d messages' defaults checked, want at least 15", checked)
+	}
+	t.Logf("%d messages' defaults checked", checked)
+
+	// A message whose default drifted is reported.
+	src, err := os.ReadFile("gateway.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(string(src), "between 1 and 1024 (default 8)", "between 1 and 1024 (default 9)", 1)
+	if changed == string(src) {
+		t.Fatal("the redis_pool_size message is not in gateway.go")
+	}
+	problems, _ := messageProblems(t, "gateway.go", changed, messageFiles()["gateway.go"])
+	if len(problems) != 1 || !strings.Contains(problems[0], `the message's default of failed_keys.redis_pool_size is "9", the code's is `+"`8`") {
+		t.Errorf("a drifted message's default: %q", problems)
 	}
 }

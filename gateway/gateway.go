@@ -273,9 +273,17 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	// Usage buckets follow the wall clock (time.Now), not o.Now: they are
 	// shared with other replicas and read by operators in real minutes.
-	g.usage = usage.New(usage.Options{Store: usageStore, Interval: c.Usage.FlushInterval, OnFlush: g.onUsageFlush, Names: g.usageNames})
-	cache := auth.NewCache(auth.CacheOptions{Size: c.KeyCache.Size, NegativeSize: c.KeyCache.NegativeSize,
-		TTL: c.KeyCache.TTL, PushedTTL: c.KeyCache.PushedTTL, NegativeTTL: c.KeyCache.NegativeTTL, Now: o.Now})
+	g.usage, err = usage.New(usage.Options{Store: usageStore, Interval: c.Usage.FlushInterval, MaxPending: usageMaxPending,
+		OnFlush: g.onUsageFlush, Names: g.usageNames})
+	if err != nil {
+		return nil, err
+	}
+	kc := c.KeyCache.InForce()
+	cache, err := auth.NewCache(auth.CacheOptions{Size: kc.Size, NegativeSize: kc.NegativeSize,
+		TTL: kc.TTL, PushedTTL: kc.PushedTTL, NegativeTTL: kc.NegativeTTL, Now: o.Now})
+	if err != nil {
+		return nil, err
+	}
 	g.registerKeyCache(cache)
 	if g.subClient != nil {
 		g.subscriber = auth.Subscribe(g.subClient, cache, g.log)
@@ -291,7 +299,7 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	g.proxy, err = proxy.New(proxy.Options{Backends: c.BackendURL, InternalToken: c.InternalToken, TLS: hop, Timeout: c.Proxy.Timeout,
 		StreamIdleTimeout: c.Proxy.StreamIdleTimeout, MaxConns: c.Proxy.MaxConns, BreakerOpenFor: c.Proxy.BreakerOpenFor, BreakerFailures: c.Proxy.BreakerFailures,
-		StreamMaxConns: c.Proxy.StreamMaxConns, OnTooSlow: tooSlow.Inc,
+		StreamMaxConns: c.Proxy.StreamMaxConns, MaxConnWait: proxyConnWait, OnTooSlow: tooSlow.Inc,
 		MinRate:       proxy.MinRate{Bytes: c.Proxy.StreamMinRate, Window: c.Proxy.StreamMinRateWindow, Grace: c.Proxy.StreamMinRateGrace},
 		OnStateChange: g.onBreakerState, ObserveUpstream: observe})
 	if err != nil {
@@ -327,7 +335,7 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	po := probe.Options{Redis: g.limiterClient, RedisTimeout: c.Redis.Timeout, Backends: c.BackendURL, BackendTLS: hop,
 		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, probeTimeoutMax),
-		OnChange: g.onDependencyChange}
+		Interval: probeInterval, OnChange: g.onDependencyChange}
 	if g.limiterClient == nil {
 		po.Redis = nil // a nil client in the interface would read as set
 	}

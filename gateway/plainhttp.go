@@ -127,7 +127,8 @@ func (g *Gateway) ServePlain(ln net.Listener) error {
 	g.served = append(g.served, ln)
 	g.servedMu.Unlock()
 	bounded, err := connlimit.NewListener(ln, connlimit.Options{Total: g.conns, PerPeer: g.maxConnsPerPeer, NewPerSecond: g.maxNewConnsPerPeer,
-		Exempt: g.connExempt, Header: g.connHeader(), Refusal: g.connRefusal, OnRefuse: g.onConnRefused})
+		Exempt: g.connExempt, Header: g.connHeader(), Refusal: g.connRefusal, OnRefuse: g.onConnRefused,
+		Linger: refusalLinger, MaxRefusing: maxRefusing})
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("serve plain http: %w", err)

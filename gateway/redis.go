@@ -27,7 +27,10 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 	if len(c.Redis.URL) == 0 {
 		g.limiter = limit.NewLocal(limit.LocalOptions{Now: now})
 		g.windows = window.NewLocal(now)
-		g.throttle = throttle.NewLocal(throttle.LocalOptions{Now: now, MaxTracked: c.FailedKeys.MaxTracked})
+		var err error
+		if g.throttle, err = throttle.NewLocal(throttle.LocalOptions{Now: now, MaxTracked: c.FailedKeys.MaxTracked}); err != nil {
+			return nil, err
+		}
 		g.slots = concurrency.NewLocal()
 		g.log.Info("rate limiter: in-process GCRA (no Redis configured): limits hold for this single gateway instance only")
 		return usage.NewLocal(nil), nil
@@ -96,11 +99,14 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 	if err != nil {
 		return nil, err
 	}
-	g.throttle = throttle.NewRedis(throttle.RedisOptions{Client: g.throttleClient, Timeout: c.Redis.Timeout,
+	g.throttle, err = throttle.NewRedis(throttle.RedisOptions{Client: g.throttleClient, Timeout: c.Redis.Timeout,
 		Conns: c.FailedKeys.RedisPoolSize, Hold: c.Redis.BreakerOpenFor, Down: g.redisLim.Down, MaxTracked: c.FailedKeys.MaxTracked,
 		OnFallback: g.onThrottleFallback, OnDegraded: g.onThrottleDegraded, OnRestored: g.onThrottleRestored, Now: now})
+	if err != nil {
+		return nil, err
+	}
 	g.log.Info("rate limiter: Redis", "addrs", strings.Join(uo.Addrs, ","), "sentinel_master", uo.MasterName, "timeout", c.Redis.Timeout.String())
-	st, err := usage.NewRedis(usage.RedisOptions{Client: g.usageClient})
+	st, err := usage.NewRedis(usage.RedisOptions{Client: g.usageClient, Timeout: usageTimeout, GuardTTL: usageGuardTTL})
 	if err != nil {
 		return nil, err
 	}

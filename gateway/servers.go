@@ -17,6 +17,16 @@ const (
 	// does not close idle connections, so it also bounds a drain.
 	idleTimeout = 60 * time.Second
 
+	// refusalLinger bounds the time spent on a connection refused by the
+	// per-peer bounds: writing the 429, then reading what the client sent,
+	// so that closing does not reset the connection before the client has
+	// read the answer.
+	refusalLinger = time.Second
+	// maxRefusing bounds the refused connections lingering at once; past it
+	// one is closed unanswered, so that a flood of refusals costs no more
+	// than this many goroutines.
+	maxRefusing = 256
+
 	// lookupTimeoutMax caps one key lookup (proxy.timeout when shorter): a
 	// request with a key not cached waits on it before anything else.
 	lookupTimeoutMax = 2 * time.Second
@@ -24,9 +34,17 @@ const (
 	// requests and concurrent lookups of one key are coalesced, so 64 covers
 	// a cold start under load without a flood of new keys opening hundreds.
 	lookupMaxConns = 64
+	// proxyConnWait is how long a request waits for a free connection to
+	// a backend once proxy.max_conns are in use: a full pool is overload,
+	// answered 503 quickly.
+	proxyConnWait = 100 * time.Millisecond
 	// probeTimeoutMax caps a readiness probe of a backend (proxy.timeout
 	// when shorter): /readyz should answer within a load balancer's probe.
 	probeTimeoutMax = time.Second
+	// probeInterval is the time between the starts of two readiness probes
+	// of one dependency: at most one PING a second per gateway, and a hung
+	// backend unready within probeInterval + its probe's timeout.
+	probeInterval = time.Second
 
 	// adminReadTimeout and adminIdleTimeout: the admin listener serves
 	// scrapes and probes, short requests from a few clients.
@@ -45,4 +63,14 @@ const (
 	// (a pipelined round trip every few seconds) and a usage view read
 	// beside it, never waiting for or delaying a limiter call.
 	usagePoolSize = 2
+	// usageMaxPending bounds the usage flushes kept for a retry while the
+	// store fails: an hour of them at the default usage.flush_interval
+	// (5s); past it the oldest is dropped and counted.
+	usageMaxPending = 720
+	// usageTimeout bounds one flush to Redis or one read of the usage view.
+	usageTimeout = 2 * time.Second
+	// usageGuardTTL is how long Redis remembers a flush as applied, so
+	// that its retry is not counted twice: longer than the hour of flushes
+	// kept for a retry.
+	usageGuardTTL = 2 * time.Hour
 )

@@ -303,7 +303,8 @@ func (g *Gateway) onHandshakeFailure(r edgetls.Reason) { g.tls.failures[r].Inc()
 // bounds apply to the client it names (proxyprotocol.go).
 func (g *Gateway) publicListener(pub net.Listener) (net.Listener, error) {
 	o := connlimit.Options{Total: g.conns, PerPeer: g.maxConnsPerPeer, NewPerSecond: g.maxNewConnsPerPeer,
-		Exempt: g.connExempt, Header: g.connHeader(), Refusal: g.connRefusal, OnRefuse: g.onConnRefused}
+		Exempt: g.connExempt, Header: g.connHeader(), Refusal: g.connRefusal, OnRefuse: g.onConnRefused,
+		Linger: refusalLinger, MaxRefusing: maxRefusing}
 	if g.tls.certs != nil {
 		o.Refusal = nil
 	}

@@ -93,7 +93,7 @@ type Options struct {
 	// MaxRefreshes bounds the background refreshes in flight (lookups no
 	// request waits for), so that they leave part of the lookup pool to
 	// the requests that miss; those due meanwhile wait in due order.
-	// Default 16.
+	// Required.
 	MaxRefreshes int
 }
 
@@ -144,7 +144,7 @@ func New(o Options) (*Authenticator, error) {
 		o.Now = time.Now
 	}
 	if o.MaxRefreshes <= 0 {
-		o.MaxRefreshes = 16
+		return nil, fmt.Errorf("auth: max refreshes %d must be positive", o.MaxRefreshes)
 	}
 	a := &Authenticator{prefixes: o.Prefixes, signer: o.Signer, cache: o.Cache, lookup: o.Lookup, now: o.Now, usage: o.Usage,
 		flights: make(map[[32]byte]*flight)}

@@ -52,7 +52,8 @@ func newAuth(t testing.TB, size int) (*Authenticator, *table, string) {
 	key := signedKey(t)
 	tb := &table{m: map[string]*wire.KeyResolution{apikey.Hash(key): {KeyID: "k1", VendorID: "v1", Environment: "sandbox",
 		ExpiresAt: time.Now().Add(time.Hour), Vendor: wire.VendorInfo{Status: wire.VendorApproved}}}}
-	a, err := New(Options{Prefixes: apikey.DefaultPrefixes(), Signer: testSigner(t), Cache: NewCache(CacheOptions{Size: size}), Lookup: tb})
+	a, err := New(Options{Prefixes: apikey.DefaultPrefixes(), Signer: testSigner(t), Cache: testCache(t, CacheOptions{Size: size}), Lookup: tb,
+		MaxRefreshes: testMaxRefreshes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func TestCacheHitAndInvalidation(t *testing.T) {
 }
 
 func TestCacheBounded(t *testing.T) {
-	c := NewCache(CacheOptions{Size: 128})
+	c := testCache(t, CacheOptions{Size: 128})
 	for i := 0; i < 10000; i++ {
 		var sum [32]byte
 		sum[0], sum[1], sum[2] = byte(i), byte(i>>8), byte(i>>16)
@@ -110,7 +111,7 @@ func TestCacheBounded(t *testing.T) {
 }
 
 func TestLookupRacingInvalidationIsNotCached(t *testing.T) {
-	c := NewCache(CacheOptions{})
+	c := testCache(t, CacheOptions{})
 	var sum [32]byte
 	gen := c.Generation()
 	c.InvalidateVendor("v1") // the revocation lands while the lookup is in flight
@@ -168,7 +169,7 @@ func TestUnsignedKeysAreNeitherLookedUpNorCached(t *testing.T) {
 // TestNegativeEntriesNeverEvictWorkingKeys: unknown and revoked keys fill
 // their own table; the working keys cached before stay cached.
 func TestNegativeEntriesNeverEvictWorkingKeys(t *testing.T) {
-	c := NewCache(CacheOptions{Size: 128, NegativeSize: 64})
+	c := testCache(t, CacheOptions{Size: 128, NegativeSize: 64})
 	good := make([][32]byte, 64)
 	for i := range good {
 		good[i][0], good[i][1] = byte(i), 1
@@ -364,7 +365,7 @@ func TestBucketsFollowTheLayout(t *testing.T) {
 // shard's).
 func TestCacheHoldsItsSize(t *testing.T) {
 	const n = 10000
-	c := NewCache(CacheOptions{Size: n})
+	c := testCache(t, CacheOptions{Size: n})
 	sums := make([][32]byte, n)
 	for i := range sums {
 		sums[i] = Sum([]byte(fmt.Sprint("key-", i)))
@@ -400,7 +401,7 @@ func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 func TestPushedEntriesLiveLongUntilAGap(t *testing.T) {
 	clk := &clock{}
 	clk.ns.Store(time.Hour.Nanoseconds())
-	c := NewCache(CacheOptions{TTL: 30 * time.Second, PushedTTL: 10 * time.Minute, Now: clk.now})
+	c := testCache(t, CacheOptions{TTL: 30 * time.Second, PushedTTL: 10 * time.Minute, Now: clk.now})
 	a, b := Sum([]byte("a")), Sum([]byte("b"))
 	c.Put(&a, &Identity{VendorID: "v"}, c.Generation()) // no pushes yet: TTL
 	c.PushesFlowing()
@@ -441,7 +442,7 @@ func TestPushedEntriesLiveLongUntilAGap(t *testing.T) {
 // every 15 s is refreshed before it expires; not before two fifths.
 func TestShortEntriesRefreshFromHalfTheirLife(t *testing.T) {
 	clk := &clock{}
-	c := NewCache(CacheOptions{TTL: 30 * time.Second, Now: clk.now})
+	c := testCache(t, CacheOptions{TTL: 30 * time.Second, Now: clk.now})
 	sums := make([][32]byte, 256)
 	for i := range sums {
 		sums[i] = Sum([]byte(fmt.Sprint("key-", i)))
@@ -469,7 +470,7 @@ func TestShortEntriesRefreshFromHalfTheirLife(t *testing.T) {
 func TestScheduledRefreshRunsAFifthOfTTLBeforeExpiry(t *testing.T) {
 	clk := &clock{}
 	clk.ns.Store(time.Hour.Nanoseconds())
-	c := NewCache(CacheOptions{TTL: 30 * time.Second, PushedTTL: 10 * time.Minute, Now: clk.now})
+	c := testCache(t, CacheOptions{TTL: 30 * time.Second, PushedTTL: 10 * time.Minute, Now: clk.now})
 	a, b := Sum([]byte("a")), Sum([]byte("b"))
 	c.Put(&a, &Identity{VendorID: "v"}, c.Generation())
 	stored := clk.now().UnixNano()
@@ -509,7 +510,7 @@ func TestScheduledRefreshRunsAFifthOfTTLBeforeExpiry(t *testing.T) {
 func TestSubscribingDropsWorkingKeys(t *testing.T) {
 	clk := &clock{}
 	clk.ns.Store(time.Hour.Nanoseconds())
-	c := NewCache(CacheOptions{TTL: 30 * time.Second, PushedTTL: 10 * time.Minute, Now: clk.now})
+	c := testCache(t, CacheOptions{TTL: 30 * time.Second, PushedTTL: 10 * time.Minute, Now: clk.now})
 	a, b, unknown, revoked := Sum([]byte("a")), Sum([]byte("b")), Sum([]byte("u")), Sum([]byte("r"))
 	c.Put(&a, &Identity{VendorID: "v"}, c.Generation())
 	c.Put(&b, &Identity{VendorID: "w"}, c.Generation())

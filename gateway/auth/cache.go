@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -21,27 +22,28 @@ const (
 	scheduled = math.MaxInt64 - 1
 )
 
-// CacheOptions bounds the key cache.
+// CacheOptions bounds the key cache. Every size and TTL is required
+// (config holds the settings' defaults): NewCache refuses a zero.
 type CacheOptions struct {
 	// Size is the most working keys (and expired ones) kept: a cache of
-	// size N holds N keys before it evicts one. Default 100000.
+	// size N holds N keys before it evicts one.
 	Size int
 	// NegativeSize is the most unknown and revoked keys kept. They live in a
 	// table of their own, so that a flood of them never evicts a working
-	// key. Default a tenth of Size (at least cacheShards).
+	// key.
 	NegativeSize int
 	// TTL of a resolved key while the backend's invalidations do not reach
-	// the cache (no Redis, or the subscription broken). Default 30s: the
-	// bound on how long a revocation can go unseen.
+	// the cache (no Redis, or the subscription broken): the bound on how
+	// long a revocation can go unseen.
 	TTL time.Duration
 	// PushedTTL of a working key stored while invalidations reach the cache
 	// (PushesFlowing): a revocation drops it at once, so it may live long.
-	// A gap in the pushes shortens it to TTL from the gap's start. Default
-	// 15m; never shorter than TTL.
+	// A gap in the pushes shortens it to TTL from the gap's start. At
+	// least TTL.
 	PushedTTL time.Duration
-	// NegativeTTL of an unknown key. Default 5s: long enough to shield the
-	// backend from a flood of one bad key, short enough that a new key
-	// works at once.
+	// NegativeTTL of an unknown key: long enough to shield the backend
+	// from a flood of one bad key, short enough that a new key works at
+	// once.
 	NegativeTTL time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
@@ -101,24 +103,20 @@ type cacheEntry struct {
 // negative reports whether id belongs in the negative table.
 func negative(id *Identity) bool { return id == nil || id.Revoked }
 
-// NewCache returns an empty cache. Invalidations count as not pushed until
-// PushesFlowing.
-func NewCache(o CacheOptions) *Cache {
-	if o.Size <= 0 {
-		o.Size = 100000
-	}
-	if o.NegativeSize <= 0 {
-		o.NegativeSize = max(cacheShards, o.Size/10)
-	}
-	if o.TTL <= 0 {
-		o.TTL = 30 * time.Second
-	}
-	if o.PushedTTL <= 0 {
-		o.PushedTTL = 15 * time.Minute
-	}
-	o.PushedTTL = max(o.PushedTTL, o.TTL)
-	if o.NegativeTTL <= 0 {
-		o.NegativeTTL = 5 * time.Second
+// NewCache returns an empty cache, or refuses bounds it cannot use.
+// Invalidations count as not pushed until PushesFlowing.
+func NewCache(o CacheOptions) (*Cache, error) {
+	switch {
+	case o.Size <= 0:
+		return nil, fmt.Errorf("auth: cache size %d must be positive", o.Size)
+	case o.NegativeSize <= 0:
+		return nil, fmt.Errorf("auth: cache negative size %d must be positive", o.NegativeSize)
+	case o.TTL <= 0:
+		return nil, fmt.Errorf("auth: cache ttl %s must be positive", o.TTL)
+	case o.PushedTTL < o.TTL:
+		return nil, fmt.Errorf("auth: cache pushed ttl %s must be at least the ttl %s", o.PushedTTL, o.TTL)
+	case o.NegativeTTL <= 0:
+		return nil, fmt.Errorf("auth: cache negative ttl %s must be positive", o.NegativeTTL)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -126,7 +124,7 @@ func NewCache(o CacheOptions) *Cache {
 	c := &Cache{ttl: int64(o.TTL), pushedTTL: int64(o.PushedTTL), negTTL: int64(o.NegativeTTL), now: o.Now}
 	c.pos.init(o.Size)
 	c.neg.init(o.NegativeSize)
-	return c
+	return c, nil
 }
 
 func (t *cacheTable) init(size int) {

@@ -29,7 +29,8 @@ var ErrUnavailable = errors.New("key lookup unavailable")
 // BreakerName is the name of the lookup breaker in metrics.
 const BreakerName = "key_lookup"
 
-// Options configures a Client.
+// Options configures a Client. Every duration and count it uses is
+// required: New refuses a zero.
 type Options struct {
 	// Backends are base URLs (http://host:port); lookups rotate over them.
 	Backends []string
@@ -38,13 +39,13 @@ type Options struct {
 	// TLS is the client configuration of https backends (their CA, a
 	// client certificate); nil: the system's roots.
 	TLS *tls.Config
-	// Timeout bounds one lookup. Default 2s.
+	// Timeout bounds one lookup.
 	Timeout time.Duration
-	// MaxConns bounds connections per backend. Default 64.
+	// MaxConns bounds connections per backend.
 	MaxConns int
-	// BreakerOpenFor is how long the breaker stays open. Default 5s.
+	// BreakerOpenFor is how long the breaker stays open.
 	BreakerOpenFor time.Duration
-	// BreakerFailures is how many consecutive failures open it. Default 5.
+	// BreakerFailures is how many consecutive failures open it.
 	BreakerFailures int
 	// OnStateChange is told of breaker transitions; it runs under the
 	// breaker's lock.
@@ -65,17 +66,15 @@ func New(o Options) (*Client, error) {
 	if len(o.Backends) == 0 {
 		return nil, errors.New("backendapi: no backend")
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = 2 * time.Second
-	}
-	if o.MaxConns <= 0 {
-		o.MaxConns = 64
-	}
-	if o.BreakerOpenFor <= 0 {
-		o.BreakerOpenFor = 5 * time.Second
-	}
-	if o.BreakerFailures <= 0 {
-		o.BreakerFailures = 5
+	switch {
+	case o.Timeout <= 0:
+		return nil, fmt.Errorf("backendapi: timeout %s must be positive", o.Timeout)
+	case o.MaxConns <= 0:
+		return nil, fmt.Errorf("backendapi: max conns %d must be positive", o.MaxConns)
+	case o.BreakerOpenFor <= 0:
+		return nil, fmt.Errorf("backendapi: breaker open for %s must be positive", o.BreakerOpenFor)
+	case o.BreakerFailures <= 0:
+		return nil, fmt.Errorf("backendapi: breaker failures %d must be positive", o.BreakerFailures)
 	}
 	c := &Client{token: o.InternalToken, timeout: o.Timeout}
 	for _, b := range o.Backends {

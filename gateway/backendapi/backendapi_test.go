@@ -51,8 +51,9 @@ func TestProbeAfterBackendDiedUsesFreshConnection(t *testing.T) {
 	srv := startLookupServer(t, "127.0.0.1:0")
 	addr := srv.ln.Addr().String()
 	const openFor = 300 * time.Millisecond
-	c, err := New(Options{Backends: []string{"http://" + addr}, InternalToken: "t", Timeout: 2 * time.Second,
-		BreakerOpenFor: openFor, BreakerFailures: 2})
+	o := testOptions("http://" + addr)
+	o.InternalToken, o.BreakerOpenFor, o.BreakerFailures = "t", openFor, 2
+	c, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func TestLookupAnswers(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ab := startAnswering(t, c.status, c.body)
-			cl, err := New(Options{Backends: []string{ab.url}, InternalToken: "tok"})
+			cl, err := New(testOptions(ab.url))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,7 +103,9 @@ func TestLookupAnswers(t *testing.T) {
 // counted, if a 404 counts as one, or if an open breaker still calls.
 func TestBreakerOpensAndSparesTheBackend(t *testing.T) {
 	missing := startAnswering(t, 404, `{}`)
-	cl, err := New(Options{Backends: []string{missing.url}, BreakerFailures: 3, BreakerOpenFor: time.Hour})
+	o := testOptions(missing.url)
+	o.BreakerFailures, o.BreakerOpenFor = 3, time.Hour
+	cl, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,12 +121,14 @@ func TestBreakerOpensAndSparesTheBackend(t *testing.T) {
 	sick := startAnswering(t, 503, `{}`)
 	var mu sync.Mutex
 	var changes []string
-	cl, err = New(Options{Backends: []string{sick.url}, BreakerFailures: 3, BreakerOpenFor: time.Hour,
-		OnStateChange: func(name string, from, to gobreaker.State) {
-			mu.Lock()
-			changes = append(changes, name+":"+from.String()+">"+to.String())
-			mu.Unlock()
-		}})
+	o = testOptions(sick.url)
+	o.BreakerFailures, o.BreakerOpenFor = 3, time.Hour
+	o.OnStateChange = func(name string, from, to gobreaker.State) {
+		mu.Lock()
+		changes = append(changes, name+":"+from.String()+">"+to.String())
+		mu.Unlock()
+	}
+	cl, err = New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +157,7 @@ func TestBreakerOpensAndSparesTheBackend(t *testing.T) {
 // refused at start, not at the first lookup.
 func TestNewRefusesBadBackends(t *testing.T) {
 	for _, backends := range [][]string{nil, {"://nohost"}, {"127.0.0.1:8080"}} {
-		if _, err := New(Options{Backends: backends}); err == nil {
+		if _, err := New(testOptions(backends...)); err == nil {
 			t.Errorf("New with backends %q succeeded", backends)
 		}
 	}

@@ -11,6 +11,7 @@ package connlimit
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -85,13 +86,13 @@ type Options struct {
 	Now func() time.Time
 	// Linger bounds the time spent on a refused connection: writing the
 	// answer, then reading what the client sent so that closing does not
-	// reset the connection before the client has read the answer. Default
-	// 1s.
+	// reset the connection before the client has read the answer.
+	// Required.
 	Linger time.Duration
 	// MaxRefusing bounds the refused connections lingering at once; past
 	// it a refused connection is closed at once, unanswered, so that a
-	// flood of refusals costs no more than this many goroutines. Default
-	// 256.
+	// flood of refusals costs no more than this many goroutines.
+	// Required.
 	MaxRefusing int
 }
 
@@ -173,6 +174,12 @@ func NewListener(ln net.Listener, o Options) (*Listener, error) {
 	if o.NewPerSecond < 0 {
 		return nil, errors.New("connlimit: NewPerSecond must not be negative")
 	}
+	if o.Linger <= 0 {
+		return nil, fmt.Errorf("connlimit: Linger %s must be positive", o.Linger)
+	}
+	if o.MaxRefusing <= 0 {
+		return nil, fmt.Errorf("connlimit: MaxRefusing %d must be positive", o.MaxRefusing)
+	}
 	if o.Exempt == nil {
 		o.Exempt = func(netip.Addr) bool { return false }
 	}
@@ -181,12 +188,6 @@ func NewListener(ln net.Listener, o Options) (*Listener, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
-	}
-	if o.Linger <= 0 {
-		o.Linger = time.Second
-	}
-	if o.MaxRefusing <= 0 {
-		o.MaxRefusing = 256
 	}
 	l := &Listener{Listener: ln, o: o, epoch: o.Now(), peers: make(map[netip.Addr]peer), ready: make(chan accepted), closed: make(chan struct{}), pending: make(map[net.Conn]struct{})}
 	if o.NewPerSecond > 0 {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -49,6 +50,16 @@ func serve(t *testing.T, l *Listener) {
 	}()
 }
 
+// The tests' time spent on a refused connection and bound on the refusals
+// lingering at once.
+const (
+	testLinger      = time.Second
+	testMaxRefusing = 256
+)
+
+// listen serves a Listener of o on a free port; the options a test leaves
+// zero get valid values (a total of 1000, a 429 refusal, testLinger and
+// testMaxRefusing).
 func listen(t *testing.T, o Options) *Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -62,6 +73,12 @@ func listen(t *testing.T, o Options) *Listener {
 		o.Refusal = func(dst []byte, _ Reason) []byte {
 			return append(dst, "HTTP/1.1 429 Too Many Requests\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno"...)
 		}
+	}
+	if o.Linger == 0 {
+		o.Linger = testLinger
+	}
+	if o.MaxRefusing == 0 {
+		o.MaxRefusing = testMaxRefusing
 	}
 	l, err := NewListener(ln, o)
 	if err != nil {
@@ -374,5 +391,36 @@ func TestTotalBoundsEveryConnection(t *testing.T) {
 	_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 	if n, err := c.Read(make([]byte, 1)); n > 0 || !isTimeout(err) {
 		t.Fatalf("a connection within the total again: %d %v, want held", n, err)
+	}
+}
+
+// TestNewListenerRefusesZeros: the listener fills in no default of its
+// own: a zero linger or bound on lingering refusals is refused with an
+// error that names it, as a zero PerPeer or a missing Total are.
+func TestNewListenerRefusesZeros(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	good := Options{Total: total(t, 10), PerPeer: 1, Linger: testLinger, MaxRefusing: testMaxRefusing}
+	if _, err := NewListener(ln, good); err != nil {
+		t.Fatalf("valid options refused: %v", err)
+	}
+	for name, zero := range map[string]func(o *Options){
+		"PerPeer":     func(o *Options) { o.PerPeer = 0 },
+		"Total":       func(o *Options) { o.Total = nil },
+		"Linger":      func(o *Options) { o.Linger = 0 },
+		"MaxRefusing": func(o *Options) { o.MaxRefusing = 0 },
+	} {
+		o := good
+		zero(&o)
+		_, err := NewListener(ln, o)
+		switch {
+		case err == nil:
+			t.Errorf("%s zero: accepted", name)
+		case !strings.Contains(err.Error(), name):
+			t.Errorf("%s zero: %q does not name it", name, err)
+		}
 	}
 }

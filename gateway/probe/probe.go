@@ -32,26 +32,27 @@ import (
 // finished (only seen when New's wait for it was cut short by Close).
 var ErrNotProbed = errors.New("not probed yet")
 
-// Options configure a Prober.
+// Options configure a Prober. RedisTimeout, BackendTimeout and Interval
+// are required: New refuses a zero.
 type Options struct {
 	// Redis is pinged when set; nil means no Redis (the in-process limiter)
 	// and no Redis verdict. With a Cluster, every master is pinged.
 	Redis redis.UniversalClient
-	// RedisTimeout bounds one PING (the limiter's redis.timeout). Default
-	// 50ms: a Redis slower than the limiter allows is not ready for it.
+	// RedisTimeout bounds one PING (the limiter's redis.timeout): a Redis
+	// slower than the limiter allows is not ready for it.
 	RedisTimeout time.Duration
 	// Backends are the backends' base URLs; each is asked
 	// GET wire.ReadyPath with the internal token.
 	Backends      []string
 	InternalToken string
-	// BackendTimeout bounds one backend probe. Default 1s, so that a hung
-	// backend is unready within Interval + 1s.
+	// BackendTimeout bounds one backend probe: a hung backend is unready
+	// within Interval + BackendTimeout.
 	BackendTimeout time.Duration
 	// BackendTLS is the client configuration of https backends; nil: the
 	// system's roots.
 	BackendTLS *tls.Config
 	// Interval is the time between the starts of two probes of one
-	// dependency. Default 1s: at most one PING a second per gateway.
+	// dependency.
 	Interval time.Duration
 	// Logger is told when a dependency changes verdict, unless OnChange is
 	// set. Default slog.Default().
@@ -84,14 +85,13 @@ type verdict struct{ err error }
 // a first verdict (bounded by the probes' timeouts), so that the first
 // /readyz answer is already a real one.
 func New(o Options) (*Prober, error) {
-	if o.RedisTimeout <= 0 {
-		o.RedisTimeout = 50 * time.Millisecond
-	}
-	if o.BackendTimeout <= 0 {
-		o.BackendTimeout = time.Second
-	}
-	if o.Interval <= 0 {
-		o.Interval = time.Second
+	switch {
+	case o.RedisTimeout <= 0:
+		return nil, fmt.Errorf("probe: redis timeout %s must be positive", o.RedisTimeout)
+	case o.BackendTimeout <= 0:
+		return nil, fmt.Errorf("probe: backend timeout %s must be positive", o.BackendTimeout)
+	case o.Interval <= 0:
+		return nil, fmt.Errorf("probe: interval %s must be positive", o.Interval)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -1,8 +1,6 @@
 package probe
 
 import (
-	"io"
-	"log/slog"
 	"net"
 	"runtime"
 	"strings"
@@ -69,8 +67,9 @@ func TestProber(t *testing.T) {
 	wrongStatus.Store(200)
 	up, stopUp := backend(t, &okStatus)
 	sick, _ := backend(t, &wrongStatus)
-	p, err := New(Options{Redis: client, RedisTimeout: 250 * time.Millisecond, Backends: []string{up, sick},
-		InternalToken: token, Interval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	o := testOptions(up, sick)
+	o.Redis, o.RedisTimeout, o.Interval = client, 250*time.Millisecond, 100*time.Millisecond
+	p, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,8 +109,9 @@ func TestProberWrongToken(t *testing.T) {
 	var status atomic.Int64
 	status.Store(200)
 	u, _ := backend(t, &status)
-	p, err := New(Options{Backends: []string{u}, InternalToken: "another-token-0123456789",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	o := testOptions(u)
+	o.InternalToken = "another-token-0123456789"
+	p, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

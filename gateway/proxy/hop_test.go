@@ -81,7 +81,7 @@ const okResponse = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent
 // and forwards it to rb.
 func forwardRaw(t *testing.T, rb *rawBackend, raw string) *fasthttp.RequestCtx {
 	t.Helper()
-	p, err := New(Options{Backends: []string{"http://" + rb.addr}, InternalToken: "token"})
+	p, err := New(testOptions("http://" + rb.addr))
 	if err != nil {
 		t.Fatal(err)
 	}

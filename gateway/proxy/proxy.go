@@ -36,7 +36,8 @@ var (
 	ErrTimeout = errors.New("backend timed out")
 )
 
-// Options configures a Proxy.
+// Options configures a Proxy. Every duration and count it uses is required
+// (config holds the settings' defaults): New refuses a zero.
 type Options struct {
 	// Backends are base URLs (http://host:port).
 	Backends []string
@@ -46,32 +47,33 @@ type Options struct {
 	// client certificate), both pools alike; nil: the system's roots.
 	TLS *tls.Config
 	// Timeout bounds one call, headers and body; for a streamed call, the
-	// wait for its answer to begin. Default 10s.
+	// wait for its answer to begin.
 	Timeout time.Duration
 	// StreamIdleTimeout bounds a streamed body by progress: each pause in
 	// the backend's sending may last this long, the whole body as long as
-	// bytes keep moving. Default 30s.
+	// bytes keep moving.
 	StreamIdleTimeout time.Duration
 	// MaxConns bounds the connections to each backend; past it a request
-	// waits up to MaxConnWait. Default 512.
+	// waits up to MaxConnWait.
 	MaxConns int
 	// StreamMaxConns bounds the connections to each backend that streamed
 	// calls (report downloads) use, a pool apart from MaxConns: streams
 	// held open, however many, never take the connection a read or an
-	// order needs. Default 128.
+	// order needs.
 	StreamMaxConns int
 	// MinRate is the floor of a streamed body's progress, enforced where
 	// the client's connection is bounded by progress (idleconn): below it
-	// the stream is cut. Zero Bytes is off.
+	// the stream is cut. Zero Bytes is off; with Bytes, Window is
+	// required.
 	MinRate MinRate
-	// OnTooSlow is told of each stream cut for its rate.
+	// OnTooSlow is told of each stream cut for its rate; nil: nothing is.
 	OnTooSlow func()
-	// MaxConnWait is how long a request waits for a free connection.
-	// Default 100ms: a full pool is overload, answered 503 quickly.
+	// MaxConnWait is how long a request waits for a free connection:
+	// short, as a full pool is overload, answered 503 quickly.
 	MaxConnWait time.Duration
-	// BreakerOpenFor is how long a breaker stays open. Default 5s.
+	// BreakerOpenFor is how long a breaker stays open.
 	BreakerOpenFor time.Duration
-	// BreakerFailures is how many consecutive failures open it. Default 5.
+	// BreakerFailures is how many consecutive failures open it.
 	BreakerFailures int
 	// OnStateChange is told of breaker transitions (under the breaker lock).
 	OnStateChange func(name string, from, to gobreaker.State)
@@ -120,32 +122,26 @@ func New(o Options) (*Proxy, error) {
 	if len(o.Backends) == 0 {
 		return nil, errors.New("proxy: no backend")
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = 10 * time.Second
-	}
-	if o.StreamIdleTimeout <= 0 {
-		o.StreamIdleTimeout = 30 * time.Second
-	}
-	if o.MaxConns <= 0 {
-		o.MaxConns = 512
-	}
-	if o.StreamMaxConns <= 0 {
-		o.StreamMaxConns = 128
-	}
-	if o.MinRate.Bytes > 0 && o.MinRate.Window <= 0 {
-		o.MinRate.Window = 30 * time.Second
+	switch {
+	case o.Timeout <= 0:
+		return nil, fmt.Errorf("proxy: timeout %s must be positive", o.Timeout)
+	case o.StreamIdleTimeout <= 0:
+		return nil, fmt.Errorf("proxy: stream idle timeout %s must be positive", o.StreamIdleTimeout)
+	case o.MaxConns <= 0:
+		return nil, fmt.Errorf("proxy: max conns %d must be positive", o.MaxConns)
+	case o.StreamMaxConns <= 0:
+		return nil, fmt.Errorf("proxy: stream max conns %d must be positive", o.StreamMaxConns)
+	case o.MinRate.Bytes > 0 && o.MinRate.Window <= 0:
+		return nil, fmt.Errorf("proxy: min rate window %s must be positive with a minimum rate", o.MinRate.Window)
+	case o.MaxConnWait <= 0:
+		return nil, fmt.Errorf("proxy: max conn wait %s must be positive", o.MaxConnWait)
+	case o.BreakerOpenFor <= 0:
+		return nil, fmt.Errorf("proxy: breaker open for %s must be positive", o.BreakerOpenFor)
+	case o.BreakerFailures <= 0:
+		return nil, fmt.Errorf("proxy: breaker failures %d must be positive", o.BreakerFailures)
 	}
 	if o.OnTooSlow == nil {
 		o.OnTooSlow = func() {}
-	}
-	if o.MaxConnWait <= 0 {
-		o.MaxConnWait = 100 * time.Millisecond
-	}
-	if o.BreakerOpenFor <= 0 {
-		o.BreakerOpenFor = 5 * time.Second
-	}
-	if o.BreakerFailures <= 0 {
-		o.BreakerFailures = 5
 	}
 	if o.ObserveUpstream == nil {
 		o.ObserveUpstream = func(int, time.Duration) {}

@@ -50,8 +50,9 @@ func forward(p *Proxy) (int, error) {
 func TestProbeAfterBackendDiedUsesFreshConnection(t *testing.T) {
 	srv, addr := startBackend(t, "127.0.0.1:0")
 	const openFor = 300 * time.Millisecond
-	p, err := New(Options{Backends: []string{"http://" + addr}, InternalToken: "t", Timeout: 2 * time.Second,
-		BreakerOpenFor: openFor, BreakerFailures: 2})
+	o := testOptions("http://" + addr)
+	o.Timeout, o.BreakerOpenFor, o.BreakerFailures = 2*time.Second, openFor, 2
+	p, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

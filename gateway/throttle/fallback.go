@@ -1,6 +1,8 @@
 package throttle
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,22 +27,23 @@ const (
 // Fallbacks lists the reasons, for metrics present at zero.
 var Fallbacks = []Fallback{FallbackBusy, FallbackError, FallbackDown}
 
-// RedisOptions configures a throttle whose counts live in Redis.
+// RedisOptions configures a throttle whose counts live in Redis. Client,
+// Timeout, Conns, Hold and MaxTracked are required (config holds the
+// settings' defaults): NewRedis refuses a zero.
 type RedisOptions struct {
 	// Client is a plain, Sentinel or Cluster client of the throttle's own
 	// (its pool apart from the limiter's), with at least Conns connections
 	// and no retries (a retried INCR counts a failure twice).
 	Client redis.UniversalClient
-	// Timeout bounds one call. Default 50ms, as the limiter's: a zero
-	// timeout would fail every call at once.
+	// Timeout bounds one call (the limiter's redis.timeout).
 	Timeout time.Duration
 	// Conns bounds the calls in flight at once: a failure that finds them
 	// all in use is counted in process at once, never queued for a
-	// connection. Default 8.
+	// connection.
 	Conns int
 	// Hold is how long the throttle counts in process, without asking
 	// Redis, after a call failed or found every connection in use; the
-	// first call after it asks Redis again. Default 2s.
+	// first call after it asks Redis again.
 	Hold time.Duration
 	// Down, when set, reports whether Redis is known to be down (the
 	// limiter's breaker is open): the failure is counted in process
@@ -64,16 +67,20 @@ type RedisOptions struct {
 }
 
 // NewRedis returns a throttle whose counts live in Redis, shared by every
-// replica, and in process while Redis is out of its reach.
-func NewRedis(o RedisOptions) *Throttle {
-	if o.Timeout <= 0 {
-		o.Timeout = 50 * time.Millisecond
-	}
-	if o.Conns <= 0 {
-		o.Conns = 8
-	}
-	if o.Hold <= 0 {
-		o.Hold = 2 * time.Second
+// replica, and in process while Redis is out of its reach. It refuses
+// options it cannot use.
+func NewRedis(o RedisOptions) (*Throttle, error) {
+	switch {
+	case o.Client == nil:
+		return nil, errors.New("throttle: redis client required")
+	case o.Timeout <= 0:
+		return nil, fmt.Errorf("throttle: timeout %s must be positive", o.Timeout)
+	case o.Conns <= 0:
+		return nil, fmt.Errorf("throttle: conns %d must be positive", o.Conns)
+	case o.Hold <= 0:
+		return nil, fmt.Errorf("throttle: hold %s must be positive", o.Hold)
+	case o.MaxTracked <= 0:
+		return nil, fmt.Errorf("throttle: max tracked %d must be positive", o.MaxTracked)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -86,7 +93,7 @@ func NewRedis(o RedisOptions) *Throttle {
 		onFallback: o.OnFallback, onDegraded: o.OnDegraded, onRestored: o.OnRestored,
 	}
 	s.localUntil.Store(-1 << 63)
-	return newThrottle(s, o.Now)
+	return newThrottle(s, o.Now), nil
 }
 
 // sharedCounter counts in Redis through a bounded share of connections,

@@ -157,25 +157,27 @@ const (
 type LocalOptions struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
-	// MaxTracked bounds the windows kept per address and, apart, per key.
-	// Default 100000 each. Past it the oldest window is dropped first, so a
+	// MaxTracked bounds the windows kept per address and, apart, per key
+	// (each). Required. Past it the oldest window is dropped first, so a
 	// flood of distinct addresses or keys costs bounded memory; a dropped
 	// address or key starts counting again from one.
 	MaxTracked int
 }
 
 // NewLocal returns an in-process throttle (a single gateway).
-func NewLocal(o LocalOptions) *Throttle {
+// It refuses options it cannot use.
+func NewLocal(o LocalOptions) (*Throttle, error) {
+	if o.MaxTracked <= 0 {
+		return nil, fmt.Errorf("throttle: max tracked %d must be positive", o.MaxTracked)
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return newThrottle(newLocalCounter(o), o.Now)
+	return newThrottle(newLocalCounter(o), o.Now), nil
 }
 
+// newLocalCounter counts in process; o.MaxTracked is positive.
 func newLocalCounter(o LocalOptions) *localCounter {
-	if o.MaxTracked <= 0 {
-		o.MaxTracked = 100_000
-	}
 	return &localCounter{now: o.Now, addrs: newWindows(o.MaxTracked), keys: newWindows(o.MaxTracked)}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"vendorgate/config"
 	"vendorgate/shared/testredis"
 )
 
@@ -17,8 +18,8 @@ func TestThresholds(t *testing.T) {
 	defer c.Close()
 	now := time.Unix(1_800_000_000, 0)
 	for name, mk := range map[string]func() *Throttle{
-		"local": func() *Throttle { return NewLocal(LocalOptions{Now: func() time.Time { return now }}) },
-		"redis": func() *Throttle { return NewRedis(RedisOptions{Client: c, Timeout: time.Second}) },
+		"local": func() *Throttle { return testLocal(t, func() time.Time { return now }) },
+		"redis": func() *Throttle { o := testRedisOptions(c); o.Timeout = time.Second; return testRedis(t, o) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			th := Thresholds{PerAddress: 5, PerKey: 2, Window: time.Minute}
@@ -52,18 +53,18 @@ func TestThresholds(t *testing.T) {
 	}
 }
 
-// TestRedisZeroTimeoutTakesTheDefault: options that leave Timeout unset get
-// the documented default, so the throttle counts on a healthy Redis and
-// fails (instead of hanging) on a stopped one.
-func TestRedisZeroTimeoutTakesTheDefault(t *testing.T) {
+// TestRedisDefaultTimeoutCountsAndFails: with the settings' default
+// timeout (a zero one is refused: TestNewRefusesZeros) the throttle counts
+// on a healthy Redis and fails (instead of hanging) on a stopped one.
+func TestRedisDefaultTimeoutCountsAndFails(t *testing.T) {
 	rs := testredis.Start(t)
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer c.Close()
 	th := Thresholds{PerAddress: 5, PerKey: 2, Window: time.Minute}
 	addr := netip.MustParseAddr("198.51.100.9")
-	tr := NewRedis(RedisOptions{Client: c})
+	tr := testRedis(t, testRedisOptions(c))
 	if v := tr.Fail(addr, nil, th); v.Fallback != "" {
-		t.Fatalf("healthy redis, zero Timeout: counted in process (%s)", v.Fallback)
+		t.Fatalf("healthy redis, default Timeout: counted in process (%s)", v.Fallback)
 	}
 	rs.Pause()
 	defer rs.Resume()
@@ -83,14 +84,14 @@ func TestRedisZeroTimeoutTakesTheDefault(t *testing.T) {
 // in-process map at its cap, dropping the oldest windows first.
 func TestLocalBounded(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	tr := NewLocal(LocalOptions{Now: func() time.Time { return now }})
-	const limit = 100_000 // the default cap
+	tr := testLocal(t, func() time.Time { return now })
+	limit := config.DefaultGateway().FailedKeys.MaxTracked // the default cap
 	th := Thresholds{PerAddress: 1, PerKey: 1, Window: time.Hour}
 	addr := func(i int) netip.Addr {
 		return netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
 	}
 	key := func(i int) *[32]byte { return &[32]byte{byte(i >> 16), byte(i >> 8), byte(i), 9} }
-	const n = limit + limit/2
+	n := limit + limit/2
 	for i := range n {
 		tr.Fail(addr(i), key(i), th)
 		if i%256 == 0 {
@@ -117,7 +118,7 @@ func TestLocalBounded(t *testing.T) {
 // another /64 does not.
 func TestLocalIPv6CountsPerSlash64(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	tr := NewLocal(LocalOptions{Now: func() time.Time { return now }})
+	tr := testLocal(t, func() time.Time { return now })
 	th := Thresholds{PerAddress: 1, PerKey: 10, Window: time.Minute}
 	if v := tr.Fail(netip.MustParseAddr("2001:db8:1:2::1"), nil, th); v.Over {
 		t.Fatal("first failure over")
@@ -137,7 +138,10 @@ func TestLocalIPv6CountsPerSlash64(t *testing.T) {
 // ended windows leave the maps.
 func TestLocalMaxTrackedAndEndedWindows(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	tr := NewLocal(LocalOptions{Now: func() time.Time { return now }, MaxTracked: 3})
+	tr, err := NewLocal(LocalOptions{Now: func() time.Time { return now }, MaxTracked: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
 	th := Thresholds{PerAddress: 5, PerKey: 5, Window: time.Minute}
 	for i := range 5 {
 		tr.Fail(netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}), &[32]byte{byte(i)}, th)
@@ -163,7 +167,9 @@ func TestOverAddressCostsNoRedisCall(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	tr := NewRedis(RedisOptions{Client: c, Timeout: time.Second, Now: clock})
+	o := testRedisOptions(c)
+	o.Timeout, o.Now = time.Second, clock
+	tr := testRedis(t, o)
 	th := Thresholds{PerAddress: 3, PerKey: 100, Window: time.Minute}
 	addr := netip.MustParseAddr("198.51.100.77")
 	for i := 0; i < 4; i++ {
@@ -230,7 +236,9 @@ func TestShareExhaustedCountsInProcess(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	var ev events
-	tr := NewRedis(ev.options(RedisOptions{Client: c, Timeout: 10 * time.Second, Conns: 1, Hold: time.Minute, Now: clock}))
+	o := testRedisOptions(c)
+	o.Timeout, o.Conns, o.Hold, o.Now = 10*time.Second, 1, time.Minute, clock
+	tr := testRedis(t, ev.options(o))
 	th := Thresholds{PerAddress: 5, PerKey: 100, Window: time.Hour}
 	if v := tr.Fail(netip.MustParseAddr("198.51.100.1"), nil, th); v.Fallback != "" {
 		t.Fatalf("healthy redis: counted in process (%s)", v.Fallback)
@@ -300,13 +308,14 @@ func TestRedisDownCountsInProcess(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 			defer c.Close()
 			var ev events
-			o := RedisOptions{Client: c, Timeout: time.Second, Hold: 50 * time.Millisecond}
+			o := testRedisOptions(c)
+			o.Timeout, o.Hold = time.Second, 50*time.Millisecond
 			want := FallbackError
 			if how == "known down" {
 				o.Down = func() bool { return true }
 				want = FallbackDown
 			}
-			tr := NewRedis(ev.options(o))
+			tr := testRedis(t, ev.options(o))
 			rs.Stop()
 			th := Thresholds{PerAddress: 4, PerKey: 2, Window: time.Hour}
 			addr := netip.MustParseAddr("2001:db8:5::1")

@@ -104,7 +104,7 @@ func benchStore(b *testing.B) (*testredis.Server, *Redis) {
 	srv := testredis.Start(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	b.Cleanup(func() { _ = c.Close() })
-	st, err := NewRedis(RedisOptions{Client: c, Timeout: 10 * time.Second})
+	st, err := NewRedis(RedisOptions{Client: c, Timeout: 10 * time.Second, GuardTTL: testGuardTTL})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,7 +18,12 @@ func TestReorderedTableKeepsNames(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			st := mk()
 			names := []string{"reads", "orders"}
-			r := New(Options{Store: st, Interval: time.Hour, Now: clk.Now, Names: func() []string { return names }})
+			o := testOptions(st, clk.Now)
+			o.Names = func() []string { return names }
+			r, err := New(o)
+			if err != nil {
+				t.Fatal(err)
+			}
 			count(r.For(vendorA), 0, 5, 0, 0) // reads at 0
 			count(r.For(vendorA), 1, 2, 0, 0) // orders at 1
 			r.Flush()

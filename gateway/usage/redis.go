@@ -40,11 +40,11 @@ type RedisOptions struct {
 	// Client should be the store's own (its own pool), so that flushes and
 	// reads never wait for a limiter call's connection or delay one.
 	Client redis.UniversalClient
-	// Timeout bounds one Apply or Read. Default 2s.
+	// Timeout bounds one Apply or Read. Required.
 	Timeout time.Duration
 	// GuardTTL is how long a flush is remembered as applied; a retry later
-	// than that would count it twice. Default 2h (the Recorder keeps at
-	// most an hour of failed flushes by default).
+	// than that would count it twice: longer than the Recorder keeps a
+	// failed flush (MaxPending × Interval). At least 1s.
 	GuardTTL time.Duration
 }
 
@@ -53,16 +53,16 @@ type Redis struct {
 	o RedisOptions
 }
 
-// NewRedis returns a Redis store.
+// NewRedis returns a Redis store; it refuses options it cannot use.
 func NewRedis(o RedisOptions) (*Redis, error) {
 	if o.Client == nil {
 		return nil, errors.New("usage: redis client required")
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = 2 * time.Second
-	}
-	if o.GuardTTL <= 0 {
-		o.GuardTTL = 2 * time.Hour
+	switch {
+	case o.Timeout <= 0:
+		return nil, fmt.Errorf("usage: timeout %s must be positive", o.Timeout)
+	case o.GuardTTL < time.Second:
+		return nil, fmt.Errorf("usage: guard ttl %s must be at least 1s (Redis keeps it in seconds)", o.GuardTTL)
 	}
 	return &Redis{o: o}, nil
 }

@@ -11,6 +11,8 @@
 package usage
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,15 +70,15 @@ func (c *Counter) add(p Policy, which int) {
 	c.c[int(p)*numCounters+which].Add(1)
 }
 
-// Options configures a Recorder.
+// Options configures a Recorder. Store, Interval and MaxPending are
+// required (config holds the interval's default): New refuses a zero.
 type Options struct {
 	// Store receives the flushed deltas. Required.
 	Store Store
-	// Interval between flushes. Default 5s.
+	// Interval between flushes.
 	Interval time.Duration
 	// MaxPending bounds the flushes kept for retry while the store fails;
-	// past it the oldest is dropped (and counted). Default 720 (an hour at
-	// the default interval).
+	// past it the oldest is dropped (and counted).
 	MaxPending int
 	// OnFlush is told the outcome of each flush: the error (nil when every
 	// pending delta reached the store), how many flushes wait for a retry,
@@ -108,13 +110,15 @@ type Recorder struct {
 }
 
 // New returns a Recorder and starts its flusher; Close stops it after a
-// last flush.
-func New(o Options) *Recorder {
-	if o.Interval <= 0 {
-		o.Interval = 5 * time.Second
-	}
-	if o.MaxPending <= 0 {
-		o.MaxPending = 720
+// last flush. It refuses options it cannot use.
+func New(o Options) (*Recorder, error) {
+	switch {
+	case o.Store == nil:
+		return nil, errors.New("usage: store required")
+	case o.Interval <= 0:
+		return nil, fmt.Errorf("usage: interval %s must be positive", o.Interval)
+	case o.MaxPending <= 0:
+		return nil, fmt.Errorf("usage: max pending %d must be positive", o.MaxPending)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -122,7 +126,7 @@ func New(o Options) *Recorder {
 	r := &Recorder{o: o, counters: make(map[string]*Counter), id: newID(),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go r.run()
-	return r
+	return r, nil
 }
 
 // For returns vendor's Counter, made on first use. Callers keep it beside

@@ -57,7 +57,7 @@ func redisStore(t testing.TB, srv *testredis.Server) *Redis {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
-	s, err := NewRedis(RedisOptions{Client: c, Timeout: 300 * time.Millisecond})
+	s, err := NewRedis(RedisOptions{Client: c, Timeout: 300 * time.Millisecond, GuardTTL: testGuardTTL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,8 +66,13 @@ func redisStore(t testing.TB, srv *testredis.Server) *Redis {
 
 // recorder returns a recorder whose flusher never fires on its own (a
 // long interval): the test flushes.
-func recorder(st Store, clk *clock) *Recorder {
-	return New(Options{Store: st, Interval: time.Hour, Now: clk.Now, Names: func() []string { return testNames }})
+func recorder(t testing.TB, st Store, clk *clock) *Recorder {
+	t.Helper()
+	r, err := New(testOptions(st, clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func count(c *Counter, p Policy, allowed, limited, shadow int) {
@@ -108,7 +113,7 @@ func TestTopSumsReplicas(t *testing.T) {
 	for name, mk := range stores(t, clk) {
 		t.Run(name, func(t *testing.T) {
 			st := mk()
-			r1, r2 := recorder(st, clk), recorder(st, clk)
+			r1, r2 := recorder(t, st, clk), recorder(t, st, clk)
 			count(r1.For(vendorA), Reads, 100, 30, 0)
 			count(r2.For(vendorA), Reads, 20, 50, 0)
 			count(r1.For(vendorB), Reads, 40, 0, 7)
@@ -151,7 +156,7 @@ func TestVendorMinutesAndHours(t *testing.T) {
 	for name, mk := range stores(t, clk) {
 		t.Run(name, func(t *testing.T) {
 			st := mk()
-			r := recorder(st, clk)
+			r := recorder(t, st, clk)
 			c := r.For(vendorA)
 			count(c, Reads, 5, 1, 0)
 			r.Flush()
@@ -216,11 +221,16 @@ func TestFlushRetriedOnce(t *testing.T) {
 	st := redisStore(t, srv)
 	var mu sync.Mutex
 	var errs []error
-	r := New(Options{Store: st, Interval: time.Hour, Now: clk.Now, Names: func() []string { return testNames }, OnFlush: func(err error, pending, dropped int) {
+	o := testOptions(st, clk.Now)
+	o.OnFlush = func(err error, pending, dropped int) {
 		mu.Lock()
 		errs = append(errs, err)
 		mu.Unlock()
-	}})
+	}
+	r, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := r.For(vendorA)
 	count(c, Reads, 10, 0, 0)
 	r.Flush() // loads the script while Redis answers
@@ -294,7 +304,7 @@ func TestManyVendorsChunked(t *testing.T) {
 	clk := newClock()
 	srv := testredis.Start(t)
 	st := redisStore(t, srv)
-	r := recorder(st, clk)
+	r := recorder(t, st, clk)
 	const n = 3*chunkRows + 17
 	for i := 0; i < n; i++ {
 		r.For("vendor-" + itoa(uint64(i))).Allowed(Orders)
@@ -310,7 +320,10 @@ func TestManyVendorsChunked(t *testing.T) {
 }
 
 func TestCountingDoesNotAllocate(t *testing.T) {
-	r := New(Options{Store: NewLocal(nil), Interval: time.Hour})
+	r, err := New(testOptions(NewLocal(nil), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer r.Close()
 	c := r.For(vendorA)
 	if n := testing.AllocsPerRun(1000, func() { c.Allowed(Reads); c.Limited(KeyOrders); c.ShadowLimited(Orders) }); n != 0 {

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode"
 
+	"vendorgate/config"
 	"vendorgate/shared/wire"
 )
 
@@ -288,12 +289,6 @@ type VendorChange struct {
 	Announcement
 }
 
-// The gateways' key_cache.ttl and key_cache.pushed_ttl unless configured.
-const (
-	defaultKeyCacheTTL       = 30 * time.Second
-	defaultKeyCachePushedTTL = 15 * time.Minute
-)
-
 // WriteRevokedKey shows a revoked key and when every gateway refuses it;
 // when the revocation was not published, how to publish it again.
 func WriteRevokedKey(t *Table, k RevokedKey, now time.Time) {
@@ -304,8 +299,9 @@ func WriteRevokedKey(t *Table, k RevokedKey, now time.Time) {
 		t.Note("Every gateway refuses this key now: the backend published the revocation through Redis.")
 	case "cache_ttl":
 		t.Note("")
-		t.Note("Gateways refuse this key within each gateway's key_cache.ttl (30s by default: by " +
-			now.Add(defaultKeyCacheTTL).UTC().Format("15:04:05Z") + "); until then one that cached it still serves it.")
+		ttl := config.DefaultGateway().KeyCache.TTL // the gateways' unless configured
+		t.Note("Gateways refuse this key within each gateway's key_cache.ttl (" + Span(ttl) + " by default: by " +
+			now.Add(ttl).UTC().Format("15:04:05Z") + "); until then one that cached it still serves it.")
 		t.Note("The backend has no Redis to publish revocations on: set its redis_url (BACKEND_REDIS_URL) to the gateways' Redis to make it immediate.")
 	case "publish_failed":
 		t.Note("")
@@ -330,9 +326,10 @@ func WriteVendorChange(t *Table, v VendorChange, now time.Time) {
 
 // writeUnpublished says when gateways apply what was not published.
 func writeUnpublished(t *Table, now time.Time, what string) {
-	t.Note("A gateway that lost Redis too applies " + what + " once it is subscribed again, and within its key_cache.ttl (30s by default: by " +
-		now.Add(defaultKeyCacheTTL).UTC().Format("15:04:05Z") + ") at the latest; one whose subscription held applies it when its cached entry expires, within its key_cache.pushed_ttl (15m by default: by " +
-		now.Add(defaultKeyCachePushedTTL).UTC().Format("15:04:05Z") + ").")
+	d := config.DefaultGateway().KeyCache // the gateways' unless configured
+	t.Note("A gateway that lost Redis too applies " + what + " once it is subscribed again, and within its key_cache.ttl (" + Span(d.TTL) + " by default: by " +
+		now.Add(d.TTL).UTC().Format("15:04:05Z") + ") at the latest; one whose subscription held applies it when its cached entry expires, within its key_cache.pushed_ttl (" +
+		Span(d.PushedTTL) + " by default: by " + now.Add(d.PushedTTL).UTC().Format("15:04:05Z") + ").")
 }
 
 // WriteKeys shows keys a row each, with their state at now.
