@@ -26,6 +26,7 @@ import (
 
 	"vendorgate/config"
 	"vendorgate/gateway/admin"
+	"vendorgate/gateway/admission"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/backendapi"
 	"vendorgate/gateway/concurrency"
@@ -94,7 +95,10 @@ type Gateway struct {
 	proxy    *proxy.Proxy
 	// inflight counts each vendor's requests in flight here (admit), and
 	// inFlightRefused its refusals by the cap that refused.
-	inflight        *inflight.Counter
+	inflight *inflight.Counter
+	// admission admits a request under every kind of limit in one call
+	// (package admission): the windows, the limiter, inflight and slots.
+	admission       *admission.Admitter
 	inFlightRefused [inflight.OverDownloads + 1]prometheus.Counter
 	probe           *probe.Prober
 	respond         *respond.Writer
@@ -269,6 +273,9 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	usageStore, err := g.connectRedis(c, o.Now)
 	if err != nil {
+		return nil, err
+	}
+	if g.admission, err = admission.New(g.windows, g.limiter, g.inflight, g.slots); err != nil {
 		return nil, err
 	}
 	// Usage buckets follow the wall clock (time.Now), not o.Now: they are
