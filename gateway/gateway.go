@@ -95,15 +95,15 @@ type Gateway struct {
 	proxy    *proxy.Proxy
 	// inflight counts each vendor's requests in flight here (admit), and
 	// inFlightRefused its refusals by the cap that refused.
-	inflight *inflight.Counter
+	inflight        *inflight.Counter
+	inFlightRefused [inflight.OverDownloads + 1]prometheus.Counter
 	// admission admits a request under every kind of limit in one call
 	// (package admission): the windows, the limiter, inflight and slots.
-	admission       *admission.Admitter
-	inFlightRefused [inflight.OverDownloads + 1]prometheus.Counter
-	probe           *probe.Prober
-	respond         *respond.Writer
-	metrics         *admin.Metrics
-	router          *router.Router
+	admission *admission.Admitter
+	probe     *probe.Prober
+	respond   *respond.Writer
+	metrics   *admin.Metrics
+	router    *router.Router
 	// paramRoutes match the vendor routes with parameters ahead of router
 	// (set by newRouter).
 	paramRoutes paramRoutes

@@ -284,7 +284,6 @@ func (sn *snapshot) table(vendor string) *policy.Table {
 	return sn.def
 }
 
-
 // usageLimits is the policy table's rows for vendor as configured now
 // (overrides applied), for the usage view: a concurrency row's quota is
 // its cap, with no period.
