@@ -9,6 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/gateway/admission"
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/respond"
 	"vendorgate/shared/apierr"
@@ -48,6 +49,9 @@ func (g *Gateway) logRequest(ctx *fasthttp.RequestCtx, ex *exchange, status int,
 	}
 	if o := limiterOutcome(ex); o != "" {
 		attrs = append(attrs, slog.String("limit", o))
+	}
+	if r := &ex.adm.Refused; r.Kind != admission.None {
+		attrs = append(attrs, slog.String("policy", r.Name))
 	}
 	attrs = append(attrs,
 		slog.Int("bytes_in", bodySize(ctx.Request.Header.ContentLength(), ctx.Request.IsBodyStream(), ctx.Request.Body)),
@@ -99,15 +103,14 @@ func codeInEnvelope(body []byte) apierr.Code {
 	return apierr.Code(rest[:j])
 }
 
-// limiterOutcome is the limiter's verdict on the request: allowed, limited,
-// unavailable, or "" when it was not asked (refused before, or no limit).
+// limiterOutcome is the limits' verdict on the request: limited (any kind
+// refused it), allowed, unavailable, or "" when they were not asked
+// (refused before, or no limit).
 func limiterOutcome(ex *exchange) string {
-	switch {
-	case ex.hasLimit && ex.decision.Allowed:
-		return "allowed"
-	case ex.hasLimit:
-		return "limited"
-	case ex.err != nil && errors.Is(ex.err, limit.ErrUnavailable):
+	if o := ex.adm.Outcome(); o != "" {
+		return o
+	}
+	if ex.err != nil && errors.Is(ex.err, limit.ErrUnavailable) {
 		return "unavailable"
 	}
 	return ""

@@ -4,11 +4,29 @@ import (
 	"errors"
 
 	"vendorgate/gateway/admin"
+	"vendorgate/gateway/admission"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/policy"
 	"vendorgate/gateway/usage"
 )
+
+// recordAdmission keeps the books of a request's admission, kind by
+// kind, for those that decided or failed (a call this node shed is
+// counted by its limiter): the windows' and GCRA limits' decisions, the
+// in-flight cap that refused, the concurrency policies' slots.
+func (g *Gateway) recordAdmission(sn *snapshot, id *auth.Identity, a *admission.Admission, b *policy.Buckets) {
+	if w := a.Windows; w != nil && w.Asked {
+		g.recordWindows(sn, id, w)
+	}
+	if a.Decided || a.RatesErr != nil {
+		g.recordLimits(sn, id, &a.Checks, &a.Decision, a.RatesErr)
+	}
+	if a.Refused.Kind == admission.InFlight {
+		g.inFlightRefused[a.Refused.InFlight].Inc()
+	}
+	g.recordSlots(sn, id, a, b)
+}
 
 // recordLimits keeps the books of one limiter decision: the decision
 // metric of each check (its counters resolved in sn), the vendor's usage counts by policy index, and a

@@ -11,10 +11,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/gateway/admission"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/clientip"
-	"vendorgate/gateway/inflight"
-	"vendorgate/gateway/limit"
 	"vendorgate/gateway/policy"
 	"vendorgate/gateway/proxy"
 	"vendorgate/gateway/respond"
@@ -25,24 +24,21 @@ import (
 
 // The gateway's own refusals, encoded once (respond.Writer).
 var (
-	errNotFound          = &apierr.Error{Code: apierr.NotFound, Message: "no such path"}
-	errMethodNotAllowed  = &apierr.Error{Code: apierr.MethodNotAllowed, Message: "method not allowed on this path"}
-	errInvalidKey        = &apierr.Error{Code: apierr.InvalidAPIKey, Message: "missing, malformed, unknown or revoked API key"}
-	errKeyExpired        = &apierr.Error{Code: apierr.APIKeyExpired, Message: "the API key has expired"}
-	errNotApproved       = &apierr.Error{Code: apierr.AccountNotApproved, Message: "the account is not approved yet"}
-	errSuspended         = &apierr.Error{Code: apierr.AccountSuspended, Message: "the account is suspended: results can be read, new orders are refused"}
-	errRateLimited       = &apierr.Error{Code: apierr.RateLimited, Message: "rate limit exceeded; see Retry-After"}
-	errThrottled         = &apierr.Error{Code: apierr.RateLimited, Message: "too many failed API keys; see Retry-After"}
-	errInFlight          = &apierr.Error{Code: apierr.RateLimited, Message: "too many requests in flight at once; see Retry-After"}
-	errDownloadsInFlight = &apierr.Error{Code: apierr.RateLimited, Message: "too many report downloads in flight at once; see Retry-After"}
-	errBodyTooLarge      = &apierr.Error{Code: apierr.PayloadTooLarge, Message: "the request body is too large"}
-	errHeaderTooLarge    = &apierr.Error{Code: apierr.RequestFailed, Message: "the request headers are too large", HTTPStatus: fasthttp.StatusRequestHeaderFieldsTooLarge}
-	errMalformed         = &apierr.Error{Code: apierr.ValidationError, Message: "malformed HTTP request"}
+	errNotFound         = &apierr.Error{Code: apierr.NotFound, Message: "no such path"}
+	errMethodNotAllowed = &apierr.Error{Code: apierr.MethodNotAllowed, Message: "method not allowed on this path"}
+	errInvalidKey       = &apierr.Error{Code: apierr.InvalidAPIKey, Message: "missing, malformed, unknown or revoked API key"}
+	errKeyExpired       = &apierr.Error{Code: apierr.APIKeyExpired, Message: "the API key has expired"}
+	errNotApproved      = &apierr.Error{Code: apierr.AccountNotApproved, Message: "the account is not approved yet"}
+	errSuspended        = &apierr.Error{Code: apierr.AccountSuspended, Message: "the account is suspended: results can be read, new orders are refused"}
+	errThrottled        = &apierr.Error{Code: apierr.RateLimited, Message: "too many failed API keys; see Retry-After"}
+	errBodyTooLarge     = &apierr.Error{Code: apierr.PayloadTooLarge, Message: "the request body is too large"}
+	errHeaderTooLarge   = &apierr.Error{Code: apierr.RequestFailed, Message: "the request headers are too large", HTTPStatus: fasthttp.StatusRequestHeaderFieldsTooLarge}
+	errMalformed        = &apierr.Error{Code: apierr.ValidationError, Message: "malformed HTTP request"}
 )
 
 func cannedErrors() []*apierr.Error {
 	return []*apierr.Error{errNotFound, errMethodNotAllowed, errInvalidKey, errKeyExpired, errNotApproved,
-		errSuspended, errRateLimited, errThrottled, errInFlight, errDownloadsInFlight, errSlotsTaken, errBodyTooLarge, errHeaderTooLarge, errMalformed}
+		errSuspended, errThrottled, errBodyTooLarge, errHeaderTooLarge, errMalformed}
 }
 
 // exchange is what one request collects on its way through, for its
@@ -58,17 +54,11 @@ type exchange struct {
 	keyID       string
 	ridLen      int
 	rid         [64]byte
-	// rate limit state for the RateLimit headers
-	plan     *policy.Plan
-	checks   policy.Checks
-	decision limit.Decision
-	hasLimit bool
-	// windows are the quota and sliding window checks, for a route that
-	// has any (windows.go); nil for the others, which carry none of it.
-	windows *windowed
-	// slot is the vendor's in-flight slot the request holds, nil for none
-	// (or once a streamed body took it: proxy.Forward).
-	slot proxy.Hold
+	// adm is the request's admission under its limits (package
+	// admission): each kind's decision, for the RateLimit headers; the
+	// limit that refused it, if one did; and the slots it holds until its
+	// answer is done (nil once a streamed body took them: proxy.Forward).
+	adm admission.Admission
 	// for the access log
 	err      error         // what fail answered, nil when the request passed
 	upstream time.Duration // the backend call's time (proxy.Forward's measurement)
@@ -99,7 +89,7 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	// The server read the clock when the request had been read; reading it
 	// again costs a clock call on every request.
 	ex := exchange{start: ctx.Time(), route: rt.label}
-	defer ex.releaseSlot() // also when a panic unwinds (the guard in serve answers it)
+	defer ex.adm.Release() // also when a panic unwinds (the guard in serve answers it)
 	sn := g.snap.Load()
 	g.setRequestID(ctx, &ex)
 	ex.client, ex.trustedPeer = sn.clientIP.Resolve(ctx)
@@ -114,7 +104,7 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	}
 	if err == nil {
 		err = g.forward(ctx, id, rt, &ex) // step 7: proxy; a streamed report takes the slot until its last byte
-		if ex.plan.Refunds && failedForBackend(ctx, err) {
+		if ex.adm.Plan.Refunds && failedForBackend(ctx, err) {
 			g.refund(&ex) // the vendor is not charged for the backend's failure
 		}
 	}
@@ -122,16 +112,6 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 		g.fail(ctx, err, &ex) // step 8: every refusal leaves through one envelope
 	}
 	g.finish(ctx, &ex) // step 8: no-store, X-Request-Id, RateLimit headers, metrics, log
-}
-
-// releaseSlot gives back the in-flight slot the request still holds: at
-// the handler's end its answer is whole in memory, unless a streamed body
-// took the slot (which gives it back when the body ends).
-func (ex *exchange) releaseSlot() {
-	if ex.slot != nil {
-		ex.slot.Release()
-		ex.slot = nil
-	}
 }
 
 // serveRefusal answers a request the router refused (404, 405).
@@ -236,10 +216,12 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 	return nil, refusal
 }
 
-// admit is steps 5-6: the account's state, the exact limits, then the
-// vendor's requests in flight at this gateway (a slot held until the
-// answer is done). It decides; recordLimits keeps the books (metrics,
-// usage, shadow log).
+// admit is steps 5-6: the account's state, then every limit of the
+// request in one call (package admission: the quotas and sliding windows,
+// the GCRA limits, the vendor's requests in flight here, the concurrency
+// policies' slots; all or none charged), which holds the request's slots
+// until its answer is done. It decides; recordAdmission keeps the books
+// (metrics, usage, shadow log).
 func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange) error {
 	switch id.Status {
 	case wire.VendorApproved:
@@ -250,68 +232,24 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 	default:
 		return errNotApproved
 	}
-	// The checks and the decision (about 1 KB together) are kept in ex,
-	// where the RateLimit headers read them; the checks are made there in
-	// place. The limiter takes a copy (an interface call by value does not
-	// allocate).
-	ex.plan = sn.limits(id, rt, &ex.checks)
-	if ex.plan.Windowed() {
-		return g.admitWindowed(sn, id, rt, ex) // quotas and sliding windows first: windows.go
-	}
-	return g.admitLimits(sn, id, rt, ex)
-}
-
-// admitLimits is step 6: the GCRA limits, then the in-flight cap.
-func (g *Gateway) admitLimits(sn *snapshot, id *auth.Identity, rt *route, ex *exchange) error {
+	req := admission.Request{Table: sn.table(id.VendorID), Route: rt.plan, Buckets: id.Buckets(sn.layout),
+		Vendor: id.VendorID, Caps: sn.inFlightCaps(id.VendorID), Download: rt.streams}
 	ex.trace.begin(spanLimiter)
-	var err error
-	ex.decision, err = g.limiter.Allow(ex.checks)
-	ex.trace.end(err)
-	g.recordLimits(sn, id, &ex.checks, &ex.decision, err)
-	if err != nil {
-		if !ex.checks.Enforces() {
-			// Only shadow limits: they refuse nobody, so a limiter that
-			// cannot decide takes nothing from the vendor (the decisions
-			// are counted unavailable above); the request goes on.
-			return g.admitHeld(sn, id, rt, ex)
-		}
-		return err
+	err := g.admission.Admit(&ex.adm, &req)
+	refused := err == admission.ErrRefused
+	if refused {
+		ex.trace.end(nil) // a decision, not a failure
+	} else {
+		ex.trace.end(err)
 	}
-	ex.hasLimit = true
-	if !ex.decision.Allowed {
-		return &respond.Refusal{Err: errRateLimited, RetryAfter: ex.decision.RetryAfter}
+	g.recordAdmission(sn, id, &ex.adm, req.Buckets)
+	if refused {
+		// The message names the limit, what it allows and when to retry
+		// (it allocates: refusals only).
+		r := &ex.adm.Refused
+		return &respond.Refusal{Err: &apierr.Error{Code: apierr.RateLimited, Message: r.Message()}, RetryAfter: r.RetryAfter}
 	}
-	return g.admitHeld(sn, id, rt, ex)
-}
-
-// admitHeld takes what the request holds until its answer is done: its
-// slot at this gateway, then its slots of the concurrency policies
-// (slots.go); refused there, it gives back the first.
-func (g *Gateway) admitHeld(sn *snapshot, id *auth.Identity, rt *route, ex *exchange) error {
-	if err := g.admitInFlight(sn, id, rt, ex); err != nil {
-		return err
-	}
-	if err := g.admitSlots(sn, id, ex); err != nil {
-		ex.releaseSlot()
-		return err
-	}
-	return nil
-}
-
-// admitInFlight takes the request's slot among its vendor's requests in
-// flight at this gateway.
-func (g *Gateway) admitInFlight(sn *snapshot, id *auth.Identity, rt *route, ex *exchange) error {
-	var refused inflight.Refusal
-	if ex.slot, refused = g.inflight.Acquire(id.VendorID, sn.inFlightCaps(id.VendorID), rt.streams); refused != inflight.Admitted {
-		// A slot frees when an answer ends, which no clock tells: the
-		// shortest wait.
-		g.inFlightRefused[refused].Inc()
-		if refused == inflight.OverDownloads {
-			return &respond.Refusal{Err: errDownloadsInFlight, RetryAfter: time.Second}
-		}
-		return &respond.Refusal{Err: errInFlight, RetryAfter: time.Second}
-	}
-	return nil
+	return err
 }
 
 // forward is step 7.
@@ -325,7 +263,7 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, id *auth.Identity, rt *route
 		KeepTraceContext: ex.trustedPeer || ex.trace.span != nil}
 	ex.trace.beginBackend(ctx)
 	var err error
-	ex.upstream, err = g.proxy.Forward(ctx, &pid, rt.streams, &ex.slot)
+	ex.upstream, err = g.proxy.Forward(ctx, &pid, rt.streams, &ex.adm.Slot)
 	ex.trace.end(err)
 	return err
 }
@@ -333,16 +271,10 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, id *auth.Identity, rt *route
 // refund gives back the tokens of a request the gateway failed for the
 // backend, for the policies that refund, and counts what went back.
 func (g *Gateway) refund(ex *exchange) {
-	if !ex.hasLimit || !ex.decision.Allowed {
+	if !ex.adm.Decided || !ex.adm.Decision.Allowed {
 		return // nothing charged
 	}
-	n := g.limiter.Refund(ex.checks, ex.decision)
-	charged := 0
-	for i := 0; i < ex.checks.Count; i++ {
-		if r := ex.decision.Results[i]; ex.checks.List[i].Rate.Refund && r.Known && r.Allowed {
-			charged++
-		}
-	}
+	n, charged := ex.adm.Refund()
 	g.metrics.Refunds.WithLabelValues("given_back").Add(float64(n))
 	g.metrics.Refunds.WithLabelValues("kept").Add(float64(max(charged-n, 0)))
 }
@@ -378,7 +310,7 @@ func (g *Gateway) fail(ctx *fasthttp.RequestCtx, err error, ex *exchange) {
 // finish is the end of every answer: the common headers, the RateLimit
 // headers, metrics and the access log line.
 func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
-	if ex.hasLimit || ex.windows != nil {
+	if ex.adm.Decided || ex.adm.Windows != nil {
 		setRateLimitHeaders(ctx, ex)
 	}
 	respond.Common(ctx, ex.requestID())
@@ -404,26 +336,26 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 // remaining quota, t the seconds until the bucket is whole again. The GCRA
 // limits come first, then the quotas and sliding windows (windows.go).
 func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
-	pol := ex.plan.Policy
-	if len(pol) == 0 && ex.windows == nil {
+	pol := ex.adm.Plan.Policy
+	if len(pol) == 0 && ex.adm.Windows == nil {
 		return // no enforced limit (shadow ones only): no header
 	}
 	// Room for MaxChecks entries of a 32-byte name and 10-digit numbers:
 	// a full table's answer allocates no larger buffer.
 	var buf [policy.MaxChecks * 64]byte
 	b := buf[:0]
-	for i := 0; i < ex.checks.Count && ex.hasLimit; i++ {
-		rt := ex.checks.List[i].Rate
-		res := ex.decision.Results[i]
+	for i := 0; i < ex.adm.Checks.Count && ex.adm.Decided; i++ {
+		rt := ex.adm.Checks.List[i].Rate
+		res := ex.adm.Decision.Results[i]
 		if rt.Shadow || !res.Known {
 			continue
 		}
-		rem, reset := ex.decision.Left(i, rt) // a refusal took no token
+		rem, reset := ex.adm.Decision.Left(i, rt) // a refusal took no token
 		b = policy.AppendState(b, rt.Name, rem, reset)
 	}
-	if ex.windows != nil {
+	if ex.adm.Windows != nil {
 		var pbuf [policy.MaxChecks * 64]byte
-		pol, b = appendWindowHeaders(append(pbuf[:0], pol...), b, ex.windows)
+		pol, b = appendWindowHeaders(append(pbuf[:0], pol...), b, ex.adm.Windows)
 	}
 	if len(pol) == 0 {
 		return

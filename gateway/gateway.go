@@ -26,6 +26,7 @@ import (
 
 	"vendorgate/config"
 	"vendorgate/gateway/admin"
+	"vendorgate/gateway/admission"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/backendapi"
 	"vendorgate/gateway/concurrency"
@@ -96,10 +97,13 @@ type Gateway struct {
 	// inFlightRefused its refusals by the cap that refused.
 	inflight        *inflight.Counter
 	inFlightRefused [inflight.OverDownloads + 1]prometheus.Counter
-	probe           *probe.Prober
-	respond         *respond.Writer
-	metrics         *admin.Metrics
-	router          *router.Router
+	// admission admits a request under every kind of limit in one call
+	// (package admission): the windows, the limiter, inflight and slots.
+	admission *admission.Admitter
+	probe     *probe.Prober
+	respond   *respond.Writer
+	metrics   *admin.Metrics
+	router    *router.Router
 	// paramRoutes match the vendor routes with parameters ahead of router
 	// (set by newRouter).
 	paramRoutes paramRoutes
@@ -269,6 +273,9 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	usageStore, err := g.connectRedis(c, o.Now)
 	if err != nil {
+		return nil, err
+	}
+	if g.admission, err = admission.New(g.windows, g.limiter, g.inflight, g.slots); err != nil {
 		return nil, err
 	}
 	// Usage buckets follow the wall clock (time.Now), not o.Now: they are

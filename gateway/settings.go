@@ -9,7 +9,6 @@ import (
 
 	"vendorgate/config"
 	"vendorgate/gateway/admin"
-	"vendorgate/gateway/auth"
 	"vendorgate/gateway/clientip"
 	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/policy"
@@ -283,14 +282,6 @@ func (sn *snapshot) table(vendor string) *policy.Table {
 		}
 	}
 	return sn.def
-}
-
-// limits sets cs to the checks of a request to rt by identity id and
-// returns the plan they came from (its RateLimit-Policy value).
-func (sn *snapshot) limits(id *auth.Identity, rt *route, cs *policy.Checks) *policy.Plan {
-	p := sn.table(id.VendorID).Plan(rt.plan)
-	p.Checks(cs, id.Buckets(sn.layout))
-	return p
 }
 
 // usageLimits is the policy table's rows for vendor as configured now

@@ -1,68 +1,43 @@
 package gateway
 
 import (
-	"errors"
-	"fmt"
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"vendorgate/gateway/admin"
+	"vendorgate/gateway/admission"
 	"vendorgate/gateway/auth"
-	"vendorgate/gateway/concurrency"
-	"vendorgate/gateway/limit"
-	"vendorgate/gateway/respond"
+	"vendorgate/gateway/policy"
 	"vendorgate/gateway/usage"
-	"vendorgate/shared/apierr"
 )
-
-// errSlotsTaken answers a request past a concurrency policy's cap.
-var errSlotsTaken = &apierr.Error{Code: apierr.RateLimited, Message: "too many requests of this kind in flight at once; see Retry-After"}
 
 // slotPoolSize is the concurrency limiter's own Redis connections: one
 // call per admitted request of a concurrency policy's routes, one per
 // release, batched, and a refresh pipeline every redis.slot_refresh.
 const slotPoolSize = 16
 
-// admitSlots takes the request's slots of the concurrency policies its
-// route counts, over every gateway, after its slot at this gateway (held
-// in ex.slot, which then frees both when the answer is done). A route
-// that counts none asks nothing. Past a cap: 429 rate_limited, Retry-After
-// 1 s (a slot frees when an answer ends, which no clock tells); Redis
-// unable to count: 503 rate_limit_unavailable, as for any limit.
-func (g *Gateway) admitSlots(sn *snapshot, id *auth.Identity, ex *exchange) error {
-	n := ex.plan.Slots()
-	if n == 0 {
-		return nil
+// recordSlots keeps the books of a request's concurrency policies, when
+// their limiter answered: each policy's decision metric and the vendor's
+// usage counts (the refusing policy limited, none charged; all allowed
+// when admitted), or each counted unavailable when Redis could not count.
+// A call shed (this node's overload) is counted by the limiter, not here.
+func (g *Gateway) recordSlots(sn *snapshot, id *auth.Identity, a *admission.Admission, b *policy.Buckets) {
+	if !a.SlotsAsked {
+		return
 	}
-	var ss concurrency.Slots
-	b := id.Buckets(sn.layout)
-	for i := 0; i < n; i++ {
-		key, limit, row := ex.plan.Slot(i, b)
-		ss.Add(concurrency.Slot{Key: key, Cap: limit, Policy: row})
+	if a.Refused.Kind == admission.Slots {
+		sn.decisions[a.Refused.Policy].Count(admin.Limited)
+		id.Usage.Limited(usage.Policy(a.Refused.Policy))
+		return
 	}
-	held, refused, err := g.slots.Acquire(&ss)
-	if err != nil && errors.Is(err, limit.ErrBusy) {
-		return err // shed: this node's overload, counted by the limiter, not a decision
-	}
-	if err != nil {
-		for i := 0; i < ss.Count; i++ {
-			sn.decisions[ss.List[i].Policy].Count(admin.Unavailable)
+	for i := 0; i < a.Plan.Slots(); i++ {
+		_, _, row := a.Plan.Slot(i, b)
+		if a.SlotsErr != nil {
+			sn.decisions[row].Count(admin.Unavailable)
+			continue
 		}
-		return fmt.Errorf("%w: %w", limit.ErrUnavailable, err)
+		sn.decisions[row].Count(admin.Allowed)
+		id.Usage.Allowed(usage.Policy(row))
 	}
-	if refused >= 0 {
-		p := ss.List[refused].Policy
-		sn.decisions[p].Count(admin.Limited)
-		id.Usage.Limited(usage.Policy(p))
-		return &respond.Refusal{Err: errSlotsTaken, RetryAfter: time.Second}
-	}
-	for i := 0; i < ss.Count; i++ {
-		sn.decisions[ss.List[i].Policy].Count(admin.Allowed)
-		id.Usage.Allowed(usage.Policy(ss.List[i].Policy))
-	}
-	held.Then, ex.slot = ex.slot, held
-	return nil
 }
 
 // onSlotsError is the concurrency limiter's OnError: a refresh or a

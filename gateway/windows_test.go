@@ -18,11 +18,24 @@ import (
 	"vendorgate/shared/wire"
 )
 
-// secondsToMidnight is what t and Retry-After of a daily quota say now.
-func secondsToMidnight() int {
-	now := time.Now().UTC()
-	next := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
-	return int((next.Sub(now) + time.Second - 1) / time.Second)
+// secondsToMidnight is what t and Retry-After of a daily quota say at the
+// time the gateway answered a (its Date header: the gateway's clock, to
+// the second), not at the test's.
+func secondsToMidnight(t *testing.T, a answer) int {
+	t.Helper()
+	at := answeredAt(t, a)
+	next := time.Date(at.Year(), at.Month(), at.Day()+1, 0, 0, 0, 0, time.UTC)
+	return int(next.Sub(at) / time.Second)
+}
+
+// answeredAt is a's Date header.
+func answeredAt(t *testing.T, a answer) time.Time {
+	t.Helper()
+	at, err := http.ParseTime(a.header.Get("Date"))
+	if err != nil {
+		t.Fatalf("Date %q: %v", a.header.Get("Date"), err)
+	}
+	return at.UTC()
 }
 
 func near(got, want int) bool { return got >= want-3 && got <= want+3 }
@@ -32,86 +45,127 @@ func near(got, want int) bool { return got >= want-3 && got <= want+3 }
 // entries, 429 rate_limited with Retry-After until the day turns past it,
 // and a request refused by either limit charges neither (all-or-nothing);
 // the usage view shows the quota's counter; the docs page names the
-// algorithm.
+// algorithm. It reads no clock of its own: the day is the gateway's, from
+// its answers' Date; a run the UTC day turned in the middle of (the quota
+// restarting under it) is run again, once, on a new gateway.
 func TestQuotaPolicy(t *testing.T) {
-	const adminToken = "usage-admin-token-0123"
 	limiterModes(t, func(t *testing.T, withRedis func(*Options)) {
-		b := newTestBackend(t)
-		gw := startGateway(t, b, func(o *Options) {
-			withRedis(o)
-			o.Config.AdminToken = adminToken
-			o.Config.Limits.Vendor.Orders = config.Limit{Rate: 4, Period: time.Minute, Burst: 4}
-			o.Config.Limits.Policies = []config.Policy{{Name: "orders-day", Scope: config.ScopeVendor, Class: config.ClassOrders,
-				Limit: config.Limit{Kind: config.KindQuota, Rate: 3, Window: config.WindowDay}}}
-		})
-		key, res := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
-		orders := gw.url + "/api/vendor/v1/orders"
-		for i := 0; i < 3; i++ {
-			a := do(t, "POST", orders, key)
-			if a.status != 200 {
-				t.Fatalf("order %d: %d %s", i, a.status, a.body)
+		for try := 0; ; try++ {
+			q := quotaScenario(t, withRedis)
+			if first, last := answeredAt(t, q.orders[0]), answeredAt(t, q.last); first.YearDay() != last.YearDay() {
+				if try == 0 {
+					t.Logf("the UTC day turned during the run (%v to %v): run again", first, last)
+					continue
+				}
+				t.Fatalf("the UTC day turned during two runs (%v to %v)", first, last)
 			}
-			if p := a.header.Get("RateLimit-Policy"); p != `"orders";q=4;w=60, "orders-day";q=3;w=86400` {
-				t.Fatalf("order %d RateLimit-Policy %q", i, p)
-			}
-			rl := a.header.Get("RateLimit")
-			var r, tt int
-			if _, err := fmt.Sscanf(rl[strings.Index(rl, `"orders-day"`):], `"orders-day";r=%d;t=%d`, &r, &tt); err != nil || r != 2-i || !near(tt, secondsToMidnight()) {
-				t.Fatalf("order %d RateLimit %q (r %d t %d, want r %d t %d)", i, rl, r, tt, 2-i, secondsToMidnight())
-			}
-			if !strings.HasPrefix(rl, `"orders";r=`+strconv.Itoa(3-i)+";") {
-				t.Fatalf("order %d RateLimit %q", i, rl)
-			}
-		}
-		a := do(t, "POST", orders, key)
-		a.wantError(t, 429, apierr.RateLimited)
-		if ra := retryAfter(t, a); !near(ra, secondsToMidnight()) {
-			t.Fatalf("Retry-After %d, want the time until the day turns, %d", ra, secondsToMidnight())
-		}
-		// The quota refused first: the orders bucket was not consulted, so
-		// not charged (its decisions count the 3 admitted only), and the
-		// RateLimit field tells the quota's state alone.
-		if p, rl := a.header.Get("RateLimit-Policy"), a.header.Get("RateLimit"); p != `"orders";q=4;w=60, "orders-day";q=3;w=86400` || !strings.HasPrefix(rl, `"orders-day";r=0;`) {
-			t.Fatalf("refused order RateLimit-Policy %q RateLimit %q", p, rl)
-		}
-		if a := do(t, "POST", orders, key); a.status != 429 {
-			t.Fatalf("again: %d", a.status)
-		}
-		m := scrape(t, gw)
-		for _, want := range []string{
-			`vendorgate_gateway_limiter_decisions_total{limit="orders",outcome="allowed"} 3`,
-			`vendorgate_gateway_limiter_decisions_total{limit="orders-day",outcome="limited"} 2`,
-		} {
-			if !strings.Contains(m, want+"\n") {
-				t.Fatalf("metrics lack %s:\n%s", want, grep(m, "limiter_decisions"))
-			}
-		}
-		// Reads are not orders.
-		if a := do(t, "GET", gw.url+"/api/vendor/v1/me", key); a.status != 200 || a.header.Get("RateLimit-Policy") != `"reads";q=5;w=60` {
-			t.Fatalf("read: %d %q", a.status, a.header.Get("RateLimit-Policy"))
-		}
-
-		// Another vendor counts on a counter of its own.
-		key2, res2 := b.addKey("vendor-b", wire.VendorApproved, time.Now().Add(time.Hour))
-		for i := 0; i < 3; i++ {
-			if a := do(t, "POST", orders, key2); a.status != 200 {
-				t.Fatalf("vendor-b order %d: %d", i, a.status)
-			}
-		}
-		if u := quotaUsed(t, gw, adminToken, res2.VendorID); u != 3 {
-			t.Fatalf("vendor-b used %d", u)
-		}
-
-		page := do(t, "GET", gw.url+"/docs", "")
-		for _, want := range []string{"calendar quota", "3 per UTC day", "token bucket (GCRA)"} {
-			if !strings.Contains(string(page.body), want) {
-				t.Fatalf("docs page lacks %q", want)
-			}
-		}
-		if u := quotaUsed(t, gw, adminToken, res.VendorID); u != 3 {
-			t.Fatalf("usage view: vendor-a used %d of its quota, want 3", u)
+			q.check(t)
+			return
 		}
 	})
+}
+
+// quotaRun is what TestQuotaPolicy's scenario saw, checked once the test
+// knows the day did not turn under it.
+type quotaRun struct {
+	orders       []answer // vendor-a's 3 admitted orders, then its 2 refused
+	metrics      string
+	read         answer
+	vendorB      []answer
+	usedA, usedB int
+	docs         answer
+	last         answer // the run's last answer, for its day
+}
+
+func quotaScenario(t *testing.T, withRedis func(*Options)) *quotaRun {
+	const adminToken = "usage-admin-token-0123"
+	b := newTestBackend(t)
+	gw := startGateway(t, b, func(o *Options) {
+		withRedis(o)
+		o.Config.AdminToken = adminToken
+		o.Config.Limits.Vendor.Orders = config.Limit{Rate: 4, Period: time.Minute, Burst: 4}
+		o.Config.Limits.Policies = []config.Policy{{Name: "orders-day", Scope: config.ScopeVendor, Class: config.ClassOrders,
+			Limit: config.Limit{Kind: config.KindQuota, Rate: 3, Window: config.WindowDay}}}
+	})
+	key, res := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	orders := gw.url + "/api/vendor/v1/orders"
+	q := &quotaRun{}
+	for range 5 {
+		q.orders = append(q.orders, do(t, "POST", orders, key))
+	}
+	q.metrics = scrape(t, gw)
+	// Reads are not orders.
+	q.read = do(t, "GET", gw.url+"/api/vendor/v1/me", key)
+	// Another vendor counts on a counter of its own.
+	key2, res2 := b.addKey("vendor-b", wire.VendorApproved, time.Now().Add(time.Hour))
+	for range 3 {
+		q.vendorB = append(q.vendorB, do(t, "POST", orders, key2))
+	}
+	q.usedB = quotaUsed(t, gw, adminToken, res2.VendorID)
+	q.docs = do(t, "GET", gw.url+"/docs", "")
+	q.usedA = quotaUsed(t, gw, adminToken, res.VendorID)
+	q.last = do(t, "GET", gw.url+"/api/vendor/v1/me", key)
+	return q
+}
+
+func (q *quotaRun) check(t *testing.T) {
+	for i, a := range q.orders[:3] {
+		if a.status != 200 {
+			t.Fatalf("order %d: %d %s", i, a.status, a.body)
+		}
+		if p := a.header.Get("RateLimit-Policy"); p != `"orders";q=4;w=60, "orders-day";q=3;w=86400` {
+			t.Fatalf("order %d RateLimit-Policy %q", i, p)
+		}
+		rl := a.header.Get("RateLimit")
+		var r, tt int
+		if _, err := fmt.Sscanf(rl[strings.Index(rl, `"orders-day"`):], `"orders-day";r=%d;t=%d`, &r, &tt); err != nil || r != 2-i || !near(tt, secondsToMidnight(t, a)) {
+			t.Fatalf("order %d RateLimit %q (r %d t %d, want r %d t %d)", i, rl, r, tt, 2-i, secondsToMidnight(t, a))
+		}
+		if !strings.HasPrefix(rl, `"orders";r=`+strconv.Itoa(3-i)+";") {
+			t.Fatalf("order %d RateLimit %q", i, rl)
+		}
+	}
+	a := q.orders[3]
+	a.wantError(t, 429, apierr.RateLimited)
+	if ra := retryAfter(t, a); !near(ra, secondsToMidnight(t, a)) {
+		t.Fatalf("Retry-After %d, want the time until the day turns, %d", ra, secondsToMidnight(t, a))
+	}
+	// The quota refused first: the orders bucket was not consulted, so
+	// not charged (its decisions count the 3 admitted only), and the
+	// RateLimit field tells the quota's state alone.
+	if p, rl := a.header.Get("RateLimit-Policy"), a.header.Get("RateLimit"); p != `"orders";q=4;w=60, "orders-day";q=3;w=86400` || !strings.HasPrefix(rl, `"orders-day";r=0;`) {
+		t.Fatalf("refused order RateLimit-Policy %q RateLimit %q", p, rl)
+	}
+	if a := q.orders[4]; a.status != 429 {
+		t.Fatalf("again: %d", a.status)
+	}
+	for _, want := range []string{
+		`vendorgate_gateway_limiter_decisions_total{limit="orders",outcome="allowed"} 3`,
+		`vendorgate_gateway_limiter_decisions_total{limit="orders-day",outcome="limited"} 2`,
+	} {
+		if !strings.Contains(q.metrics, want+"\n") {
+			t.Fatalf("metrics lack %s:\n%s", want, grep(q.metrics, "limiter_decisions"))
+		}
+	}
+	if a := q.read; a.status != 200 || a.header.Get("RateLimit-Policy") != `"reads";q=5;w=60` {
+		t.Fatalf("read: %d %q", a.status, a.header.Get("RateLimit-Policy"))
+	}
+	for i, a := range q.vendorB {
+		if a.status != 200 {
+			t.Fatalf("vendor-b order %d: %d", i, a.status)
+		}
+	}
+	if q.usedB != 3 {
+		t.Fatalf("vendor-b used %d", q.usedB)
+	}
+	for _, want := range []string{"calendar quota", "3 per UTC day", "token bucket (GCRA)"} {
+		if !strings.Contains(string(q.docs.body), want) {
+			t.Fatalf("docs page lacks %q", want)
+		}
+	}
+	if q.usedA != 3 {
+		t.Fatalf("usage view: vendor-a used %d of its quota, want 3", q.usedA)
+	}
 }
 
 // TestQuotaRefundedWhenGCRARefuses: a request the per-minute limit

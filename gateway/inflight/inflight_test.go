@@ -2,7 +2,6 @@ package inflight
 
 import (
 	"sync"
-	"sync/atomic"
 	"testing"
 )
 
@@ -44,43 +43,79 @@ func TestCaps(t *testing.T) {
 }
 
 // Concurrent takers never hold more than the caps, and every slot given
-// back leaves the counts at zero.
+// back leaves the counts at zero. The takers of a round hold what they
+// got until every one of them has asked (a barrier, not a sleep), so that
+// the slots held overlap: with more takers than the cap, a cap that let
+// one too many in is seen holding it. (Not that the cap is always
+// reached: a download refused by its own cap counted among the requests
+// for a moment, and a request asking then was refused.)
 func TestConcurrentCaps(t *testing.T) {
 	c := New()
 	caps := Caps{Requests: 5, Downloads: 2}
-	var holding, downloading atomic.Int32 // slots held, as their holders count them
-	var mu sync.Mutex
-	var maxR, maxD int32
+	const takers, rounds = 8, 300
+	var asked, released sync.WaitGroup
+	type take struct {
+		download, held bool
+	}
+	took := make(chan take, takers)
+	next := make([]chan struct{}, takers) // a round's go-ahead, per taker
+	for i := range next {
+		next[i] = make(chan struct{})
+	}
 	var wg sync.WaitGroup
-	for g := range 8 {
+	for g := range takers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range 2000 {
+			for i := range rounds {
+				<-next[g]
 				download := (g+i)%3 == 0
 				s, _ := c.Acquire("v", caps, download)
-				if s == nil {
-					continue
+				took <- take{download: download, held: s != nil}
+				asked.Done()
+				<-next[g] // every taker of the round has asked: give back
+				if s != nil {
+					s.Release()
 				}
-				r, d := holding.Add(1), downloading.Load()
-				if download {
-					d = downloading.Add(1)
-				}
-				mu.Lock()
-				maxR, maxD = max(maxR, r), max(maxD, d)
-				mu.Unlock()
-				holding.Add(-1)
-				if download {
-					downloading.Add(-1)
-				}
-				s.Release()
+				released.Done()
 			}
 		}()
 	}
-	wg.Wait()
-	if maxR > 5 || maxD > 2 {
-		t.Fatalf("seen %d requests and %d downloads in flight; caps 5 and 2", maxR, maxD)
+	for i := range rounds {
+		asked.Add(takers)
+		released.Add(takers)
+		for _, ch := range next {
+			ch <- struct{}{}
+		}
+		asked.Wait()
+		requests, downloads, downloadsAsked := 0, 0, 0
+		for range takers {
+			tk := <-took
+			if tk.download {
+				downloadsAsked++
+			}
+			if !tk.held {
+				continue
+			}
+			requests++
+			if tk.download {
+				downloads++
+			}
+		}
+		if r, d := c.InFlight("v"); r != requests || d != downloads {
+			t.Fatalf("round %d: the counter says %d requests and %d downloads in flight, the takers hold %d and %d", i, r, d, requests, downloads)
+		}
+		// Every taker asked while all the slots given were held.
+		if requests > int(caps.Requests) || downloads > int(caps.Downloads) {
+			t.Fatalf("round %d: %d requests (%d downloads of %d asked) held at once; caps %d and %d",
+				i, requests, downloads, downloadsAsked, caps.Requests, caps.Downloads)
+		}
+		for _, ch := range next {
+			ch <- struct{}{}
+		}
+		released.Wait()
 	}
+	wg.Wait()
 	if r, d := c.InFlight("v"); r != 0 || d != 0 {
 		t.Fatalf("left %d requests, %d downloads in flight", r, d)
 	}

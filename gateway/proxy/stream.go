@@ -14,7 +14,7 @@ var ErrTooSlow = errors.New("stream below the minimum transfer rate")
 
 // Hold is what an answer holds until it is done (the vendor's in-flight
 // slot): a streamed answer keeps it until its body ends.
-type Hold interface{ Release() }
+type Hold = interface{ Release() }
 
 // MinRate is the floor of a streamed body's progress: after Grace, each
 // Window must move at least Bytes × Window / 1s bytes. Zero Bytes is off.
