@@ -17,7 +17,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/config"
-	"vendorgate/gateway/edgetls"
 	"vendorgate/gateway/openapi"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/testcert"
@@ -511,7 +510,7 @@ func TestCertificateRenewalUnderLoad(t *testing.T) {
 	if s := gw.servedSerial(t); s != second {
 		t.Fatalf("after a bad key file the certificate served changed from %s to %s", second, s)
 	}
-	if err := gw.g.ReloadCertificates(); err == nil || !errors.Is(err, edgetls.ErrUnchanged) {
+	if err := gw.g.ReloadCertificates(); err == nil || !errors.Is(err, ErrCertificatesUnchanged) {
 		t.Fatalf("SIGHUP with the same bad files: %v, want them not read again", err)
 	}
 	refusals := strings.Count(gw.logs.String(), "tls certificate refused")
@@ -525,7 +524,7 @@ func TestCertificateRenewalUnderLoad(t *testing.T) {
 	// 3. A good pair written while the watcher is off duty, then SIGHUP.
 	third := gw.ca.Issue(t, time.Now().Add(80*24*time.Hour), tlsName, "127.0.0.1")
 	third.Write(t, gw.dir, "api")
-	if err := gw.g.ReloadCertificates(); err != nil && !errors.Is(err, edgetls.ErrUnchanged) { // the watcher may have been first
+	if err := gw.g.ReloadCertificates(); err != nil && !errors.Is(err, ErrCertificatesUnchanged) { // the watcher may have been first
 		t.Fatal(err)
 	}
 	if s := gw.servedSerial(t); s == second || s == first {
