@@ -259,6 +259,9 @@ func New(o Options) (_ *Gateway, err error) {
 	g.respond = respond.NewWriter(cannedErrors()...)
 	g.setupPlainHTTP(c)
 	g.unread = g.newUnreadRouter()
+	// The listeners, their connection bounds and TLS (package edge) feed
+	// these handlers; the certificates are read here, and a file that
+	// cannot be read refuses the start.
 	eo := edge.Options{Config: c, Logger: g.log, Registry: g.metrics.Registry, Now: o.Now,
 		Handler: g.serve, ErrorHandler: g.serverError, HeaderReceived: g.headerReceived,
 		Admin: admin.Handler(admin.Options{Registry: g.metrics.Registry, Checks: g.readyChecks(), OpenAPI: o.OpenAPI,

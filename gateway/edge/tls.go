@@ -142,9 +142,9 @@ func (s *Server) Certificates() []Info {
 // ReloadCertificates reads the certificate files again (SIGHUP) and swaps
 // them in for new handshakes; established connections keep theirs. A file
 // that cannot be read, a key that does not match, an expired certificate,
-// or a set that drops a name in force (Store.Reload) is refused
-// and the certificates in force stay. Files whose
-// content has not changed are not read again (ErrUnchanged).
+// or a set that drops a name in force (Store.Reload) is refused and the
+// certificates in force stay. Files whose content has not changed are not
+// read again (ErrUnchanged).
 func (s *Server) ReloadCertificates() error {
 	if s.tls.certs == nil {
 		return nil
@@ -288,7 +288,7 @@ func (s *Server) HTTPChallenge(ctx *fasthttp.RequestCtx, path []byte) bool {
 	return true
 }
 
-// stopTLS ends the watcher and the ACME renewals; release calls it.
+// stopTLS ends the watcher and the ACME renewals; Close calls it.
 func (s *Server) stopTLS() {
 	if s.tls.acme != nil {
 		s.tls.acme.Close()
