@@ -214,13 +214,14 @@ func TestSessionResumptionPerReplica(t *testing.T) {
 // alert fires), and taken when the key arrives; the refusal is not
 // repeated. Written by rename in quick succession, it is not refused.
 func TestSlowlyWrittenPairRefusedOnce(t *testing.T) {
-	e := startEdge(t, edgeOptions{}, func(c *config.Gateway) { c.TLS.WatchInterval = 100 * time.Millisecond })
+	polls := newPollCount()
+	e := startEdge(t, edgeOptions{onPoll: polls.onPoll}, func(c *config.Gateway) { c.TLS.WatchInterval = 100 * time.Millisecond })
 	const refused, taken = `vendorgate_gateway_tls_certificate_reloads_total{result="error"}`, `vendorgate_gateway_tls_certificate_reloads_total{result="ok"}`
 	first := e.servedSerial(t)
 	next := e.ca.Issue(t, time.Now().Add(60*24*time.Hour), tlsName, "127.0.0.1")
 	testcert.WriteFile(t, e.certFile, next.CertPEM) // the certificate now, the key much later
-	for i := 0; i < 400 && e.metric(t, refused) < 1; i++ {
-		time.Sleep(25 * time.Millisecond)
+	for i := 0; i < 100 && e.metric(t, refused) < 1; i++ {
+		polls.wait(t, 1) // refused at the watcher's second look
 	}
 	if v := e.metric(t, refused); v != 1 {
 		t.Fatalf("%s %v with the certificate written and not its key, want 1", refused, v)
