@@ -1148,13 +1148,13 @@ func TestLimiterDashboard(t *testing.T) {
 
 // TestHandshakeReasonsDescribed: the dashboard panel of TLS handshake
 // failures by reason describes every reason the gateway counts (the
-// reason names of gateway/edgetls), so that a new one is not left for
+// reason names of gateway/edge), so that a new one is not left for
 // the SRE to guess.
 func TestHandshakeReasonsDescribed(t *testing.T) {
-	src := string(readFile(t, "../gateway/edgetls/listener.go"))
+	src := string(readFile(t, "../gateway/edge/tlslistener.go"))
 	m := regexp.MustCompile(`(?m)^var reasonNames = \[NumReasons\]string\{([^}]*)\}`).FindStringSubmatch(src)
 	if m == nil {
-		t.Fatal("no reasonNames in gateway/edgetls/listener.go")
+		t.Fatal("no reasonNames in gateway/edge/tlslistener.go")
 	}
 	reasons := regexp.MustCompile(`"([a-z_]+)"`).FindAllStringSubmatch(m[1], -1)
 	if len(reasons) < 2 {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"vendorgate/gateway"
-	"vendorgate/gateway/edgetls"
 	"vendorgate/shared/testcert"
 )
 
@@ -88,7 +87,7 @@ func TestSystemdHTTPS(t *testing.T) {
 		if err := gateway.Check(cfg); err != nil {
 			t.Fatalf("the gateway refuses the layout: %v", err)
 		}
-		if _, err := edgetls.Load(cfg.TLS.Files(), nil); err != nil {
+		if _, err := gateway.CheckCertificates(cfg, time.Now()); err != nil {
 			t.Fatalf("the certificate handed over does not load: %v", err)
 		}
 		verifyUnit(t, text)

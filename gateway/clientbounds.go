@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/gateway/connlimit"
+	"vendorgate/gateway/edge"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/wire"
 )
@@ -20,10 +21,8 @@ import (
 // limit is therefore decided from the headers, in Server.HeaderReceived.
 
 // noBodyBytes is the body limit of every request but an order placement
-// with a signed key. fasthttp reads a RequestConfig's 0 as "the server's
-// limit", so the smallest limit it honours is one byte: no memory to
-// speak of, and any announced body longer is refused unread.
-const noBodyBytes = 1
+// with a signed key (edge.NoBodyBytes says why it is one byte).
+const noBodyBytes = edge.NoBodyBytes
 
 var (
 	errConnsPerPeer    = &apierr.Error{Code: apierr.RateLimited, Message: "too many connections from this address; close some and see Retry-After"}
@@ -114,10 +113,6 @@ func (g *Gateway) connRefusal(dst []byte, over connlimit.Reason) []byte {
 	dst = append(dst, "\r\n\r\n"...)
 	return append(dst, body...)
 }
-
-// onConnRefused counts a connection refused at accept by the bound it was
-// over.
-func (g *Gateway) onConnRefused(over connlimit.Reason) { g.connsRefused[over].Inc() }
 
 // connExempt reports whether a peer's connections are not bounded: the
 // trusted proxies in force, which carry many clients each.

@@ -14,6 +14,7 @@ import (
 	"vendorgate/gateway/admission"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/clientip"
+	"vendorgate/gateway/edge"
 	"vendorgate/gateway/policy"
 	"vendorgate/gateway/proxy"
 	"vendorgate/gateway/respond"
@@ -96,7 +97,7 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	g.beginTrace(ctx, &ex)                  // a server span, when tracing is on
 	id, err := g.authenticate(ctx, sn, &ex) // steps 2-4: key format, resolve, failed-key throttle
 	if err == nil {
-		shownKey(ctx.Conn()) // a vendor's connection: the server's idle timeout (keyless.go)
+		edge.ShownKey(ctx.Conn()) // a vendor's connection: the server's idle timeout (edge/keyless.go)
 		if id.ExpiresAt.Sub(ex.start) <= sn.cfg.KeyExpiryWarning {
 			ex.keyExpires = id.ExpiresAt // every answer to this key says when it expires
 		}

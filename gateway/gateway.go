@@ -1,8 +1,10 @@
-// Package gateway is vendorgate's edge: it routes, authenticates, throttles
-// failed keys, admits by account state and exact rate limits, and proxies
-// to the backend (flow.go, in the specification's order). New takes the
-// validated configuration (config.Gateway) and wires the parts here;
-// lifecycle.go serves, reloads and shuts down, health.go answers /readyz and
+// Package gateway is vendorgate's request handler: it routes,
+// authenticates, throttles failed keys, admits by account state and exact
+// rate limits, and proxies to the backend (flow.go, in the specification's
+// order). The listeners, TLS and connection bounds that feed it are package
+// edge's. New takes the validated configuration (config.Gateway) and wires
+// the parts here; lifecycle.go serves (through edge), reloads and shuts
+// down, health.go answers /readyz and
 // keeps the breaker gauges current, redis.go builds the Redis clients, and
 // metrics.go turns the parts' notifications into metrics.
 package gateway
@@ -13,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,7 +22,6 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/trace"
 
 	"vendorgate/config"
@@ -32,6 +32,7 @@ import (
 	"vendorgate/gateway/concurrency"
 	"vendorgate/gateway/connlimit"
 	"vendorgate/gateway/docs"
+	"vendorgate/gateway/edge"
 	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/policy"
@@ -44,8 +45,6 @@ import (
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/logtext"
 	"vendorgate/shared/profiling"
-	"vendorgate/shared/serverlog"
-	"vendorgate/shared/wire"
 )
 
 // Options is everything New needs.
@@ -108,31 +107,19 @@ type Gateway struct {
 	// (set by newRouter).
 	paramRoutes paramRoutes
 	labels      routeLabels // route label values by index, assigned by newRouter
-	server      *fasthttp.Server
+	// edge holds the listeners (public, admin, http_listen), their
+	// connection bounds and TLS (package edge).
+	edge *edge.Server
 
 	// Client bounds (clientbounds.go): the body limit and read timeout
 	// headerReceived gives, the router of requests whose body was refused
-	// unread, and the connections per peer Serve admits (open at once, and
-	// new a second) with the bodies of their refusals.
-	orderBodyBytes     int
-	readTimeout        time.Duration
-	unread             *router.Router
-	maxConnsPerPeer    int
-	keylessIdle        time.Duration // keyless_idle_timeout (keyless.go)
-	maxNewConnsPerPeer int
-	connRefusalBody    [connlimit.NumReasons][]byte             // by connlimit.Reason
-	connsRefused       [connlimit.NumReasons]prometheus.Counter // by connlimit.Reason
-	// conns bounds the connections of the public listener and http_listen
-	// together (max_conns).
-	conns *connlimit.Total
-	// proxyHeaders: connections from trusted proxies begin with a PROXY
-	// header (proxy_protocol, proxyprotocol.go).
-	proxyHeaders bool
-	// tls serves the public listener over HTTPS (tls.go); plain HTTP when
-	// its certs are nil.
-	tls edgeTLS
-	// plain is the optional plain-HTTP listener's server (plainhttp.go);
-	// nil without http_listen.
+	// unread, and the bodies of the connections refused per peer.
+	orderBodyBytes  int
+	readTimeout     time.Duration
+	unread          *router.Router
+	connRefusalBody [connlimit.NumReasons][]byte // by connlimit.Reason
+	// plain answers the optional plain-HTTP listener (plainhttp.go); nil
+	// without http_listen.
 	plain *plainHTTP
 
 	// vendorRoutes are this gateway's copies of routes (with their plan
@@ -143,17 +130,6 @@ type Gateway struct {
 
 	// docs answers the documentation routes; nil without a document.
 	docs *docs.Handler
-
-	// served holds the listeners Serve was given, so that Shutdown closes
-	// them even when it runs before Serve's goroutines registered them with
-	// fasthttp; shut makes a Serve that comes after Shutdown return at once.
-	servedMu sync.Mutex
-	served   []net.Listener
-	shut     bool
-	admin    *fasthttp.Server
-	// streamIdle bounds each write to a client by progress where the
-	// server's whole-answer WriteTimeout is lifted (streamed reports).
-	streamIdle time.Duration
 
 	limiterClient  redis.UniversalClient
 	throttleClient redis.UniversalClient // its own pool: failed keys never take the limiter's connections
@@ -204,7 +180,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway configuration: %w", err)
 	}
-	g := &Gateway{log: o.Logger, accessLog: !o.DisableAccessLog, tracer: o.Tracer, streamIdle: c.Proxy.StreamIdleTimeout, stopPoll: make(chan struct{}), pollDone: make(chan struct{}),
+	g := &Gateway{log: o.Logger, accessLog: !o.DisableAccessLog, tracer: o.Tracer, stopPoll: make(chan struct{}), pollDone: make(chan struct{}),
 		refusals: newRefusalLog(c.AccessLog.RefusalsPerSecond), summaryEvery: c.AccessLog.SummaryInterval}
 	defer func() {
 		if err != nil {
@@ -219,12 +195,7 @@ func New(o Options) (_ *Gateway, err error) {
 			return nil, err
 		}
 	}
-	g.orderBodyBytes, g.readTimeout, g.keylessIdle = c.OrderBodyLimit(), c.ReadTimeout, c.KeylessIdleTimeout
-	g.maxConnsPerPeer, g.maxNewConnsPerPeer = c.MaxConnsPerPeer, c.MaxNewConnsPerPeer
-	g.proxyHeaders = c.ProxyProtocol
-	if g.conns, err = connlimit.NewTotal(c.MaxConns); err != nil {
-		return nil, fmt.Errorf("max_conns: %w", err)
-	}
+	g.orderBodyBytes, g.readTimeout = c.OrderBodyLimit(), c.ReadTimeout
 	g.connRefusalBody[connlimit.Open], g.connRefusalBody[connlimit.Rate] = errConnsPerPeer.Body(), errNewConnsPerPeer.Body()
 	if err := g.renderDocs(sn); err != nil {
 		return nil, err
@@ -239,23 +210,10 @@ func New(o Options) (_ *Gateway, err error) {
 	sn.countDecisions(g.metrics)
 	g.snap.Store(sn)
 	g.metrics.ConfigInfo.WithLabelValues(c.Version).Set(1)
-	refused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_connections_refused_total",
-		Help: "Connections refused at accept, by reason: open (the peer held max_conns_per_peer already), rate (it had opened max_new_conns_per_peer in the last second), total (max_conns were open)."},
-		[]string{"reason"})
-	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vendorgate_gateway_connections_open",
-		Help: "Connections open on the public listener and http_listen together, against max_conns."},
-		func() float64 { return float64(g.conns.Open()) })
-	for r := range g.connsRefused {
-		g.connsRefused[r] = refused.WithLabelValues(connlimit.Reason(r).String())
-	}
-	g.metrics.Registry.MustRegister(refused, open)
 	g.inflight = inflight.New()
 	tooSlow := g.registerInFlight()
 	g.registerSlots()
 	g.registerDataLost()
-	if err := g.setupTLS(c.TLS, c.Listen, c.HTTPListen, c.PublicBaseURL, o.Now); err != nil {
-		return nil, err
-	}
 
 	hop, err := backendTLS(c.BackendTLS)
 	if err != nil {
@@ -316,29 +274,21 @@ func New(o Options) (_ *Gateway, err error) {
 	g.respond = respond.NewWriter(cannedErrors()...)
 	g.setupPlainHTTP(c)
 	g.unread = g.newUnreadRouter()
-	// WriteTimeout bounds a whole answer; a streamed report lifts it and is
-	// bounded by progress instead (Serve's idleconn listener, proxy.Forward).
-	// headerReceived sets each request's body limit from its headers (the
-	// server's MaxRequestBodySize is then only the ceiling); ReadTimeout
-	// bounds the headers, and headerReceived an order's body again.
-	g.server = &fasthttp.Server{
-		Handler:                       g.serve,
-		ErrorHandler:                  g.serverError,
-		HeaderReceived:                g.headerReceived,
-		Name:                          "vendorgate",
-		MaxRequestBodySize:            c.OrderBodyLimit(),
-		ReadBufferSize:                wire.MaxRequestHead, // the one bound on a request's head: 431 past it
-		ReadTimeout:                   c.ReadTimeout,
-		WriteTimeout:                  c.Proxy.Timeout + writeSlack,
-		IdleTimeout:                   idleTimeout,
-		NoDefaultServerHeader:         true,
-		DisableHeaderNamesNormalizing: false,
-		// An idle keep-alive connection gives its read and write buffers
-		// back to the pools (docs/tls.md: 46 KB against 140 KB a TLS
-		// connection idle after GET /docs): max_conns is sized by it.
-		ReduceMemoryUsage: true,
-		CloseOnShutdown:   true,
-		Logger:            serverlog.Printer{Log: g.log}, // never the request's bytes
+	// The listeners, their connection bounds and TLS (package edge) feed
+	// these handlers; the certificates are read here, and a file that
+	// cannot be read refuses the start.
+	eo := edge.Options{Config: c, Logger: g.log, Registry: g.metrics.Registry, Now: o.Now,
+		Handler: g.serve, ErrorHandler: g.serverError, HeaderReceived: g.headerReceived,
+		Admin: admin.Handler(admin.Options{Registry: g.metrics.Registry, Checks: g.readyChecks(), OpenAPI: o.OpenAPI,
+			Usage: admin.UsageHandler(admin.UsageOptions{Token: c.AdminToken,
+				Reader: &usage.Reader{Store: usageStore, Limits: g.usageLimits, Quotas: g.usageQuotas}}),
+			Profiles: profiling.Handler(c.AdminToken, "vendorgate-gateway-admin", admin.GatewayAdminToken)}),
+		Trusted: g.connExempt, Refusal: g.connRefusal}
+	if g.plain != nil {
+		eo.Plain, eo.PlainError = g.servePlain, g.plainError
+	}
+	if g.edge, err = edge.New(eo); err != nil {
+		return nil, err
 	}
 	po := probe.Options{Redis: g.limiterClient, RedisTimeout: c.Redis.Timeout, Backends: c.BackendURL, BackendTLS: hop,
 		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, probeTimeoutMax),
@@ -349,18 +299,6 @@ func New(o Options) (_ *Gateway, err error) {
 	g.probe, err = probe.New(po)
 	if err != nil {
 		return nil, err
-	}
-	g.admin = &fasthttp.Server{
-		Handler: admin.Handler(admin.Options{Registry: g.metrics.Registry, Checks: g.readyChecks(), OpenAPI: o.OpenAPI,
-			Usage: admin.UsageHandler(admin.UsageOptions{Token: c.AdminToken,
-				Reader: &usage.Reader{Store: usageStore, Limits: g.usageLimits, Quotas: g.usageQuotas}}),
-			Profiles: profiling.Handler(c.AdminToken, "vendorgate-gateway-admin", admin.GatewayAdminToken)}),
-		Name:        "vendorgate-admin",
-		IdleTimeout: adminIdleTimeout,
-		ReadTimeout: adminReadTimeout,
-		Logger:      serverlog.Printer{Log: g.log},
-		// Its endpoints take no body (adminMaxBodyBytes says why).
-		MaxRequestBodySize: adminMaxBodyBytes,
 	}
 	go g.pollBreakers()
 	return g, nil

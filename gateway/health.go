@@ -81,12 +81,12 @@ func (g *Gateway) readyChecks() []readyz.Check {
 		}
 		return nil
 	}}}
-	if g.tls.acme != nil {
+	if len(g.snap.Load().cfg.TLS.ACME.Domains) > 0 {
 		// Not excluded by a balancer's probe: a replica with no
 		// certificate for a domain fails every handshake for it, and
 		// another replica may have one.
 		checks = append(checks, readyz.Check{Name: checkTLS, Run: func(context.Context) error {
-			if missing := g.tls.acme.Missing(); len(missing) > 0 {
+			if missing, _ := g.edge.ACMEMissing(); len(missing) > 0 {
 				return fmt.Errorf("no certificate yet for %s (ACME order pending or failing: see the log's acme lines)", strings.Join(missing, ", "))
 			}
 			return nil

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -10,37 +9,17 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/config"
+	"vendorgate/gateway/edge"
 )
 
 // Serve serves the public API on pub and the admin endpoints on adm until
 // Shutdown. It returns the first serving error.
-func (g *Gateway) Serve(pub, adm net.Listener) error {
-	g.servedMu.Lock()
-	if g.shut {
-		g.servedMu.Unlock()
-		_ = pub.Close()
-		_ = adm.Close()
-		return nil
-	}
-	g.served = []net.Listener{pub, adm}
-	g.servedMu.Unlock()
-	// Each peer holds at most maxConnsPerPeer connections and opens at
-	// most maxNewConnsPerPeer a second (trusted proxies exempt); one more
-	// is refused before fasthttp gives it a goroutine or a buffer (429, or
-	// closed under TLS: publicListener).
-	ln, err := g.publicListener(pub)
-	if err != nil {
-		_ = pub.Close()
-		_ = adm.Close()
-		return fmt.Errorf("serve: %w", err)
-	}
-	go func() {
-		if err := g.admin.Serve(adm); err != nil {
-			g.log.Error("admin listener stopped", "err", err)
-		}
-	}()
-	return g.server.Serve(ln)
-}
+func (g *Gateway) Serve(pub, adm net.Listener) error { return g.edge.Serve(pub, adm) }
+
+// ServePlain serves the plain-HTTP listener (http_listen) on ln until
+// Shutdown; the same per-peer connection bounds and bare-LF guard as the
+// public listener. Without http_listen it closes ln and returns an error.
+func (g *Gateway) ServePlain(ln net.Listener) error { return g.edge.ServePlain(ln) }
 
 // Shutdown turns /readyz unready, stops accepting, waits for in-flight
 // requests until grace has passed, then closes Redis clients, the
@@ -53,22 +32,7 @@ func (g *Gateway) Shutdown(delay, grace time.Duration) error {
 	if delay > 0 {
 		time.Sleep(delay)
 	}
-	done := make(chan error, 1)
-	go func() { done <- g.server.Shutdown() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(grace):
-		err = errors.New("shutdown grace passed with requests in flight")
-	}
-	g.plainShutdown(time.Second) // it answers at once: nothing to wait for
-	_ = g.admin.Shutdown()
-	g.servedMu.Lock()
-	g.shut = true
-	for _, ln := range g.served {
-		_ = ln.Close() // already closed by fasthttp unless Serve had not begun
-	}
-	g.servedMu.Unlock()
+	err := g.edge.Shutdown(grace)
 	g.Close()
 	return err
 }
@@ -88,7 +52,9 @@ func (g *Gateway) Close() {
 // last flush before the clients close); it skips what New did not get to,
 // so that a New failing halfway releases what it had started.
 func (g *Gateway) release() {
-	g.stopTLS()
+	if g.edge != nil {
+		g.edge.Close() // the certificate watcher and ACME renewals
+	}
 	if g.probe != nil {
 		g.probe.Close()
 	}
@@ -175,6 +141,23 @@ func (g *Gateway) Reload(c *config.Gateway) error {
 // ReloadFailed counts a reload refused before it reached Reload (the file
 // did not load).
 func (g *Gateway) ReloadFailed() { g.metrics.ConfigReloads.WithLabelValues("error").Inc() }
+
+// Certificates describes the certificates served on the public listener;
+// none with plain HTTP.
+func (g *Gateway) Certificates() []edge.Info { return g.edge.Certificates() }
+
+// ReloadCertificates reads the certificate files again (SIGHUP) and swaps
+// them in for new handshakes (edge.Server.ReloadCertificates); files whose
+// content has not changed are not read again (ErrCertificatesUnchanged).
+func (g *Gateway) ReloadCertificates() error { return g.edge.ReloadCertificates() }
+
+// ErrCertificatesUnchanged is ReloadCertificates' error when no file
+// changed.
+var ErrCertificatesUnchanged = edge.ErrUnchanged
+
+// TLSServed says how the public listener serves TLS, for the start line
+// (edge.Server.TLSServed).
+func (g *Gateway) TLSServed() string { return g.edge.TLSServed() }
 
 // Handler is the public handler, for benchmarks and tests that drive it
 // without a listener.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"time"
 
@@ -14,11 +13,8 @@ import (
 
 	"vendorgate/config"
 	"vendorgate/gateway/auth"
-	"vendorgate/gateway/connlimit"
 	"vendorgate/gateway/respond"
 	"vendorgate/shared/apierr"
-	"vendorgate/shared/barelf"
-	"vendorgate/shared/serverlog"
 	"vendorgate/shared/wire"
 )
 
@@ -31,10 +27,9 @@ import (
 // verifies, and at most access_log.refusals_per_second lines a second, so
 // that no one can write WARN lines at wire speed.
 
-// plainHTTP is the plain listener's server, answers and metrics; nil
-// without http_listen.
+// plainHTTP is the plain listener's answers and metrics (its server is
+// package edge's); nil without http_listen.
 type plainHTTP struct {
-	server  *fasthttp.Server
 	base    string // public_base_url without a trailing slash
 	answers [plainAnswers]prometheus.Counter
 	exposed prometheus.Counter
@@ -89,51 +84,7 @@ func (g *Gateway) setupPlainHTTP(c *config.Gateway) {
 	p.unverified = prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_cleartext_keys_unverified_total",
 		Help: "Of vendorgate_gateway_cleartext_keys_total, the keys whose MAC did not verify (made up, or another deployment's): neither logged nor looked up."})
 	g.metrics.Registry.MustRegister(answers, p.exposed, p.unverified)
-	p.server = &fasthttp.Server{
-		Handler:      g.servePlain,
-		ErrorHandler: g.plainError,
-		// No request here has a body worth reading: one is refused unread
-		// (plainError answers from its headers alone).
-		HeaderReceived: func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
-			return fasthttp.RequestConfig{MaxRequestBodySize: noBodyBytes}
-		},
-		Name:                  "vendorgate",
-		ReadBufferSize:        wire.MaxRequestHead,
-		ReadTimeout:           c.ReadTimeout,
-		WriteTimeout:          c.ReadTimeout,
-		IdleTimeout:           idleTimeout,
-		ReduceMemoryUsage:     true, // idle connections give their buffers back (Gateway.server)
-		NoDefaultServerHeader: true,
-		CloseOnShutdown:       true,
-		Logger:                serverlog.Printer{Log: g.log},
-	}
 	g.plain = p
-}
-
-// ServePlain serves the plain-HTTP listener (http_listen) on ln until
-// Shutdown; the same per-peer connection bounds and bare-LF guard as the
-// public listener. Without http_listen it closes ln and returns an error.
-func (g *Gateway) ServePlain(ln net.Listener) error {
-	if g.plain == nil {
-		_ = ln.Close()
-		return errors.New("serve plain http: http_listen is not set")
-	}
-	g.servedMu.Lock()
-	if g.shut {
-		g.servedMu.Unlock()
-		_ = ln.Close()
-		return nil
-	}
-	g.served = append(g.served, ln)
-	g.servedMu.Unlock()
-	bounded, err := connlimit.NewListener(ln, connlimit.Options{Total: g.conns, PerPeer: g.maxConnsPerPeer, NewPerSecond: g.maxNewConnsPerPeer,
-		Exempt: g.connExempt, Header: g.connHeader(), Refusal: g.connRefusal, OnRefuse: g.onConnRefused,
-		Linger: refusalLinger, MaxRefusing: maxRefusing})
-	if err != nil {
-		_ = ln.Close()
-		return fmt.Errorf("serve plain http: %w", err)
-	}
-	return g.plain.server.Serve(&keylessListener{Listener: barelf.NewListener(bounded), idle: g.keylessIdle}) // no key is ever served here
 }
 
 // servePlain answers one request on the plain listener. A request that
@@ -155,8 +106,7 @@ func (g *Gateway) servePlain(ctx *fasthttp.RequestCtx) {
 		ctx.SetStatusCode(fasthttp.StatusPermanentRedirect)
 		respond.Common(ctx, g.plainRequestID(ctx))
 		p.answers[plainRedirect].Inc()
-	case g.tls.acme != nil && bytes.HasPrefix(path, []byte("/.well-known/acme-challenge/")):
-		g.tls.acme.HTTPChallenge(ctx) // HTTP-01; not found unless an order is under way
+	case g.edge.HTTPChallenge(ctx, path): // ACME HTTP-01; not found unless an order is under way
 	default:
 		g.respond.Write(ctx, errNotFound, 0)
 		respond.Common(ctx, g.plainRequestID(ctx))
@@ -252,18 +202,5 @@ func (g *Gateway) plainRequestID(ctx *fasthttp.RequestCtx) []byte {
 func (g *Gateway) flushPlainWarnings(force bool) {
 	if g.plain != nil && (force || g.plain.warnings.due(g.summaryEvery)) {
 		g.plain.warnings.flush(g.log)
-	}
-}
-
-// plainShutdown stops the plain listener's server; Shutdown calls it.
-func (g *Gateway) plainShutdown(grace time.Duration) {
-	if g.plain == nil {
-		return
-	}
-	done := make(chan struct{})
-	go func() { _ = g.plain.server.Shutdown(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(grace):
 	}
 }

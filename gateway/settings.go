@@ -10,6 +10,7 @@ import (
 	"vendorgate/config"
 	"vendorgate/gateway/admin"
 	"vendorgate/gateway/clientip"
+	"vendorgate/gateway/edge"
 	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/policy"
 	"vendorgate/gateway/throttle"
@@ -63,6 +64,14 @@ func Check(c *config.Gateway) error {
 	}
 	_, err := backendTLS(c.BackendTLS)
 	return err
+}
+
+// CheckCertificates reads the public listener's certificate files as a
+// start does, for `gateway -check` (edge.CheckCertificates): an error for
+// files a start would refuse or a set that does not cover public_base_url's
+// host, a warning for each certificate expired at now.
+func CheckCertificates(c *config.Gateway, now time.Time) (warnings []string, err error) {
+	return edge.CheckCertificates(c.TLS, c.PublicBaseURL, now)
 }
 
 // backendTLS reads the files of the calls to the backend: nil, the

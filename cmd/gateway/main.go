@@ -15,14 +15,12 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"vendorgate/config"
 	"vendorgate/gateway"
 	"vendorgate/gateway/admin"
-	"vendorgate/gateway/edgetls"
 	"vendorgate/gateway/openapi"
 	"vendorgate/shared/liblog"
 	"vendorgate/shared/tracing"
@@ -56,28 +54,15 @@ func run() int {
 			fmt.Fprintln(os.Stderr, "gateway: WARNING:", w)
 		}
 		// The certificate files too: a key that does not match, or a file
-		// that cannot be read, fails here as it would fail the start.
-		if cfg.TLS.Enabled() {
-			certs, err := edgetls.Load(cfg.TLS.Files(), nil)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "gateway: configuration:", err)
-				return 2
-			}
-			// A set that no longer covers public_base_url's host would
-			// refuse every client asking for it: a start serves it (with
-			// an error), a check refuses it before it is deployed.
-			certs.Require(edgetls.Required(cfg.TLS, cfg.PublicBaseURL)...)
-			if missing := certs.Uncovered(); len(missing) > 0 {
-				fmt.Fprintf(os.Stderr, "gateway: configuration: tls certificate files do not cover %s, public_base_url's host (%s): clients asking for it would be refused\n",
-					strings.Join(missing, ", "), cfg.PublicBaseURL)
-				return 2
-			}
-			for _, in := range certs.Certificates() {
-				if in.Expired(time.Now()) {
-					fmt.Fprintf(os.Stderr, "gateway: WARNING: tls certificate %s expired at %s (it would be served, and refused by clients)\n",
-						in.CertFile, in.NotAfter.UTC().Format(time.RFC3339))
-				}
-			}
+		// that cannot be read, fails here as it would fail the start, and
+		// so does a set that no longer covers public_base_url's host.
+		tlsWarnings, err := gateway.CheckCertificates(cfg, time.Now())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gateway: configuration:", err)
+			return 2
+		}
+		for _, w := range tlsWarnings {
+			fmt.Fprintln(os.Stderr, "gateway: WARNING:", w)
 		}
 		if err := config.Print(os.Stdout, cfg); err != nil {
 			fmt.Fprintln(os.Stderr, "gateway:", err)
@@ -156,7 +141,7 @@ func run() int {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				reload(g, *path, log)
-				if err := g.ReloadCertificates(); errors.Is(err, edgetls.ErrUnchanged) {
+				if err := g.ReloadCertificates(); errors.Is(err, gateway.ErrCertificatesUnchanged) {
 					log.Info("tls certificate files unchanged") // a refusal or a swap is logged there
 				}
 				continue

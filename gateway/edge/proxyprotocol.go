@@ -1,4 +1,4 @@
-package gateway
+package edge
 
 import (
 	"bufio"
@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/pires/go-proxyproto"
-
-	"vendorgate/gateway/edgetls"
 )
 
 // With proxy_protocol on, a connection from a trusted proxy must begin
@@ -28,8 +26,8 @@ import (
 // balancer's own connection: its address stays the balancer's, bounded
 // and throttled as such. A connection from any other peer is not read for
 // a header (a client cannot claim another address with one). With the
-// PROXY protocol on, no X-Forwarded-For is believed (settings.go): it
-// would be written by the client, inside its own stream.
+// PROXY protocol on, the gateway believes no X-Forwarded-For (its
+// settings.go): it would be written by the client, inside its own stream.
 //
 // A header may arrive in several TCP segments: it is read until complete
 // within read_timeout, as HAProxy and nginx read theirs. A malformed or
@@ -48,22 +46,22 @@ const (
 
 // connHeader is the connlimit.Options.Header of the public listener and
 // http_listen when proxy_protocol is on; nil otherwise.
-func (g *Gateway) connHeader() func(net.Conn) (net.Conn, error) {
-	if !g.proxyHeaders {
+func (s *Server) connHeader() func(net.Conn) (net.Conn, error) {
+	if !s.proxyHeaders {
 		return nil
 	}
-	return g.readProxyHeader
+	return s.readProxyHeader
 }
 
 // readProxyHeader reads c's PROXY header and returns c as from the client
 // it names.
-func (g *Gateway) readProxyHeader(c net.Conn) (net.Conn, error) {
-	pc, err := readProxyHeader(c, g.readTimeout, g.connExempt)
+func (s *Server) readProxyHeader(c net.Conn) (net.Conn, error) {
+	pc, err := readProxyHeader(c, s.readTimeout, s.trusted)
 	if err != nil {
-		if g.tls.certs != nil {
-			g.onHandshakeFailure(edgetls.ProxyHeader)
+		if s.tls.certs != nil {
+			s.onHandshakeFailure(ProxyHeader)
 		}
-		g.log.Debug("proxy header refused", "peer", c.RemoteAddr().String(), "err", err)
+		s.log.Debug("proxy header refused", "peer", c.RemoteAddr().String(), "err", err)
 		return nil, err
 	}
 	return pc, nil

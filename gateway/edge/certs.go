@@ -1,9 +1,4 @@
-// Package edgetls serves the public listener over TLS: the certificates
-// read from files (one by default, more chosen by the server name a client
-// asks for), swapped in for new handshakes when the files change, and a
-// listener whose connections count their failed handshakes by reason
-// instead of logging each one.
-package edgetls
+package edge
 
 import (
 	"bytes"
@@ -23,6 +18,10 @@ import (
 
 	"vendorgate/config"
 )
+
+// The certificates read from files (one by default, more chosen by the
+// server name a client asks for), swapped in for new handshakes when the
+// files change.
 
 // Info describes one served certificate: for the start line, the expiry
 // gauge and the reload log line.
@@ -365,4 +364,32 @@ func pathless(err error) error {
 		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
 	}
 	return err
+}
+
+// CheckCertificates reads the certificate files of c as a start does
+// (`gateway -check`): a file that cannot be read or a key that does not
+// match fails, and so does a set that does not cover the host of an https
+// publicBaseURL (a start serves it with an error; a check refuses it
+// before it is deployed). Each certificate expired at now is a warning: it
+// would be served, and refused by clients. Nothing without TLS.
+func CheckCertificates(c config.TLS, publicBaseURL string, now time.Time) (warnings []string, err error) {
+	if !c.Enabled() {
+		return nil, nil
+	}
+	certs, err := Load(c.Files(), nil)
+	if err != nil {
+		return nil, err
+	}
+	certs.Require(Required(c, publicBaseURL)...)
+	if missing := certs.Uncovered(); len(missing) > 0 {
+		return nil, fmt.Errorf("tls certificate files do not cover %s, public_base_url's host (%s): clients asking for it would be refused",
+			strings.Join(missing, ", "), publicBaseURL)
+	}
+	for _, in := range certs.Certificates() {
+		if in.Expired(now) {
+			warnings = append(warnings, fmt.Sprintf("tls certificate %s expired at %s (it would be served, and refused by clients)",
+				in.CertFile, in.NotAfter.UTC().Format(time.RFC3339)))
+		}
+	}
+	return warnings, nil
 }

@@ -1,4 +1,4 @@
-package gateway
+package edge
 
 import (
 	"io"
@@ -67,10 +67,10 @@ func (c *keylessConn) ReadFrom(r io.Reader) (int64, error) {
 	return io.Copy(struct{ io.Writer }{c.Conn}, r)
 }
 
-// shownKey marks c's connection as a vendor's: a request with a valid key
+// ShownKey marks c's connection as a vendor's: a request with a valid key
 // is being served on it. The keylessConn lies under at most a few wrappers
 // (TLS), each offering NetConn.
-func shownKey(c net.Conn) {
+func ShownKey(c net.Conn) {
 	for range 4 {
 		if k, ok := c.(*keylessConn); ok {
 			if !k.vendor.Load() {

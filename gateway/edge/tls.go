@@ -1,6 +1,7 @@
-package gateway
+package edge
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -13,34 +14,34 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/valyala/fasthttp"
+
 	"vendorgate/config"
-	"vendorgate/gateway/connlimit"
-	"vendorgate/gateway/edgetls"
-	"vendorgate/shared/barelf"
-	"vendorgate/shared/idleconn"
 )
 
 // edgeTLS is the public listener's TLS: the certificates in force, the
 // configuration handshakes use, and the metrics SREs watch. Its zero value
 // (certs nil) is plain HTTP.
 type edgeTLS struct {
-	certs         *edgetls.Store
+	certs         *Store
 	config        *tls.Config
 	watchInterval time.Duration
-	failures      [edgetls.NumReasons]prometheus.Counter // by edgetls.Reason
+	failures      [NumReasons]prometheus.Counter // by Reason
 	expiry        *prometheus.GaugeVec
 	expiryMu      sync.Mutex
 	reloads       *prometheus.CounterVec
 	// acme obtains and renews the certificates of tls.acme.domains; nil
 	// without them.
-	acme   *edgetls.ACME
+	acme   *ACME
 	orders *prometheus.CounterVec
 	// watchStop ends the file watcher; watchDone is closed when it has.
 	watchStop, watchDone chan struct{}
 	// budget bounds handshakes across all peers; overBudget counts those
 	// that found no room within read_timeout.
-	budget     *edgetls.Budget
+	budget     *Budget
 	overBudget prometheus.Counter
+	// onPoll runs after each look of the watcher (Options.onPoll).
+	onPoll func()
 }
 
 // setupTLS reads the certificates (New refuses to start on a file that
@@ -53,25 +54,25 @@ type edgeTLS struct {
 // served with an ERROR line (a restart takes any valid set; -check
 // refuses it), and a renewal that drops that host or any DNS name of the
 // set in force is refused.
-func (g *Gateway) setupTLS(c config.TLS, listen, httpListen, publicBaseURL string, now func() time.Time) error {
+func (s *Server) setupTLS(c config.TLS, listen, httpListen, publicBaseURL string, now func() time.Time) error {
 	if !c.Enabled() {
 		return nil
 	}
-	certs, err := edgetls.Load(c.Files(), now)
+	certs, err := Load(c.Files(), now)
 	if err != nil {
 		return err
 	}
-	t := &g.tls
+	t := &s.tls
 	t.certs = certs
-	certs.Require(edgetls.Required(c, publicBaseURL)...)
+	certs.Require(Required(c, publicBaseURL)...)
 	for _, n := range certs.Uncovered() {
-		g.log.Error("tls certificate files do not cover public_base_url's host: clients asking for it are refused in the handshake",
+		s.log.Error("tls certificate files do not cover public_base_url's host: clients asking for it are refused in the handshake",
 			"public_base_url", publicBaseURL, "uncovered", n, "files", strings.Join(fileNames(c.Files()), ","))
 	}
 	if len(c.ACME.Domains) > 0 {
 		tlsPort, httpPort := portOf(listen), portOf(httpListen)
-		if t.acme, err = edgetls.NewACME(edgetls.ACMEOptions{Settings: c.ACME, TLSPort: tlsPort, HTTPPort: httpPort,
-			OnOrder: g.onACMEOrder, OnCached: g.onACMECached}); err != nil {
+		if t.acme, err = NewACME(ACMEOptions{Settings: c.ACME, TLSPort: tlsPort, HTTPPort: httpPort,
+			OnOrder: s.onACMEOrder, OnCached: s.onACMECached}); err != nil {
 			return err
 		}
 		certs.SetACME(t.acme)
@@ -82,13 +83,13 @@ func (g *Gateway) setupTLS(c config.TLS, listen, httpListen, publicBaseURL strin
 			t.orders.WithLabelValues(k, "ok")
 			t.orders.WithLabelValues(k, "error")
 		}
-		g.metrics.Registry.MustRegister(t.orders)
+		s.reg.MustRegister(t.orders)
 	}
-	t.config, t.watchInterval = edgetls.Config(certs), c.WatchInterval
+	t.config, t.watchInterval = Config(certs), c.WatchInterval
 	failures := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_tls_handshake_failures_total",
 		Help: "TLS handshakes on the public listener that failed, by reason: version_or_cipher, unknown_sni, bad_certificate (the client refused ours), timeout (not done within read_timeout), not_tls, closed (the client left), other, proxy_header (a trusted proxy's PROXY header missing or malformed, with proxy_protocol)."},
 		[]string{"reason"})
-	for _, r := range edgetls.Reasons() {
+	for _, r := range Reasons() {
 		t.failures[r] = failures.WithLabelValues(r.String())
 	}
 	t.expiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vendorgate_gateway_tls_certificate_expiry_timestamp_seconds",
@@ -100,7 +101,7 @@ func (g *Gateway) setupTLS(c config.TLS, listen, httpListen, publicBaseURL strin
 	t.reloads.WithLabelValues("ok")
 	t.reloads.WithLabelValues("error")
 	inProgress, perSecond := c.HandshakeBudget()
-	if t.budget, err = edgetls.NewBudget(inProgress, perSecond, g.readTimeout/2); err != nil {
+	if t.budget, err = NewBudget(inProgress, perSecond, s.readTimeout/2); err != nil {
 		return err
 	}
 	t.overBudget = prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_tls_handshakes_over_budget_total",
@@ -108,65 +109,65 @@ func (g *Gateway) setupTLS(c config.TLS, listen, httpListen, publicBaseURL strin
 	inProgressGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vendorgate_gateway_tls_handshakes_in_progress",
 		Help: "TLS handshakes in progress on the public listener, from the ClientHello to the handshake's end; at most tls.max_handshakes."},
 		func() float64 { return float64(t.budget.InProgress()) })
-	g.metrics.Registry.MustRegister(failures, t.expiry, t.reloads, t.overBudget, inProgressGauge)
+	s.reg.MustRegister(failures, t.expiry, t.reloads, t.overBudget, inProgressGauge)
 	for _, in := range certs.Certificates() {
 		if in.RSA {
-			g.log.Warn("tls certificate has an RSA key: a handshake costs about 1.1 ms of CPU (ECDSA P-256: about 0.23 ms); prefer an ECDSA key on a gateway that takes many new connections",
+			s.log.Warn("tls certificate has an RSA key: a handshake costs about 1.1 ms of CPU (ECDSA P-256: about 0.23 ms); prefer an ECDSA key on a gateway that takes many new connections",
 				"cert_file", in.CertFile, "names", strings.Join(in.Names, ","))
 		}
 	}
-	g.setExpiry(certs.Certificates())
+	s.setExpiry(certs.Certificates())
 	for _, in := range certs.Certificates() {
 		if in.Expired(now()) {
-			g.log.Error("TLS CERTIFICATE EXPIRED: served until renewed; clients refuse it", "cert_file", in.CertFile,
+			s.log.Error("TLS CERTIFICATE EXPIRED: served until renewed; clients refuse it", "cert_file", in.CertFile,
 				"names", strings.Join(in.Names, ","), "not_after", in.NotAfter.UTC().Format(time.RFC3339))
 		}
 	}
 	if t.watchInterval > 0 {
 		t.watchStop, t.watchDone = make(chan struct{}), make(chan struct{})
-		go g.watchCertificates()
+		go s.watchCertificates()
 	}
 	return nil
 }
 
 // Certificates describes the certificates served on the public listener;
 // none with plain HTTP.
-func (g *Gateway) Certificates() []edgetls.Info {
-	if g.tls.certs == nil {
+func (s *Server) Certificates() []Info {
+	if s.tls.certs == nil {
 		return nil
 	}
-	return g.tls.certs.Certificates()
+	return s.tls.certs.Certificates()
 }
 
 // ReloadCertificates reads the certificate files again (SIGHUP) and swaps
 // them in for new handshakes; established connections keep theirs. A file
 // that cannot be read, a key that does not match, an expired certificate,
-// or a set that drops a name in force (edgetls.Store.Reload) is refused
-// and the certificates in force stay. Files whose
-// content has not changed are not read again (edgetls.ErrUnchanged).
-func (g *Gateway) ReloadCertificates() error {
-	if g.tls.certs == nil {
+// or a set that drops a name in force (Store.Reload) is refused and the
+// certificates in force stay. Files whose content has not changed are not
+// read again (ErrUnchanged).
+func (s *Server) ReloadCertificates() error {
+	if s.tls.certs == nil {
 		return nil
 	}
-	return g.reloadCertificates(g.tls.certs.Reload)
+	return s.reloadCertificates(s.tls.certs.Reload)
 }
 
 // reloadCertificates swaps the certificates with reload (the store's
 // Reload or Poll), and logs and counts what came of it.
-func (g *Gateway) reloadCertificates(reload func() ([]edgetls.Info, error)) error {
+func (s *Server) reloadCertificates(reload func() ([]Info, error)) error {
 	infos, err := reload()
 	switch {
-	case errors.Is(err, edgetls.ErrUnchanged):
+	case errors.Is(err, ErrUnchanged):
 		return err
 	case err != nil:
-		g.tls.reloads.WithLabelValues("error").Inc()
-		g.log.Error("tls certificate refused; the certificate in force stays", "err", err)
+		s.tls.reloads.WithLabelValues("error").Inc()
+		s.log.Error("tls certificate refused; the certificate in force stays", "err", err)
 		return err
 	}
-	g.tls.reloads.WithLabelValues("ok").Inc()
-	g.setExpiry(infos)
+	s.tls.reloads.WithLabelValues("ok").Inc()
+	s.setExpiry(infos)
 	for _, in := range infos {
-		g.log.Info("tls certificate reloaded", "cert_file", in.CertFile, "names", strings.Join(in.Names, ","),
+		s.log.Info("tls certificate reloaded", "cert_file", in.CertFile, "names", strings.Join(in.Names, ","),
 			"not_after", in.NotAfter.UTC().Format(time.RFC3339))
 	}
 	return nil
@@ -175,43 +176,46 @@ func (g *Gateway) reloadCertificates(reload func() ([]edgetls.Info, error)) erro
 // watchCertificates reloads the certificates whenever a file's content
 // changes (a renewal written in place, a Kubernetes secret updated). A
 // changed file that is refused is reported once, and only when it stays
-// so for a second look (edgetls.Store.Poll): a pair written one file after
+// so for a second look (Store.Poll): a pair written one file after
 // the other is not refused in between.
-func (g *Gateway) watchCertificates() {
-	defer close(g.tls.watchDone)
-	t := time.NewTicker(g.tls.watchInterval)
+func (s *Server) watchCertificates() {
+	defer close(s.tls.watchDone)
+	t := time.NewTicker(s.tls.watchInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-g.tls.watchStop:
+		case <-s.tls.watchStop:
 			return
 		case <-t.C:
-			_ = g.reloadCertificates(g.tls.certs.Poll) // logged and counted there
+			_ = s.reloadCertificates(s.tls.certs.Poll) // logged and counted there
+			if s.tls.onPoll != nil {
+				s.tls.onPoll()
+			}
 		}
 	}
 }
 
 // onACMEOrder logs and counts a finished ACME order, and updates the
 // expiry gauge.
-func (g *Gateway) onACMEOrder(domain string, renewal bool, err error) {
+func (s *Server) onACMEOrder(domain string, renewal bool, err error) {
 	kind := "obtain"
 	if renewal {
 		kind = "renew"
 	}
 	if err != nil {
-		g.tls.orders.WithLabelValues(kind, "error").Inc()
-		g.log.Error("acme certificate order failed; retried with backoff", "domain", domain, "kind", kind, "err", err)
+		s.tls.orders.WithLabelValues(kind, "error").Inc()
+		s.log.Error("acme certificate order failed; retried with backoff", "domain", domain, "kind", kind, "err", err)
 		return
 	}
-	g.tls.orders.WithLabelValues(kind, "ok").Inc()
-	g.log.Info("acme certificate obtained", "domain", domain, "kind", kind)
+	s.tls.orders.WithLabelValues(kind, "ok").Inc()
+	s.log.Info("acme certificate obtained", "domain", domain, "kind", kind)
 }
 
 // onACMECached updates the expiry gauge when a managed certificate is
 // taken into use (obtained, renewed, or loaded from storage at start).
-func (g *Gateway) onACMECached(in edgetls.Info) {
-	g.setExpiry(g.tls.certs.Certificates())
-	g.log.Info("tls certificate in force", "cert_file", in.CertFile, "names", strings.Join(in.Names, ","),
+func (s *Server) onACMECached(in Info) {
+	s.setExpiry(s.tls.certs.Certificates())
+	s.log.Info("tls certificate in force", "cert_file", in.CertFile, "names", strings.Join(in.Names, ","),
 		"not_after", in.NotAfter.UTC().Format(time.RFC3339))
 }
 
@@ -228,18 +232,18 @@ func fileNames(files []config.CertFiles) []string {
 // "off" (plain HTTP); each certificate from files, its names, file and
 // expiry; with ACME, "acme" and its domains, each with the expiry of its
 // certificate or "no certificate yet".
-func (g *Gateway) TLSServed() string {
-	if g.tls.certs == nil {
+func (s *Server) TLSServed() string {
+	if s.tls.certs == nil {
 		return "off"
 	}
 	var parts []string
-	for _, in := range g.tls.certs.Certificates() {
+	for _, in := range s.tls.certs.Certificates() {
 		if in.CertFile == "acme" {
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("%s (%s) expires %s", strings.Join(in.Names, ","), in.CertFile, in.NotAfter.UTC().Format(time.RFC3339)))
 	}
-	if a := g.tls.acme; a != nil {
+	if a := s.tls.acme; a != nil {
 		certs := a.Certificates()
 		for _, d := range a.Domains() {
 			state := "no certificate yet"
@@ -264,65 +268,48 @@ func portOf(addr string) int {
 	return n
 }
 
-// stopTLS ends the watcher and the ACME renewals; release calls it.
-func (g *Gateway) stopTLS() {
-	if g.tls.acme != nil {
-		g.tls.acme.Close()
-		g.tls.acme = nil
+// ACMEMissing lists the domains of tls.acme.domains no certificate covers
+// yet; managed is false without ACME.
+func (s *Server) ACMEMissing() (missing []string, managed bool) {
+	if s.tls.acme == nil {
+		return nil, false
 	}
-	if g.tls.watchStop != nil {
-		close(g.tls.watchStop)
-		<-g.tls.watchDone
-		g.tls.watchStop = nil
+	return s.tls.acme.Missing(), true
+}
+
+// HTTPChallenge answers an ACME HTTP-01 challenge on http_listen (not
+// found unless an order is under way) and reports true, or reports false
+// when path is not a challenge's or ACME is off.
+func (s *Server) HTTPChallenge(ctx *fasthttp.RequestCtx, path []byte) bool {
+	if s.tls.acme == nil || !bytes.HasPrefix(path, []byte("/.well-known/acme-challenge/")) {
+		return false
+	}
+	s.tls.acme.HTTPChallenge(ctx)
+	return true
+}
+
+// stopTLS ends the watcher and the ACME renewals; Close calls it.
+func (s *Server) stopTLS() {
+	if s.tls.acme != nil {
+		s.tls.acme.Close()
+		s.tls.acme = nil
+	}
+	if s.tls.watchStop != nil {
+		close(s.tls.watchStop)
+		<-s.tls.watchDone
+		s.tls.watchStop = nil
 	}
 }
 
-func (g *Gateway) setExpiry(infos []edgetls.Info) {
-	g.tls.expiryMu.Lock() // the watcher and ACME's events both set it
-	defer g.tls.expiryMu.Unlock()
-	g.tls.expiry.Reset()
+func (s *Server) setExpiry(infos []Info) {
+	s.tls.expiryMu.Lock() // the watcher and ACME's events both set it
+	defer s.tls.expiryMu.Unlock()
+	s.tls.expiry.Reset()
 	for _, in := range infos {
-		g.tls.expiry.WithLabelValues(in.CertFile, strings.Join(in.Names, ",")).Set(float64(in.NotAfter.Unix()))
+		s.tls.expiry.WithLabelValues(in.CertFile, strings.Join(in.Names, ",")).Set(float64(in.NotAfter.Unix()))
 	}
 }
 
 // onHandshakeFailure counts a failed handshake; none is logged (a scanner
 // would fill the log).
-func (g *Gateway) onHandshakeFailure(r edgetls.Reason) { g.tls.failures[r].Inc() }
-
-// publicListener wraps the public listener, in the order each guard needs:
-// the per-peer bound at accept, before any handshake (under TLS a refused
-// connection is closed unanswered: the client expects a handshake and
-// cannot read a plaintext 429); the progress bound on the raw bytes
-// (idleconn, which proxy.Forward's idleconn.Stream finds through the TLS
-// connection); TLS; the bare-LF guard on the plaintext. Without TLS the
-// order is the one plain HTTP always had, idleconn outermost. With
-// proxy_protocol the PROXY header of a trusted proxy's connection is read
-// by the per-peer bound at accept (connlimit.Options.Header), in a
-// goroutine of the connection's own, never in the accept loop, and the
-// bounds apply to the client it names (proxyprotocol.go).
-func (g *Gateway) publicListener(pub net.Listener) (net.Listener, error) {
-	o := connlimit.Options{Total: g.conns, PerPeer: g.maxConnsPerPeer, NewPerSecond: g.maxNewConnsPerPeer,
-		Exempt: g.connExempt, Header: g.connHeader(), Refusal: g.connRefusal, OnRefuse: g.onConnRefused,
-		Linger: refusalLinger, MaxRefusing: maxRefusing}
-	if g.tls.certs != nil {
-		o.Refusal = nil
-	}
-	var bounded net.Listener
-	bounded, err := connlimit.NewListener(pub, o)
-	if err != nil {
-		return nil, err
-	}
-	if g.tls.certs != nil {
-		raw := idleconn.NewListener(bounded, idleconn.Options{Idle: g.streamIdle})
-		if g.tls.acme != nil {
-			// Orders begin once the listener is there to answer the
-			// CA's TLS-ALPN-01 validation.
-			if err := g.tls.acme.Manage(); err != nil {
-				g.log.Error("acme: certificates not managed", "err", err)
-			}
-		}
-		return edgetls.NewListener(&keylessListener{Listener: raw, idle: g.keylessIdle}, g.tls.config, g.onHandshakeFailure).WithBudget(g.tls.budget, g.tls.overBudget.Inc), nil
-	}
-	return &keylessListener{Listener: idleconn.NewListener(barelf.NewListener(bounded), idleconn.Options{Idle: g.streamIdle}), idle: g.keylessIdle}, nil
-}
+func (s *Server) onHandshakeFailure(r Reason) { s.tls.failures[r].Inc() }

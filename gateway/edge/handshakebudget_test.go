@@ -1,4 +1,4 @@
-package gateway
+package edge
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"vendorgate/config"
 	"vendorgate/shared/testcert"
 )
 
@@ -54,13 +55,12 @@ func (c *stallConn) Read([]byte) (int, error) {
 // answered throughout.
 func TestHandshakeBudget(t *testing.T) {
 	const maxHandshakes = 3
-	b := newTestBackend(t)
-	gw := startTLSGateway(t, b, func(o *Options) {
-		o.Config.TLS.MaxHandshakes, o.Config.TLS.MaxHandshakesPerSecond = maxHandshakes, 50
-		o.Config.ReadTimeout = time.Second
-		o.Config.MaxConnsPerPeer, o.Config.MaxNewConnsPerPeer = 1000, 1000
+	e := startEdge(t, edgeOptions{}, func(c *config.Gateway) {
+		c.TLS.MaxHandshakes, c.TLS.MaxHandshakesPerSecond = maxHandshakes, 50
+		c.ReadTimeout = time.Second
+		c.MaxConnsPerPeer, c.MaxNewConnsPerPeer = 1000, 1000
 	})
-	established, err := gw.handshake(gw.ca.ClientConfig(tlsName))
+	established, err := e.handshake(e.ca.ClientConfig(tlsName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,13 +86,13 @@ func TestHandshakeBudget(t *testing.T) {
 
 	// Connections that send no ClientHello hold no place.
 	for range 2 * maxHandshakes {
-		c, err := net.Dial("tcp", gw.addr)
+		c, err := net.Dial("tcp", e.addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
 	}
-	if c, err := gw.handshake(gw.ca.ClientConfig(tlsName)); err != nil {
+	if c, err := e.handshake(e.ca.ClientConfig(tlsName)); err != nil {
 		t.Fatalf("a handshake beside %d connections that sent nothing: %v", 2*maxHandshakes, err)
 	} else {
 		c.Close()
@@ -105,7 +105,7 @@ func TestHandshakeBudget(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := net.Dial("tcp", gw.addr)
+			c, err := net.Dial("tcp", e.addr)
 			if err != nil {
 				return
 			}
@@ -119,7 +119,7 @@ func TestHandshakeBudget(t *testing.T) {
 	const gauge = "vendorgate_gateway_tls_handshakes_in_progress"
 	peak, answered := 0.0, 0
 	for i := 0; i < 150 && (peak < maxHandshakes || answered < 3); i++ {
-		v := metricValue(t, gw.testGateway, gauge)
+		v := e.metric(t, gauge)
 		if v < 0 {
 			t.Fatalf("no %s on /metrics", gauge)
 		}
@@ -139,21 +139,21 @@ func TestHandshakeBudget(t *testing.T) {
 		t.Fatalf("%s peaked at %v (want %d: the stalled handshakes fill the budget); %d answers with it full", gauge, peak, maxHandshakes, answered)
 	}
 	over := "vendorgate_gateway_tls_handshakes_over_budget_total"
-	for i := 0; i < 300 && metricValue(t, gw.testGateway, over) <= 0; i++ {
-		v := metricValue(t, gw.testGateway, gauge)
+	for i := 0; i < 300 && e.metric(t, over) <= 0; i++ {
+		v := e.metric(t, gauge)
 		if v > maxHandshakes {
 			t.Fatalf("%s %v, over tls.max_handshakes %d", gauge, v, maxHandshakes)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if v := metricValue(t, gw.testGateway, over); v <= 0 {
+	if v := e.metric(t, over); v <= 0 {
 		t.Fatalf("%s %v: no handshake found the budget full past half of read_timeout", over, v)
 	}
 	if code := ask(); code != http.StatusOK {
 		t.Fatalf("GET /docs after the flood: %d", code)
 	}
-	if strings.Contains(gw.logs.String(), "RSA key") {
-		t.Fatalf("an RSA warning for an ECDSA certificate:\n%s", gw.logs.String())
+	if strings.Contains(e.logs.String(), "RSA key") {
+		t.Fatalf("an RSA warning for an ECDSA certificate:\n%s", e.logs.String())
 	}
 }
 
@@ -173,13 +173,13 @@ func TestRSAKeyWarned(t *testing.T) {
 	certFile, keyFile := filepath.Join(dir, "rsa.pem"), filepath.Join(dir, "rsa-key.pem")
 	testcert.WriteFile(t, certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 	testcert.WriteFile(t, keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
-	gw := startTLSGateway(t, newTestBackend(t), func(o *Options) { o.Config.TLS.CertFile, o.Config.TLS.KeyFile = certFile, keyFile })
-	c, err := gw.handshake(&tls.Config{ServerName: tlsName, InsecureSkipVerify: true})
+	e := startEdge(t, edgeOptions{}, func(c *config.Gateway) { c.TLS.CertFile, c.TLS.KeyFile = certFile, keyFile })
+	c, err := e.handshake(&tls.Config{ServerName: tlsName, InsecureSkipVerify: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
-	logs := gw.logs.String()
+	logs := e.logs.String()
 	if !strings.Contains(logs, `"level":"WARN","msg":"tls certificate has an RSA key: a handshake costs about 1.1 ms`) || !strings.Contains(logs, certFile) {
 		t.Fatalf("no warning for an RSA key:\n%s", logs)
 	}

@@ -1,4 +1,4 @@
-package edgetls
+package edge
 
 import (
 	"context"
