@@ -273,7 +273,15 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	// Usage buckets follow the wall clock (time.Now), not o.Now: they are
 	// shared with other replicas and read by operators in real minutes.
-	g.usage = usage.New(usage.Options{Store: usageStore, Interval: c.Usage.FlushInterval, OnFlush: g.onUsageFlush, Names: g.usageNames})
+	// Every flush also feeds the backend's daily totals (the month report),
+	// each part bounded by the key lookup's timeout and the whole Apply by
+	// a flush interval: a backend that hangs delays no later flush.
+	toBackend, err := usage.NewBackend(usage.BackendOptions{Post: g.lookup.PostUsage, Timeout: c.Usage.FlushInterval})
+	if err != nil {
+		return nil, err
+	}
+	g.usage = usage.New(usage.Options{Store: usage.Tee{First: usageStore, Second: toBackend}, Interval: c.Usage.FlushInterval,
+		OnFlush: g.onUsageFlush, Names: g.usageNames})
 	cache := auth.NewCache(auth.CacheOptions{Size: c.KeyCache.Size, NegativeSize: c.KeyCache.NegativeSize,
 		TTL: c.KeyCache.TTL, PushedTTL: c.KeyCache.PushedTTL, NegativeTTL: c.KeyCache.NegativeTTL, Now: o.Now})
 	g.registerKeyCache(cache)
