@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -168,6 +169,17 @@ func (b *Backend) build(ctx context.Context) error {
 		})
 	}, b.log, "scheduled key revocations")
 	bg.auditSweep = periodic.New(auditSweepInterval, al.Sweep, b.log, "audit retention sweep")
+	if x := c.BillingExport; x.URL != "" {
+		// Lookback: no service changes after the order deadline, which the
+		// sweeper applies within its interval; an hour's margin.
+		ex, err := billing.NewExporter(billing.ExporterOptions{Store: b.store, URL: x.URL, Token: x.Token, Source: x.Source, Type: x.Type,
+			BatchSize: x.BatchSize, Lookback: c.OrderDeadline + time.Hour, BackoffMin: x.BackoffMin, BackoffMax: x.BackoffMax,
+			Client: &http.Client{Timeout: x.Timeout}, Now: b.o.Now})
+		if err != nil {
+			return err
+		}
+		bg.exporter = periodic.New(x.Interval, ex.Run, b.log, "billing export")
+	}
 	b.bg = bg
 
 	tokens, err := c.NamedAdminTokens()
