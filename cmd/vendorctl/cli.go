@@ -277,7 +277,11 @@ func parse(cmds []*command, argv []string) (*invocation, error) {
 // writeUsage prints vendorctl's usage: every command, or one group's, or one.
 func writeUsage(w io.Writer, cmds []*command, group string, one *command) {
 	if one != nil {
-		fmt.Fprint(w, wrap("usage: vendorctl "+one.usage+" [-o table|json]", "", "    "))
+		line := "usage: vendorctl " + one.usage
+		if !strings.Contains(one.usage, "[-o ") {
+			line += " [-o table|json]"
+		}
+		fmt.Fprint(w, wrap(line, "", "    "))
 		fmt.Fprint(w, "\n"+wrap(capitalise(one.summary)+".", "", ""))
 		return
 	}
@@ -302,7 +306,8 @@ func writeUsage(w io.Writer, cmds []*command, group string, one *command) {
 	}
 	fmt.Fprint(w, `
 Flags:
-  -o, --output table|json   output format (default table), before or after the command
+  -o, --output table|json   output format (default table), before or after the command;
+                            usage month also writes csv
   -h, --help                show this help (vendorctl help COMMAND for one command)
 
 Environment:
