@@ -1,11 +1,15 @@
 package backend
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"vendorgate/backend/billing"
+	"vendorgate/backend/store"
+	"vendorgate/backend/store/postgres"
+	"vendorgate/shared/testpg"
 	"vendorgate/shared/wire"
 )
 
@@ -45,7 +49,24 @@ func (h *harness) settle(vendorID string, ids ...string) []wire.Order {
 // failed, no_record, held, billable), and the gateway requests of the
 // flushes posted for the month, each flush id once.
 func TestUsageMonthReport(t *testing.T) {
-	h := start(t)
+	t.Run("sqlite", func(t *testing.T) { usageMonthReport(t, start(t)) })
+	t.Run("postgres", func(t *testing.T) {
+		url := testpg.Start(t).CreateDB(t, "month")
+		usageMonthReport(t, start(t, func(o *Options) { o.Store = openPostgres(t, url) }))
+	})
+}
+
+// openPostgres opens the PostgreSQL store at url for a backend to own.
+func openPostgres(t *testing.T, url string) store.Store {
+	t.Helper()
+	st, err := postgres.Open(context.Background(), postgres.Options{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func usageMonthReport(t *testing.T, h *harness) {
 	v := h.newVendor("sandbox", "mvr", "psp")
 	other := h.newVendor("sandbox", "mvr")
 	var ids []string

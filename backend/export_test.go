@@ -13,6 +13,7 @@ import (
 
 	"vendorgate/backend/billing"
 	"vendorgate/backend/store"
+	"vendorgate/shared/testpg"
 	"vendorgate/shared/wire"
 )
 
@@ -128,8 +129,23 @@ func billableIDs(orders []wire.Order) []string {
 // twice, and the receiver's dedupe by id gives exactly the billable
 // services; a failed batch waits for its backoff.
 func TestBillingExportEveryServiceOnce(t *testing.T) {
-	rcv := newReceiver(t)
-	h := start(t, exportTo(rcv))
+	t.Run("sqlite", func(t *testing.T) {
+		rcv := newReceiver(t)
+		exportEveryServiceOnce(t, rcv, start(t, exportTo(rcv)), func(h *harness) { h.restart() })
+	})
+	t.Run("postgres", func(t *testing.T) {
+		url := testpg.Start(t).CreateDB(t, "export")
+		rcv := newReceiver(t)
+		h := start(t, exportTo(rcv), func(o *Options) { o.Store = openPostgres(t, url) })
+		exportEveryServiceOnce(t, rcv, h, func(h *harness) {
+			h.stop() // closes the store it owns
+			h.o.Store = openPostgres(t, url)
+			h.restart()
+		})
+	})
+}
+
+func exportEveryServiceOnce(t *testing.T, rcv *receiver, h *harness, restart func(*harness)) {
 	v := h.newVendor("sandbox", allServices...)
 	var ids []string
 	for _, lic := range []string{"D1230000", "D1230001", "D1230005", "D1230004"} {
@@ -156,7 +172,7 @@ func TestBillingExportEveryServiceOnce(t *testing.T) {
 	if n := run(); n != 0 || rcv.count() != 3 {
 		t.Fatalf("answer lost: sent %d, %d requests", n, rcv.count())
 	}
-	h.restart() // the outbox is in the database: nothing is lost
+	restart(h) // the outbox is in the database: nothing is lost
 	h.clock.Advance(4 * time.Second)
 	if n := run(); n != len(want) {
 		t.Fatalf("after the restart sent %d, want %d", n, len(want))
