@@ -179,6 +179,7 @@ func (b *Backend) build(ctx context.Context) error {
 			return err
 		}
 		bg.exporter = periodic.New(x.Interval, ex.Run, b.log, "billing export")
+		b.metrics.WatchBillingOutbox(b.store.CountBillingOutbox, b.log)
 	}
 	b.bg = bg
 

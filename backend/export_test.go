@@ -157,9 +157,25 @@ func exportEveryServiceOnce(t *testing.T, rcv *receiver, h *harness, restart fun
 	}
 	run := func() int { return h.b.bg.exporter.Run() }
 
+	unsent := func() string {
+		t.Helper()
+		for _, l := range strings.Split(string(h.do("GET", h.admin+"/metrics", nil, "").body), "\n") {
+			if strings.HasPrefix(l, "vendorgate_backend_billing_outbox_unsent ") {
+				return strings.TrimPrefix(l, "vendorgate_backend_billing_outbox_unsent ")
+			}
+		}
+		t.Fatal("no vendorgate_backend_billing_outbox_unsent in /metrics")
+		return ""
+	}
+	if u := unsent(); u != "0" {
+		t.Errorf("outbox before any run: %s unsent, want 0", u)
+	}
 	rcv.play("fail", "fail", "lost")
 	if n := run(); n != 0 || rcv.count() != 1 {
 		t.Fatalf("a failing receiver: sent %d in %d requests, want 0 in 1", n, rcv.count())
+	}
+	if u := unsent(); u != "11" {
+		t.Errorf("outbox after a failed run: %s unsent, want 11", u)
 	}
 	if n := run(); n != 0 || rcv.count() != 1 {
 		t.Fatalf("before the backoff ended: sent %d, %d requests, want 0 and no new request", n, rcv.count())
@@ -176,6 +192,9 @@ func exportEveryServiceOnce(t *testing.T, rcv *receiver, h *harness, restart fun
 	h.clock.Advance(4 * time.Second)
 	if n := run(); n != len(want) {
 		t.Fatalf("after the restart sent %d, want %d", n, len(want))
+	}
+	if u := unsent(); u != "0" {
+		t.Errorf("outbox once all were taken: %s unsent, want 0", u)
 	}
 	before := rcv.count()
 	if n := run(); n != 0 || rcv.count() != before {
