@@ -315,7 +315,7 @@ Environment:
   VENDORCTL_ADMIN_TOKEN          the backend's admin token (required)
   VENDORCTL_GATEWAY_ADMIN_URL    a gateway's admin listener, for usage
                                  (default http://127.0.0.1:9090)
-  VENDORCTL_GATEWAY_ADMIN_TOKEN  the gateway's admin token (required by usage commands)
+  VENDORCTL_GATEWAY_ADMIN_TOKEN  the gateway's admin token (required by usage top and show)
 
 Exit status: 0 done; 1 the call failed (the API's error code and message, or the backend
 unreachable); 2 the command line is wrong. Errors are one line on stderr.
