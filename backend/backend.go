@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 
 	"vendorgate/backend/admin"
 	"vendorgate/backend/audit"
+	"vendorgate/backend/billing"
 	"vendorgate/backend/internalapi"
 	"vendorgate/backend/invalidate"
 	"vendorgate/backend/metrics"
@@ -167,6 +169,18 @@ func (b *Backend) build(ctx context.Context) error {
 		})
 	}, b.log, "scheduled key revocations")
 	bg.auditSweep = periodic.New(auditSweepInterval, al.Sweep, b.log, "audit retention sweep")
+	if x := c.BillingExport; x.URL != "" {
+		// Lookback: no service changes after the order deadline, which the
+		// sweeper applies within its interval; an hour's margin.
+		ex, err := billing.NewExporter(billing.ExporterOptions{Store: b.store, URL: x.URL, Token: x.Token, Source: x.Source, Type: x.Type,
+			BatchSize: x.BatchSize, Lookback: c.OrderDeadline + time.Hour, BackoffMin: x.BackoffMin, BackoffMax: x.BackoffMax,
+			Client: &http.Client{Timeout: x.Timeout}, Now: b.o.Now})
+		if err != nil {
+			return err
+		}
+		bg.exporter = periodic.New(x.Interval, ex.Run, b.log, "billing export")
+		b.metrics.WatchBillingOutbox(b.store.CountBillingOutbox, b.log)
+	}
 	b.bg = bg
 
 	tokens, err := c.NamedAdminTokens()
@@ -178,14 +192,19 @@ func (b *Backend) build(ctx context.Context) error {
 		adminTokens = append(adminTokens, admin.Token{Name: t.Name, Token: t.Token})
 	}
 	internal := internalapi.New(c.InternalToken, vs, b.log)
+	bill, err := billing.New(b.store, b.o.Now)
+	if err != nil {
+		return err
+	}
 	adminAPI, err := admin.New(admin.Options{Tokens: adminTokens, Audit: al, Vendors: vs, Orders: orders, DB: b.store, Invalidates: b.publisher != nil,
-		Metrics: b.metrics.Handler(), Logger: b.log})
+		Billing: bill, Now: b.o.Now, Metrics: b.metrics.Handler(), Logger: b.log})
 	if err != nil {
 		return err
 	}
 	r := respond.NewRouter(b.log)
 	r.GET("/internal/v1/keys/{hash}", internal.Guard(internal.LookupKey)) // guarded here too, whatever the path looked like
 	r.GET(wire.ReadyPath, internal.Guard(adminAPI.Readyz))                // the gateways' readiness probe
+	r.POST(wire.UsageFlushPath, internal.Guard(bill.FlushHandler(b.log))) // the gateways' usage flushes
 	vapi, err := vendorapi.New(vendorapi.Options{Vendors: vs, Orders: orders, Audit: al, MaxBodyBytes: c.MaxBodyBytes, Logger: b.log})
 	if err != nil {
 		return err

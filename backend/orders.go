@@ -21,6 +21,9 @@ type background struct {
 	// auditSweep deletes audit records older than audit_retention: once
 	// at start, then every auditSweepInterval.
 	auditSweep *periodic.Loop
+	// exporter sends billable services to the billing endpoint, every
+	// billing_export.interval; nil when billing_export.url is empty.
+	exporter *periodic.Loop
 }
 
 // auditSweepInterval is how often audit records past their retention are
@@ -33,6 +36,9 @@ func (g *background) start() {
 	g.revoker.Start()
 	g.auditSweep.Run()
 	g.auditSweep.Start()
+	if g.exporter != nil {
+		g.exporter.Start()
+	}
 }
 
 func (g *background) stop() {
@@ -40,6 +46,9 @@ func (g *background) stop() {
 	g.sweeper.Close()
 	g.revoker.Close()
 	g.auditSweep.Close()
+	if g.exporter != nil {
+		g.exporter.Close()
+	}
 }
 
 // buildOrders builds the order domain and its background work.

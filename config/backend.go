@@ -49,6 +49,9 @@ type Backend struct {
 	// AuditRetention is how long audit records are kept; the sweeper
 	// deletes older ones. Default 400d.
 	AuditRetention time.Duration `yaml:"audit_retention" env:"BACKEND_AUDIT_RETENTION"`
+	// BillingExport sends every billable service as a CloudEvent to an
+	// OpenMeter-compatible endpoint. Off while its url is empty.
+	BillingExport BillingExport `yaml:"billing_export"`
 	// RedisURL, when set, is where key and vendor changes are published.
 	RedisURL List `yaml:"redis_url" env:"BACKEND_REDIS_URL"`
 	// RedisMasterName selects Sentinel.
@@ -113,6 +116,45 @@ func (t BackendTLSListener) validate() []error {
 	return errs
 }
 
+// BillingExport is the billing exporter's settings (docs/billing.md).
+type BillingExport struct {
+	// URL is the ingest endpoint, such as
+	// https://openmeter.example/api/v1/events; empty: no export.
+	URL string `yaml:"url" env:"BACKEND_BILLING_EXPORT_URL"`
+	// Token, when set, is sent as a bearer token.
+	Token string `yaml:"token" env:"BACKEND_BILLING_EXPORT_TOKEN" secret:"true"`
+	// Source and Type are the events' CloudEvents source and type.
+	Source string `yaml:"source" env:"BACKEND_BILLING_EXPORT_SOURCE"`
+	Type   string `yaml:"type" env:"BACKEND_BILLING_EXPORT_TYPE"`
+	// Interval is how often the outbox is filled and sent.
+	Interval time.Duration `yaml:"interval" env:"BACKEND_BILLING_EXPORT_INTERVAL"`
+	// BatchSize bounds the events of one request.
+	BatchSize int `yaml:"batch_size" env:"BACKEND_BILLING_EXPORT_BATCH_SIZE"`
+	// Timeout bounds one request.
+	Timeout time.Duration `yaml:"timeout" env:"BACKEND_BILLING_EXPORT_TIMEOUT"`
+	// BackoffMin and BackoffMax bound the wait before a failed batch is
+	// sent again.
+	BackoffMin time.Duration `yaml:"backoff_min" env:"BACKEND_BILLING_EXPORT_BACKOFF_MIN"`
+	BackoffMax time.Duration `yaml:"backoff_max" env:"BACKEND_BILLING_EXPORT_BACKOFF_MAX"`
+}
+
+func (b BillingExport) validate() []error {
+	var errs []error
+	if b.URL != "" {
+		if err := checkHTTPURL(b.URL); err != nil {
+			errs = append(errs, fmt.Errorf("billing_export.url: %w", err))
+		}
+	}
+	if b.Source == "" || b.Type == "" {
+		errs = append(errs, errors.New("billing_export.source and billing_export.type must be set (default vendorgate-backend, vendorgate.service.billable)"))
+	}
+	if b.Interval <= 0 || b.Timeout <= 0 || b.BatchSize < 1 || b.BatchSize > 1000 || b.BackoffMin <= 0 || b.BackoffMax < b.BackoffMin {
+		errs = append(errs, fmt.Errorf("billing_export: interval %s and timeout %s must be positive, batch_size %d from 1 to 1000, backoff_min %s positive and at most backoff_max %s",
+			b.Interval, b.Timeout, b.BatchSize, b.BackoffMin, b.BackoffMax))
+	}
+	return errs
+}
+
 // DefaultBackend returns the documented defaults.
 func DefaultBackend() *Backend {
 	return &Backend{
@@ -134,6 +176,8 @@ func DefaultBackend() *Backend {
 		LogLevel:       "info",
 
 		StreamIdleTimeout: 30 * time.Second,
+		BillingExport: BillingExport{Source: "vendorgate-backend", Type: "vendorgate.service.billable", Interval: 5 * time.Second,
+			BatchSize: 100, Timeout: 10 * time.Second, BackoffMin: time.Second, BackoffMax: 5 * time.Minute},
 	}
 }
 
@@ -166,6 +210,7 @@ func (c *Backend) Validate() error {
 		add("admin_listen: %v", err)
 	}
 	errs = append(errs, c.TLS.validate()...)
+	errs = append(errs, c.BillingExport.validate()...)
 	if c.Database == "" {
 		add("database: set a SQLite file path or a postgres:// URL (BACKEND_DATABASE)")
 	}

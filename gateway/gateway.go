@@ -238,8 +238,15 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	// Usage buckets follow the wall clock (time.Now), not o.Now: they are
 	// shared with other replicas and read by operators in real minutes.
-	g.usage, err = usage.New(usage.Options{Store: usageStore, Interval: c.Usage.FlushInterval, MaxPending: usageMaxPending,
-		OnFlush: g.onUsageFlush, Names: g.usageNames})
+	// Every flush also feeds the backend's daily totals (the month report),
+	// each part bounded by the key lookup's timeout and the whole Apply by
+	// a flush interval: a backend that hangs delays no later flush.
+	toBackend, err := usage.NewBackend(usage.BackendOptions{Post: g.lookup.PostUsage, Timeout: c.Usage.FlushInterval})
+	if err != nil {
+		return nil, err
+	}
+	g.usage, err = usage.New(usage.Options{Store: usage.Tee{First: usageStore, Second: toBackend}, Interval: c.Usage.FlushInterval,
+		MaxPending: usageMaxPending, OnFlush: g.onUsageFlush, Names: g.usageNames})
 	if err != nil {
 		return nil, err
 	}

@@ -46,16 +46,17 @@ func signedKey(t testing.TB) string {
 // testBackend implements the backend's side of the contract: the internal
 // key lookup, and vendor routes that echo what the gateway asserted.
 type testBackend struct {
-	t       testing.TB
-	mu      sync.Mutex
-	keys    map[string]wire.KeyResolution // by hash
-	lookups atomic.Int64
-	calls   atomic.Int64
-	probes  atomic.Int64 // readiness probes
-	ln      net.Listener
-	addr    string
-	srv     *fasthttp.Server
-	delay   atomic.Int64 // ns, for /slow
+	t            testing.TB
+	mu           sync.Mutex
+	keys         map[string]wire.KeyResolution // by hash
+	lookups      atomic.Int64
+	calls        atomic.Int64
+	probes       atomic.Int64 // readiness probes
+	usageFlushes atomic.Int64 // usage flushes posted (wire.UsageFlushPath)
+	ln           net.Listener
+	addr         string
+	srv          *fasthttp.Server
+	delay        atomic.Int64 // ns, for /slow
 	// hold, when set, holds every key lookup until it is closed.
 	hold atomic.Pointer[chan struct{}]
 	// lookupDelay (ns) slows every key lookup down.
@@ -166,6 +167,12 @@ func (b *testBackend) handle(ctx *fasthttp.RequestCtx) {
 		b.probes.Add(1)
 		ctx.SetContentType("application/json")
 		ctx.SetBodyString(`{"status":"ok","database":"ok"}`)
+		return
+	}
+	if path == wire.UsageFlushPath { // the gateway's usage flushes: not a call
+		b.usageFlushes.Add(1)
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(`{"applied":true}`)
 		return
 	}
 	if h, ok := strings.CutPrefix(path, wire.KeyLookupPath); ok {

@@ -78,6 +78,11 @@ type Options struct {
 	Invalidates bool
 	// DB is checked by /readyz.
 	DB pinger
+	// Billing answers the month report; nil: no such route.
+	Billing billingService
+	// Now is the clock of the month report's default month; required
+	// with Billing.
+	Now func() time.Time
 	// Metrics serves /metrics.
 	Metrics fasthttp.RequestHandler
 	Logger  *slog.Logger
@@ -106,6 +111,9 @@ func New(o Options) (*API, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Billing != nil && o.Now == nil {
+		return nil, errors.New("admin: the month report needs a clock")
 	}
 	a := &API{o: o}
 	for _, t := range o.Tokens {
@@ -143,6 +151,9 @@ func (a *API) Register(r *router.Router) {
 	g("POST", "/admin/v1/keys/{key_id}/rotate", a.rotateKey)
 	g("GET", "/admin/v1/keys", a.expiringKeys)
 	g("GET", "/admin/v1/audit", a.listAudit)
+	if a.o.Billing != nil {
+		g("GET", "/admin/v1/usage/month", a.usageMonth)
+	}
 	if a.o.Orders != nil {
 		g("GET", "/admin/v1/orders", a.listOrders)
 		g("GET", "/admin/v1/orders/{order_id}", a.getOrder)

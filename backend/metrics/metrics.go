@@ -75,14 +75,23 @@ type CountVendors func(ctx context.Context) (int, error)
 // key expires within 7 days (vendors.KeyExpiryAlert). No vendor label:
 // which vendors they are is `vendorctl key list --expiring 7d`.
 func (m *Metrics) WatchKeyExpiry(count CountVendors, log *slog.Logger) {
-	m.Registry.MustRegister(&countGauge{count: count, log: log, desc: prometheus.NewDesc("vendorgate_backend_vendors_keys_expiring",
-		"Approved live vendors whose every working key expires within 7 days.", nil, nil)})
+	m.Registry.MustRegister(&countGauge{count: count, log: log, what: "count vendors whose keys expire soon, for metrics",
+		desc: prometheus.NewDesc("vendorgate_backend_vendors_keys_expiring", "Approved live vendors whose every working key expires within 7 days.", nil, nil)})
+}
+
+// WatchBillingOutbox registers vendorgate_backend_billing_outbox_unsent,
+// the billable services the billing export has not had taken by its
+// endpoint yet, counted by count at each scrape (only with the export on).
+func (m *Metrics) WatchBillingOutbox(count CountVendors, log *slog.Logger) {
+	m.Registry.MustRegister(&countGauge{count: count, log: log, what: "count the billing outbox, for metrics",
+		desc: prometheus.NewDesc("vendorgate_backend_billing_outbox_unsent", "Billable services the billing export has not had taken by its endpoint yet.", nil, nil)})
 }
 
 // countGauge is one gauge counted at each scrape.
 type countGauge struct {
 	count CountVendors
 	log   *slog.Logger
+	what  string // the warning when count fails
 	desc  *prometheus.Desc
 }
 
@@ -93,7 +102,7 @@ func (g *countGauge) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	n, err := g.count(ctx)
 	if err != nil {
-		g.log.Warn("count vendors whose keys expire soon, for metrics", "error", err)
+		g.log.Warn(g.what, "error", err)
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(n))

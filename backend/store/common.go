@@ -45,6 +45,8 @@ type Dialect struct {
 	ScanKey    func(Scanner) (*Key, error)
 	// ScanAudit reads a row of AuditCols.
 	ScanAudit func(Scanner) (*AuditRecord, error)
+	// ScanBillingEvent reads a row of BillingEventCols.
+	ScanBillingEvent func(Scanner) (*BillingEvent, error)
 	// NoRows is the driver's error for a row that is not there.
 	NoRows error
 }

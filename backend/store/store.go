@@ -179,4 +179,25 @@ type Store interface {
 	// DeleteAuditBefore deletes the audit records older than t, the
 	// retention sweep's only, and returns how many.
 	DeleteAuditBefore(ctx context.Context, t time.Time) (int, error)
+
+	// ServiceUsage counts the services of the orders placed in [from, to)
+	// per vendor, environment and service; vendorID "" is every vendor.
+	ServiceUsage(ctx context.Context, vendorID string, from, to time.Time) ([]ServiceUsage, error)
+	// ApplyUsageFlush adds a gateway flush to the daily totals once per
+	// flush id; applied is false for an id applied before.
+	ApplyUsageFlush(ctx context.Context, f UsageFlush) (applied bool, err error)
+	// GatewayUsage sums the daily totals of days in [fromDay, toDay) per
+	// vendor and policy; vendorID "" is every vendor.
+	GatewayUsage(ctx context.Context, vendorID, fromDay, toDay string) ([]GatewayUsage, error)
+	// EnqueueBillable puts the billable services of orders placed at or
+	// after since into the export outbox, once each.
+	EnqueueBillable(ctx context.Context, since, now time.Time) error
+	// DueBillingEvents lists the outbox's unsent events due at now.
+	DueBillingEvents(ctx context.Context, now time.Time, limit int) ([]*BillingEvent, error)
+	// MarkBillingSent records events as sent.
+	MarkBillingSent(ctx context.Context, ids []string, at time.Time) error
+	// RetryBillingEvents counts a failed attempt and sets the next one.
+	RetryBillingEvents(ctx context.Context, ids []string, next time.Time) error
+	// CountBillingOutbox counts the events waiting to be sent.
+	CountBillingOutbox(ctx context.Context) (int, error)
 }

@@ -10,6 +10,8 @@ import (
 const (
 	formatTable = "table"
 	formatJSON  = "json"
+	// formatCSV is only for commands that say so (command.csv).
+	formatCSV = "csv"
 )
 
 // command is one `vendorctl GROUP VERB` with what it accepts.
@@ -19,11 +21,23 @@ type command struct {
 	// the flag argsUnless names is given: then none may be.
 	args       []string
 	argsUnless string
-	// flags lists the flags the command takes; every flag takes a value.
-	flags []string
+	// flags lists the flags the command takes; each takes a value, but
+	// those also in bools, which take none.
+	flags, bools []string
+	// csv: the command writes -o csv.
+	csv bool
 	// usage is the line after "vendorctl ", summary says what it does.
 	usage, summary string
 	run            func(*env, *invocation) error
+}
+
+func (c *command) isBool(flag string) bool {
+	for _, f := range c.bools {
+		if f == flag {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *command) name() string { return c.group + " " + c.verb }
@@ -110,6 +124,9 @@ func commands() []*command {
 			summary: "the audit trail, newest first: every admin action and report download, who, from where, with its request id", run: auditList},
 		{group: "usage", verb: "top", flags: []string{"window", "top"},
 			usage: "usage top [--window 1h] [--top 20]", summary: "vendors and limits by refusals, across every gateway sharing the Redis", run: usageTop},
+		{group: "usage", verb: "month", args: []string{"VENDOR_ID"}, argsUnless: "all", flags: []string{"month", "all"}, bools: []string{"all"}, csv: true,
+			usage:   "usage month VENDOR_ID|--all [--month 2026-11] [-o csv|json]",
+			summary: "a month's use for billing (default: this month, UTC): per environment and service the orders placed, services completed, failed, held and billable (completed or no_record), and the gateways' requests and refusals by limit", run: usageMonth},
 		{group: "usage", verb: "show", args: []string{"VENDOR_ID"}, flags: []string{"window"},
 			usage: "usage show VENDOR_ID [--window 1h]", summary: "one vendor's use of each limit, minute by minute", run: usageShow},
 	}
@@ -163,6 +180,15 @@ func parse(cmds []*command, argv []string) (*invocation, error) {
 			inv.help = true
 			continue
 		case name == "o" || name == "output":
+		case inv.cmd != nil && inv.cmd.isBool(name):
+			if hasValue {
+				return nil, usagef(inv.cmd, "flag --%s takes no value", name)
+			}
+			if _, dup := inv.flags[name]; dup {
+				return nil, usagef(inv.cmd, "--%s given twice", name)
+			}
+			inv.flags[name] = "true"
+			continue
 		case inv.cmd != nil && inv.cmd.takes(name):
 		case inv.cmd != nil:
 			return nil, usagef(inv.cmd, "unknown flag %s for %q", a, inv.cmd.name())
@@ -180,8 +206,8 @@ func parse(cmds []*command, argv []string) (*invocation, error) {
 			if formatSet {
 				return nil, usagef(inv.cmd, "-o given twice")
 			}
-			if value != formatTable && value != formatJSON {
-				return nil, usagef(inv.cmd, "-o %q: use table or json", value)
+			if value != formatTable && value != formatJSON && value != formatCSV {
+				return nil, usagef(inv.cmd, "-o %q: use table or json (or csv for usage month)", value)
 			}
 			inv.format, formatSet = value, true
 			continue
@@ -224,6 +250,9 @@ func parse(cmds []*command, argv []string) (*invocation, error) {
 	if inv.help {
 		return inv, nil
 	}
+	if inv.format == formatCSV && !inv.cmd.csv {
+		return nil, usagef(inv.cmd, "-o csv: %q writes table or json", inv.cmd.name())
+	}
 	inv.args = words[2:]
 	if _, ok := inv.flags[inv.cmd.argsUnless]; ok && inv.cmd.argsUnless != "" {
 		if len(inv.args) > 0 {
@@ -248,7 +277,11 @@ func parse(cmds []*command, argv []string) (*invocation, error) {
 // writeUsage prints vendorctl's usage: every command, or one group's, or one.
 func writeUsage(w io.Writer, cmds []*command, group string, one *command) {
 	if one != nil {
-		fmt.Fprint(w, wrap("usage: vendorctl "+one.usage+" [-o table|json]", "", "    "))
+		line := "usage: vendorctl " + one.usage
+		if !strings.Contains(one.usage, "[-o ") {
+			line += " [-o table|json]"
+		}
+		fmt.Fprint(w, wrap(line, "", "    "))
 		fmt.Fprint(w, "\n"+wrap(capitalise(one.summary)+".", "", ""))
 		return
 	}
@@ -273,7 +306,8 @@ func writeUsage(w io.Writer, cmds []*command, group string, one *command) {
 	}
 	fmt.Fprint(w, `
 Flags:
-  -o, --output table|json   output format (default table), before or after the command
+  -o, --output table|json   output format (default table), before or after the command;
+                            usage month also writes csv
   -h, --help                show this help (vendorctl help COMMAND for one command)
 
 Environment:
@@ -281,7 +315,7 @@ Environment:
   VENDORCTL_ADMIN_TOKEN          the backend's admin token (required)
   VENDORCTL_GATEWAY_ADMIN_URL    a gateway's admin listener, for usage
                                  (default http://127.0.0.1:9090)
-  VENDORCTL_GATEWAY_ADMIN_TOKEN  the gateway's admin token (required by usage commands)
+  VENDORCTL_GATEWAY_ADMIN_TOKEN  the gateway's admin token (required by usage top and show)
 
 Exit status: 0 done; 1 the call failed (the API's error code and message, or the backend
 unreachable); 2 the command line is wrong. Errors are one line on stderr.

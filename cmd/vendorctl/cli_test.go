@@ -98,7 +98,7 @@ func TestParseRefuses(t *testing.T) {
 		{[]string{"vendor", "get", " "}, "VENDOR_ID is empty", "usage: vendorctl vendor get"},
 		{[]string{"vendor", "list", "--company", "x"}, `unknown flag --company for "vendor list"`, "usage: vendorctl vendor list"},
 		{[]string{"--bogus", "vendor", "list"}, "unknown flag --bogus", "usage: vendorctl [-o table|json]"},
-		{[]string{"vendor", "list", "-o", "yaml"}, `-o "yaml": use table or json`, "usage: vendorctl vendor list"},
+		{[]string{"vendor", "list", "-o", "yaml"}, `-o "yaml": use table or json (or csv for usage month)`, "usage: vendorctl vendor list"},
 		{[]string{"vendor", "list", "-o"}, "flag -o needs a value", "usage: vendorctl vendor list"},
 		{[]string{"-o", "json", "vendor", "list", "-o", "table"}, "-o given twice", "usage: vendorctl vendor list"},
 		{[]string{"order", "fail", someID, "--service", "mvr", "--service", "psp"}, "--service given twice", "usage: vendorctl order fail"},

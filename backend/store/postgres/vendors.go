@@ -16,14 +16,15 @@ import (
 // shares: numbered placeholders, timestamptz, and UpdateVendor locks the
 // vendor's row so that concurrent updates on any replica take turns.
 var dialect = store.Dialect{
-	Placeholder: store.Dollar,
-	ForUpdate:   " FOR UPDATE",
-	Time:        func(t time.Time) any { return t },
-	NullTime:    func(t *time.Time) any { return t },
-	ScanVendor:  scanVendor,
-	ScanKey:     scanKey,
-	ScanAudit:   scanAudit,
-	NoRows:      pgx.ErrNoRows,
+	Placeholder:      store.Dollar,
+	ForUpdate:        " FOR UPDATE",
+	Time:             func(t time.Time) any { return t },
+	NullTime:         func(t *time.Time) any { return t },
+	ScanVendor:       scanVendor,
+	ScanKey:          scanKey,
+	ScanAudit:        scanAudit,
+	ScanBillingEvent: scanBillingEvent,
+	NoRows:           pgx.ErrNoRows,
 }
 
 func scanVendor(r store.Scanner) (*store.Vendor, error) {
@@ -97,4 +98,13 @@ func (d pgDB) Query(ctx context.Context, read func(store.Rows) error, q string, 
 // commonTx is tx for store.Common.
 func (s *Store) commonTx(ctx context.Context, fn func(store.DB) error) error {
 	return s.tx(ctx, func(tx pgx.Tx) error { return fn(pgDB{tx}) })
+}
+
+func scanBillingEvent(r store.Scanner) (*store.BillingEvent, error) {
+	var e store.BillingEvent
+	if err := r.Scan(&e.ID, &e.VendorID, &e.OrderID, &e.Service, &e.Environment, &e.Outcome, &e.At, &e.Attempts); err != nil {
+		return nil, err
+	}
+	e.At = utc(e.At)
+	return &e, nil
 }

@@ -14,13 +14,14 @@ import (
 // shares: times as Unix nanoseconds, the IMMEDIATE transaction as the
 // vendor's lock.
 var dialect = store.Dialect{
-	Placeholder: store.Question,
-	Time:        func(t time.Time) any { return toNS(t) },
-	NullTime:    func(t *time.Time) any { return toNullNS(t) },
-	ScanVendor:  scanVendor,
-	ScanKey:     scanKey,
-	ScanAudit:   scanAudit,
-	NoRows:      sql.ErrNoRows,
+	Placeholder:      store.Question,
+	Time:             func(t time.Time) any { return toNS(t) },
+	NullTime:         func(t *time.Time) any { return toNullNS(t) },
+	ScanVendor:       scanVendor,
+	ScanKey:          scanKey,
+	ScanAudit:        scanAudit,
+	ScanBillingEvent: scanBillingEvent,
+	NoRows:           sql.ErrNoRows,
 }
 
 func scanVendor(r store.Scanner) (*store.Vendor, error) {
@@ -93,4 +94,14 @@ func (d sqlDB) Query(ctx context.Context, read func(store.Rows) error, q string,
 // commonTx is tx for store.Common.
 func (s *Store) commonTx(ctx context.Context, fn func(store.DB) error) error {
 	return s.tx(ctx, func(tx *sql.Tx) error { return fn(sqlDB{tx}) })
+}
+
+func scanBillingEvent(r store.Scanner) (*store.BillingEvent, error) {
+	var e store.BillingEvent
+	var at int64
+	if err := r.Scan(&e.ID, &e.VendorID, &e.OrderID, &e.Service, &e.Environment, &e.Outcome, &at, &e.Attempts); err != nil {
+		return nil, err
+	}
+	e.At = fromNS(at)
+	return &e, nil
 }

@@ -67,6 +67,9 @@ func Run(t *testing.T, open Open) {
 		{"CountOrdersByStatus", testCount},
 		{"Audit", testAudit},
 		{"AuditNoUpdateMethod", testAuditNoUpdateMethod},
+		{"ServiceUsage", testServiceUsage},
+		{"UsageFlushOnce", testUsageFlush},
+		{"BillingOutbox", testBillingOutbox},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,140 @@
+package usage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"vendorgate/shared/wire"
+)
+
+// BackendOptions configures a Backend store.
+type BackendOptions struct {
+	// Post sends one flush part (a wire.UsageFlush as JSON) to the
+	// backend's wire.UsageFlushPath and returns nil once the backend took
+	// it (applied now or before). Required.
+	Post func(ctx context.Context, body []byte) error
+	// Timeout bounds one Apply. Required.
+	Timeout time.Duration
+}
+
+// Backend is the Store that feeds the backend's daily totals, the month
+// report's requests and refusals by limit: each Delta is posted as one
+// wire.UsageFlush per wire.MaxUsageFlushRows rows, under the Delta's ID
+// (and the part's number), which the backend applies once, so that a
+// retried flush counts once. It keeps nothing to read: Read fails.
+type Backend struct {
+	o BackendOptions
+}
+
+// NewBackend returns a Backend store.
+func NewBackend(o BackendOptions) (*Backend, error) {
+	if o.Post == nil {
+		return nil, errors.New("usage: backend store needs a Post")
+	}
+	if o.Timeout <= 0 {
+		return nil, fmt.Errorf("usage: backend store timeout %s is not positive", o.Timeout)
+	}
+	return &Backend{o: o}, nil
+}
+
+// Apply posts each delta; a delta whose parts were not all taken is
+// reported failed (its taken parts are skipped by the backend on retry).
+func (b *Backend) Apply(ds []*Delta) []error {
+	ctx, cancel := context.WithTimeout(context.Background(), b.o.Timeout)
+	defer cancel()
+	var errs []error
+	for i, d := range ds {
+		if err := b.apply(ctx, d); err != nil {
+			if errs == nil {
+				errs = make([]error, len(ds))
+			}
+			errs[i] = fmt.Errorf("usage flush %s to the backend: %w", d.ID, err)
+		}
+	}
+	return errs
+}
+
+func (b *Backend) apply(ctx context.Context, d *Delta) error {
+	parts := FlushParts(d)
+	for _, f := range parts {
+		body, err := json.Marshal(f)
+		if err != nil {
+			return err
+		}
+		if err := b.o.Post(ctx, body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FlushParts is d as the backend takes it: its rows by vendor and policy
+// name (a policy with no name, or nothing counted, is left out), in parts
+// of at most wire.MaxUsageFlushRows rows. A delta that fits one part keeps
+// its ID; parts of a larger one are named ID/1, ID/2, ...: the same for a
+// retry of the same delta, so the backend applies each once.
+func FlushParts(d *Delta) []wire.UsageFlush {
+	var rows []wire.UsageFlushRow
+	for i := range d.Rows {
+		r := &d.Rows[i]
+		for p := range MaxPolicies {
+			name := d.name(p)
+			v := r.Values[p*numCounters : (p+1)*numCounters]
+			if name == "" || (v[cAllowed] == 0 && v[cLimited] == 0 && v[cShadow] == 0) {
+				continue
+			}
+			rows = append(rows, wire.UsageFlushRow{VendorID: r.Vendor, Policy: name, Allowed: v[cAllowed], Limited: v[cLimited], ShadowLimited: v[cShadow]})
+		}
+	}
+	if len(rows) <= wire.MaxUsageFlushRows {
+		return []wire.UsageFlush{{ID: d.ID, Minute: d.Minute, Rows: rows}}
+	}
+	var out []wire.UsageFlush
+	for i := 0; len(rows) > 0; i++ {
+		n := min(len(rows), wire.MaxUsageFlushRows)
+		out = append(out, wire.UsageFlush{ID: d.ID + "/" + strconv.Itoa(i+1), Minute: d.Minute, Rows: rows[:n]})
+		rows = rows[n:]
+	}
+	return out
+}
+
+// Read fails: the backend's totals are read with the month report.
+func (b *Backend) Read(minutes, hours []int64) (Buckets, error) {
+	return Buckets{}, errors.New("usage: the backend store keeps daily totals for the month report, not buckets")
+}
+
+// Tee is a Store that applies every delta to two stores and reads from the
+// first: the usage view's buckets (Redis or in process) and the backend's
+// daily totals. A delta that either failed is reported failed and retried
+// whole; both stores apply a delta once per ID, so the one that took it
+// before counts nothing again.
+type Tee struct {
+	First, Second Store
+}
+
+// Apply applies ds to both stores.
+func (t Tee) Apply(ds []*Delta) []error {
+	a, b := t.First.Apply(ds), t.Second.Apply(ds)
+	if a == nil && b == nil {
+		return nil
+	}
+	errs := make([]error, len(ds))
+	for i := range ds {
+		var ea, eb error
+		if a != nil {
+			ea = a[i]
+		}
+		if b != nil {
+			eb = b[i]
+		}
+		errs[i] = errors.Join(ea, eb)
+	}
+	return errs
+}
+
+// Read reads the first store.
+func (t Tee) Read(minutes, hours []int64) (Buckets, error) { return t.First.Read(minutes, hours) }
