@@ -247,8 +247,7 @@ func BenchmarkRedis(b *testing.B) {
 
 func benchRedis(b *testing.B, pipeline bool) {
 	rs := testredis.Start(b)
-	r := newRedisOpts(b, rs, nil, pipeline)
-	patient(r, time.Second) // a cold pool under RunParallel dials many connections at once
+	r := newPatientRedis(b, rs, time.Second, pipeline) // a cold pool under RunParallel dials many connections at once
 	for _, multi := range []bool{false, true} {
 		name := "one-limit"
 		cs := one("vg:{v:bench}:reads", policy.Rate{Name: "reads", Limit: 1 << 30, Period: time.Second})
