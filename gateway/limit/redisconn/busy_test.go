@@ -366,13 +366,17 @@ func TestLateNodeQueuedCallersShareTheWireVerdict(t *testing.T) {
 	runLate(t, c)
 	rs.Pause()
 	defer rs.Resume()
-	before := c.batch.batches.Load()
+	sending := make(chan struct{}, 1)
+	c.batch.beforeSend = func() {
+		select {
+		case sending <- struct{}{}:
+		default:
+		}
+	}
 	sent := time.Now()
 	first := make(chan error, 1)
 	go func() { _, err := c.count("queued"); first <- err }()
-	for c.batch.batches.Load() == before { // the first call's round trip is in flight
-		time.Sleep(time.Millisecond)
-	}
+	<-sending // the first call's round trip is in flight
 	const n = 8
 	took := make([]time.Duration, n)
 	concurrently(n, func(i int) {

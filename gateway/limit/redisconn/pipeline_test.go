@@ -37,18 +37,23 @@ func TestPipelineBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := c.batch.batches.Load()
+	sending := make(chan struct{}, 1)
+	c.batch.beforeSend = func() {
+		select {
+		case sending <- struct{}{}:
+		default:
+		}
+	}
 	rs.Pause()
 	done := make(chan error, 1)
 	go func() { _, err := c.count("b"); done <- err }()
-	for c.batch.batches.Load() == before { // the first call's pipeline is in flight
-		time.Sleep(time.Millisecond)
-	}
+	<-sending // the first call's pipeline is in flight
 	const n = 40
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
 		go func() { _, err := c.count("b"); errs <- err }()
 	}
-	for len(c.batch.queue) < n {
+	for len(c.batch.queue) < n { // the queue tells no one of a call queued: polled
 		time.Sleep(time.Millisecond)
 	}
 	rs.Resume()
