@@ -32,7 +32,10 @@ test:
 # this checkout: the test each names must fail (the lease and refund ones a
 # TestSimulation seed, the script's the script-model test and the
 # concurrency slot's TestTimedOutAcquireGivesItsSlotBack against a real
-# redis-server). Not part of `test`: about 4 minutes on a quiet host.
+# redis-server, the transport's three its tests in gateway/limit/redisconn
+# against a real redis-server: queued callers sharing a failed round
+# trip's verdict, a reply read late taken, a request written late shed).
+# Not part of `test`: about 5 minutes on a quiet host.
 # MUTATIONS=name,... runs some only.
 mutations:
 	GO=$(GO) scripts/mutate.sh

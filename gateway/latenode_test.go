@@ -21,9 +21,10 @@ import (
 // read, an order under a daily quota and a report download under a
 // concurrency policy are asked: Redis answers within the wire deadline,
 // so by the limiter's rule (docs/limiter-design.md, "When is Redis down") no call
-// may fail, and every request is answered 200, as GCRA reads are
-// (gateway/limit: TestLateNodeLeavesTheVerdictToTheWire). Redis paused for
-// good is then called down: 503 rate_limit_unavailable.
+// may fail, and every request is answered 200, as the transport's own
+// calls are (gateway/limit/redisconn:
+// TestLateNodeLeavesTheVerdictToTheWire). Redis paused for good is then
+// called down: 503 rate_limit_unavailable.
 func TestWindowQuotaAndSlotCallsKeepTheLimiterRule(t *testing.T) {
 	rs := testredis.Start(t)
 	b := newTestBackend(t)

@@ -103,14 +103,14 @@ type Options struct {
 	// Refresh is how often a gateway renews the expiry of the slots it
 	// holds; below TTL (a third of it leaves two refreshes to miss).
 	Refresh time.Duration
-	// Conn, when set, is the rate limiter's transport to the same Redis: a
+	// Conn (required) is the rate limiter's transport to the same Redis: a
 	// request's slot call goes through it (Conn.Eval), in the limiter's
 	// pipelined round trips, judged by its rule (docs/limiter-design.md, "When is
-	// Redis down") and counted by its breaker. nil: on Client, bounded by
-	// Timeout alone. (The refreshes and releases stay on Client.)
+	// Redis down") and counted by its breaker. (The refreshes and releases
+	// stay on Client.)
 	Conn *redisconn.Conn
-	// Timeout bounds a request's slot call on Client (without Conn; the
-	// answer waits for it).
+	// Timeout is how soon a failed refresh is tried again (at most
+	// Refresh), and, a second at least, bounds the refreshes and releases.
 	Timeout time.Duration
 	// OnError is told of a refresh or release that failed (a slot then
 	// lives until its expiry); may be nil.
@@ -142,6 +142,8 @@ func NewRedis(o Options) (*Redis, error) {
 	switch {
 	case o.Client == nil:
 		return nil, errors.New("concurrency: redis client required")
+	case o.Conn == nil:
+		return nil, errors.New("concurrency: redis transport required")
 	case o.TTL <= 0 || o.Refresh <= 0 || o.Refresh >= o.TTL:
 		return nil, fmt.Errorf("concurrency: refresh (%s) must be positive and below the slot TTL (%s)", o.Refresh, o.TTL)
 	case o.Timeout <= 0:
@@ -237,14 +239,10 @@ func (r *Redis) Acquire(ss *Slots) (*Held, int, error) {
 	return h, -1, nil
 }
 
-// call is where the slot call's keys and arguments go: with Conn, a
-// Call's (its arrays: nothing to copy, nothing to allocate), else new
-// slices; either of the lengths asked, with room for them. It refuses
-// more than a Call carries.
+// call is where the slot call's keys and arguments go: a Call's (its
+// arrays: nothing to copy, nothing to allocate), of the lengths asked,
+// with room for them. It refuses more than a Call carries.
 func (r *Redis) call(nkeys, nargs int) (*redisconn.Call, []string, []any, error) {
-	if r.o.Conn == nil {
-		return nil, make([]string, nkeys), make([]any, nargs), nil
-	}
 	if nkeys > redisconn.MaxKeys || nargs > redisconn.MaxArgs {
 		return nil, nil, nil, fmt.Errorf("%d keys and %d arguments, past a call's %d and %d", nkeys, nargs, redisconn.MaxKeys, redisconn.MaxArgs)
 	}
@@ -253,13 +251,8 @@ func (r *Redis) call(nkeys, nargs int) (*redisconn.Call, []string, []any, error)
 }
 
 // acquire runs acquireScript for keys and args (call's arrays, from
-// r.call): through Conn (Eval), else on Client bounded by Timeout.
+// r.call) through Conn (Eval).
 func (r *Redis) acquire(call *redisconn.Call, keys []string, args []any) (int, error) {
-	if call == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), r.o.Timeout)
-		defer cancel()
-		return acquireScript.Run(ctx, r.o.Client, keys, args...).Int()
-	}
 	call.Script, call.NKeys, call.NArgs = acquireScript, len(keys), len(args)
 	raw, err := r.o.Conn.Eval(call)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"vendorgate/config"
+	"vendorgate/gateway/limit/redisconn"
 	"vendorgate/shared/testredis"
 )
 
@@ -21,7 +23,7 @@ func newRedis(t testing.TB, addr string, ttl, refresh time.Duration) *Redis {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
-	r, err := NewRedis(Options{Client: c, TTL: ttl, Refresh: refresh, Timeout: 2 * time.Second})
+	r, err := NewRedis(Options{Client: c, Conn: transport(t, addr, 2*time.Second), TTL: ttl, Refresh: refresh, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +159,12 @@ func TestMain(m *testing.M) {
 
 func holder(addr string) int {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	r, err := NewRedis(Options{Client: c, TTL: killTTL, Refresh: killTTL / 4, Timeout: 2 * time.Second})
+	conn, err := newTransport(addr, 2*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	r, err := NewRedis(Options{Client: c, Conn: conn, TTL: killTTL, Refresh: killTTL / 4, Timeout: 2 * time.Second})
 	if err != nil {
 		fmt.Println(err)
 		return 1
@@ -227,3 +234,38 @@ func TestKilledGatewaysSlotsComeBack(t *testing.T) {
 		t.Fatalf("slots free %s after the kill; the bound is the slot TTL, %s", took, killTTL)
 	}
 }
+
+// transport is the rate limiter's transport to the Redis at addr, as the
+// gateway passes it to this limiter: on the limiter's client (not the
+// slots' own), pipelined, timeout a caller's wait on a silent Redis,
+// config's defaults otherwise; closed when the test ends.
+func transport(t testing.TB, addr string, timeout time.Duration) *redisconn.Conn {
+	t.Helper()
+	conn, err := newTransport(addr, timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn
+}
+
+// newTransport is transport for a helper process (no test to end it).
+func newTransport(addr string, timeout time.Duration) (*redisconn.Conn, error) {
+	d := config.DefaultGateway().Redis
+	wire := max(d.WireTimeout, timeout)
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
+		ReadTimeout: wire, WriteTimeout: wire})
+	h, err := redisconn.NewHealth(redisconn.HealthOptions{BreakerOpenFor: d.BreakerOpenFor, BreakerFailures: d.BreakerFailures,
+		BreakerWindow: d.BreakerWindow, BreakerFailureRatio: float64(d.BreakerFailurePercent) / 100})
+	if err != nil {
+		return nil, err
+	}
+	return redisconn.New(redisconn.Options{Client: c, Script: redis.NewScript("return 0"), Timeout: timeout,
+		WireTimeout: wire, BusyTimeout: max(d.BusyTimeout, timeout), Pipeline: true,
+		PipelineMax: d.PipelineMax, PipelineSenders: d.PipelineSenders, TickSlack: d.TickSlack}, h, monotonic{time.Now()})
+}
+
+// monotonic is the system's monotonic time since its epoch.
+type monotonic struct{ epoch time.Time }
+
+func (m monotonic) Nanotime() int64 { return int64(time.Since(m.epoch)) }

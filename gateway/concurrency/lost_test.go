@@ -40,7 +40,7 @@ func TestSlotsComeBackAfterFlush(t *testing.T) {
 	var lost int
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
-	l, err := NewRedis(Options{Client: c, TTL: 10 * time.Second, Refresh: 100 * time.Millisecond, Timeout: 2 * time.Second,
+	l, err := NewRedis(Options{Client: c, Conn: transport(t, srv.Addr(), 2*time.Second), TTL: 10 * time.Second, Refresh: 100 * time.Millisecond, Timeout: 2 * time.Second,
 		OnLost: func(n int) { lost += n }})
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestSlotsComeBackAfterPause(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	const ttl = 600 * time.Millisecond
 	failed := make(chan struct{}, 1)
-	l, err := NewRedis(Options{Client: c, TTL: ttl, Refresh: ttl / 3, Timeout: 100 * time.Millisecond,
+	l, err := NewRedis(Options{Client: c, Conn: transport(t, srv.Addr(), 100*time.Millisecond), TTL: ttl, Refresh: ttl / 3, Timeout: 100 * time.Millisecond,
 		OnError: func(string, error) {
 			select {
 			case failed <- struct{}{}:
@@ -110,7 +110,7 @@ func TestTimedOutAcquireGivesItsSlotBack(t *testing.T) {
 	const key = "vg:{v:v1}:reports:slots"
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
-	l, err := NewRedis(Options{Client: c, TTL: time.Minute, Refresh: 20 * time.Second, Timeout: 100 * time.Millisecond})
+	l, err := NewRedis(Options{Client: c, Conn: transport(t, srv.Addr(), 100*time.Millisecond), TTL: time.Minute, Refresh: 20 * time.Second, Timeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestSlotsComeBackAfterRestart(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	const refresh = 200 * time.Millisecond
 	var told atomic.Int64
-	l, err := NewRedis(Options{Client: c, TTL: 3 * refresh, Refresh: refresh, Timeout: 10 * time.Millisecond,
+	l, err := NewRedis(Options{Client: c, Conn: transport(t, srv.Addr(), 10*time.Millisecond), TTL: 3 * refresh, Refresh: refresh, Timeout: 10 * time.Millisecond,
 		OnError: func(string, error) { told.Add(1) }})
 	if err != nil {
 		t.Fatal(err)

@@ -12,37 +12,23 @@ import (
 	"vendorgate/shared/testredis"
 )
 
-// newRedisSlow is a pipelined limiter whose client allows a big batch
-// (a thousand calls in one script call) seconds to be written and read
-// under the race detector on a busy machine.
-func newRedisSlow(t *testing.T, rs *testredis.Server) *Redis {
+// oneSender is a pipelined limiter with a single sender, so that the
+// calls arriving while its pipeline is in flight form exactly one batch,
+// whose client and timeouts allow a big batch (a thousand calls in one
+// script call) timeout to be written and read under the race detector on
+// a busy machine.
+func oneSender(t *testing.T, rs *testredis.Server, timeout time.Duration) *Redis {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
 	t.Cleanup(func() { c.Close() })
-	r, err := NewRedis(withDefaults(RedisOptions{Client: c, Timeout: 10 * time.Second, Pipeline: true}))
+	r, err := NewRedis(withDefaults(RedisOptions{Client: c, Timeout: timeout, WireTimeout: timeout, BusyTimeout: timeout,
+		Pipeline: true, PipelineMax: 1024, PipelineSenders: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Close)
 	return r
-}
-
-// oneSender swaps r's pipeline for one with a single sender, so that the
-// calls arriving while its pipeline is in flight form exactly one batch.
-func oneSender(t *testing.T, r *Redis, timeout time.Duration) {
-	t.Helper()
-	r.conn.RestartPipeline(timeout, 1024, 1)
-	r.heard = r.conn.Heard()
-	t.Cleanup(r.conn.Close)
-}
-
-// patient gives r's calls d for everything (a caller's wait, the wire, the
-// busy bound): for tests whose subject is not the timeouts, under -race on
-// a busy machine.
-func patient(r *Redis, d time.Duration) {
-	r.timeout = d
-	r.conn.SetTimeouts(d, d, d)
 }
 
 // inOneBatch holds Redis while n calls of fn queue behind a first one, then
@@ -53,6 +39,8 @@ func inOneBatch(t *testing.T, rs *testredis.Server, r *Redis, n int, fn func(i i
 	if _, err := r.Allow(one("vg:{v:warm}:reads", warm)); err != nil { // connection and script
 		t.Fatal(err)
 	}
+	// Script calls counted by Redis: the first call's and the batch's.
+	scripts := rs.Info(t, "commandstats").Scripts()
 	before := r.conn.Batches()
 	rs.Pause()
 	first := make(chan error, 1)
@@ -72,7 +60,6 @@ func inOneBatch(t *testing.T, rs *testredis.Server, r *Redis, n int, fn func(i i
 	for r.conn.Queued() < n {
 		time.Sleep(time.Millisecond)
 	}
-	scripts := r.conn.Scripts()
 	rs.Resume()
 	if err := <-first; err != nil {
 		t.Fatal(err)
@@ -85,7 +72,7 @@ func inOneBatch(t *testing.T, rs *testredis.Server, r *Redis, n int, fn func(i i
 		}
 		ds[x.i] = x.d
 	}
-	if got := r.conn.Scripts() - scripts; got != 1 {
+	if got := rs.Info(t, "commandstats").Scripts() - scripts - 1; got != 1 {
 		t.Fatalf("%d script calls for one batch of %d calls, want 1", got, n)
 	}
 	return ds
@@ -96,8 +83,7 @@ func inOneBatch(t *testing.T, rs *testredis.Server, r *Redis, n int, fn func(i i
 // limit is admitted.
 func TestBatchOneScriptSharedBucket(t *testing.T) {
 	rs := testredis.Start(t)
-	r := newRedisSlow(t, rs)
-	oneSender(t, r, 5*time.Second)
+	r := oneSender(t, rs, 5*time.Second)
 	const n, l = 40, 10
 	rate := policy.Rate{Name: "reads", Limit: l, Period: time.Hour}
 	ds := inOneBatch(t, rs, r, n, func(int) policy.Checks { return one("vg:{v:shared}:reads", rate) })
@@ -118,8 +104,7 @@ func TestBatchOneScriptSharedBucket(t *testing.T) {
 // each get their own answer, and a second round finds each charged once.
 func TestBatchThousandBuckets(t *testing.T) {
 	rs := testredis.Start(t)
-	r := newRedisSlow(t, rs)
-	oneSender(t, r, 10*time.Second)
+	r := oneSender(t, rs, 10*time.Second)
 	const n = 1000
 	checks := func(i int) policy.Checks {
 		var cs policy.Checks
@@ -175,7 +160,11 @@ func TestBatchCluster(t *testing.T) {
 			t.Errorf("vendor %d admitted %d, want %d", v, got, l)
 		}
 	}
-	if s, b := r.conn.Scripts(), r.conn.Batches(); s < b || s > calls {
+	var scripts int64
+	for _, node := range cl.Nodes { // each node's script calls, counted by Redis
+		scripts += node.Info(t, "commandstats").Scripts()
+	}
+	if s, b := scripts, int64(r.conn.Batches()); s < b || s > calls {
 		t.Fatalf("%d script calls in %d batches for %d calls", s, b, calls)
 	}
 }

@@ -36,9 +36,9 @@ func TestQuotaCounterLostIsCounted(t *testing.T) {
 	var lost [2]atomic.Int64
 	var gws [2]*Redis
 	for i := range gws {
-		c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1})
+		c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { c.Close() })
-		l, err := NewRedis(RedisOptions{Client: c, Timeout: 2 * time.Second, OnDataLost: func() { lost[i].Add(1) }})
+		l, err := NewRedis(RedisOptions{Client: c, Conn: transport(t, c, 2*time.Second), Timeout: 2 * time.Second, OnDataLost: func() { lost[i].Add(1) }})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,24 +19,23 @@ import (
 
 // RedisOptions configure a *Redis.
 type RedisOptions struct {
-	// Client is the Redis client; it must not retry a call (MaxRetries
-	// -1): a retried charge could count twice.
+	// Client is the Redis client of the marker's checks and the usage
+	// view's reads; it must not retry a call (MaxRetries -1).
 	Client redis.UniversalClient
-	// Conn, when set, is the limiter's transport to the same Redis: the
+	// Conn (required) is the limiter's transport to the same Redis: the
 	// charges and refunds go through it (Conn.Eval), in the limiter's
 	// pipelined round trips, judged by its rule (docs/limiter-design.md, "When is
 	// Redis down") and counted by its breaker, whose hooks are told of
-	// its failed round trips (OnFailure is not). nil: on Client, each
-	// bounded by Timeout alone.
+	// its failed round trips.
 	Conn *redisconn.Conn
-	// Timeout bounds each call made on Client (without Conn) and the
-	// usage view's reads; past it the request is refused (ErrUnavailable).
+	// Timeout bounds the marker's checks and the usage view's reads (at
+	// least a second).
 	Timeout time.Duration
 	// Down reports that Redis is known down (the limiter's breaker is
 	// open): Charge fails at once instead of waiting Timeout. Optional.
 	Down func() bool
-	// OnFailure is told of each call that failed (a charge or a
-	// refund) but for Conn's failed round trips, which its hooks are told.
+	// OnFailure is told of a refund that could not be sent (a call past
+	// what Conn carries); Conn's failed round trips are told to its hooks.
 	// Optional.
 	OnFailure func(error)
 	// OnDataLost is told when the marker this limiter saw in Redis is
@@ -82,6 +81,9 @@ type Redis struct {
 func NewRedis(o RedisOptions) (*Redis, error) {
 	if o.Client == nil {
 		return nil, errors.New("window: no Redis client")
+	}
+	if o.Conn == nil {
+		return nil, errors.New("window: no Redis transport")
 	}
 	if o.Timeout <= 0 {
 		return nil, errors.New("window: Timeout must be positive")
@@ -222,29 +224,21 @@ func (l *Redis) Refund(cs policy.Checks, d Decision) Decision {
 	if len(keys) == 0 {
 		return d
 	}
-	var call *redisconn.Call
-	if l.o.Conn != nil {
-		c, ks, as, err := l.call(len(keys), len(args))
-		if err != nil {
-			l.failed(err)
-			return d
-		}
-		copy(ks, keys)
-		copy(as, args)
-		call, keys, args = c, ks, as
+	call, ks, as, err := l.call(len(keys), len(args))
+	if err != nil {
+		l.failed(err)
+		return d
 	}
-	_, _ = l.run(call, refundScript, keys, args)
+	copy(ks, keys)
+	copy(as, args)
+	_, _ = l.run(call, refundScript, ks, as)
 	return d
 }
 
-// call is where a call's keys and arguments go: with Conn, a Call's
-// (keys and args are its arrays: nothing to copy, nothing to allocate),
-// else new slices; either of the lengths asked, with room for them. It
-// refuses more than a Call carries.
+// call is where a call's keys and arguments go: a Call's (keys and args
+// are its arrays: nothing to copy, nothing to allocate), of the lengths
+// asked, with room for them. It refuses more than a Call carries.
 func (l *Redis) call(nkeys, nargs int) (*redisconn.Call, []string, []any, error) {
-	if l.o.Conn == nil {
-		return nil, make([]string, nkeys), make([]any, nargs), nil
-	}
 	if nkeys > redisconn.MaxKeys || nargs > redisconn.MaxArgs {
 		return nil, nil, nil, fmt.Errorf("window: %d keys and %d arguments, past a call's %d and %d", nkeys, nargs, redisconn.MaxKeys, redisconn.MaxArgs)
 	}
@@ -252,20 +246,9 @@ func (l *Redis) call(nkeys, nargs int) (*redisconn.Call, []string, []any, error)
 	return c, c.Keys[:nkeys], c.Args[:nargs], nil
 }
 
-// run runs script for keys and args (call's arrays, from l.call) and
-// answers its reply: through Conn (Eval), else on Client bounded by
-// Timeout. A failure on Client is told to OnFailure (Conn's hooks are
-// told of its own).
+// run runs script for keys and args (call's arrays, from l.call) through
+// Conn (Eval) and answers its reply.
 func (l *Redis) run(call *redisconn.Call, script *redis.Script, keys []string, args []any) (any, error) {
-	if call == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
-		defer cancel()
-		raw, err := script.Run(ctx, l.o.Client, keys, args...).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			l.failed(err)
-		}
-		return raw, err
-	}
 	call.Script, call.NKeys, call.NArgs = script, len(keys), len(args)
 	return l.o.Conn.Eval(call)
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"vendorgate/config"
+	"vendorgate/gateway/limit/redisconn"
 	"vendorgate/gateway/policy"
 	"vendorgate/shared/testredis"
 )
@@ -24,7 +26,7 @@ func newRedisLimiter(t testing.TB, rs *testredis.Server, now *time.Time) *Redis 
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true,
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
 	t.Cleanup(func() { c.Close() })
-	r, err := NewRedis(RedisOptions{Client: c, Timeout: 500 * time.Millisecond})
+	r, err := NewRedis(RedisOptions{Client: c, Conn: transport(t, c, 500*time.Millisecond), Timeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +310,7 @@ func TestCluster(t *testing.T) {
 	cl := testredis.StartCluster(t)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
-	r, err := NewRedis(RedisOptions{Client: c, Timeout: 2 * time.Second})
+	r, err := NewRedis(RedisOptions{Client: c, Conn: transport(t, c, 2*time.Second), Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,3 +363,30 @@ func TestLocalForgets(t *testing.T) {
 		t.Fatalf("after the sweep: %d sliding, %d quotas, want 1 and 0", len(l.sliding), len(l.quotas))
 	}
 }
+
+// transport is the rate limiter's transport over c, as the gateway passes
+// it to this limiter: pipelined, timeout a caller's wait on a silent
+// Redis, config's defaults otherwise. Made before c dials (it watches c's
+// connections); closed when the test ends.
+func transport(t testing.TB, c redis.UniversalClient, timeout time.Duration) *redisconn.Conn {
+	t.Helper()
+	d := config.DefaultGateway().Redis
+	h, err := redisconn.NewHealth(redisconn.HealthOptions{BreakerOpenFor: d.BreakerOpenFor, BreakerFailures: d.BreakerFailures,
+		BreakerWindow: d.BreakerWindow, BreakerFailureRatio: float64(d.BreakerFailurePercent) / 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := redisconn.New(redisconn.Options{Client: c, Script: redis.NewScript("return 0"), Timeout: timeout,
+		WireTimeout: max(d.WireTimeout, timeout), BusyTimeout: max(d.BusyTimeout, timeout), Pipeline: true,
+		PipelineMax: d.PipelineMax, PipelineSenders: d.PipelineSenders, TickSlack: d.TickSlack}, h, monotonic{time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn
+}
+
+// monotonic is the system's monotonic time since its epoch.
+type monotonic struct{ epoch time.Time }
+
+func (m monotonic) Nanotime() int64 { return int64(time.Since(m.epoch)) }

@@ -19,6 +19,15 @@
 //   - failure.go: Health (the breaker over round trips and the hooks told
 //     of failures), how a failure is classified, ErrBusy.
 //   - slot.go: Redis Cluster's hash slot of a key.
+//   - seams.go: the few hooks tests outside the package hold it by.
+//
+// Its tests, over a real Redis (shared/testredis): harness_test.go builds
+// a Conn as the gateway does, on a counting script; busy_test.go holds the
+// transport to its two promises (no failure while Redis answers within
+// its rule: a late sender, reader, writer or node; a failure within the
+// wire deadline when Redis is silent: paused, killed, black-holed);
+// pipeline_test.go and eval_test.go the batching; conns_test.go and
+// lateness_test.go the evidence and the on-time clock.
 package redisconn
 
 import (

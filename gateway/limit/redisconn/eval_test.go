@@ -43,7 +43,7 @@ return out`)
 	t.Cleanup(conn.Close)
 	hold := make(chan struct{})
 	var once sync.Once
-	conn.SetBeforeSend(func() { once.Do(func() { <-hold }) })
+	conn.batch.beforeSend = func() { once.Do(func() { <-hold }) }
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	const n = 4
@@ -81,17 +81,17 @@ return out`)
 			}
 		}()
 	}
-	for conn.Queued() < 3*n-1 { // one call taken by the held sender, the rest queued
+	for len(conn.batch.queue) < 3*n-1 { // one call taken by the held sender, the rest queued
 		time.Sleep(time.Millisecond)
 	}
-	before := conn.Batches()
+	before := conn.batch.batches.Load()
 	close(hold)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Error(err)
 	}
-	if b := conn.Batches() - before; b > 2 {
+	if b := conn.batch.batches.Load() - before; b > 2 {
 		t.Errorf("%d round trips for %d calls queued together, want at most 2 (the one held, the rest)", b, 3*n)
 	}
 	// A call of the Conn's script taken from the pool after an Eval is not

@@ -123,10 +123,8 @@ type batcher struct {
 	// waiting): the verdict every caller already waiting shares while
 	// nothing has been read from Redis since (see judge).
 	wireDown atomic.Int64
-	// batches counts pipelines sent, scripts the script calls in them,
-	// for tests.
+	// batches counts pipelines sent, for tests.
 	batches atomic.Uint64
-	scripts atomic.Uint64
 }
 
 // A call's state: queued until a sender takes it (sent) or its caller
@@ -434,7 +432,6 @@ func (b *batcher) send(batch []*Call) {
 		}
 		keys[i], args[i] = g[0].Keys[:g[0].NKeys], g[0].Args[:g[0].NArgs]
 	}
-	b.scripts.Add(uint64(len(groups)))
 	cmds, failed := runScripts(ctx, b.client, script, own, keys, args)
 	// A timeout while a reply sat unread in a socket was the node's doing:
 	// excluded from the breaker, its callers shed.
