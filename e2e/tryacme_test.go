@@ -45,7 +45,7 @@ func TestTryACMEScript(t *testing.T) {
 	var out string
 	deadline := time.Now().Add(120 * time.Second)
 	for out == "" {
-		if o, ok := r.stdout.upTo("Ctrl-C stops"); ok {
+		if o, ok := upTo(r.stdout.String(), "Ctrl-C stops"); ok {
 			out = o
 			break
 		}
