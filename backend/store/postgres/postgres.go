@@ -79,7 +79,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
 	s := &Store{pool: pool, timeout: o.Timeout}
-	s.Common = store.NewCommon(pgDB{pool}, s.commonTx, s.timeout, dialect)
+	s.Common = store.NewCommon(pgDB{pool}, s.commonTx, s.commonRead, s.timeout, dialect)
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err

@@ -12,8 +12,8 @@ import (
 	"vendorgate/backend/store"
 )
 
-// dialect is PostgreSQL's for the vendor and key methods store.Common
-// shares: numbered placeholders, timestamptz, and UpdateVendor locks the
+// dialect is PostgreSQL's for the vendor, key and order methods
+// store.Common shares: numbered placeholders, timestamptz, and UpdateVendor locks the
 // vendor's row so that concurrent updates on any replica take turns.
 var dialect = store.Dialect{
 	Placeholder: store.Dollar,
@@ -23,6 +23,8 @@ var dialect = store.Dialect{
 	ScanVendor:  scanVendor,
 	ScanKey:     scanKey,
 	ScanAudit:   scanAudit,
+	ScanOrder:   scanOrder,
+	ScanService: scanService,
 	NoRows:      pgx.ErrNoRows,
 }
 
@@ -97,4 +99,15 @@ func (d pgDB) Query(ctx context.Context, read func(store.Rows) error, q string, 
 // commonTx is tx for store.Common.
 func (s *Store) commonTx(ctx context.Context, fn func(store.DB) error) error {
 	return s.tx(ctx, func(tx pgx.Tx) error { return fn(pgDB{tx}) })
+}
+
+// commonRead is store.Common's read: a read-only REPEATABLE READ
+// transaction, one snapshot for every statement, never blocking a writer.
+func (s *Store) commonRead(ctx context.Context, fn func(store.DB) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	return fn(pgDB{tx})
 }

@@ -61,7 +61,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	db.SetMaxOpenConns(8)
 	db.SetConnMaxIdleTime(time.Minute)
 	s := &Store{db: db, timeout: store.CallTimeout}
-	s.Common = store.NewCommon(sqlDB{db}, s.commonTx, s.timeout, dialect)
+	s.Common = store.NewCommon(sqlDB{db}, s.commonTx, s.commonRead, s.timeout, dialect)
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err

@@ -10,7 +10,7 @@ import (
 	"vendorgate/backend/store"
 )
 
-// dialect is SQLite's for the vendor and key methods store.Common
+// dialect is SQLite's for the vendor, key and order methods store.Common
 // shares: times as Unix nanoseconds, the IMMEDIATE transaction as the
 // vendor's lock.
 var dialect = store.Dialect{
@@ -20,6 +20,8 @@ var dialect = store.Dialect{
 	ScanVendor:  scanVendor,
 	ScanKey:     scanKey,
 	ScanAudit:   scanAudit,
+	ScanOrder:   scanOrder,
+	ScanService: scanService,
 	NoRows:      sql.ErrNoRows,
 }
 
@@ -93,4 +95,9 @@ func (d sqlDB) Query(ctx context.Context, read func(store.Rows) error, q string,
 // commonTx is tx for store.Common.
 func (s *Store) commonTx(ctx context.Context, fn func(store.DB) error) error {
 	return s.tx(ctx, func(tx *sql.Tx) error { return fn(sqlDB{tx}) })
+}
+
+// commonRead is read for store.Common.
+func (s *Store) commonRead(ctx context.Context, fn func(store.DB) error) error {
+	return s.read(ctx, func(tx *sql.Tx) error { return fn(sqlDB{tx}) })
 }
