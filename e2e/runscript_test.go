@@ -186,6 +186,7 @@ var (
 // backend publishes revocations on that Redis, so a revocation is
 // immediate, as the banner and vendorctl say.
 func TestMakeRunBanner(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var orderIDs []string
 	// 250ms: the binaries are built with -race (as in newStack).
@@ -267,6 +268,7 @@ func TestMakeRunBanner(t *testing.T) {
 // on the first one's database, naming what is in use and never printing a
 // banner, and exits non-zero when one of its processes stops on its own.
 func TestMakeRunOwnsItsStack(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first := startScript(t, scriptEnv(t, dir, nil))
 	banner := first.banner(t)
@@ -348,6 +350,7 @@ func TestMakeRunOwnsItsStack(t *testing.T) {
 // a crash: run.sh exits 0, saying neither that a process stopped on its
 // own nor anything else on stderr.
 func TestMakeRunCtrlC(t *testing.T) {
+	t.Parallel()
 	for i := 0; i < 3; i++ { // the stop raced the gateway's own exit: more than one try
 		sr := startScriptIn(t, scriptEnv(t, t.TempDir(), nil), true)
 		sr.banner(t)
@@ -372,6 +375,7 @@ func TestMakeRunCtrlC(t *testing.T) {
 // printed, answers 200; the order's Location and poll.url are https://.
 // The banner's reload line, typed as printed, reloads that gateway.
 func TestMakeRunTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := testcert.NewCA(t)
 	certFile, keyFile := ca.Issue(t, time.Now().Add(time.Hour), "localhost", "127.0.0.1").Write(t, dir, "edge")
