@@ -21,11 +21,20 @@ run: build
 
 # The load tools are a module of their own under bench/: ./... at the root
 # does not reach them, so test and lint run there too.
+#
+# go test starts packages in the order they are named (-p of them at once,
+# one a CPU): the longest ones (TEST_FIRST) are named first so that they do
+# not start last and run alone at the end; ./... then adds every other
+# package once. docs/performance.md says how the time is measured.
+TEST_FIRST ?= ./e2e ./gateway/limit ./gateway ./backend/store/postgres
+# The allocation guards skip under -race (it allocates on its own): they run
+# again without it, in the packages that have one (TestXxxAllocs) only, so
+# that no other package's test binary is built a second time.
+ALLOCS_PKGS = $(sort $(dir $(shell grep -rlE --include='*_test.go' '^func Test[A-Za-z0-9_]*Allocs[^A-Za-z0-9_]' gateway shared)))
 test:
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 20m ./...
-	# The allocation guards skip under -race (it allocates on its own): run them without it.
-	$(GO) test -count=1 -run 'Allocs$$' ./gateway/... ./shared/...
+	$(GO) test -race -count=1 -timeout 20m $(TEST_FIRST) ./...
+	$(GO) test -count=1 -run 'Allocs$$' $(addprefix ./,$(ALLOCS_PKGS))
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 # The planted defects under scripts/mutations/, each applied to a copy of
