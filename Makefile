@@ -31,8 +31,13 @@ TEST_FIRST ?= ./e2e ./gateway/limit ./gateway ./backend/store/postgres
 # again without it, in the packages that have one (TestXxxAllocs) only, so
 # that no other package's test binary is built a second time.
 ALLOCS_PKGS = $(sort $(dir $(shell grep -rlE --include='*_test.go' '^func Test[A-Za-z0-9_]*Allocs[^A-Za-z0-9_]' gateway shared)))
+# The e2e tests build the three binaries with -race in their TestMain, a go
+# command of its own that would compile what this one compiles at the same
+# time: `go build -race ./cmd/...` compiles it once first (it links
+# nothing), into the build cache both then read.
 test:
 	$(GO) vet ./...
+	$(GO) build -race ./cmd/...
 	$(GO) test -race -count=1 -timeout 20m $(TEST_FIRST) ./...
 	$(GO) test -count=1 -run 'Allocs$$' $(addprefix ./,$(ALLOCS_PKGS))
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
