@@ -181,10 +181,3 @@ func utcPtr(t *time.Time) *time.Time {
 	u := t.UTC()
 	return &u
 }
-
-func notFound(err error, what, id string) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%s %s: %w", what, id, store.ErrNotFound)
-	}
-	return fmt.Errorf("%s %s: %w", what, id, err)
-}

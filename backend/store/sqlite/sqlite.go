@@ -7,7 +7,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"math"
@@ -203,11 +202,4 @@ func fromNullString(n sql.NullString) *string {
 	}
 	s := n.String
 	return &s
-}
-
-func notFound(err error, what, id string) error {
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%s %s: %w", what, id, store.ErrNotFound)
-	}
-	return fmt.Errorf("%s %s: %w", what, id, err)
 }
