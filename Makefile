@@ -21,11 +21,25 @@ run: build
 
 # The load tools are a module of their own under bench/: ./... at the root
 # does not reach them, so test and lint run there too.
+#
+# go test starts packages in the order they are named (-p of them at once,
+# one a CPU): the longest ones (TEST_FIRST) are named first so that they do
+# not start last and run alone at the end; ./... then adds every other
+# package once. docs/performance.md says how the time is measured.
+TEST_FIRST ?= ./e2e ./gateway/limit ./gateway ./backend/store/postgres
+# The allocation guards skip under -race (it allocates on its own): they run
+# again without it, in the packages that have one (TestXxxAllocs) only, so
+# that no other package's test binary is built a second time.
+ALLOCS_PKGS = $(sort $(dir $(shell grep -rlE --include='*_test.go' '^func Test[A-Za-z0-9_]*Allocs[^A-Za-z0-9_]' gateway shared)))
+# The e2e tests build the three binaries with -race in their TestMain, a go
+# command of its own that would compile what this one compiles at the same
+# time: `go build -race ./cmd/...` compiles it once first (it links
+# nothing), into the build cache both then read.
 test:
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 20m ./...
-	# The allocation guards skip under -race (it allocates on its own): run them without it.
-	$(GO) test -count=1 -run 'Allocs$$' ./gateway/... ./shared/...
+	$(GO) build -race ./cmd/...
+	$(GO) test -race -count=1 -timeout 20m $(TEST_FIRST) ./...
+	$(GO) test -count=1 -run 'Allocs$$' $(addprefix ./,$(ALLOCS_PKGS))
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 # The planted defects under scripts/mutations/, each applied to a copy of

@@ -1,14 +1,13 @@
 package backend
 
 import (
-	"bufio"
 	"fmt"
-	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"vendorgate/shared/testlog"
 )
 
 // TestRequestMetricGroupsMethods: a client inventing methods (curl -X M1,
@@ -55,54 +54,24 @@ func TestRequestMetricGroupsMethods(t *testing.T) {
 // admin listener takes up to 64 MiB, but only from the holder of the token).
 func TestAdminRefusesBeforeReadingTheBody(t *testing.T) {
 	h := start(t)
-	addr := strings.TrimPrefix(h.admin, "http://")
 	const conns, announced = 8, 60_000_000
-	var before runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	cs := make([]net.Conn, conns)
-	for i := range cs {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		cs[i] = c
+	heads := make([]string, conns)
+	for i := range heads {
 		auth := "" // no token, or a wrong one
 		if i%2 == 1 {
 			auth = "Authorization: Bearer " + strings.Repeat("x", len(testAdminToken)) + "\r\n"
 		}
-		req := fmt.Sprintf("POST /admin/v1/vendors HTTP/1.1\r\nHost: backend\r\n%sContent-Type: application/json\r\n"+
+		heads[i] = fmt.Sprintf("POST /admin/v1/vendors HTTP/1.1\r\nHost: backend\r\n%sContent-Type: application/json\r\n"+
 			"Content-Length: %d\r\n\r\n{\"company_name\":", auth, announced)
-		if _, err := c.Write([]byte(req)); err != nil {
-			t.Fatal(err)
-		}
 	}
 	// The server's read timeout is 30s: an answer within 10s was given
 	// without waiting for the body.
-	deadline := time.Now().Add(10 * time.Second)
-	var failures []string
-	for i, c := range cs {
-		_ = c.SetReadDeadline(deadline)
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			failures = append(failures, fmt.Sprintf("connection %d: no answer while the announced body was not sent: %v", i, err))
-			continue
-		}
-		res.Body.Close()
+	failures := testlog.RefusedUnread(t, h.admin, heads, announced, 10*time.Second, func(res *http.Response) string {
 		if res.StatusCode != 401 || res.Header.Get("WWW-Authenticate") == "" {
-			failures = append(failures, fmt.Sprintf("connection %d: status %d, WWW-Authenticate %q; want 401 with a challenge",
-				i, res.StatusCode, res.Header.Get("WWW-Authenticate")))
+			return fmt.Sprintf("status %d, WWW-Authenticate %q; want 401 with a challenge", res.StatusCode, res.Header.Get("WWW-Authenticate"))
 		}
-	}
-	var after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	t.Logf("heap grew %d MiB while %d unauthenticated connections announced %d MB each", grew>>20, conns, announced/1_000_000)
-	if grew > conns*announced/4 {
-		failures = append(failures, fmt.Sprintf("heap grew %d MiB: the server set memory aside for bodies it had no token for", grew>>20))
-	}
+		return ""
+	})
 	if len(failures) > 0 {
 		t.Fatal(strings.Join(failures, "\n"))
 	}

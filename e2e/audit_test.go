@@ -11,6 +11,7 @@ import (
 // list, that carries the request id the gateway answered with (the id in
 // its access log), the vendor's key and the client's address.
 func TestAuditRecordJoinsGatewayRequest(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{})
 	vendorID, key := s.newVendor("sandbox", "mvr")
 	var keys []struct {

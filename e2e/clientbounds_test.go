@@ -63,6 +63,7 @@ func readStatus(c net.Conn) (int, string, http.Header, error) {
 // order still posts, a 17 KiB one is refused 413, and one peer's
 // connections past max_conns_per_peer are refused with the envelope.
 func TestClientBoundsOnTheBinary(t *testing.T) {
+	// Not parallel: it measures the gateway's memory under many connections.
 	s := newStack(t, stackOptions{})
 	addr := strings.TrimPrefix(s.gwURLs[0], "http://")
 	pid := s.gateways[0].cmd.Process.Pid

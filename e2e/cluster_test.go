@@ -13,6 +13,7 @@ import (
 // Cluster: the vendor's budget is exact across both, the loss of the slot's
 // master fails closed, and its return heals without restarting anything.
 func TestRedisClusterTwoGateways(t *testing.T) {
+	// Not parallel: it times a fail-closed answer (2s) and counts GCRA's emission over the run.
 	c := testredis.StartCluster(t)
 	urls := strings.Join(c.URLs(), ",")
 	s := newStack(t, stackOptions{

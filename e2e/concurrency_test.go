@@ -46,6 +46,7 @@ func holdReport(t *testing.T, rawURL, key string) (status int, c net.Conn) {
 // when the first gateway is killed with SIGKILL holding the slot (no
 // release), the slot is free again within redis.slot_ttl.
 func TestConcurrencyPolicyAcrossGatewaysAndKill(t *testing.T) {
+	// Not parallel: it times a slot's release against redis.slot_ttl.
 	const slotTTL = 3 * time.Second
 	s := newStack(t, stackOptions{redis: true, gateways: 2,
 		gatewayYAML: "limits:\n  policies:\n    - {name: downloads-at-once, scope: vendor, class: reports, kind: concurrency, rate: 1}\n",

@@ -56,6 +56,7 @@ func runChromium(t *testing.T, bin string, args ...string) string {
 // /docs in a real browser and finds every route and every error code; the
 // page is photographed at phone and desktop widths.
 func TestDocsInABrowser(t *testing.T) {
+	t.Parallel()
 	bin := chromium(t)
 	s := newStack(t, stackOptions{gatewayEnv: map[string]string{"GATEWAY_PUBLIC_BASE_URL": "https://api.vendorgate.test"}})
 	url := s.gwURLs[0] + "/docs"
@@ -105,6 +106,7 @@ func TestDocsInABrowser(t *testing.T) {
 // OpenAPI document says (200, 304, 429), need no key, and SIGHUP re-renders
 // the page with the limits now in force.
 func TestDocsRoutesConformAndReload(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{
 		gatewayYAML: "limits:\n  vendor:\n    reads: {rate: 120, period: 1m}\n    orders: {rate: 10, period: 1m}\ndocs: {rate: 20, window: 1m}\n",
 		gatewayEnv:  map[string]string{"GATEWAY_PUBLIC_BASE_URL": "https://api.vendorgate.test"},

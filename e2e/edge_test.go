@@ -64,6 +64,7 @@ func remaining(t *testing.T, r response, name string) int {
 
 // What an attacker sent against the edge, against the real binaries.
 func TestEdgeRequestShapes(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{})
 	vendorA, keyA := s.newVendor("sandbox", "mvr")
 	vendorB, keyB := s.newVendor("sandbox", "mvr")

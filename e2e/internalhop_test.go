@@ -85,6 +85,7 @@ func waitLog(t *testing.T, p *proc, want string) {
 // without it the backend's certificate is refused, the read answers 503
 // request_failed and the log says what to set.
 func TestInternalHopTLSPrivateCA(t *testing.T) {
+	t.Parallel()
 	f := newHopFiles(t)
 	s := newStack(t, stackOptions{backendHTTPS: true,
 		backendEnv: map[string]string{"BACKEND_TLS_CERT_FILE": f.backendCert, "BACKEND_TLS_KEY_FILE": f.backendKey},
@@ -131,6 +132,7 @@ func TestInternalHopTLSPrivateCA(t *testing.T) {
 // log line saying what to set), one with it is served; the internal token
 // is still required of a client that has the certificate.
 func TestInternalHopMutualTLS(t *testing.T) {
+	t.Parallel()
 	f := newHopFiles(t)
 	s := newStack(t, stackOptions{backendHTTPS: true,
 		backendEnv: map[string]string{"BACKEND_TLS_CERT_FILE": f.backendCert, "BACKEND_TLS_KEY_FILE": f.backendKey,
@@ -220,6 +222,7 @@ func TestInternalHopMutualTLS(t *testing.T) {
 // -check and a start refuse the hop's files that cannot be used, naming
 // the file, with exit 2 (a configuration error) on both binaries.
 func TestInternalHopTLSFilesRefused(t *testing.T) {
+	t.Parallel()
 	f := newHopFiles(t)
 	missing := filepath.Join(t.TempDir(), "nope.pem")
 	gwBase := []string{"GATEWAY_INTERNAL_TOKEN=" + internalToken, "GATEWAY_KEY_SIGNING_SECRETS=" + signingSecret,

@@ -75,6 +75,7 @@ func randomKey(t *testing.T) string {
 // backend never issued is still looked up (once), which shows the metric
 // counts lookups.
 func TestRandomKeyFloodMakesNoBackendLookup(t *testing.T) {
+	// Not parallel: it floods the gateway.
 	s := newStack(t, stackOptions{})
 	me := s.gwURLs[0] + "/api/vendor/v1/me"
 	base := backendKeyLookups(t, s)

@@ -8,6 +8,7 @@ import (
 // TestMeThroughGatewayWithRedis is the foundation's proof: a key issued by
 // vendorctl reads the vendor through the gateway with Redis limiting on.
 func TestMeThroughGatewayWithRedis(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{redis: true})
 	vendorID, key := s.newVendor("sandbox", "mvr,psp,cdlis,driver_reviews")
 	if !strings.HasPrefix(key, "vgsandbx_") {

@@ -40,6 +40,7 @@ func (s *stack) vendorctlWith(env map[string]string, args ...string) (string, st
 // gateway's); releasing an order twice says it is not held (409 not_held),
 // not request_failed.
 func TestOperatorMessagesSayWhatHappened(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{})
 
 	_, stderr, code := s.vendorctlWith(map[string]string{"VENDORCTL_ADMIN_TOKEN": "not-the-admin-token-0123"}, "vendor", "list")

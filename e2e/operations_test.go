@@ -68,6 +68,7 @@ func readyz(t *testing.T, adminURL string) (int, string) {
 // TestMetricsReadinessAndRedisOutage drives real traffic, then stops and
 // restarts the test's Redis, and reads what an SRE would read.
 func TestMetricsReadinessAndRedisOutage(t *testing.T) {
+	// Not parallel: it times the gateway's view of a Redis outage.
 	s := newStack(t, stackOptions{redis: true})
 	_, key := s.newVendor("sandbox", "mvr,psp")
 	me := s.gwURLs[0] + "/api/vendor/v1/me"
@@ -172,6 +173,7 @@ func TestMetricsReadinessAndRedisOutage(t *testing.T) {
 
 // TestSecretsNeverLogged runs a full exchange and searches every log.
 func TestSecretsNeverLogged(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{redis: true})
 	_, key := s.newVendor("sandbox", "mvr,psp")
 	s.do("GET", s.gwURLs[0]+"/api/vendor/v1/me", key, nil, nil)
@@ -215,6 +217,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 // TestGracefulShutdownUnderLoad sends SIGTERM to the gateway during a
 // bounded load: every request the gateway accepted is answered.
 func TestGracefulShutdownUnderLoad(t *testing.T) {
+	// Not parallel: it drains under its own bounded load.
 	// The load opens a connection for each request, from one address:
 	// max_new_conns_per_peer would refuse most of them.
 	s := newStack(t, stackOptions{gatewayYAML: "limits:\n  vendor:\n    reads: {rate: 1000000, period: 1m}\nmax_new_conns_per_peer: 1000000\n"})
@@ -315,6 +318,7 @@ func sendRaw(t *testing.T, u, raw string) {
 // balancers' form (?exclude=redis&exclude=backend) stays 200, and /readyz is
 // 200 again soon after Redis returns.
 func TestReadyzWhileIdle(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{redis: true})
 	adm := s.gwAdmin[0]
 	wait := func(query string, status int, name string) time.Duration {

@@ -93,6 +93,7 @@ func (s *stack) poll(key, id string, within time.Duration, cond func(order) bool
 }
 
 func TestSandboxOrdersThroughGateway(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{redis: true, backendEnv: map[string]string{"BACKEND_ORDER_DEADLINE": "4s"}})
 	all := []string{"mvr", "psp", "cdlis", "driver_reviews"}
 	final := func(o order) bool { return o.Final }

@@ -123,6 +123,7 @@ func (r *otlpMetricsReceiver) docsPoint(t *testing.T, n uint64) (*metricspb.Metr
 // (http.response.status_code an int). The export is read from a real
 // OTLP/HTTP receiver.
 func TestOTLPExportsHTTPServerDuration(t *testing.T) {
+	t.Parallel()
 	rcv := startOTLPMetricsReceiver(t)
 	s := newStack(t, stackOptions{gatewayEnv: map[string]string{
 		"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": rcv.url + "/v1/metrics",

@@ -184,6 +184,7 @@ func pgExpectedSteps(suffix string) []string {
 // at both at the same moment places one order, and a gateway balancing
 // over both keeps answering when one dies.
 func TestPostgresTwoReplicas(t *testing.T) {
+	t.Parallel()
 	p := pgStartPair(t, map[string]string{
 		"BACKEND_SANDBOX_DELAY":  "100ms",
 		"BACKEND_SWEEP_INTERVAL": "100ms",

@@ -28,6 +28,7 @@ func rowsHeldFor(table, reason string) [][]string {
 // order list`, sees why each is held and when its deadline closes it,
 // releases one, and the vendor's next poll shows it completed.
 func TestOperatorFindsAndReleasesHeldOrder(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{})
 	vendorID, key := s.newVendor("sandbox", "mvr,psp")
 	for _, suffix := range []string{sandboxvalues.IdentityReview, sandboxvalues.ManualReview, sandboxvalues.ReportReview, "9999"} {

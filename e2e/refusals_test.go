@@ -18,6 +18,7 @@ import (
 // it. A suspended vendor reads (GET /me answers 200), so account_suspended
 // belongs to order placement alone.
 func TestEachRouteDocumentsItsRefusals(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{})
 	gw := s.gwURLs[0] + "/api/vendor/v1"
 

@@ -103,6 +103,7 @@ func slowGet(t *testing.T, rawURL, key string, bytesPerSec int, limit time.Durat
 // much shorter than the download, arrives whole: streamed bodies are bounded
 // by progress, not by a whole-response deadline.
 func TestLargeReportReachesSlowClient(t *testing.T) {
+	// Not parallel: it streams against the gateway's minimum-rate window.
 	const size = 16 << 20
 	s := newStack(t, stackOptions{gatewayEnv: map[string]string{"GATEWAY_PROXY_TIMEOUT": "1s"}})
 	path, sum := largePDF(t, size)
@@ -123,6 +124,7 @@ func TestLargeReportReachesSlowClient(t *testing.T) {
 // through the default settings at 1 MB/s. It takes about a minute, so it
 // runs only when VENDORGATE_E2E_LARGEST_REPORT is set.
 func TestLargestReportAtOneMBps(t *testing.T) {
+	// Not parallel: it times a download.
 	if os.Getenv("VENDORGATE_E2E_LARGEST_REPORT") == "" {
 		t.Skip("set VENDORGATE_E2E_LARGEST_REPORT=1 to run (about a minute)")
 	}

@@ -16,6 +16,7 @@ import (
 // answering 200. A breaker that reopens after the backend is back (a recovery
 // probe sent on a pooled connection to the dead process) misses that bound.
 func TestBackendRestartUnderLoad(t *testing.T) {
+	// Not parallel: its recovery bound (breaker_open_for + 2s) is timed under its own load.
 	const (
 		iterations = 10
 		workers    = 32

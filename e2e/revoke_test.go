@@ -25,6 +25,7 @@ func (s *stack) keyID(vendorID string) string {
 // the gateways' key cache TTL where it has no Redis (and the gateway still
 // serves the cached key meanwhile, as it said).
 func TestRevokeSaysWhenGatewaysRefuse(t *testing.T) {
+	t.Parallel()
 	t.Run("redis", func(t *testing.T) {
 		s := newStack(t, stackOptions{redis: true})
 		vendorID, key := s.newVendor("sandbox", "mvr")
@@ -98,6 +99,7 @@ func (s *stack) waitPushed(gw int, want float64) {
 // cached while it could have missed an announcement, so a missed
 // revocation lasts no longer than the outage.
 func TestRevocationDuringRedisOutage(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{redis: true})
 	gw := s.gwURLs[0]
 	s.waitPushed(0, 1)

@@ -79,6 +79,7 @@ func (s *stack) until(key string, want int, limit time.Duration, why string) {
 // with the usage line, an unknown key 1 with not_found, a key revoked
 // already 1 with the API's conflict.
 func TestKeyRotation(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{redis: true, gateways: 2})
 	vendorID, oldKey := s.newVendor("sandbox", "mvr")
 	oldID := s.keyID(vendorID)
@@ -161,6 +162,7 @@ func lineOf(out, s string) string {
 // documented answer that conforms to the OpenAPI document; a key issued
 // for the default 90 days gets none.
 func TestKeyExpirationHeaderEndToEnd(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{})
 	vendorID, longKey := s.newVendor("sandbox", "mvr")
 	var k struct {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,12 +10,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"vendorgate/shared/testcert"
+	"vendorgate/shared/testlog"
 	"vendorgate/shared/testredis"
 )
 
@@ -26,8 +25,8 @@ type scriptRun struct {
 	env    map[string]string // the addresses and database it was given
 	done   chan struct{}     // closed when it has exited
 	err    error             // its exit, once done is closed
-	stdout lineWriter
-	stderr lineWriter
+	stdout testlog.Buffer
+	stderr testlog.Buffer
 }
 
 // scriptEnv is run.sh's environment for a stack on free ports with its
@@ -108,7 +107,7 @@ func (r *scriptRun) banner(t *testing.T) string {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if out, ok := r.stdout.upTo("Ctrl-C stops both."); ok {
+		if out, ok := upTo(r.stdout.String(), "Ctrl-C stops both."); ok {
 			return out
 		}
 		select {
@@ -158,37 +157,16 @@ func (r *scriptRun) ctlEnv() []string {
 	return append(os.Environ(), "VENDORCTL_ADMIN_URL=http://"+r.env["BACKEND_ADMIN_LISTEN"], "VENDORCTL_ADMIN_TOKEN=dev-admin-token-change-me")
 }
 
-// lineWriter keeps what a process writes, safe to read while it runs.
-type lineWriter struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	return len(p), nil
-}
-
-func (w *lineWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return string(w.buf)
-}
-
-// upTo returns what was written up to and including the line that starts
-// with prefix, once there is one.
-func (w *lineWriter) upTo(prefix string) (string, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for i := 0; i < len(w.buf); {
-		j := bytes.IndexByte(w.buf[i:], '\n')
+// upTo returns what out holds up to and including its first whole line
+// that starts with prefix, once there is one.
+func upTo(out, prefix string) (string, bool) {
+	for i := 0; i < len(out); {
+		j := strings.IndexByte(out[i:], '\n')
 		if j < 0 {
 			return "", false
 		}
-		if bytes.HasPrefix(w.buf[i:], []byte(prefix)) {
-			return string(w.buf[:i+j+1]), true
+		if strings.HasPrefix(out[i:], prefix) {
+			return out[:i+j+1], true
 		}
 		i += j + 1
 	}
@@ -208,6 +186,7 @@ var (
 // backend publishes revocations on that Redis, so a revocation is
 // immediate, as the banner and vendorctl say.
 func TestMakeRunBanner(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var orderIDs []string
 	// 250ms: the binaries are built with -race (as in newStack).
@@ -289,6 +268,7 @@ func TestMakeRunBanner(t *testing.T) {
 // on the first one's database, naming what is in use and never printing a
 // banner, and exits non-zero when one of its processes stops on its own.
 func TestMakeRunOwnsItsStack(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first := startScript(t, scriptEnv(t, dir, nil))
 	banner := first.banner(t)
@@ -370,6 +350,7 @@ func TestMakeRunOwnsItsStack(t *testing.T) {
 // a crash: run.sh exits 0, saying neither that a process stopped on its
 // own nor anything else on stderr.
 func TestMakeRunCtrlC(t *testing.T) {
+	t.Parallel()
 	for i := 0; i < 3; i++ { // the stop raced the gateway's own exit: more than one try
 		sr := startScriptIn(t, scriptEnv(t, t.TempDir(), nil), true)
 		sr.banner(t)
@@ -394,6 +375,7 @@ func TestMakeRunCtrlC(t *testing.T) {
 // printed, answers 200; the order's Location and poll.url are https://.
 // The banner's reload line, typed as printed, reloads that gateway.
 func TestMakeRunTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := testcert.NewCA(t)
 	certFile, keyFile := ca.Issue(t, time.Now().Add(time.Hour), "localhost", "127.0.0.1").Write(t, dir, "edge")

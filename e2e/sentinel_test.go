@@ -11,6 +11,7 @@ import (
 // (GATEWAY_REDIS_MASTER_NAME), limits are counted there, and a revocation
 // published through it reaches the gateway at once.
 func TestRedisSentinel(t *testing.T) {
+	t.Parallel()
 	master := testredis.Start(t)
 	sentinel := testredis.StartSentinel(t, master, "vgmaster")
 	url := "redis://" + sentinel.Addr()

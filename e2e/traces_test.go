@@ -152,6 +152,7 @@ func find(spans []receivedSpan, service, name string) receivedSpan {
 // gateway's access log names it, and the latency histogram carries it as
 // an exemplar in the OpenMetrics format.
 func TestTracesAcrossGatewayAndBackend(t *testing.T) {
+	t.Parallel()
 	rcv := startOTLPReceiver(t)
 	otel := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
 		"OTEL_BSP_SCHEDULE_DELAY": "100"}
@@ -230,6 +231,7 @@ func (r *otlpReceiver) spans() []receivedSpan {
 // characters, an untrusted client's not at all. The counts are read once
 // both binaries have flushed their spans on SIGTERM.
 func TestCallerDoesNotDecideWhatIsTraced(t *testing.T) {
+	t.Parallel()
 	members := make([]string, 32)
 	for i := range members {
 		members[i] = fmt.Sprintf("v%02d=%s", i, strings.Repeat("x", 120+130*(1-i%2))) // values of 250 and 120 characters
@@ -307,6 +309,7 @@ func TestCallerDoesNotDecideWhatIsTraced(t *testing.T) {
 // of the backend, once a second) and /readyz and /healthz on both admin
 // listeners make no span: every span exported is the request's.
 func TestTraceOfAKeyLookupWithoutProbes(t *testing.T) {
+	t.Parallel()
 	rcv := startOTLPReceiver(t)
 	otel := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
 		"OTEL_BSP_SCHEDULE_DELAY": "100"}
@@ -363,6 +366,7 @@ func TestTraceOfAKeyLookupWithoutProbes(t *testing.T) {
 // export recovered" line counting them, and nothing else of the failure:
 // every line of both logs is a JSON object (no standard library log line).
 func TestTracesExportFailureLogged(t *testing.T) {
+	t.Parallel()
 	addr := "127.0.0.1:" + strconv.Itoa(testredis.FreePort(t))
 	otel := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + addr, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
 		"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_EXPORTER_OTLP_TIMEOUT": "300"}

@@ -25,6 +25,7 @@ var tryACMECurl = regexp.MustCompile(`curl --cacert (\S+) --resolve (\S+) (https
 // prints answers with Pebble's root as --cacert (and fails without it).
 // Ctrl-C exits 0 and stops all three processes.
 func TestTryACMEScript(t *testing.T) {
+	t.Parallel()
 	for _, bin := range []string{"pebble", "pebble-challtestsrv", "openssl", "curl"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			if os.Getenv("CI") != "" { // .ci/run installs them: a skip there would hide the test
@@ -45,7 +46,7 @@ func TestTryACMEScript(t *testing.T) {
 	var out string
 	deadline := time.Now().Add(120 * time.Second)
 	for out == "" {
-		if o, ok := r.stdout.upTo("Ctrl-C stops"); ok {
+		if o, ok := upTo(r.stdout.String(), "Ctrl-C stops"); ok {
 			out = o
 			break
 		}

@@ -69,6 +69,7 @@ func (s *stack) waitUsage(vendorID, limit string, want usageCounts, within time.
 // tokens that went back unspent (a token one gateway held can make the
 // other refuse early).
 func TestUsageViewAcrossReplicas(t *testing.T) {
+	// Not parallel: it reads the usage view within a flush interval and counts refills over the run.
 	const flush = 1 * time.Second
 	// The view is read within a flush interval; the race-built binaries on
 	// a shared machine get a second more to run vendorctl and the flush.

@@ -14,6 +14,7 @@ import (
 // in the RateLimit headers, and `vendorctl usage show` tells how much of
 // the quota the vendor used.
 func TestQuotaAndSlidingWindowAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{redis: true, gateways: 2, gatewayYAML: `limits:
   vendor:
     reads: {kind: window, rate: 120, period: 1m}

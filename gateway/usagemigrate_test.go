@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,17 +42,7 @@ func TestUsageOfThePreviousFormatReadsUnderNames(t *testing.T) {
 		o.Config.Limits.Policies = []config.Policy{{Name: "downloads", Scope: config.ScopeVendor, Class: "reports",
 			Limit: config.Limit{Rate: 9, Period: time.Minute}}}
 	})
-	req, _ := http.NewRequest("GET", gw.admin+"/usage?window=1h", nil)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var top usage.Top
-	if err := json.NewDecoder(resp.Body).Decode(&top); err != nil {
-		t.Fatal(err)
-	}
+	top := usageTop(t, gw, adminToken)
 	got := map[string][2]uint64{}
 	for _, r := range top.Rows {
 		if r.VendorID == "vendor-old" {
@@ -63,11 +54,15 @@ func TestUsageOfThePreviousFormatReadsUnderNames(t *testing.T) {
 	}
 }
 
-// TestReloadKeepsUsageUnderTheOldName: a reload that puts another policy
-// in a row's place stores what the old one counted under the old name
-// (the counters are by row index until a flush names them: the reload
-// flushes first), and what the new one counts under its own.
-func TestReloadKeepsUsageUnderTheOldName(t *testing.T) {
+// TestReloadOfAPolicyRow: a reload that puts another policy in a row's
+// place
+//   - stores what the old one counted under the old name in the usage
+//     books (the counters are by row index until a flush names them: the
+//     reload flushes first), and what the new one counts under its own;
+//   - counts its decisions under the new name from the next request on
+//     (the decision counters are resolved per row when the settings are
+//     compiled, not looked up by name per request).
+func TestReloadOfAPolicyRow(t *testing.T) {
 	const adminToken = "usage-admin-token-0123"
 	b := newTestBackend(t)
 	gw := startGateway(t, b, func(o *Options) {
@@ -94,6 +89,31 @@ func TestReloadKeepsUsageUnderTheOldName(t *testing.T) {
 		}
 	}
 	gw.g.usage.Flush()
+	top := usageTop(t, gw, adminToken)
+	got := map[string]uint64{}
+	for _, r := range top.Rows {
+		if r.VendorID == res.VendorID {
+			got[r.Limit] = r.Allowed
+		}
+	}
+	if got["downloads-a"] != 1 || got["downloads-b"] != 2 || got["reads"] != 3 {
+		t.Fatalf("allowed by policy %v; want downloads-a 1 (before the reload), downloads-b 2, reads 3", got)
+	}
+	m := scrape(t, gw)
+	for _, want := range []string{
+		`vendorgate_gateway_limiter_decisions_total{limit="downloads-a",outcome="allowed"} 1`,
+		`vendorgate_gateway_limiter_decisions_total{limit="downloads-b",outcome="allowed"} 2`,
+		`vendorgate_gateway_limiter_decisions_total{limit="reads",outcome="allowed"} 3`,
+	} {
+		if !strings.Contains(m, want+"\n") {
+			t.Fatalf("metrics lack %s:\n%s", want, grep(m, "limiter_decisions"))
+		}
+	}
+}
+
+// usageTop reads the admin usage view of the last hour.
+func usageTop(t *testing.T, gw *testGateway, adminToken string) usage.Top {
+	t.Helper()
 	req, _ := http.NewRequest("GET", gw.admin+"/usage?window=1h", nil)
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	resp, err := httpClient.Do(req)
@@ -105,13 +125,5 @@ func TestReloadKeepsUsageUnderTheOldName(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&top); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]uint64{}
-	for _, r := range top.Rows {
-		if r.VendorID == res.VendorID {
-			got[r.Limit] = r.Allowed
-		}
-	}
-	if got["downloads-a"] != 1 || got["downloads-b"] != 2 || got["reads"] != 3 {
-		t.Fatalf("allowed by policy %v; want downloads-a 1 (before the reload), downloads-b 2, reads 3", got)
-	}
+	return top
 }

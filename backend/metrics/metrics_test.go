@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,25 +15,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/backend/store/sqlite"
+	"vendorgate/shared/testlog"
 )
-
-// lockedBuffer is a log the server's goroutines write while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // serve serves h on a loopback listener until the test ends.
 func serve(t *testing.T, h fasthttp.RequestHandler) string {
@@ -75,7 +56,7 @@ func TestMetricsOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	m := New(st.CountOrdersByStatus, slog.New(slog.NewTextHandler(&logs, nil)))
 	r := router.New()
 	r.SaveMatchedRoutePath = true

@@ -47,6 +47,9 @@ type Dialect struct {
 	ScanAudit func(Scanner) (*AuditRecord, error)
 	// ScanBillingEvent reads a row of BillingEventCols.
 	ScanBillingEvent func(Scanner) (*BillingEvent, error)
+	// ScanOrder reads a row of OrderCols, ScanService one of ServiceCols.
+	ScanOrder   func(Scanner) (*Order, error)
+	ScanService func(Scanner) (Service, error)
 	// NoRows is the driver's error for a row that is not there.
 	NoRows error
 }
@@ -59,11 +62,13 @@ const (
 )
 
 // Common implements the methods of Store that are the same on both engines
-// (the vendor and key records, the order counts) and the helpers the
-// stores' own methods share; a store embeds it.
+// (the vendor and key records, the order counts, and reading orders:
+// orders.go) and the helpers the stores' own methods share; a store embeds
+// it.
 type Common struct {
 	db      DB
 	tx      func(ctx context.Context, fn func(DB) error) error
+	read    func(ctx context.Context, fn func(DB) error) error
 	timeout time.Duration
 	d       Dialect
 	q       commonQueries
@@ -73,14 +78,17 @@ type commonQueries struct {
 	createVendor, getVendor, listVendors, lockVendor, updateVendor    string
 	createKey, getKey, getKeyByHash, listKeys, revokeKey              string
 	lockKey, rotateKey, dueRevocations, expiringKeys, vendorsExpiring string
+	orders                                                            orderQueries
 }
 
 // NewCommon gives the shared methods over db: tx runs fn in one
-// transaction, committing when it returns nil; every call is bounded by
+// transaction, committing when it returns nil; read runs fn in one
+// read-only transaction that sees one snapshot; every call is bounded by
 // timeout.
-func NewCommon(db DB, tx func(ctx context.Context, fn func(DB) error) error, timeout time.Duration, d Dialect) *Common {
+func NewCommon(db DB, tx, read func(ctx context.Context, fn func(DB) error) error, timeout time.Duration, d Dialect) *Common {
 	bind := func(q string) string { return Bind(d.Placeholder, q) }
-	return &Common{db: db, tx: tx, timeout: timeout, d: d, q: commonQueries{
+	return &Common{db: db, tx: tx, read: read, timeout: timeout, d: d, q: commonQueries{
+		orders:       newOrderQueries(d),
 		createVendor: bind("INSERT INTO vendors (" + VendorCols + ") VALUES (?, ?, ?, ?, ?, ?)"),
 		getVendor:    bind("SELECT " + VendorCols + " FROM vendors WHERE id = ?"),
 		listVendors:  "SELECT " + VendorCols + " FROM vendors ORDER BY created_at, id",

@@ -8,10 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"vendorgate/shared/testlog"
 )
 
 // TestEveryLogLineIsJSON: every line the backend writes to its log is one
@@ -34,7 +35,7 @@ func TestEveryLogLineIsJSON(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	var out bytes.Buffer
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(nil, &out, logs) }()
 	call := func(method, path string) []byte {
@@ -111,22 +112,4 @@ func TestEveryLogLineIsJSON(t *testing.T) {
 	if !sawRedis {
 		t.Errorf("go-redis's failed dial is not in the backend's JSON log:\n%s", logs.String())
 	}
-}
-
-// syncBuffer is a log destination safe to write from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

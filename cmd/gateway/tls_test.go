@@ -14,12 +14,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"vendorgate/shared/testcert"
+	"vendorgate/shared/testlog"
 )
 
 // baseEnv is the least the gateway starts with.
@@ -94,7 +94,7 @@ func TestSIGHUPRenewsCertificate(t *testing.T) {
 	cmd := exec.Command(bin)
 	cmd.Env = baseEnv("GATEWAY_LISTEN="+addr, "GATEWAY_ADMIN_LISTEN="+freeAddr(t), "GATEWAY_TLS_CERT_FILE="+cert,
 		"GATEWAY_TLS_KEY_FILE="+key, "GATEWAY_TLS_WATCH_INTERVAL=0")
-	var logs syncBuf
+	var logs testlog.Buffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -133,31 +133,13 @@ func TestSIGHUPRenewsCertificate(t *testing.T) {
 	t.Fatalf("after SIGHUP the certificate served is still the first:\n%s", logs.String())
 }
 
-// syncBuf is a log sink read while the process writes.
-type syncBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startBinary runs the gateway with env until the test ends, and returns
 // its log.
-func startBinary(t *testing.T, env ...string) (*exec.Cmd, *syncBuf) {
+func startBinary(t *testing.T, env ...string) (*exec.Cmd, *testlog.Buffer) {
 	t.Helper()
 	cmd := exec.Command(bin)
 	cmd.Env = baseEnv(env...)
-	logs := &syncBuf{}
+	logs := &testlog.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 // Package testlog helps tests read what a server logs and send it raw
-// requests: a log sink safe for the server's goroutines, and a client that
-// writes bytes no HTTP client would.
+// requests: a log sink safe for the server's goroutines (Buffer), and
+// clients that write bytes no HTTP client would (SendRaw; RefusedUnread, in
+// body.go, announces bodies it never sends).
 package testlog
 
 import (

@@ -131,14 +131,6 @@ func insertServices(ctx context.Context, tx pgx.Tx, o *store.Order) error {
 	return nil
 }
 
-const orderCols = "id, vendor_id, environment, mc_number, external_reference, driver, created_at, status, final, next_step_at"
-
-// querier is the pool or a transaction.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 func scanOrder(r store.Scanner) (*store.Order, error) {
 	var o store.Order
 	var driver []byte
@@ -153,111 +145,20 @@ func scanOrder(r store.Scanner) (*store.Order, error) {
 	return &o, nil
 }
 
-func loadServices(ctx context.Context, q querier, o *store.Order) error {
-	rows, err := q.Query(ctx, `SELECT service, status, reason, state, completed_at, report_path, result, steps
-		FROM order_services WHERE order_id = $1 ORDER BY position`, o.ID)
-	if err != nil {
-		return fmt.Errorf("services of order %s: %w", o.ID, err)
+func scanService(r store.Scanner) (store.Service, error) {
+	var sv store.Service
+	var result []byte
+	if err := r.Scan(&sv.Name, &sv.Status, &sv.Reason, &sv.State, &sv.CompletedAt, &sv.ReportPath, &result, &sv.Steps); err != nil {
+		return sv, err
 	}
-	defer rows.Close()
-	o.Services = o.Services[:0]
-	for rows.Next() {
-		var sv store.Service
-		var result []byte
-		if err := rows.Scan(&sv.Name, &sv.Status, &sv.Reason, &sv.State, &sv.CompletedAt, &sv.ReportPath, &result, &sv.Steps); err != nil {
-			return fmt.Errorf("services of order %s: %w", o.ID, err)
+	sv.CompletedAt = utcPtr(sv.CompletedAt)
+	if result != nil {
+		sv.Result = &wire.ReviewsResult{}
+		if err := json.Unmarshal(result, sv.Result); err != nil {
+			return sv, fmt.Errorf("result of %s: %w", sv.Name, err)
 		}
-		sv.CompletedAt = utcPtr(sv.CompletedAt)
-		if result != nil {
-			sv.Result = &wire.ReviewsResult{}
-			if err := json.Unmarshal(result, sv.Result); err != nil {
-				return fmt.Errorf("result of %s of order %s: %w", sv.Name, o.ID, err)
-			}
-		}
-		o.Services = append(o.Services, sv)
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("services of order %s: %w", o.ID, err)
-	}
-	return nil
-}
-
-// getOrder reads an order and its services; lock adds FOR UPDATE (inside a
-// transaction) so that the caller holds the row until it commits.
-func getOrder(ctx context.Context, q querier, id string, lock bool) (*store.Order, error) {
-	sql := "SELECT " + orderCols + " FROM orders WHERE id = $1"
-	if lock {
-		sql += " FOR UPDATE"
-	}
-	o, err := scanOrder(q.QueryRow(ctx, sql, id))
-	if err != nil {
-		return nil, notFound(err, "order", id)
-	}
-	if err := loadServices(ctx, q, o); err != nil {
-		return nil, err
-	}
-	return o, nil
-}
-
-// GetOrder returns the order with id and its services. The two reads run
-// in one transaction so that they see one state of the order.
-func (s *Store) GetOrder(ctx context.Context, id string) (*store.Order, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	var out *store.Order
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
-		o, err := getOrder(ctx, tx, id, false)
-		out = o
-		return err
-	})
-	return out, err
-}
-
-// readTx runs fn in a read-only REPEATABLE READ transaction: one snapshot
-// for every statement, never blocking a writer.
-func (s *Store) readTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	return fn(tx)
-}
-
-// ListOrders lists a vendor's orders, newest first, after the cursor.
-func (s *Store) ListOrders(ctx context.Context, vendorID string, after *store.Cursor, limit int) ([]*store.Order, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	q := "SELECT " + orderCols + " FROM orders WHERE vendor_id = $1"
-	args := []any{vendorID}
-	if after != nil {
-		q += " AND (created_at, id) < ($2, $3)"
-		args = append(args, after.CreatedAt, after.OrderID)
-	}
-	q += fmt.Sprintf(" ORDER BY created_at DESC, id DESC LIMIT $%d", len(args)+1)
-	args = append(args, limit)
-	var out []*store.Order
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, q, args...)
-		if err != nil {
-			return fmt.Errorf("list orders of %s: %w", vendorID, err)
-		}
-		out, err = store.Collect(rows, scanOrder)
-		rows.Close()
-		if err != nil {
-			return fmt.Errorf("list orders of %s: %w", vendorID, err)
-		}
-		for _, o := range out {
-			if err := loadServices(ctx, tx, o); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return sv, nil
 }
 
 // UpdateOrder locks the order's row (SELECT ... FOR UPDATE), lets fn change
@@ -269,7 +170,7 @@ func (s *Store) UpdateOrder(ctx context.Context, id string, fn func(*store.Order
 	defer cancel()
 	var out *store.Order
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		o, err := getOrder(ctx, tx, id, true)
+		o, err := s.OrderIn(ctx, pgDB{tx}, id, true)
 		if err != nil {
 			return err
 		}

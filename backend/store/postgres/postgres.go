@@ -79,7 +79,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
 	s := &Store{pool: pool, timeout: o.Timeout}
-	s.Common = store.NewCommon(pgDB{pool}, s.commonTx, s.timeout, dialect)
+	s.Common = store.NewCommon(pgDB{pool}, s.commonTx, s.commonRead, s.timeout, dialect)
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -180,11 +180,4 @@ func utcPtr(t *time.Time) *time.Time {
 	}
 	u := t.UTC()
 	return &u
-}
-
-func notFound(err error, what, id string) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%s %s: %w", what, id, store.ErrNotFound)
-	}
-	return fmt.Errorf("%s %s: %w", what, id, err)
 }

@@ -12,8 +12,8 @@ import (
 	"vendorgate/backend/store"
 )
 
-// dialect is PostgreSQL's for the vendor and key methods store.Common
-// shares: numbered placeholders, timestamptz, and UpdateVendor locks the
+// dialect is PostgreSQL's for the vendor, key and order methods
+// store.Common shares: numbered placeholders, timestamptz, and UpdateVendor locks the
 // vendor's row so that concurrent updates on any replica take turns.
 var dialect = store.Dialect{
 	Placeholder:      store.Dollar,
@@ -24,6 +24,8 @@ var dialect = store.Dialect{
 	ScanKey:          scanKey,
 	ScanAudit:        scanAudit,
 	ScanBillingEvent: scanBillingEvent,
+	ScanOrder:        scanOrder,
+	ScanService:      scanService,
 	NoRows:           pgx.ErrNoRows,
 }
 
@@ -107,4 +109,15 @@ func scanBillingEvent(r store.Scanner) (*store.BillingEvent, error) {
 	}
 	e.At = utc(e.At)
 	return &e, nil
+}
+
+// commonRead is store.Common's read: a read-only REPEATABLE READ
+// transaction, one snapshot for every statement, never blocking a writer.
+func (s *Store) commonRead(ctx context.Context, fn func(store.DB) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	return fn(pgDB{tx})
 }

@@ -124,13 +124,6 @@ func insertServices(ctx context.Context, tx *sql.Tx, o *store.Order) error {
 	return nil
 }
 
-const orderCols = "id, vendor_id, environment, mc_number, external_reference, driver, created_at, status, final, next_step_at"
-
-type querier interface {
-	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
-}
-
 func scanOrder(r store.Scanner) (*store.Order, error) {
 	var o store.Order
 	var ext sql.NullString
@@ -147,89 +140,21 @@ func scanOrder(r store.Scanner) (*store.Order, error) {
 	return &o, nil
 }
 
-func loadServices(ctx context.Context, q querier, o *store.Order) error {
-	rows, err := q.QueryContext(ctx, `SELECT service, status, reason, state, completed_at, report_path, result, steps
-		FROM order_services WHERE order_id = ? ORDER BY position`, o.ID)
-	if err != nil {
-		return fmt.Errorf("services of order %s: %w", o.ID, err)
+func scanService(r store.Scanner) (store.Service, error) {
+	var sv store.Service
+	var reason, state, result sql.NullString
+	var completed sql.NullInt64
+	if err := r.Scan(&sv.Name, &sv.Status, &reason, &state, &completed, &sv.ReportPath, &result, &sv.Steps); err != nil {
+		return sv, err
 	}
-	defer rows.Close()
-	o.Services = o.Services[:0]
-	for rows.Next() {
-		var sv store.Service
-		var reason, state, result sql.NullString
-		var completed sql.NullInt64
-		if err := rows.Scan(&sv.Name, &sv.Status, &reason, &state, &completed, &sv.ReportPath, &result, &sv.Steps); err != nil {
-			return fmt.Errorf("services of order %s: %w", o.ID, err)
+	sv.Reason, sv.State, sv.CompletedAt = fromNullString(reason), fromNullString(state), fromNullNS(completed)
+	if result.Valid {
+		sv.Result = &wire.ReviewsResult{}
+		if err := json.Unmarshal([]byte(result.String), sv.Result); err != nil {
+			return sv, fmt.Errorf("result of %s: %w", sv.Name, err)
 		}
-		sv.Reason, sv.State, sv.CompletedAt = fromNullString(reason), fromNullString(state), fromNullNS(completed)
-		if result.Valid {
-			sv.Result = &wire.ReviewsResult{}
-			if err := json.Unmarshal([]byte(result.String), sv.Result); err != nil {
-				return fmt.Errorf("result of %s of order %s: %w", sv.Name, o.ID, err)
-			}
-		}
-		o.Services = append(o.Services, sv)
 	}
-	return rows.Err()
-}
-
-func getOrder(ctx context.Context, q querier, id string) (*store.Order, error) {
-	o, err := scanOrder(q.QueryRowContext(ctx, "SELECT "+orderCols+" FROM orders WHERE id = ?", id))
-	if err != nil {
-		return nil, notFound(err, "order", id)
-	}
-	if err := loadServices(ctx, q, o); err != nil {
-		return nil, err
-	}
-	return o, nil
-}
-
-// GetOrder returns the order with id and its services.
-func (s *Store) GetOrder(ctx context.Context, id string) (*store.Order, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	var o *store.Order
-	err := s.read(ctx, func(tx *sql.Tx) error {
-		var err error
-		o, err = getOrder(ctx, tx, id)
-		return err
-	})
-	return o, err
-}
-
-// ListOrders lists a vendor's orders, newest first.
-func (s *Store) ListOrders(ctx context.Context, vendorID string, after *store.Cursor, limit int) ([]*store.Order, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	q := "SELECT " + orderCols + " FROM orders WHERE vendor_id = ?"
-	args := []any{vendorID}
-	if after != nil {
-		q += " AND (created_at < ? OR (created_at = ? AND id < ?))"
-		ns := toNS(after.CreatedAt)
-		args = append(args, ns, ns, after.OrderID)
-	}
-	q += " ORDER BY created_at DESC, id DESC LIMIT ?"
-	args = append(args, limit)
-	var out []*store.Order
-	err := s.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, q, args...)
-		if err != nil {
-			return fmt.Errorf("list orders of %s: %w", vendorID, err)
-		}
-		out, err = store.Collect(rows, scanOrder)
-		rows.Close()
-		if err != nil {
-			return fmt.Errorf("list orders of %s: %w", vendorID, err)
-		}
-		for _, o := range out {
-			if err := loadServices(ctx, tx, o); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return out, err
+	return sv, nil
 }
 
 // UpdateOrder loads, changes and saves an order in one transaction.
@@ -238,7 +163,7 @@ func (s *Store) UpdateOrder(ctx context.Context, id string, fn func(*store.Order
 	defer cancel()
 	var out *store.Order
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		o, err := getOrder(ctx, tx, id)
+		o, err := s.OrderIn(ctx, sqlDB{tx}, id, false)
 		if err != nil {
 			return err
 		}

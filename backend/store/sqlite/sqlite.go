@@ -7,7 +7,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"math"
@@ -61,7 +60,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	db.SetMaxOpenConns(8)
 	db.SetConnMaxIdleTime(time.Minute)
 	s := &Store{db: db, timeout: store.CallTimeout}
-	s.Common = store.NewCommon(sqlDB{db}, s.commonTx, s.timeout, dialect)
+	s.Common = store.NewCommon(sqlDB{db}, s.commonTx, s.commonRead, s.timeout, dialect)
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -203,11 +202,4 @@ func fromNullString(n sql.NullString) *string {
 	}
 	s := n.String
 	return &s
-}
-
-func notFound(err error, what, id string) error {
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%s %s: %w", what, id, store.ErrNotFound)
-	}
-	return fmt.Errorf("%s %s: %w", what, id, err)
 }

@@ -10,7 +10,7 @@ import (
 	"vendorgate/backend/store"
 )
 
-// dialect is SQLite's for the vendor and key methods store.Common
+// dialect is SQLite's for the vendor, key and order methods store.Common
 // shares: times as Unix nanoseconds, the IMMEDIATE transaction as the
 // vendor's lock.
 var dialect = store.Dialect{
@@ -21,6 +21,8 @@ var dialect = store.Dialect{
 	ScanKey:          scanKey,
 	ScanAudit:        scanAudit,
 	ScanBillingEvent: scanBillingEvent,
+	ScanOrder:        scanOrder,
+	ScanService:      scanService,
 	NoRows:           sql.ErrNoRows,
 }
 
@@ -104,4 +106,9 @@ func scanBillingEvent(r store.Scanner) (*store.BillingEvent, error) {
 	}
 	e.At = fromNS(at)
 	return &e, nil
+}
+
+// commonRead is read for store.Common.
+func (s *Store) commonRead(ctx context.Context, fn func(store.DB) error) error {
+	return s.read(ctx, func(tx *sql.Tx) error { return fn(sqlDB{tx}) })
 }
