@@ -274,14 +274,16 @@ func logRequests(log *slog.Logger, h fasthttp.RequestHandler) fasthttp.RequestHa
 // gateway's sampling decision and tracestate are followed (fromGateway:
 // the internal token); any other caller's trace id is continued, sampled
 // by the backend's own ratio (tracing.Extract). The gateways' readiness
-// probe (wire.ReadyPath, once a second from each) is not traced: it would
-// be a trace of its own every second, most of what was exported.
+// probe (wire.ReadyPath, once a second from each) and usage flushes
+// (wire.UsageFlushPath, every usage.flush_interval from each) are not
+// traced: each would be a trace of its own every few seconds, most of
+// what was exported, and neither belongs to a vendor's request.
 func traceRequests(tracer trace.Tracer, fromGateway func(*fasthttp.RequestCtx) bool, h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	if tracer == nil {
 		return h
 	}
 	return func(ctx *fasthttp.RequestCtx) {
-		if string(ctx.Path()) == wire.ReadyPath {
+		if p := string(ctx.Path()); p == wire.ReadyPath || p == wire.UsageFlushPath {
 			h(ctx)
 			return
 		}

@@ -48,6 +48,7 @@ type monthPolicy struct {
 // environment, and the gateway's requests and refusals by limit once its
 // usage flush has reached the backend.
 func TestUsageMonthEndToEnd(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, stackOptions{gateways: 1,
 		gatewayEnv: map[string]string{"GATEWAY_USAGE_FLUSH_INTERVAL": "1s"},
 		gatewayYAML: `limits:

@@ -184,7 +184,7 @@ func pgExpectedSteps(suffix string) []string {
 // at both at the same moment places one order, and a gateway balancing
 // over both keeps answering when one dies.
 func TestPostgresTwoReplicas(t *testing.T) {
-	t.Parallel()
+	// Not parallel: each order's simulator steps must all land within its 4 s order deadline.
 	p := pgStartPair(t, map[string]string{
 		"BACKEND_SANDBOX_DELAY":  "100ms",
 		"BACKEND_SWEEP_INTERVAL": "100ms",

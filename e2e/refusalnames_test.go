@@ -13,6 +13,7 @@ import (
 // policy's name (the gateway package's TestRefusalsNamed covers every
 // kind; this is the shipped binary's own log and answer).
 func TestRefusalsNamedByTheBinary(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []struct {
 		name  string
 		redis bool

@@ -306,8 +306,9 @@ func TestCallerDoesNotDecideWhatIsTraced(t *testing.T) {
 // yet makes the gateway call the backend's key lookup; that call's span on
 // the backend is in the request's trace, under the gateway's key lookup
 // span, and carries the request's id. The readiness probes (the gateway's
-// of the backend, once a second) and /readyz and /healthz on both admin
-// listeners make no span: every span exported is the request's.
+// of the backend, once a second), the gateway's usage flushes to the
+// backend and /readyz and /healthz on both admin listeners make no span:
+// every span exported is the request's.
 func TestTraceOfAKeyLookupWithoutProbes(t *testing.T) {
 	t.Parallel()
 	rcv := startOTLPReceiver(t)
