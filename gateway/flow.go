@@ -301,7 +301,7 @@ func failedForBackend(ctx *fasthttp.RequestCtx, err error) bool {
 // never shown.
 func (g *Gateway) fail(ctx *fasthttp.RequestCtx, err error, ex *exchange) {
 	ex.err = err
-	g.outages.countRefusal(err, time.Now())
+	g.outages.CountRefusal(err, time.Now())
 	if g.respond.Error(ctx, err) {
 		g.log.Error("unexpected error", "request_id", string(ex.requestID()), "err", err)
 	}

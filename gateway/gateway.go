@@ -34,6 +34,7 @@ import (
 	"vendorgate/gateway/docs"
 	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/limit"
+	"vendorgate/gateway/outage"
 	"vendorgate/gateway/policy"
 	"vendorgate/gateway/probe"
 	"vendorgate/gateway/proxy"
@@ -172,7 +173,7 @@ type Gateway struct {
 	// code, written as summaries each summaryEvery past the rate.
 	refusals     *refusalLog
 	summaryEvery time.Duration
-	outages      outages
+	outages      *outage.Book
 	tracer       trace.Tracer // nil: tracing off
 	ridPrefix    [9]byte      // 8 hex characters and '-'
 	ridSeq       atomic.Uint64
@@ -211,6 +212,9 @@ func New(o Options) (_ *Gateway, err error) {
 			g.release() // the goroutines and clients started before the failure
 		}
 	}()
+	if g.outages, err = outage.New(g.log, func() { g.refusals.flush(g.log) }); err != nil {
+		return nil, err
+	}
 	prefixes := c.KeyPrefixes.APIKey()
 	if len(o.OpenAPI) > 0 {
 		g.docs, err = docs.NewHandler(docs.HandlerOptions{Document: o.OpenAPI, PublicBaseURL: c.PublicBaseURL, Prefixes: prefixes,
@@ -342,7 +346,7 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	po := probe.Options{Redis: g.limiterClient, RedisTimeout: c.Redis.Timeout, Backends: c.BackendURL, BackendTLS: hop,
 		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, probeTimeoutMax),
-		Interval: probeInterval, OnChange: g.onDependencyChange}
+		Interval: probeInterval, OnChange: g.outages.OnChange}
 	if g.limiterClient == nil {
 		po.Redis = nil // a nil client in the interface would read as set
 	}
