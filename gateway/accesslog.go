@@ -59,7 +59,7 @@ func (g *Gateway) logRequest(ctx *fasthttp.RequestCtx, ex *exchange, status int,
 		slog.String("vendor_id", ex.vendorID),
 		slog.String("key_id", ex.keyID),
 		slog.String("client", ex.client.String()))
-	if id := ex.trace.traceID(ctx); id != "" {
+	if id := ex.trace.TraceID(ctx); id != "" {
 		attrs = append(attrs, slog.String("trace_id", id))
 	}
 	if ua := ctx.UserAgent(); len(ua) > 0 {
@@ -127,24 +127,4 @@ func bodySize(contentLength int, stream bool, body func() []byte) int {
 		return -1
 	}
 	return len(body())
-}
-
-// traceIDOf is the trace id of the request's W3C traceparent
-// (version-traceid-parentid-flags), "" when there is none or it is not
-// well formed.
-func traceIDOf(ctx *fasthttp.RequestCtx) string {
-	tp := ctx.Request.Header.Peek("traceparent")
-	if len(tp) < 55 || tp[2] != '-' || tp[35] != '-' {
-		return ""
-	}
-	id := tp[3:35]
-	for _, c := range id {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return ""
-		}
-	}
-	if string(id) == "00000000000000000000000000000000" {
-		return ""
-	}
-	return string(id)
 }

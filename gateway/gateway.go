@@ -3,8 +3,8 @@
 // to the backend (flow.go, in the specification's order). New takes the
 // validated configuration (config.Gateway) and wires the parts here;
 // lifecycle.go serves, reloads and shuts down, health.go answers /readyz and
-// keeps the breaker gauges current, redis.go builds the Redis clients, and
-// metrics.go turns the parts' notifications into metrics.
+// keeps the breaker gauges current, redis.go builds the Redis clients; the
+// parts' notifications become metrics in package gwmetrics.
 package gateway
 
 import (
@@ -32,6 +32,7 @@ import (
 	"vendorgate/gateway/concurrency"
 	"vendorgate/gateway/connlimit"
 	"vendorgate/gateway/docs"
+	"vendorgate/gateway/gwmetrics"
 	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/outage"
@@ -104,6 +105,7 @@ type Gateway struct {
 	probe     *probe.Prober
 	respond   *respond.Writer
 	metrics   *admin.Metrics
+	hooks     *gwmetrics.Hooks // the parts' notifications into metrics
 	router    *router.Router
 	// paramRoutes match the vendor routes with parameters ahead of router
 	// (set by newRouter).
@@ -240,6 +242,9 @@ func New(o Options) (_ *Gateway, err error) {
 
 	g.router = g.newRouter() // assigns the route labels
 	g.metrics = admin.NewMetrics(g.labels)
+	if g.hooks, err = gwmetrics.New(g.metrics, g.log); err != nil {
+		return nil, err
+	}
 	sn.countDecisions(g.metrics)
 	g.snap.Store(sn)
 	g.metrics.ConfigInfo.WithLabelValues(c.Version).Set(1)
@@ -254,7 +259,8 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	g.metrics.Registry.MustRegister(refused, open)
 	g.inflight = inflight.New()
-	tooSlow := g.registerInFlight()
+	refusedByCap, tooSlow := g.hooks.RegisterInFlight(g.inflight)
+	g.inFlightRefused = refusedByCap
 	g.registerSlots()
 	g.registerDataLost()
 	if err := g.setupTLS(c.TLS, c.Listen, c.HTTPListen, c.PublicBaseURL, o.Now); err != nil {
@@ -267,7 +273,7 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	g.lookup, err = backendapi.New(backendapi.Options{Backends: c.BackendURL, InternalToken: c.InternalToken, TLS: hop,
 		Timeout: min(c.Proxy.Timeout, lookupTimeoutMax), MaxConns: lookupMaxConns, BreakerOpenFor: c.Proxy.BreakerOpenFor,
-		BreakerFailures: c.Proxy.BreakerFailures, OnStateChange: g.onBreakerState})
+		BreakerFailures: c.Proxy.BreakerFailures, OnStateChange: g.hooks.BreakerState})
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +291,7 @@ func New(o Options) (_ *Gateway, err error) {
 	// Usage buckets follow the wall clock (time.Now), not o.Now: they are
 	// shared with other replicas and read by operators in real minutes.
 	g.usage, err = usage.New(usage.Options{Store: usageStore, Interval: c.Usage.FlushInterval, MaxPending: usageMaxPending,
-		OnFlush: g.onUsageFlush, Names: g.usageNames})
+		OnFlush: g.hooks.UsageFlush, Names: g.usageNames})
 	if err != nil {
 		return nil, err
 	}
@@ -295,7 +301,12 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
-	g.registerKeyCache(cache)
+	g.hooks.RegisterKeyCache(cache, func() int {
+		if g.auth == nil {
+			return 0
+		}
+		return g.auth.RefreshesScheduled()
+	})
 	if g.subClient != nil {
 		g.subscriber = auth.Subscribe(g.subClient, cache, g.log)
 	}
@@ -304,7 +315,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
-	observe, err := g.upstreamObserver(c.BackendURL)
+	observe, err := g.hooks.UpstreamObserver(c.BackendURL)
 	if err != nil {
 		return nil, err
 	}
@@ -312,7 +323,7 @@ func New(o Options) (_ *Gateway, err error) {
 		StreamIdleTimeout: c.Proxy.StreamIdleTimeout, MaxConns: c.Proxy.MaxConns, BreakerOpenFor: c.Proxy.BreakerOpenFor, BreakerFailures: c.Proxy.BreakerFailures,
 		StreamMaxConns: c.Proxy.StreamMaxConns, MaxConnWait: proxyConnWait, OnTooSlow: tooSlow.Inc,
 		MinRate:       proxy.MinRate{Bytes: c.Proxy.StreamMinRate, Window: c.Proxy.StreamMinRateWindow, Grace: c.Proxy.StreamMinRateGrace},
-		OnStateChange: g.onBreakerState, ObserveUpstream: observe})
+		OnStateChange: g.hooks.BreakerState, ObserveUpstream: observe})
 	if err != nil {
 		return nil, err
 	}
