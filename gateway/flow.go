@@ -11,6 +11,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/gateway/accesslog"
 	"vendorgate/gateway/admission"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/clientip"
@@ -330,7 +331,9 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 	// Ask the handler first: the attributes are built (and allocate)
 	// before LogAttrs could drop a line below the configured level.
 	if g.accessLog && g.log.Enabled(context.Background(), slog.LevelInfo) {
-		g.logRequest(ctx, ex, status, d)
+		accesslog.Write(g.log, g.refusals.Refusals, ctx, &accesslog.Entry{Route: g.labels.of(ex.route), Status: status,
+			Start: ex.start, Duration: d, Upstream: ex.upstream, Err: ex.err, VendorID: ex.vendorID, KeyID: ex.keyID,
+			Client: ex.client}, ex.requestID(), &ex.adm, &ex.trace)
 	}
 }
 
