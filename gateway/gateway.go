@@ -2,9 +2,10 @@
 // failed keys, admits by account state and exact rate limits, and proxies
 // to the backend (flow.go, in the specification's order). New takes the
 // validated configuration (config.Gateway) and wires the parts here;
-// lifecycle.go serves, reloads and shuts down, health.go answers /readyz and
-// keeps the breaker gauges current, redis.go builds the Redis clients; the
-// parts' notifications become metrics in package gwmetrics.
+// lifecycle.go serves, reloads and shuts down, health.go keeps the breaker
+// and readiness gauges current (the /readyz checks are package
+// readiness), redis.go builds the Redis clients; the parts' notifications
+// become metrics in package gwmetrics.
 package gateway
 
 import (
@@ -365,8 +366,12 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
+	checks, err := g.readyChecks()
+	if err != nil {
+		return nil, err
+	}
 	g.admin = &fasthttp.Server{
-		Handler: admin.Handler(admin.Options{Registry: g.metrics.Registry, Checks: g.readyChecks(), OpenAPI: o.OpenAPI,
+		Handler: admin.Handler(admin.Options{Registry: g.metrics.Registry, Checks: checks, OpenAPI: o.OpenAPI,
 			Usage: admin.UsageHandler(admin.UsageOptions{Token: c.AdminToken,
 				Reader: &usage.Reader{Store: usageStore, Limits: g.usageLimits, Quotas: g.usageQuotas}}),
 			Profiles: profiling.Handler(c.AdminToken, "vendorgate-gateway-admin", admin.GatewayAdminToken)}),
@@ -377,7 +382,7 @@ func New(o Options) (_ *Gateway, err error) {
 		// Its endpoints take no body (adminMaxBodyBytes says why).
 		MaxRequestBodySize: adminMaxBodyBytes,
 	}
-	go g.pollBreakers()
+	go g.pollBreakers(checks)
 	return g, nil
 }
 
