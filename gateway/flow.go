@@ -11,6 +11,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/gateway/accesslog"
 	"vendorgate/gateway/admission"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/clientip"
@@ -18,6 +19,7 @@ import (
 	"vendorgate/gateway/policy"
 	"vendorgate/gateway/proxy"
 	"vendorgate/gateway/respond"
+	"vendorgate/gateway/spans"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/wire"
@@ -63,7 +65,7 @@ type exchange struct {
 	// for the access log
 	err      error         // what fail answered, nil when the request passed
 	upstream time.Duration // the backend call's time (proxy.Forward's measurement)
-	trace    requestTrace  // zero when tracing is off
+	trace    spans.Request // zero when tracing is off
 	// keyExpires is the key's expiry when it falls within
 	// key_expiry_warning of the request: the answer says it
 	// (X-API-Key-Expiration). Zero otherwise.
@@ -94,7 +96,9 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	sn := g.snap.Load()
 	g.setRequestID(ctx, &ex)
 	ex.client, ex.trustedPeer = sn.clientIP.Resolve(ctx)
-	g.beginTrace(ctx, &ex)                  // a server span, when tracing is on
+	if g.tracer != nil { // a server span, when tracing is on
+		ex.trace.Begin(g.tracer, ctx, ex.trustedPeer, g.labels.of(ex.route), ex.start)
+	}
 	id, err := g.authenticate(ctx, sn, &ex) // steps 2-4: key format, resolve, failed-key throttle
 	if err == nil {
 		edge.ShownKey(ctx.Conn()) // a vendor's connection: the server's idle timeout (edge/keyless.go)
@@ -175,9 +179,9 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 	if len(raw) > 0 {
 		sum = auth.Sum(raw)
 	}
-	ex.trace.begin(spanKeyLookup)
-	id, err := g.auth.Authenticate(raw, &sum, ex.requestID(), ex.trace.stepContext())
-	ex.trace.end(err)
+	ex.trace.BeginStep(spans.KeyLookup)
+	id, err := g.auth.Authenticate(raw, &sum, ex.requestID(), ex.trace.StepContext())
+	ex.trace.End(err)
 	if id != nil {
 		ex.vendorID, ex.keyID = id.VendorID, id.KeyID // ids, never the key
 	}
@@ -235,13 +239,13 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 	}
 	req := admission.Request{Table: sn.table(id.VendorID), Route: rt.plan, Buckets: id.Buckets(sn.layout),
 		Vendor: id.VendorID, Caps: sn.inFlightCaps(id.VendorID), Download: rt.streams}
-	ex.trace.begin(spanLimiter)
+	ex.trace.BeginStep(spans.Limiter)
 	err := g.admission.Admit(&ex.adm, &req)
 	refused := err == admission.ErrRefused
 	if refused {
-		ex.trace.end(nil) // a decision, not a failure
+		ex.trace.End(nil) // a decision, not a failure
 	} else {
-		ex.trace.end(err)
+		ex.trace.End(err)
 	}
 	g.recordAdmission(sn, id, &ex.adm, req.Buckets)
 	if refused {
@@ -261,11 +265,11 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, id *auth.Identity, rt *route
 	// loses its sampling decision and tracestate on the way.
 	pid := proxy.Identity{VendorID: id.VendorID, KeyID: id.KeyID, Environment: id.Environment,
 		RequestID: ex.requestID(), ClientIP: ex.client.AppendTo(ip[:0]),
-		KeepTraceContext: ex.trustedPeer || ex.trace.span != nil}
-	ex.trace.beginBackend(ctx)
+		KeepTraceContext: ex.trustedPeer || ex.trace.Active()}
+	ex.trace.BeginBackend(ctx)
 	var err error
 	ex.upstream, err = g.proxy.Forward(ctx, &pid, rt.streams, &ex.adm.Slot)
-	ex.trace.end(err)
+	ex.trace.End(err)
 	return err
 }
 
@@ -302,7 +306,7 @@ func failedForBackend(ctx *fasthttp.RequestCtx, err error) bool {
 // never shown.
 func (g *Gateway) fail(ctx *fasthttp.RequestCtx, err error, ex *exchange) {
 	ex.err = err
-	g.outages.countRefusal(err, time.Now())
+	g.outages.CountRefusal(err, time.Now())
 	if g.respond.Error(ctx, err) {
 		g.log.Error("unexpected error", "request_id", string(ex.requestID()), "err", err)
 	}
@@ -324,11 +328,13 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 	status := ctx.Response.StatusCode()
 	d := time.Since(ex.start)
 	g.metrics.Request(ex.route, ctx.Method(), status, d)
-	g.metrics.ObserveRequest(ex.route, d, ex.trace.finish(ctx, ex, status))
+	g.metrics.ObserveRequest(ex.route, d, ex.trace.Finish(ctx, status, ex.requestID(), ex.vendorID, ex.keyID))
 	// Ask the handler first: the attributes are built (and allocate)
 	// before LogAttrs could drop a line below the configured level.
 	if g.accessLog && g.log.Enabled(context.Background(), slog.LevelInfo) {
-		g.logRequest(ctx, ex, status, d)
+		accesslog.Write(g.log, g.refusals.Refusals, ctx, &accesslog.Entry{Route: g.labels.of(ex.route), Status: status,
+			Start: ex.start, Duration: d, Upstream: ex.upstream, Err: ex.err, VendorID: ex.vendorID, KeyID: ex.keyID,
+			Client: ex.client}, ex.requestID(), &ex.adm, &ex.trace)
 	}
 }
 

@@ -4,9 +4,9 @@
 // order). The listeners, TLS and connection bounds that feed it are package
 // edge's. New takes the validated configuration (config.Gateway) and wires
 // the parts here; lifecycle.go serves (through edge), reloads and shuts
-// down, health.go answers /readyz and
-// keeps the breaker gauges current, redis.go builds the Redis clients, and
-// metrics.go turns the parts' notifications into metrics.
+// down, health.go keeps the breaker and readiness gauges current (the
+// /readyz checks are package readiness), redis.go builds the Redis
+// clients; the parts' notifications become metrics in package gwmetrics.
 package gateway
 
 import (
@@ -33,8 +33,10 @@ import (
 	"vendorgate/gateway/connlimit"
 	"vendorgate/gateway/docs"
 	"vendorgate/gateway/edge"
+	"vendorgate/gateway/gwmetrics"
 	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/limit"
+	"vendorgate/gateway/outage"
 	"vendorgate/gateway/policy"
 	"vendorgate/gateway/probe"
 	"vendorgate/gateway/proxy"
@@ -102,6 +104,7 @@ type Gateway struct {
 	probe     *probe.Prober
 	respond   *respond.Writer
 	metrics   *admin.Metrics
+	hooks     *gwmetrics.Hooks // the parts' notifications into metrics
 	router    *router.Router
 	// paramRoutes match the vendor routes with parameters ahead of router
 	// (set by newRouter).
@@ -148,7 +151,7 @@ type Gateway struct {
 	// code, written as summaries each summaryEvery past the rate.
 	refusals     *refusalLog
 	summaryEvery time.Duration
-	outages      outages
+	outages      *outage.Book
 	tracer       trace.Tracer // nil: tracing off
 	ridPrefix    [9]byte      // 8 hex characters and '-'
 	ridSeq       atomic.Uint64
@@ -187,6 +190,9 @@ func New(o Options) (_ *Gateway, err error) {
 			g.release() // the goroutines and clients started before the failure
 		}
 	}()
+	if g.outages, err = outage.New(g.log, func() { g.refusals.flush(g.log) }); err != nil {
+		return nil, err
+	}
 	prefixes := c.KeyPrefixes.APIKey()
 	if len(o.OpenAPI) > 0 {
 		g.docs, err = docs.NewHandler(docs.HandlerOptions{Document: o.OpenAPI, PublicBaseURL: c.PublicBaseURL, Prefixes: prefixes,
@@ -207,11 +213,15 @@ func New(o Options) (_ *Gateway, err error) {
 
 	g.router = g.newRouter() // assigns the route labels
 	g.metrics = admin.NewMetrics(g.labels)
+	if g.hooks, err = gwmetrics.New(g.metrics, g.log); err != nil {
+		return nil, err
+	}
 	sn.countDecisions(g.metrics)
 	g.snap.Store(sn)
 	g.metrics.ConfigInfo.WithLabelValues(c.Version).Set(1)
 	g.inflight = inflight.New()
-	tooSlow := g.registerInFlight()
+	refusedByCap, tooSlow := g.hooks.RegisterInFlight(g.inflight)
+	g.inFlightRefused = refusedByCap
 	g.registerSlots()
 	g.registerDataLost()
 
@@ -221,7 +231,7 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	g.lookup, err = backendapi.New(backendapi.Options{Backends: c.BackendURL, InternalToken: c.InternalToken, TLS: hop,
 		Timeout: min(c.Proxy.Timeout, lookupTimeoutMax), MaxConns: lookupMaxConns, BreakerOpenFor: c.Proxy.BreakerOpenFor,
-		BreakerFailures: c.Proxy.BreakerFailures, OnStateChange: g.onBreakerState})
+		BreakerFailures: c.Proxy.BreakerFailures, OnStateChange: g.hooks.BreakerState})
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +256,7 @@ func New(o Options) (_ *Gateway, err error) {
 		return nil, err
 	}
 	g.usage, err = usage.New(usage.Options{Store: usage.Tee{First: usageStore, Second: toBackend}, Interval: c.Usage.FlushInterval,
-		MaxPending: usageMaxPending, OnFlush: g.onUsageFlush, Names: g.usageNames})
+		MaxPending: usageMaxPending, OnFlush: g.hooks.UsageFlush, Names: g.usageNames})
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +266,12 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
-	g.registerKeyCache(cache)
+	g.hooks.RegisterKeyCache(cache, func() int {
+		if g.auth == nil {
+			return 0
+		}
+		return g.auth.RefreshesScheduled()
+	})
 	if g.subClient != nil {
 		g.subscriber = auth.Subscribe(g.subClient, cache, g.log)
 	}
@@ -265,7 +280,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
-	observe, err := g.upstreamObserver(c.BackendURL)
+	observe, err := g.hooks.UpstreamObserver(c.BackendURL)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +288,7 @@ func New(o Options) (_ *Gateway, err error) {
 		StreamIdleTimeout: c.Proxy.StreamIdleTimeout, MaxConns: c.Proxy.MaxConns, BreakerOpenFor: c.Proxy.BreakerOpenFor, BreakerFailures: c.Proxy.BreakerFailures,
 		StreamMaxConns: c.Proxy.StreamMaxConns, MaxConnWait: proxyConnWait, OnTooSlow: tooSlow.Inc,
 		MinRate:       proxy.MinRate{Bytes: c.Proxy.StreamMinRate, Window: c.Proxy.StreamMinRateWindow, Grace: c.Proxy.StreamMinRateGrace},
-		OnStateChange: g.onBreakerState, ObserveUpstream: observe})
+		OnStateChange: g.hooks.BreakerState, ObserveUpstream: observe})
 	if err != nil {
 		return nil, err
 	}
@@ -281,12 +296,26 @@ func New(o Options) (_ *Gateway, err error) {
 	g.respond = respond.NewWriter(cannedErrors()...)
 	g.setupPlainHTTP(c)
 	g.unread = g.newUnreadRouter()
+	po := probe.Options{Redis: g.limiterClient, RedisTimeout: c.Redis.Timeout, Backends: c.BackendURL, BackendTLS: hop,
+		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, probeTimeoutMax),
+		Interval: probeInterval, OnChange: g.outages.OnChange}
+	if g.limiterClient == nil {
+		po.Redis = nil // a nil client in the interface would read as set
+	}
+	g.probe, err = probe.New(po)
+	if err != nil {
+		return nil, err
+	}
+	checks, err := g.readyChecks()
+	if err != nil {
+		return nil, err
+	}
 	// The listeners, their connection bounds and TLS (package edge) feed
 	// these handlers; the certificates are read here, and a file that
 	// cannot be read refuses the start.
 	eo := edge.Options{Config: c, Logger: g.log, Registry: g.metrics.Registry, Now: o.Now,
 		Handler: g.serve, ErrorHandler: g.serverError, HeaderReceived: g.headerReceived,
-		Admin: admin.Handler(admin.Options{Registry: g.metrics.Registry, Checks: g.readyChecks(), OpenAPI: o.OpenAPI,
+		Admin: admin.Handler(admin.Options{Registry: g.metrics.Registry, Checks: checks, OpenAPI: o.OpenAPI,
 			Usage: admin.UsageHandler(admin.UsageOptions{Token: c.AdminToken,
 				Reader: &usage.Reader{Store: usageStore, Limits: g.usageLimits, Quotas: g.usageQuotas}}),
 			Profiles: profiling.Handler(c.AdminToken, "vendorgate-gateway-admin", admin.GatewayAdminToken)}),
@@ -297,17 +326,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if g.edge, err = edge.New(eo); err != nil {
 		return nil, err
 	}
-	po := probe.Options{Redis: g.limiterClient, RedisTimeout: c.Redis.Timeout, Backends: c.BackendURL, BackendTLS: hop,
-		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, probeTimeoutMax),
-		Interval: probeInterval, OnChange: g.onDependencyChange}
-	if g.limiterClient == nil {
-		po.Redis = nil // a nil client in the interface would read as set
-	}
-	g.probe, err = probe.New(po)
-	if err != nil {
-		return nil, err
-	}
-	go g.pollBreakers()
+	go g.pollBreakers(checks)
 	return g, nil
 }
 

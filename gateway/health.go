@@ -2,15 +2,13 @@ package gateway
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
 
 	"vendorgate/gateway/backendapi"
 	"vendorgate/gateway/limit"
+	"vendorgate/gateway/readiness"
 	"vendorgate/shared/readyz"
 )
 
@@ -19,11 +17,10 @@ import (
 // It keeps the readiness gauge (the full /readyz, nothing excluded) current
 // too, for the alerts and the dashboard, and the node's scheduling lateness
 // as the Redis limiter measures it, with the grace it gives a silent Redis.
-func (g *Gateway) pollBreakers() {
+func (g *Gateway) pollBreakers(checks []readyz.Check) {
 	defer close(g.pollDone)
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
-	checks := g.readyChecks()
 	for {
 		g.eachBreaker(func(name string, s gobreaker.State) {
 			g.metrics.BreakerState.WithLabelValues(name).Set(float64(s))
@@ -59,76 +56,16 @@ func (g *Gateway) eachBreaker(fn func(name string, s gobreaker.State)) {
 	g.proxy.Breakers(fn)
 }
 
-// The names of /readyz's checks (?exclude=NAME leaves one out).
-const (
-	checkDraining = "draining"
-	checkTLS      = "tls"
-	checkRedis    = "redis"
-	checkBackend  = "backend"
-)
-
-// readyChecks are /readyz's checks: draining (SIGTERM received), tls
-// (with ACME: a certificate covers every domain of tls.acme.domains), redis
-// (with a Redis limiter: the prober's PING answered and the limiter's
-// breaker not open), backend (at least one backend answers the prober and
-// its breaker is not open, and the key-lookup breaker is not open). Redis
-// and the backends are shared by every replica, so a load balancer's probe
-// excludes them (docs/operating.md, "Readiness").
-func (g *Gateway) readyChecks() []readyz.Check {
-	checks := []readyz.Check{{Name: checkDraining, Run: func(context.Context) error {
-		if g.draining.Load() {
-			return errors.New("shutting down")
-		}
-		return nil
-	}}}
+// readyChecks are /readyz's checks (package readiness), read from the
+// gateway's parts. The edge is built after them (its admin listener serves
+// them): the tls check asks it when run.
+func (g *Gateway) readyChecks() ([]readyz.Check, error) {
+	s := readiness.Sources{Draining: g.draining.Load, Limiter: g.redisLim, Probe: g.probe, Proxy: g.proxy, Lookup: g.lookup}
 	if len(g.snap.Load().cfg.TLS.ACME.Domains) > 0 {
-		// Not excluded by a balancer's probe: a replica with no
-		// certificate for a domain fails every handshake for it, and
-		// another replica may have one.
-		checks = append(checks, readyz.Check{Name: checkTLS, Run: func(context.Context) error {
-			if missing, _ := g.edge.ACMEMissing(); len(missing) > 0 {
-				return fmt.Errorf("no certificate yet for %s (ACME order pending or failing: see the log's acme lines)", strings.Join(missing, ", "))
-			}
-			return nil
-		}})
-	}
-	if g.redisLim != nil {
-		checks = append(checks, readyz.Check{Name: checkRedis, Run: func(context.Context) error {
-			if err := g.probe.Redis(); err != nil {
-				return err
-			}
-			if g.redisLim.State() == gobreaker.StateOpen {
-				return errors.New("limiter breaker open")
-			}
-			return nil
-		}})
-	}
-	return append(checks, readyz.Check{Name: checkBackend, Run: g.checkBackends})
-}
-
-// checkBackends is ready while any backend is: a gateway with one backend of
-// two still serves every request. The ones down are the reason shown.
-func (g *Gateway) checkBackends(context.Context) error {
-	var down []string
-	i, total := 0, 0
-	g.proxy.Breakers(func(name string, s gobreaker.State) {
-		switch err := g.probe.Backend(i); {
-		case err != nil:
-			down = append(down, err.Error())
-		case s == gobreaker.StateOpen:
-			down = append(down, strings.TrimPrefix(name, "backend:")+": breaker open")
+		s.ACMEMissing = func() []string {
+			missing, _ := g.edge.ACMEMissing()
+			return missing
 		}
-		i++
-		total++
-	})
-	if g.lookup.State() == gobreaker.StateOpen {
-		return errors.New(strings.Join(append([]string{"key lookup breaker open"}, down...), "; "))
 	}
-	switch {
-	case len(down) == total:
-		return errors.New(strings.Join(down, "; "))
-	case len(down) > 0:
-		return readyz.Degraded(errors.New(strings.Join(down, "; ")))
-	}
-	return nil
+	return readiness.Checks(s)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"vendorgate/config"
+	"vendorgate/shared/liblog"
 	"vendorgate/shared/testlog"
 	"vendorgate/shared/testredis"
 	"vendorgate/shared/wire"
@@ -27,8 +28,8 @@ import (
 func TestRedisOutageLogShape(t *testing.T) {
 	var logs testlog.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
-	redis.SetLogger(RedisLog{Log: log}) // as cmd/gateway does
-	t.Cleanup(func() { redis.SetLogger(RedisLog{Log: slog.New(slog.DiscardHandler)}) })
+	redis.SetLogger(liblog.Redis{Log: log}) // as cmd/gateway does
+	t.Cleanup(func() { redis.SetLogger(liblog.Redis{Log: slog.New(slog.DiscardHandler)}) })
 	rs := testredis.Start(t)
 	b := newTestBackend(t)
 	gw := startGateway(t, b, func(o *Options) {
@@ -169,8 +170,8 @@ func TestRedisOutageRefusalsCounted(t *testing.T) {
 	const perSecond, total = 20, 3000
 	var logs testlog.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
-	redis.SetLogger(RedisLog{Log: log}) // as cmd/gateway does
-	t.Cleanup(func() { redis.SetLogger(RedisLog{Log: slog.New(slog.DiscardHandler)}) })
+	redis.SetLogger(liblog.Redis{Log: log}) // as cmd/gateway does
+	t.Cleanup(func() { redis.SetLogger(liblog.Redis{Log: slog.New(slog.DiscardHandler)}) })
 	rs := testredis.Start(t)
 	b := newTestBackend(t)
 	gw := startGateway(t, b, func(o *Options) {

@@ -71,10 +71,10 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 		TickSlack:      c.Redis.TickSlack,
 		BreakerOpenFor: c.Redis.BreakerOpenFor, BreakerFailures: c.Redis.BreakerFailures,
 		BreakerWindow: c.Redis.BreakerWindow, BreakerFailureRatio: float64(c.Redis.BreakerFailurePercent) / 100,
-		OnStateChange: g.onBreakerState, OnBreakerOpen: g.onLimiterBreakerOpen,
+		OnStateChange: g.hooks.BreakerState, OnBreakerOpen: g.hooks.LimiterBreakerOpen,
 		Now: now, Pipeline: c.Redis.Pipeline, PipelineMax: c.Redis.PipelineMax, PipelineSenders: c.Redis.PipelineSenders,
-		ObserveCall: g.observeRedisCall,
-		OnFailure:   g.onRedisFailure, OnUnsent: g.metrics.RedisUnsent.Inc, OnBusy: g.metrics.LimiterShed.Inc,
+		ObserveCall: g.hooks.RedisCall,
+		OnFailure:   g.hooks.RedisFailure, OnUnsent: g.metrics.RedisUnsent.Inc, OnBusy: g.metrics.LimiterShed.Inc,
 		LeaseMax: c.Redis.LeaseMax, LeaseTTL: c.Redis.LeaseTTL, OnCharged: addTo(g.metrics.BucketsCharged),
 		Leases: limit.LeaseHooks{Granted: addTo(g.metrics.LeaseTokens.WithLabelValues("granted")), Spent: g.metrics.LeaseAdmissions.Inc,
 			Refunded: addTo(g.metrics.LeaseTokens.WithLabelValues("refunded")), Dropped: addTo(g.metrics.LeaseTokens.WithLabelValues("dropped"))}})
@@ -101,7 +101,7 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 	}
 	g.throttle, err = throttle.NewRedis(throttle.RedisOptions{Client: g.throttleClient, Timeout: c.Redis.Timeout,
 		Conns: c.FailedKeys.RedisPoolSize, Hold: c.Redis.BreakerOpenFor, Down: g.redisLim.Down, MaxTracked: c.FailedKeys.MaxTracked,
-		OnFallback: g.onThrottleFallback, OnDegraded: g.onThrottleDegraded, OnRestored: g.onThrottleRestored, Now: now})
+		OnFallback: g.hooks.ThrottleFallback, OnDegraded: g.hooks.ThrottleDegraded, OnRestored: g.hooks.ThrottleRestored, Now: now})
 	if err != nil {
 		return nil, err
 	}

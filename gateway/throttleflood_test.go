@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"vendorgate/config"
+	"vendorgate/shared/liblog"
 	"vendorgate/shared/testlog"
 	"vendorgate/shared/testredis"
 	"vendorgate/shared/wire"
@@ -210,8 +211,8 @@ func throttleLocalCount(t *testing.T, gw *testGateway) string {
 func TestThrottleOutageLoggedOnce(t *testing.T) {
 	var logs testlog.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
-	redis.SetLogger(RedisLog{Log: log}) // as cmd/gateway does
-	t.Cleanup(func() { redis.SetLogger(RedisLog{Log: slog.New(slog.DiscardHandler)}) })
+	redis.SetLogger(liblog.Redis{Log: log}) // as cmd/gateway does
+	t.Cleanup(func() { redis.SetLogger(liblog.Redis{Log: slog.New(slog.DiscardHandler)}) })
 	rs := testredis.Start(t)
 	b := newTestBackend(t)
 	const perAddress, perClient = 5, 20

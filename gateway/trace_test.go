@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"vendorgate/config"
+	"vendorgate/gateway/spans"
 	"vendorgate/shared/tracing"
 	"vendorgate/shared/wire"
 )
@@ -70,23 +71,23 @@ func TestSpansOfARequest(t *testing.T) {
 	if a.status != 200 {
 		t.Fatalf("status %d %s", a.status, a.body)
 	}
-	spans := map[string]sdktrace.ReadOnlySpan{}
+	byName := map[string]sdktrace.ReadOnlySpan{}
 	for _, s := range rec.Ended() {
-		spans[s.Name()] = s
+		byName[s.Name()] = s
 		if s.SpanContext().TraceID().String() != caller {
 			t.Errorf("span %s is in trace %s, not the caller's", s.Name(), s.SpanContext().TraceID())
 		}
 	}
-	server := spans["GET /api/vendor/v1/me"]
+	server := byName["GET /api/vendor/v1/me"]
 	if server == nil || server.Parent().SpanID().String() != "00f067aa0ba902b7" {
 		t.Fatalf("no server span continuing the caller's: %v", rec.Ended())
 	}
-	for _, name := range []string{spanKeyLookup, spanLimiter, spanBackend} {
-		if s := spans[name]; s == nil || s.Parent().SpanID() != server.SpanContext().SpanID() {
+	for _, name := range []string{spans.KeyLookup, spans.Limiter, spans.Backend} {
+		if s := byName[name]; s == nil || s.Parent().SpanID() != server.SpanContext().SpanID() {
 			t.Errorf("no %s span under the server span", name)
 		}
 	}
-	want := "00-" + caller + "-" + spans[spanBackend].SpanContext().SpanID().String() + "-01"
+	want := "00-" + caller + "-" + byName[spans.Backend].SpanContext().SpanID().String() + "-01"
 	if got := a.echo["Traceparent"]; got != want {
 		t.Errorf("the backend was sent traceparent %q, want the backend call's %q", got, want)
 	}

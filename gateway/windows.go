@@ -61,7 +61,7 @@ func appendWindowHeaders(pol, state []byte, w *admission.Windowed) ([]byte, []by
 // refund) among the limiter's Redis errors, by the same kinds; each
 // request it refused is counted unavailable by recordWindows.
 func (g *Gateway) onWindowFailure(err error) {
-	g.onRedisFailure(limit.KindOf(err), err)
+	g.hooks.RedisFailure(limit.KindOf(err), err)
 }
 
 // onRedisDataLost is the window limiter's OnDataLost: the marker of

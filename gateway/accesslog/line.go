@@ -1,10 +1,16 @@
-package gateway
+// Package accesslog writes the gateway's access log: one line per answer
+// (line.go: who asked what, the answer, where the time went, the limits'
+// outcome, the ids to follow the request elsewhere), and bounds the lines
+// of answers with an error code (refusals.go: so many a second in full,
+// the rest as summary lines).
+package accesslog
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -12,11 +18,30 @@ import (
 	"vendorgate/gateway/admission"
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/respond"
+	"vendorgate/gateway/spans"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/logtext"
 )
 
-// logRequest writes the access log line of one answer: who asked what, the
+// Entry is what the gateway knows of one answer when its line is written,
+// besides what Write takes apart from it: what points into the request's
+// own state is passed on its own, so that it stays on the request's stack
+// (escape analysis does not tell one field of an Entry from another).
+type Entry struct {
+	Route  string // the route's label
+	Status int
+	// Start is when the request had been read, Duration the time to its
+	// answer, Upstream the backend call's share of it (0: none).
+	Start              time.Time
+	Duration, Upstream time.Duration
+	// Err is what the gateway answered with itself, nil when the request
+	// passed.
+	Err             error
+	VendorID, KeyID string // "" before the key was resolved
+	Client          netip.Addr
+}
+
+// Write writes the access log line of one answer: who asked what, the
 // answer (status, error code, bytes), where the time went (the backend's
 // share of it), the limiter's outcome, and the ids to follow the request
 // elsewhere (request id in the backend's lines, trace id in the traces).
@@ -25,16 +50,21 @@ import (
 //
 // An answer with an error code is written in full up to
 // access_log.refusals_per_second of its code a second, and past that
-// counted for a summary line (refusalLog).
-func (g *Gateway) logRequest(ctx *fasthttp.RequestCtx, ex *exchange, status int, d time.Duration) {
+// counted for a summary line (Refusals).
+//
+// The line's request id is requestID, its limits' outcome adm's, and its
+// trace id trace's.
+func Write(log *slog.Logger, refusals *Refusals, ctx *fasthttp.RequestCtx, ex *Entry,
+	requestID []byte, adm *admission.Admission, trace *spans.Request) {
+	status, d := ex.Status, ex.Duration
 	code, cause := errorOf(ctx, ex, status)
-	if code != "" && !g.refusals.admit(code, g.labels.of(ex.route), status, ex.start.Add(d)) {
+	if code != "" && !refusals.Admit(code, ex.Route, status, ex.Start.Add(d)) {
 		return
 	}
 	attrs := make([]slog.Attr, 0, 18)
 	attrs = append(attrs,
-		slog.String("request_id", string(ex.requestID())),
-		slog.String("route", g.labels.of(ex.route)),
+		slog.String("request_id", string(requestID)),
+		slog.String("route", ex.Route),
 		slog.String("method", string(ctx.Method())),
 		slog.Int("status", status),
 		slog.Duration("duration", d))
@@ -44,41 +74,41 @@ func (g *Gateway) logRequest(ctx *fasthttp.RequestCtx, ex *exchange, status int,
 			attrs = append(attrs, slog.String("cause", cause.Error()))
 		}
 	}
-	if ex.upstream > 0 {
-		attrs = append(attrs, slog.Duration("upstream", ex.upstream))
+	if ex.Upstream > 0 {
+		attrs = append(attrs, slog.Duration("upstream", ex.Upstream))
 	}
-	if o := limiterOutcome(ex); o != "" {
+	if o := limiterOutcome(adm, ex.Err); o != "" {
 		attrs = append(attrs, slog.String("limit", o))
 	}
-	if r := &ex.adm.Refused; r.Kind != admission.None {
+	if r := &adm.Refused; r.Kind != admission.None {
 		attrs = append(attrs, slog.String("policy", r.Name))
 	}
 	attrs = append(attrs,
 		slog.Int("bytes_in", bodySize(ctx.Request.Header.ContentLength(), ctx.Request.IsBodyStream(), ctx.Request.Body)),
 		slog.Int("bytes_out", bodySize(ctx.Response.Header.ContentLength(), ctx.Response.IsBodyStream(), ctx.Response.Body)),
-		slog.String("vendor_id", ex.vendorID),
-		slog.String("key_id", ex.keyID),
-		slog.String("client", ex.client.String()))
-	if id := ex.trace.traceID(ctx); id != "" {
+		slog.String("vendor_id", ex.VendorID),
+		slog.String("key_id", ex.KeyID),
+		slog.String("client", ex.Client.String()))
+	if id := trace.TraceID(ctx); id != "" {
 		attrs = append(attrs, slog.String("trace_id", id))
 	}
 	if ua := ctx.UserAgent(); len(ua) > 0 {
 		attrs = append(attrs, slog.String("user_agent", logtext.Header(ua)))
 	}
-	g.log.LogAttrs(context.Background(), slog.LevelInfo, "request", attrs...)
+	log.LogAttrs(context.Background(), slog.LevelInfo, "request", attrs...)
 }
 
 // errorOf is the answer's error code and, for a dependency's failure, its
 // cause: the gateway's own refusal as fail resolved it, else the code in a
 // backend's error envelope.
-func errorOf(ctx *fasthttp.RequestCtx, ex *exchange, status int) (apierr.Code, error) {
-	if ex.err != nil {
-		e, _, _ := respond.Resolve(ex.err)
+func errorOf(ctx *fasthttp.RequestCtx, ex *Entry, status int) (apierr.Code, error) {
+	if ex.Err != nil {
+		e, _, _ := respond.Resolve(ex.Err)
 		var ae *apierr.Error
-		if errors.As(ex.err, &ae) {
+		if errors.As(ex.Err, &ae) {
 			return e.Code, nil
 		}
-		return e.Code, ex.err
+		return e.Code, ex.Err
 	}
 	if status < 400 || ctx.Response.IsBodyStream() {
 		return "", nil
@@ -106,11 +136,11 @@ func codeInEnvelope(body []byte) apierr.Code {
 // limiterOutcome is the limits' verdict on the request: limited (any kind
 // refused it), allowed, unavailable, or "" when they were not asked
 // (refused before, or no limit).
-func limiterOutcome(ex *exchange) string {
-	if o := ex.adm.Outcome(); o != "" {
+func limiterOutcome(adm *admission.Admission, err error) string {
+	if o := adm.Outcome(); o != "" {
 		return o
 	}
-	if ex.err != nil && errors.Is(ex.err, limit.ErrUnavailable) {
+	if err != nil && errors.Is(err, limit.ErrUnavailable) {
 		return "unavailable"
 	}
 	return ""
@@ -127,24 +157,4 @@ func bodySize(contentLength int, stream bool, body func() []byte) int {
 		return -1
 	}
 	return len(body())
-}
-
-// traceIDOf is the trace id of the request's W3C traceparent
-// (version-traceid-parentid-flags), "" when there is none or it is not
-// well formed.
-func traceIDOf(ctx *fasthttp.RequestCtx) string {
-	tp := ctx.Request.Header.Peek("traceparent")
-	if len(tp) < 55 || tp[2] != '-' || tp[35] != '-' {
-		return ""
-	}
-	id := tp[3:35]
-	for _, c := range id {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return ""
-		}
-	}
-	if string(id) == "00000000000000000000000000000000" {
-		return ""
-	}
-	return string(id)
 }
