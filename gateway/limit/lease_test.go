@@ -622,12 +622,16 @@ func TestLeaseClusterSilentNode(t *testing.T) {
 }
 
 // Refunds of many buckets at once all reach Redis: at close, each of
-// 9,600 buckets holds exactly what was admitted.
+// 19,200 buckets holds exactly what was admitted, its three reads from
+// the moment the first was charged (Redis' clock read just before a
+// request's first read and just after its third brackets it: a bucket
+// holding a token more or less lies a whole interval outside).
 func TestLeaseRefundManyBuckets(t *testing.T) {
 	rs := testredis.Start(t)
 	l := newLeased(t, rs, 16, time.Minute)
 	r := policy.Rate{Name: "reads", Limit: 360, Burst: 1000, Period: time.Hour} // 10 s a token
-	const requests, reads = 1200, 3                                             // 8 buckets a request; the third read takes a lease
+	const emission = 10.0
+	const requests, reads = 1200, 3 // 16 buckets a request; the third read takes a lease
 	checks := func(i int) policy.Checks {
 		var cs policy.Checks
 		for j := 0; j < policy.MaxChecks; j++ {
@@ -635,27 +639,52 @@ func TestLeaseRefundManyBuckets(t *testing.T) {
 		}
 		return cs
 	}
+	// Redis' clock (seconds since 2017) before each request's first read
+	// and after its third.
+	before, after := make([]float64, requests), make([]float64, requests)
+	clock := func() (float64, error) {
+		tm, err := l.client.Time(context.Background()).Result()
+		return float64(tm.UnixNano())/1e9 - 1483228800, err
+	}
 	var wg sync.WaitGroup
 	for w := 0; w < 16; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
 			for i := w; i < requests; i += 16 {
+				var err error
+				if before[i], err = clock(); err != nil {
+					t.Error(err)
+					return
+				}
 				for n := 0; n < reads; n++ {
 					if d, err := l.Allow(checks(i)); err != nil || !d.Allowed {
 						t.Errorf("request %d read %d: %+v %v", i, n+1, d, err)
 						return
 					}
 				}
+				if after[i], err = clock(); err != nil {
+					t.Error(err)
+					return
+				}
 			}
 		}(w)
 	}
 	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
 	if l.granted.Load() < requests*policy.MaxChecks {
 		t.Fatalf("%d tokens leased, want one a bucket", l.granted.Load())
 	}
+	for i := range before {
+		// Wider than an interval, the bracket could not tell a token more
+		// or less.
+		if after[i]-before[i] >= emission {
+			t.Fatalf("request %d's reads took %.1f s, an interval or more", i, after[i]-before[i])
+		}
+	}
 	l.Close()
-	now := nowSince2017(t, l.client)
 	pipe := l.client.Pipeline()
 	var cmds []*redis.StringCmd
 	for i := 0; i < requests; i++ {
@@ -666,13 +695,17 @@ func TestLeaseRefundManyBuckets(t *testing.T) {
 	if _, err := pipe.Exec(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	// A stored TAT and Redis' clock are whole microseconds: a microsecond
+	// of slack for their float64 sum.
+	const slack = 1e-6
 	wrong := 0
-	for _, cmd := range cmds {
+	for k, cmd := range cmds {
 		tat, err := cmd.Float64()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if math.Round((tat-now)/10) != reads {
+		i := k / policy.MaxChecks
+		if tat < before[i]+reads*emission-slack || tat > after[i]+reads*emission+slack {
 			wrong++
 		}
 	}

@@ -409,8 +409,12 @@ func (r *Redis) clientTrip(_ bool, deadline time.Duration, keys [][]string, args
 const refundsPerScript = 1000
 
 // sendRefunds sends unused lease tokens back in one script run (one per
-// hash slot with a Cluster, and one per refundsPerScript keys, pipelined).
-// A refund that fails is lost: the tokens come back as the bucket refills.
+// hash slot with a Cluster, and one per refundsPerScript keys), each run a
+// round trip of its own under the wire deadline: the deadline is sized for
+// one call, and thousands of buckets' runs pipelined under it were cut off
+// on a busy node, their tokens lost. A refund that fails is lost: the
+// tokens come back as the bucket refills; the runs after a failed one are
+// not sent (Redis failing, each would wait its deadline in turn).
 func (r *Redis) sendRefunds(refs []refund) {
 	if len(refs) == 0 || r.health.Open() {
 		return
@@ -432,7 +436,11 @@ func (r *Redis) sendRefunds(refs []refund) {
 		keys[i] = append(keys[i], f.key)
 		args[i] = append(args[i], 0, f.emission, f.unused, f.tatGrantUS, f.after)
 	}
-	_, _ = r.rt(false, r.wire, keys, args)
+	for i := range keys {
+		if _, err := r.rt(false, r.wire, keys[i:i+1], args[i:i+1]); err != nil {
+			return
+		}
+	}
 }
 
 // Transport is the limiter's way to Redis (nil in a simulation): the
