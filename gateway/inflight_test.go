@@ -319,7 +319,12 @@ func TestSlotReleasedOnce(t *testing.T) {
 	gw := startGateway(t, b, func(o *Options) {
 		o.Config.InFlight.Requests, o.Config.InFlight.Downloads = 1, 1
 		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 1000, Period: time.Minute}
-		o.Config.Proxy.Timeout = 500 * time.Millisecond
+		// proxy.timeout is also the wait for a streamed answer to begin:
+		// the backend here shares the test's CPU, and under -race on a
+		// loaded machine its head took up to 740 ms, so 500 ms answered
+		// 504 where a stall mid-body was meant. The head timeout case
+		// never answers, so it needs no short bound.
+		o.Config.Proxy.Timeout = 2 * time.Second
 		o.Config.Proxy.StreamIdleTimeout = time.Second
 		o.Config.Proxy.StreamMinRate = 0
 		o.Logger = slog.New(logs)
@@ -367,7 +372,7 @@ func TestSlotReleasedOnce(t *testing.T) {
 		}},
 		{"head timeout", func(t *testing.T) {
 			b.setReport(func(ctx *fasthttp.RequestCtx) {
-				time.Sleep(time.Second)
+				<-release // no head before the test ends
 				ctx.SetBodyString("%PDF-late")
 			})
 			do(t, "GET", gw.url+reportPath, key).wantError(t, 504, apierr.RequestFailed)
