@@ -319,24 +319,50 @@ func TestSlotReleasedOnce(t *testing.T) {
 	gw := startGateway(t, b, func(o *Options) {
 		o.Config.InFlight.Requests, o.Config.InFlight.Downloads = 1, 1
 		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 1000, Period: time.Minute}
-		o.Config.Proxy.Timeout = 500 * time.Millisecond
+		// proxy.timeout is also the wait for a streamed answer to begin:
+		// the backend here shares the test's CPU, and under -race on a
+		// loaded machine its head took up to 740 ms, so 500 ms answered
+		// 504 where a stall mid-body was meant. The head timeout case
+		// never answers, so it needs no short bound.
+		o.Config.Proxy.Timeout = 2 * time.Second
 		o.Config.Proxy.StreamIdleTimeout = time.Second
 		o.Config.Proxy.StreamMinRate = 0
 		o.Logger = slog.New(logs)
 	})
 	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	// once checks the caps while a download holds both slots. The held
+	// client reads nothing, and the gateway rightly cuts a stream that
+	// moves no byte for stream_idle_timeout (1 s here), giving its slot
+	// back; under load the two checks can outlast that. So the held
+	// download is read to its end after the checks: only a body that
+	// arrives whole shows the slots were held throughout, and only then do
+	// the checks' answers count; a cut hold is tried again.
+	const size = 16 << 20
 	once := func(t *testing.T) {
 		t.Helper()
-		waitInFlight(t, gw, "vendor-a", 0, 0)
-		bigReport(b, 16<<20)
-		h := holdDownload(t, gw.url+reportPath, key)
-		if h.status != 200 {
-			t.Fatalf("a download after: %d %s", h.status, h.body)
+		for attempt := 1; ; attempt++ {
+			waitInFlight(t, gw, "vendor-a", 0, 0)
+			bigReport(b, size)
+			h := holdDownload(t, gw.url+reportPath, key)
+			if h.status != 200 {
+				t.Fatalf("a download after: %d %s", h.status, h.body)
+			}
+			next := holdDownload(t, gw.url+reportPath, key)
+			next.conn.Close()
+			read := do(t, "GET", gw.url+"/api/vendor/v1/me", key)
+			n, err := io.Copy(io.Discard, h.resp.Body)
+			h.conn.Close()
+			if err == nil && n == size {
+				next.wantRefused(t)
+				read.wantError(t, 429, apierr.RateLimited)
+				waitInFlight(t, gw, "vendor-a", 0, 0)
+				return
+			}
+			if attempt == 5 {
+				t.Fatalf("the held download was cut before the checks ended in %d tries (%d of %d bytes, %v)", attempt, n, size, err)
+			}
+			t.Logf("the held download was cut before the checks ended (%d of %d bytes, %v): again", n, size, err)
 		}
-		holdDownload(t, gw.url+reportPath, key).wantRefused(t)
-		do(t, "GET", gw.url+"/api/vendor/v1/me", key).wantError(t, 429, apierr.RateLimited)
-		h.conn.Close()
-		waitInFlight(t, gw, "vendor-a", 0, 0)
 	}
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) }) // before the backend stops: the stalled handler ends
@@ -367,15 +393,23 @@ func TestSlotReleasedOnce(t *testing.T) {
 		}},
 		{"head timeout", func(t *testing.T) {
 			b.setReport(func(ctx *fasthttp.RequestCtx) {
-				time.Sleep(time.Second)
+				<-release // no head before the test ends
 				ctx.SetBodyString("%PDF-late")
 			})
 			do(t, "GET", gw.url+reportPath, key).wantError(t, 504, apierr.RequestFailed)
 		}},
 		{"backend stalls mid-body", func(t *testing.T) {
+			// The backend sends its head and the first part of the body at
+			// once, then stalls. The part is made here, not in the handler:
+			// a 1 MiB part made and copied there (twice, through fasthttp's
+			// stream pipe) delayed the head's first byte 330-740 ms under
+			// -race on a loaded machine, past the 500 ms proxy.timeout, and
+			// the gateway rightly answered 504 where a stall mid-body was
+			// meant.
+			part := bytes.Repeat([]byte("%PDF-"), 1<<10)
 			b.setReport(func(ctx *fasthttp.RequestCtx) {
 				ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-					_, _ = w.Write(make([]byte, 1<<20))
+					_, _ = w.Write(part)
 					_ = w.Flush()
 					<-release
 				})
