@@ -143,9 +143,6 @@ type Gateway struct {
 	usageClient    redis.UniversalClient // its own pool: flushes never wait for, or delay, a limiter call
 	slotsClient    redis.UniversalClient // its own pool: the concurrency policies' slots
 	slots          concurrency.Limiter
-	slotErrors     *prometheus.CounterVec
-	slotsRestored  prometheus.Counter
-	redisDataLost  prometheus.Counter
 	subscriber     *auth.Subscriber
 	usage          *usage.Recorder
 
@@ -225,8 +222,12 @@ func New(o Options) (_ *Gateway, err error) {
 	g.inflight = inflight.New()
 	refusedByCap, tooSlow := g.hooks.RegisterInFlight(g.inflight)
 	g.inFlightRefused = refusedByCap
-	g.registerSlots()
-	g.registerDataLost()
+	g.hooks.RegisterSlots(func() int {
+		if g.slots == nil {
+			return 0
+		}
+		return g.slots.Held()
+	})
 
 	hop, err := backendTLS(c.BackendTLS)
 	if err != nil {
