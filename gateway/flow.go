@@ -79,7 +79,7 @@ func (ex *exchange) requestID() []byte { return ex.rid[:ex.ridLen] }
 // panic guard.
 func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	defer g.recoverPanic(ctx)
-	if h := g.paramRoutes.handler(ctx); h != nil {
+	if h := g.paramRoutes.Handler(ctx); h != nil {
 		h(ctx)
 		return
 	}

@@ -39,6 +39,7 @@ import (
 	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/outage"
+	"vendorgate/gateway/paramroute"
 	"vendorgate/gateway/plain"
 	"vendorgate/gateway/policy"
 	"vendorgate/gateway/probe"
@@ -111,7 +112,7 @@ type Gateway struct {
 	router    *router.Router
 	// paramRoutes match the vendor routes with parameters ahead of router
 	// (set by newRouter).
-	paramRoutes paramRoutes
+	paramRoutes paramroute.Routes
 	labels      routeLabels // route label values by index, assigned by newRouter
 	// edge holds the listeners (public, admin, http_listen), their
 	// connection bounds and TLS (package edge).
