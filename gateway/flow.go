@@ -79,7 +79,7 @@ func (ex *exchange) requestID() []byte { return ex.rid[:ex.ridLen] }
 // panic guard.
 func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	defer g.recoverPanic(ctx)
-	if h := g.paramRoutes.handler(ctx); h != nil {
+	if h := g.paramRoutes.Handler(ctx); h != nil {
 		h(ctx)
 		return
 	}
@@ -332,7 +332,7 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 	// Ask the handler first: the attributes are built (and allocate)
 	// before LogAttrs could drop a line below the configured level.
 	if g.accessLog && g.log.Enabled(context.Background(), slog.LevelInfo) {
-		accesslog.Write(g.log, g.refusals.Refusals, ctx, &accesslog.Entry{Route: g.labels.of(ex.route), Status: status,
+		accesslog.Write(g.log, g.refusals, ctx, &accesslog.Entry{Route: g.labels.of(ex.route), Status: status,
 			Start: ex.start, Duration: d, Upstream: ex.upstream, Err: ex.err, VendorID: ex.vendorID, KeyID: ex.keyID,
 			Client: ex.client}, ex.requestID(), &ex.adm, &ex.trace)
 	}
@@ -383,6 +383,14 @@ func (g *Gateway) setRequestID(ctx *fasthttp.RequestCtx, ex *exchange) {
 	n := copy(ex.rid[:], g.ridPrefix[:])
 	b := strconv.AppendUint(ex.rid[n:n], g.ridSeq.Add(1), 16)
 	ex.ridLen = n + len(b)
+}
+
+// newRequestID is a new request id for an answer outside the flow (the
+// plain listener's).
+func (g *Gateway) newRequestID(ctx *fasthttp.RequestCtx) []byte {
+	var ex exchange
+	g.setRequestID(ctx, &ex)
+	return append([]byte(nil), ex.requestID()...)
 }
 
 func saneRequestID(v []byte) bool {

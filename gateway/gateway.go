@@ -22,9 +22,11 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/trace"
 
 	"vendorgate/config"
+	"vendorgate/gateway/accesslog"
 	"vendorgate/gateway/admin"
 	"vendorgate/gateway/admission"
 	"vendorgate/gateway/auth"
@@ -37,6 +39,8 @@ import (
 	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/outage"
+	"vendorgate/gateway/paramroute"
+	"vendorgate/gateway/plain"
 	"vendorgate/gateway/policy"
 	"vendorgate/gateway/probe"
 	"vendorgate/gateway/proxy"
@@ -108,7 +112,7 @@ type Gateway struct {
 	router    *router.Router
 	// paramRoutes match the vendor routes with parameters ahead of router
 	// (set by newRouter).
-	paramRoutes paramRoutes
+	paramRoutes paramroute.Routes
 	labels      routeLabels // route label values by index, assigned by newRouter
 	// edge holds the listeners (public, admin, http_listen), their
 	// connection bounds and TLS (package edge).
@@ -121,9 +125,9 @@ type Gateway struct {
 	readTimeout     time.Duration
 	unread          *router.Router
 	connRefusalBody [connlimit.NumReasons][]byte // by connlimit.Reason
-	// plain answers the optional plain-HTTP listener (plainhttp.go); nil
+	// plain answers the optional plain-HTTP listener (package plain); nil
 	// without http_listen.
-	plain *plainHTTP
+	plain *plain.Handler
 
 	// vendorRoutes are this gateway's copies of routes (with their plan
 	// and label), docRoutes the documentation routes with their labels:
@@ -140,16 +144,13 @@ type Gateway struct {
 	usageClient    redis.UniversalClient // its own pool: flushes never wait for, or delay, a limiter call
 	slotsClient    redis.UniversalClient // its own pool: the concurrency policies' slots
 	slots          concurrency.Limiter
-	slotErrors     *prometheus.CounterVec
-	slotsRestored  prometheus.Counter
-	redisDataLost  prometheus.Counter
 	subscriber     *auth.Subscriber
 	usage          *usage.Recorder
 
 	accessLog bool
 	// refusals bounds the access log's lines of answers with an error
 	// code, written as summaries each summaryEvery past the rate.
-	refusals     *refusalLog
+	refusals     *accesslog.Refusals
 	summaryEvery time.Duration
 	outages      *outage.Book
 	tracer       trace.Tracer // nil: tracing off
@@ -184,13 +185,13 @@ func New(o Options) (_ *Gateway, err error) {
 		return nil, fmt.Errorf("gateway configuration: %w", err)
 	}
 	g := &Gateway{log: o.Logger, accessLog: !o.DisableAccessLog, tracer: o.Tracer, stopPoll: make(chan struct{}), pollDone: make(chan struct{}),
-		refusals: newRefusalLog(c.AccessLog.RefusalsPerSecond), summaryEvery: c.AccessLog.SummaryInterval}
+		refusals: accesslog.NewRefusals(c.AccessLog.RefusalsPerSecond), summaryEvery: c.AccessLog.SummaryInterval}
 	defer func() {
 		if err != nil {
 			g.release() // the goroutines and clients started before the failure
 		}
 	}()
-	if g.outages, err = outage.New(g.log, func() { g.refusals.flush(g.log) }); err != nil {
+	if g.outages, err = outage.New(g.log, func() { g.refusals.Flush(g.log) }); err != nil {
 		return nil, err
 	}
 	prefixes := c.KeyPrefixes.APIKey()
@@ -222,8 +223,12 @@ func New(o Options) (_ *Gateway, err error) {
 	g.inflight = inflight.New()
 	refusedByCap, tooSlow := g.hooks.RegisterInFlight(g.inflight)
 	g.inFlightRefused = refusedByCap
-	g.registerSlots()
-	g.registerDataLost()
+	g.hooks.RegisterSlots(func() int {
+		if g.slots == nil {
+			return 0
+		}
+		return g.slots.Held()
+	})
 
 	hop, err := backendTLS(c.BackendTLS)
 	if err != nil {
@@ -294,7 +299,15 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 
 	g.respond = respond.NewWriter(cannedErrors()...)
-	g.setupPlainHTTP(c)
+	if c.HTTPListen != "" {
+		g.plain, err = plain.New(plain.Options{BaseURL: c.PublicBaseURL, RefusalsPerSecond: c.AccessLog.RefusalsPerSecond,
+			Registry: g.metrics.Registry, Logger: g.log, Respond: g.respond, Keys: g.auth, NotFound: errNotFound, Malformed: errMalformed,
+			RequestID: g.newRequestID, Client: func(ctx *fasthttp.RequestCtx) string { return g.snap.Load().clientIP.Client(ctx).String() },
+			Challenge: func(ctx *fasthttp.RequestCtx, path []byte) bool { return g.edge.HTTPChallenge(ctx, path) }})
+		if err != nil {
+			return nil, err
+		}
+	}
 	g.unread = g.newUnreadRouter()
 	po := probe.Options{Redis: g.limiterClient, RedisTimeout: c.Redis.Timeout, Backends: c.BackendURL, BackendTLS: hop,
 		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, probeTimeoutMax),
@@ -321,7 +334,7 @@ func New(o Options) (_ *Gateway, err error) {
 			Profiles: profiling.Handler(c.AdminToken, "vendorgate-gateway-admin", admin.GatewayAdminToken)}),
 		Trusted: g.connExempt, Refusal: g.connRefusal}
 	if g.plain != nil {
-		eo.Plain, eo.PlainError = g.servePlain, g.plainError
+		eo.Plain, eo.PlainError = g.plain.Serve, g.plain.Error
 	}
 	if g.edge, err = edge.New(eo); err != nil {
 		return nil, err

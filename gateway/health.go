@@ -36,10 +36,10 @@ func (g *Gateway) pollBreakers(checks []readyz.Check) {
 			}
 			g.metrics.Ready.WithLabelValues(r.Name).Set(passing)
 		}
-		if g.refusals.due(g.summaryEvery) {
-			g.refusals.flush(g.log)
+		if g.refusals.Due(g.summaryEvery) {
+			g.refusals.Flush(g.log)
 		}
-		g.flushPlainWarnings(false)
+		g.plain.FlushWarnings(false, g.summaryEvery)
 		select {
 		case <-g.stopPoll:
 			return

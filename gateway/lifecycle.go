@@ -42,8 +42,8 @@ func (g *Gateway) Close() {
 	g.closeOnce.Do(func() {
 		close(g.stopPoll)
 		<-g.pollDone
-		g.refusals.flush(g.log) // the refusals counted since the last summary
-		g.flushPlainWarnings(true)
+		g.refusals.Flush(g.log) // the refusals counted since the last summary
+		g.plain.FlushWarnings(true, g.summaryEvery)
 		g.release()
 	})
 }

@@ -117,6 +117,12 @@ func plainLogLines(logs, msg string) []map[string]any {
 // (access_log.refusals_per_second), the rest summarised. A key sent to a
 // path outside /api/ is flagged and counted as one sent under it.
 func TestPlainHTTPKeyWarningsBounded(t *testing.T) {
+	// The WARN line of a key sent in clear text, and the summary of those
+	// not written in full, as an operator searches for them.
+	const (
+		plainKeyWarning = "api key sent over plain http: treat it as exposed and have the vendor rotate it"
+		plainKeySummary = "api keys sent over plain http, not logged one by one"
+	)
 	const perSecond = 5
 	b := newTestBackend(t)
 	gw := startTLSGateway(t, b, func(o *Options) {

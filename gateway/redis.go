@@ -86,7 +86,7 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 	// one, through the limiter's transport (its pipelined round trips, its
 	// rule and its breaker), failing at once while the breaker is open.
 	if g.windows, err = window.NewRedis(window.RedisOptions{Client: g.limiterClient, Conn: g.redisLim.Transport(),
-		Timeout: c.Redis.Timeout, Down: g.redisLim.Down, OnFailure: g.onWindowFailure, OnDataLost: g.onRedisDataLost}); err != nil {
+		Timeout: c.Redis.Timeout, Down: g.redisLim.Down, OnFailure: g.hooks.WindowFailure, OnDataLost: g.hooks.RedisDataLost}); err != nil {
 		return nil, err
 	}
 	sc := *uo
@@ -95,7 +95,7 @@ func (g *Gateway) connectRedis(c *config.Gateway, now func() time.Time) (usage.S
 	// A request's slot call goes through the limiter's transport too; the
 	// refreshes and releases on the slots' own client.
 	g.slots, err = concurrency.NewRedis(concurrency.Options{Client: g.slotsClient, Conn: g.redisLim.Transport(),
-		TTL: c.Redis.SlotTTL, Refresh: c.Redis.SlotRefresh, Timeout: c.Redis.Timeout, OnError: g.onSlotsError, OnLost: g.onSlotsLost})
+		TTL: c.Redis.SlotTTL, Refresh: c.Redis.SlotRefresh, Timeout: c.Redis.Timeout, OnError: g.hooks.SlotsError, OnLost: g.hooks.SlotsLost})
 	if err != nil {
 		return nil, err
 	}

@@ -78,7 +78,7 @@ func TestParamRoutesMatchAsTheRouter(t *testing.T) {
 	for _, method := range []string{"GET", "POST", "HEAD", "DELETE", "get"} {
 		for _, path := range paths {
 			ctx := request(method, path)
-			h := ps.handler(ctx)
+			h := ps.Handler(ctx)
 			if h == nil {
 				if method == "GET" && contains(claimed, path) {
 					t.Errorf("GET %s went to the router", path)

@@ -13,6 +13,7 @@ import (
 	"vendorgate/gateway/edge"
 	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/policy"
+	"vendorgate/gateway/policyconf"
 	"vendorgate/gateway/throttle"
 	"vendorgate/gateway/usage"
 	"vendorgate/shared/apikey"
@@ -130,15 +131,15 @@ func compile(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 		}
 		sn.inFlightOverrides[v] = capsOf(c.InFlight.For(v))
 	}
-	if sn.def, err = newTable(rows, ""); err != nil {
+	if sn.def, err = policyconf.Table(rows, "", routeClasses()); err != nil {
 		return nil, err
 	}
 	tables := []*policy.Table{sn.def}
-	for _, v := range overriddenVendors(rows) {
+	for _, v := range policyconf.OverriddenVendors(rows) {
 		if sn.overrides == nil {
 			sn.overrides = make(map[string]*policy.Table)
 		}
-		if sn.overrides[v], err = newTable(rows, v); err != nil {
+		if sn.overrides[v], err = policyconf.Table(rows, v, routeClasses()); err != nil {
 			return nil, err
 		}
 		tables = append(tables, sn.overrides[v])
@@ -191,81 +192,6 @@ func (sn *snapshot) countDecisions(m *admin.Metrics) {
 	for i, r := range sn.policies {
 		sn.decisions[i] = m.Decisions(r.Name)
 	}
-}
-
-// newTable compiles rows with vendor's overrides applied ("" for the
-// defaults) for the vendor API's routes.
-func newTable(rows []config.Policy, vendor string) (*policy.Table, error) {
-	ps := make([]policy.Policy, len(rows))
-	for i, r := range rows {
-		l := r.For(vendor)
-		ps[i] = policy.Policy{Rate: rateOf(r.Name, l), Scope: scopeOf(r.Scope), Class: r.Class, Twin: twinOf(l)}
-		if r.Kind == config.KindConcurrency {
-			ps[i].Rate = policy.Rate{Name: r.Name, Limit: max(l.Rate, 0), Kind: policy.Concurrency} // a cap, no period
-		}
-		if ps[i].Valid() {
-			ps[i].Cost, ps[i].Refund = int32(r.Cost), r.RefundFailures
-		}
-	}
-	t, err := policy.NewTable(ps, routeClasses())
-	if err != nil && vendor != "" {
-		err = fmt.Errorf("overrides of %s: %w", vendor, err)
-	}
-	return t, err
-}
-
-func overriddenVendors(rows []config.Policy) []string {
-	var vs []string
-	seen := make(map[string]bool)
-	for _, r := range rows {
-		for v := range r.Overrides {
-			if !seen[v] {
-				seen[v] = true
-				vs = append(vs, v)
-			}
-		}
-	}
-	return vs
-}
-
-func rateOf(name string, l config.Limit) policy.Rate {
-	if !l.Enabled() {
-		return policy.Rate{Name: name} // off: never checked
-	}
-	r := policy.Rate{Name: name, Limit: l.Rate, Burst: l.Burst, Period: l.Period, Shadow: l.Shadow}
-	switch l.KindOf() {
-	case config.KindWindow:
-		r.Kind = policy.Sliding
-	case config.KindQuota:
-		r.Kind = policy.Quota
-		r.Calendar = policy.Calendar{Days: uint16(l.Days), Month: l.Window == config.WindowMonth}
-		if l.Window == config.WindowDay {
-			r.Calendar.Days = 1
-		}
-		// The nominal length (the usage view's period): a month's is 31 days.
-		r.Period = time.Duration(max(r.Calendar.Days, 1)) * 24 * time.Hour
-		if r.Calendar.Month {
-			r.Period = 31 * 24 * time.Hour
-		}
-	}
-	return r
-}
-
-// twinOf is l's shadow twin; zero (never checked) when l has none or is
-// not set itself.
-func twinOf(l config.Limit) policy.Rate {
-	if l.ShadowTwin == nil || !l.Enabled() {
-		return policy.Rate{}
-	}
-	t := l.ShadowTwin
-	return policy.Rate{Limit: t.Rate, Burst: t.Burst, Period: t.Period, Shadow: true}
-}
-
-func scopeOf(s string) policy.Scope {
-	if s == config.ScopeKey {
-		return policy.PerKey
-	}
-	return policy.PerVendor
 }
 
 func capsOf(c config.InFlightCaps) inflight.Caps {

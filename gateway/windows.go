@@ -3,14 +3,10 @@ package gateway
 import (
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"vendorgate/gateway/admin"
 	"vendorgate/gateway/admission"
 	"vendorgate/gateway/auth"
-	"vendorgate/gateway/limit"
 	"vendorgate/gateway/policy"
-	"vendorgate/gateway/window"
 )
 
 // recordWindows keeps the books of the windowed checks, as recordLimits
@@ -55,32 +51,4 @@ func appendWindowHeaders(pol, state []byte, w *admission.Windowed) ([]byte, []by
 		state = policy.AppendState(state, rt.Name, rem, reset)
 	}
 	return pol, state
-}
-
-// onWindowFailure counts a window limiter call that failed (a charge or a
-// refund) among the limiter's Redis errors, by the same kinds; each
-// request it refused is counted unavailable by recordWindows.
-func (g *Gateway) onWindowFailure(err error) {
-	g.hooks.RedisFailure(limit.KindOf(err), err)
-}
-
-// onRedisDataLost is the window limiter's OnDataLost: the marker of
-// Redis' data is gone or replaced, so Redis lost its data (a flush, a
-// restart without its persistence, a failover to a replica without it),
-// quota counters included: every quota restarted from zero mid-window
-// and hands out up to its whole limit again. Counted and logged at ERROR;
-// the requests go on (docs/limits.md, "When Redis loses its data").
-func (g *Gateway) onRedisDataLost() {
-	if g.redisDataLost != nil {
-		g.redisDataLost.Inc()
-	}
-	g.log.Error("redis lost its data: its data marker is gone; every quota counter restarted from zero mid-window, so each quota may admit up to its whole limit again this window",
-		"marker", window.MarkerKey)
-}
-
-// registerDataLost registers the count of Redis data losses seen.
-func (g *Gateway) registerDataLost() {
-	g.redisDataLost = prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_redis_data_lost_total",
-		Help: "Times this gateway found Redis' data marker gone or replaced: Redis lost its data, and quota counters restarted from zero mid-window."})
-	g.metrics.Registry.MustRegister(g.redisDataLost)
 }

@@ -1,7 +1,8 @@
 // Package gwmetrics turns the gateway's parts' notifications (breakers,
 // the usage recorder's flushes, the Redis limiter's calls and failures,
 // the failed-key throttle's fallback, the key cache, the backends' call
-// durations, the in-flight counts) into metrics and log lines: the parts
+// durations, the in-flight counts, the concurrency slots' failed calls,
+// Redis' data lost) into metrics and log lines: the parts
 // themselves know nothing of Prometheus. Hooks holds the collectors
 // (admin.Metrics) and the logger; each of its methods is one part's
 // callback, given to that part by the gateway's New.
@@ -23,12 +24,18 @@ import (
 	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/throttle"
+	"vendorgate/gateway/window"
 )
 
 // Hooks turns the parts' notifications into metrics and log lines.
 type Hooks struct {
 	m   *admin.Metrics
 	log *slog.Logger
+	// The concurrency slots' failed calls and restored slots (set by
+	// RegisterSlots), and Redis' data losses seen (set by New).
+	slotErrors    *prometheus.CounterVec
+	slotsRestored prometheus.Counter
+	dataLost      prometheus.Counter
 }
 
 // New is the hooks counting in m and logging to log; neither may be nil.
@@ -36,7 +43,13 @@ func New(m *admin.Metrics, log *slog.Logger) (*Hooks, error) {
 	if m == nil || log == nil {
 		return nil, errors.New("gwmetrics: metrics and a logger are required")
 	}
-	return &Hooks{m: m, log: log}, nil
+	h := &Hooks{m: m, log: log}
+	h.dataLost = prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_redis_data_lost_total",
+		Help: "Times this gateway found Redis' data marker gone or replaced: Redis lost its data, and quota counters restarted from zero mid-window."})
+	if err := m.Registry.Register(h.dataLost); err != nil {
+		return nil, fmt.Errorf("gwmetrics: %w", err)
+	}
+	return h, nil
 }
 
 // BreakerState is every breaker's OnStateChange: it runs under the
@@ -167,4 +180,61 @@ func (h *Hooks) RegisterInFlight(in *inflight.Counter) (refusedBy [inflight.Over
 			Help: "Report downloads in flight at this gateway (each holds a connection of the backend's stream pool)."},
 			func() float64 { _, d := in.Total(); return float64(d) }))
 	return refusedBy, tooSlow
+}
+
+// WindowFailure is the window limiter's OnFailure: a call that failed (a
+// charge or a refund), counted among the limiter's Redis errors by the
+// same kinds; each request it refused is counted unavailable with the
+// request's decisions.
+func (h *Hooks) WindowFailure(err error) {
+	h.RedisFailure(limit.KindOf(err), err)
+}
+
+// RedisDataLost is the window limiter's OnDataLost: the marker of Redis'
+// data is gone or replaced, so Redis lost its data (a flush, a restart
+// without its persistence, a failover to a replica without it), quota
+// counters included: every quota restarted from zero mid-window and hands
+// out up to its whole limit again. Counted and logged at ERROR; the
+// requests go on (docs/limits.md, "When Redis loses its data").
+func (h *Hooks) RedisDataLost() {
+	h.dataLost.Inc()
+	h.log.Error("redis lost its data: its data marker is gone; every quota counter restarted from zero mid-window, so each quota may admit up to its whole limit again this window",
+		"marker", window.MarkerKey)
+}
+
+// RegisterSlots registers the concurrency policies' metrics: the requests
+// holding slots at this gateway (held, 0 before there is a limiter), and
+// the refreshes and releases that failed.
+func (h *Hooks) RegisterSlots(held func() int) {
+	h.slotErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vendorgate_gateway_concurrency_slot_errors_total",
+		Help: "Pipelined refreshes or releases of concurrency-policy slots that failed, by call (refresh, release): the slots concerned are freed at their expiry (redis.slot_ttl)."},
+		[]string{"call"})
+	h.slotsRestored = prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_concurrency_slots_restored_total",
+		Help: "Live concurrency-policy slots a refresh found gone from Redis (lost data, or expired while Redis was stopped or unreachable) and put back."})
+	h.m.Registry.MustRegister(h.slotErrors, h.slotsRestored,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vendorgate_gateway_concurrency_slots_held",
+			Help: "Requests holding slots of concurrency policies at this gateway now (each refreshed every redis.slot_refresh)."},
+			func() float64 { return float64(held()) }))
+}
+
+// SlotsError is the concurrency limiter's OnError: a refresh or a release
+// that failed. A slot not refreshed is freed at its expiry (the cap is
+// then lower by it until redis.slot_ttl passes; a slot not given back
+// holds its place until then).
+func (h *Hooks) SlotsError(what string, err error) {
+	if c := h.slotErrors; c != nil {
+		c.WithLabelValues(what).Inc()
+	}
+	h.log.Warn("concurrency slots: "+what+" failed; the slots concerned expire after redis.slot_ttl", "err", err)
+}
+
+// SlotsLost is the concurrency limiter's OnLost: a refresh found live
+// slots gone from Redis (it lost its data, or their expiry passed while it
+// was stopped or unreachable) and put them back. Until then the cap let as
+// many more requests in.
+func (h *Hooks) SlotsLost(n int) {
+	if h.slotsRestored != nil {
+		h.slotsRestored.Add(float64(n))
+	}
+	h.log.Warn("concurrency slots: live slots were gone from Redis and are put back; until now the cap admitted as many more", "slots", n)
 }
