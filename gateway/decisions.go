@@ -25,7 +25,9 @@ func (g *Gateway) recordAdmission(sn *snapshot, id *auth.Identity, a *admission.
 	if a.Refused.Kind == admission.InFlight {
 		g.inFlightRefused[a.Refused.InFlight].Inc()
 	}
-	g.recordSlots(sn, id, a, b)
+	if a.SlotsAsked { // a route without concurrency policies costs no call
+		g.recordSlots(sn, id, a, b)
+	}
 }
 
 // recordLimits keeps the books of one limiter decision: the decision

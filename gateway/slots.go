@@ -13,15 +13,12 @@ import (
 // release, batched, and a refresh pipeline every redis.slot_refresh.
 const slotPoolSize = 16
 
-// recordSlots keeps the books of a request's concurrency policies, when
-// their limiter answered: each policy's decision metric and the vendor's
-// usage counts (the refusing policy limited, none charged; all allowed
+// recordSlots keeps the books of a request's concurrency policies, once
+// their limiter answered (a.SlotsAsked; recordAdmission asks): each
+// policy's decision metric and the vendor's usage counts (the refusing policy limited, none charged; all allowed
 // when admitted), or each counted unavailable when Redis could not count.
 // A call shed (this node's overload) is counted by the limiter, not here.
 func (g *Gateway) recordSlots(sn *snapshot, id *auth.Identity, a *admission.Admission, b *policy.Buckets) {
-	if !a.SlotsAsked {
-		return
-	}
 	if a.Refused.Kind == admission.Slots {
 		sn.decisions[a.Refused.Policy].Count(admin.Limited)
 		id.Usage.Limited(usage.Policy(a.Refused.Policy))
