@@ -409,12 +409,15 @@ func (r *Redis) clientTrip(_ bool, deadline time.Duration, keys [][]string, args
 const refundsPerScript = 1000
 
 // sendRefunds sends unused lease tokens back in one script run (one per
-// hash slot with a Cluster, and one per refundsPerScript keys), each run a
-// round trip of its own under the wire deadline: the deadline is sized for
-// one call, and thousands of buckets' runs pipelined under it were cut off
-// on a busy node, their tokens lost. A refund that fails is lost: the
-// tokens come back as the bucket refills; the runs after a failed one are
-// not sent (Redis failing, each would wait its deadline in turn).
+// hash slot with a Cluster, and one per refundsPerScript keys), the runs
+// pipelined in round trips of at most refundsPerScript keys in all, each
+// under the wire deadline: the deadline is sized for one call, and
+// thousands of buckets' runs pipelined under one were cut off on a busy
+// node, their tokens lost. After a round trip fails, the runs left go in
+// one more round trip (Redis failing, each would wait its deadline in
+// turn: the lease loop waits two deadlines at most), never left unsent:
+// with a Cluster they may be another node's. A refund that fails is lost:
+// the tokens come back as the bucket refills.
 func (r *Redis) sendRefunds(refs []refund) {
 	if len(refs) == 0 || r.health.Open() {
 		return
@@ -436,10 +439,19 @@ func (r *Redis) sendRefunds(refs []refund) {
 		keys[i] = append(keys[i], f.key)
 		args[i] = append(args[i], 0, f.emission, f.unused, f.tatGrantUS, f.after)
 	}
-	for i := range keys {
-		if _, err := r.rt(false, r.wire, keys[i:i+1], args[i:i+1]); err != nil {
+	for from := 0; from < len(keys); {
+		to, n := from+1, len(keys[from])
+		for to < len(keys) && n+len(keys[to]) <= refundsPerScript {
+			n += len(keys[to])
+			to++
+		}
+		if _, err := r.rt(false, r.wire, keys[from:to], args[from:to]); err != nil {
+			if to < len(keys) {
+				_, _ = r.rt(false, r.wire, keys[to:], args[to:])
+			}
 			return
 		}
+		from = to
 	}
 }
 

@@ -113,7 +113,7 @@ func TestSimulation(t *testing.T) {
 			failedForBackend += w.refundedRequests
 		}
 		if len(w.violations) > 0 {
-			t.Errorf("seed %d (%s; replay: go test -run TestSimulation -sim.seed %d ./gateway/limit):\n  %s",
+			t.Errorf("seed %d (%s; replay: go test ./gateway/limit -run TestSimulation -sim.seed %d):\n  %s",
 				seed, w.story(), seed, strings.Join(w.violations[:min(len(w.violations), 8)], "\n  "))
 			return false
 		}
