@@ -16,6 +16,7 @@ import (
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/clientip"
 	"vendorgate/gateway/edge"
+	"vendorgate/gateway/limit"
 	"vendorgate/gateway/policy"
 	"vendorgate/gateway/proxy"
 	"vendorgate/gateway/respond"
@@ -334,8 +335,20 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 	if g.accessLog && g.log.Enabled(context.Background(), slog.LevelInfo) {
 		accesslog.Write(g.log, g.refusals, ctx, &accesslog.Entry{Route: g.labels.of(ex.route), Status: status,
 			Start: ex.start, Duration: d, Upstream: ex.upstream, Err: ex.err, VendorID: ex.vendorID, KeyID: ex.keyID,
-			Client: ex.client}, ex.requestID(), &ex.adm, &ex.trace)
+			Client: ex.client, Limit: limitOutcome(&ex.adm, ex.err), Policy: ex.adm.Refused.Name}, ex.requestID(), &ex.trace)
 	}
+}
+
+// limitOutcome is the access log's limit field: the admission's verdict,
+// or unavailable when the limits could not be asked of Redis.
+func limitOutcome(adm *admission.Admission, err error) string {
+	if o := adm.Outcome(); o != "" {
+		return o
+	}
+	if err != nil && errors.Is(err, limit.ErrUnavailable) {
+		return "unavailable"
+	}
+	return ""
 }
 
 // setRateLimitHeaders writes the IETF draft's RateLimit-Policy and

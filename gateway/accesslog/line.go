@@ -15,8 +15,6 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"vendorgate/gateway/admission"
-	"vendorgate/gateway/limit"
 	"vendorgate/gateway/respond"
 	"vendorgate/gateway/spans"
 	"vendorgate/shared/apierr"
@@ -39,6 +37,11 @@ type Entry struct {
 	Err             error
 	VendorID, KeyID string // "" before the key was resolved
 	Client          netip.Addr
+	// Limit is the limits' verdict on the request: limited (any kind
+	// refused it), allowed, unavailable, or "" when they were not asked
+	// (refused before, or no limit); Policy names the row that refused
+	// it ("" when none did).
+	Limit, Policy string
 }
 
 // Write writes the access log line of one answer: who asked what, the
@@ -52,10 +55,9 @@ type Entry struct {
 // access_log.refusals_per_second of its code a second, and past that
 // counted for a summary line (Refusals).
 //
-// The line's request id is requestID, its limits' outcome adm's, and its
-// trace id trace's.
+// The line's request id is requestID and its trace id trace's.
 func Write(log *slog.Logger, refusals *Refusals, ctx *fasthttp.RequestCtx, ex *Entry,
-	requestID []byte, adm *admission.Admission, trace *spans.Request) {
+	requestID []byte, trace *spans.Request) {
 	status, d := ex.Status, ex.Duration
 	code, cause := errorOf(ctx, ex, status)
 	if code != "" && !refusals.Admit(code, ex.Route, status, ex.Start.Add(d)) {
@@ -77,11 +79,11 @@ func Write(log *slog.Logger, refusals *Refusals, ctx *fasthttp.RequestCtx, ex *E
 	if ex.Upstream > 0 {
 		attrs = append(attrs, slog.Duration("upstream", ex.Upstream))
 	}
-	if o := limiterOutcome(adm, ex.Err); o != "" {
-		attrs = append(attrs, slog.String("limit", o))
+	if ex.Limit != "" {
+		attrs = append(attrs, slog.String("limit", ex.Limit))
 	}
-	if r := &adm.Refused; r.Kind != admission.None {
-		attrs = append(attrs, slog.String("policy", r.Name))
+	if ex.Policy != "" {
+		attrs = append(attrs, slog.String("policy", ex.Policy))
 	}
 	attrs = append(attrs,
 		slog.Int("bytes_in", bodySize(ctx.Request.Header.ContentLength(), ctx.Request.IsBodyStream(), ctx.Request.Body)),
@@ -131,19 +133,6 @@ func codeInEnvelope(body []byte) apierr.Code {
 		return ""
 	}
 	return apierr.Code(rest[:j])
-}
-
-// limiterOutcome is the limits' verdict on the request: limited (any kind
-// refused it), allowed, unavailable, or "" when they were not asked
-// (refused before, or no limit).
-func limiterOutcome(adm *admission.Admission, err error) string {
-	if o := adm.Outcome(); o != "" {
-		return o
-	}
-	if err != nil && errors.Is(err, limit.ErrUnavailable) {
-		return "unavailable"
-	}
-	return ""
 }
 
 // bodySize is a body's length: the announced Content-Length, else the body
