@@ -90,6 +90,11 @@ const (
 )
 
 func TestSimulation(t *testing.T) {
+	// Parallel: it runs on simulated time alone (no sleep, no socket), so
+	// that it shares the package's run with the real-time bound test
+	// (TestLeaseBoundAcrossGateways' three minutes of traffic) rather
+	// than adding its own minutes before it.
+	t.Parallel()
 	seeds := *simSeeds
 	if seeds == 0 {
 		seeds = 1500
