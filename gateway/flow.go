@@ -215,7 +215,7 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 	}
 	// Counted in Redis, or in process when Redis cannot count (down, slow,
 	// the throttle's connections all in use): told once, by the throttle.
-	if v := g.throttle.Fail(ex.client, keySum, sn.failedKeys); v.Over {
+	if v := g.stores.Throttle.Fail(ex.client, keySum, sn.failedKeys); v.Over {
 		return nil, &respond.Refusal{Err: errThrottled, RetryAfter: v.RetryAfter}
 	}
 	return nil, refusal

@@ -5,8 +5,9 @@
 // edge's. New takes the validated configuration (config.Gateway) and wires
 // the parts here; lifecycle.go serves (through edge), reloads and shuts
 // down, health.go keeps the breaker and readiness gauges current (the
-// /readyz checks are package readiness), redis.go builds the Redis
-// clients; the parts' notifications become metrics in package gwmetrics.
+// /readyz checks are package readiness); the limiters, the failed-key
+// throttle and the usage store, and their Redis clients, are package
+// stores'; the parts' notifications become metrics in package gwmetrics.
 package gateway
 
 import (
@@ -21,7 +22,6 @@ import (
 
 	"github.com/fasthttp/router"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/trace"
 
@@ -31,23 +31,19 @@ import (
 	"vendorgate/gateway/admission"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/backendapi"
-	"vendorgate/gateway/concurrency"
 	"vendorgate/gateway/connlimit"
 	"vendorgate/gateway/docs"
 	"vendorgate/gateway/edge"
 	"vendorgate/gateway/gwmetrics"
 	"vendorgate/gateway/inflight"
-	"vendorgate/gateway/limit"
 	"vendorgate/gateway/outage"
 	"vendorgate/gateway/paramroute"
 	"vendorgate/gateway/plain"
-	"vendorgate/gateway/policy"
 	"vendorgate/gateway/probe"
 	"vendorgate/gateway/proxy"
 	"vendorgate/gateway/respond"
-	"vendorgate/gateway/throttle"
+	"vendorgate/gateway/stores"
 	"vendorgate/gateway/usage"
-	"vendorgate/gateway/window"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/logtext"
 	"vendorgate/shared/profiling"
@@ -75,29 +71,17 @@ type Options struct {
 	Tracer trace.Tracer
 }
 
-// limiter is what the flow needs of a rate limiter.
-type limiter interface {
-	Allow(cs policy.Checks) (limit.Decision, error)
-	// Refund gives back what d charged for the checks of policies that
-	// refund (the gateway failed the request for the backend). By value,
-	// as Allow: a pointer into the request's exchange passed through an
-	// interface would move the exchange to the heap on every request.
-	Refund(cs policy.Checks, d limit.Decision) int
-}
-
 // Gateway is one gateway instance.
 type Gateway struct {
-	log      *slog.Logger
-	snap     atomic.Pointer[snapshot]
-	auth     *auth.Authenticator
-	lookup   *backendapi.Client
-	limiter  limiter
-	redisLim *limit.Redis // nil with the in-process limiter
-	// windows decides the quotas and sliding windows (package window), for
-	// the routes that have any.
-	windows  window.Limiter
-	throttle *throttle.Throttle
-	proxy    *proxy.Proxy
+	log    *slog.Logger
+	snap   atomic.Pointer[snapshot]
+	auth   *auth.Authenticator
+	lookup *backendapi.Client
+	// stores are the limiters, the failed-key throttle and the usage
+	// store, and their Redis clients (package stores); in place, not
+	// behind a pointer.
+	stores stores.Stores
+	proxy  *proxy.Proxy
 	// inflight counts each vendor's requests in flight here (admit), and
 	// inFlightRefused its refusals by the cap that refused.
 	inflight        *inflight.Counter
@@ -138,14 +122,8 @@ type Gateway struct {
 	// docs answers the documentation routes; nil without a document.
 	docs *docs.Handler
 
-	limiterClient  redis.UniversalClient
-	throttleClient redis.UniversalClient // its own pool: failed keys never take the limiter's connections
-	subClient      redis.UniversalClient
-	usageClient    redis.UniversalClient // its own pool: flushes never wait for, or delay, a limiter call
-	slotsClient    redis.UniversalClient // its own pool: the concurrency policies' slots
-	slots          concurrency.Limiter
-	subscriber     *auth.Subscriber
-	usage          *usage.Recorder
+	subscriber *auth.Subscriber
+	usage      *usage.Recorder
 
 	accessLog bool
 	// refusals bounds the access log's lines of answers with an error
@@ -224,10 +202,10 @@ func New(o Options) (_ *Gateway, err error) {
 	refusedByCap, tooSlow := g.hooks.RegisterInFlight(g.inflight)
 	g.inFlightRefused = refusedByCap
 	g.hooks.RegisterSlots(func() int {
-		if g.slots == nil {
+		if g.stores.Slots == nil {
 			return 0
 		}
-		return g.slots.Held()
+		return g.stores.Slots.Held()
 	})
 
 	hop, err := backendTLS(c.BackendTLS)
@@ -244,11 +222,12 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: key signing secrets: %w", err)
 	}
-	usageStore, err := g.connectRedis(c, o.Now)
+	g.stores, err = stores.New(stores.Options{Config: c, Now: o.Now, Logger: g.log, Hooks: g.hooks, Metrics: g.metrics, Names: g.usageNames})
 	if err != nil {
 		return nil, err
 	}
-	if g.admission, err = admission.New(g.windows, g.limiter, g.inflight, g.slots); err != nil {
+	st := &g.stores
+	if g.admission, err = admission.New(st.Windows, st.Limiter, g.inflight, st.Slots); err != nil {
 		return nil, err
 	}
 	// Usage buckets follow the wall clock (time.Now), not o.Now: they are
@@ -260,7 +239,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
-	g.usage, err = usage.New(usage.Options{Store: usage.Tee{First: usageStore, Second: toBackend}, Interval: c.Usage.FlushInterval,
+	g.usage, err = usage.New(usage.Options{Store: usage.Tee{First: st.Usage, Second: toBackend}, Interval: c.Usage.FlushInterval,
 		MaxPending: usageMaxPending, OnFlush: g.hooks.UsageFlush, Names: g.usageNames})
 	if err != nil {
 		return nil, err
@@ -277,8 +256,8 @@ func New(o Options) (_ *Gateway, err error) {
 		}
 		return g.auth.RefreshesScheduled()
 	})
-	if g.subClient != nil {
-		g.subscriber = auth.Subscribe(g.subClient, cache, g.log)
+	if st.Clients.Sub != nil {
+		g.subscriber = auth.Subscribe(st.Clients.Sub, cache, g.log)
 	}
 	g.auth, err = auth.New(auth.Options{Prefixes: prefixes, Signer: signer, Cache: cache, Lookup: g.lookup, Now: o.Now, Usage: g.usage,
 		MaxRefreshes: lookupMaxConns / 2})
@@ -309,10 +288,10 @@ func New(o Options) (_ *Gateway, err error) {
 		}
 	}
 	g.unread = g.newUnreadRouter()
-	po := probe.Options{Redis: g.limiterClient, RedisTimeout: c.Redis.Timeout, Backends: c.BackendURL, BackendTLS: hop,
+	po := probe.Options{Redis: st.Clients.Limiter, RedisTimeout: c.Redis.Timeout, Backends: c.BackendURL, BackendTLS: hop,
 		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, probeTimeoutMax),
 		Interval: probeInterval, OnChange: g.outages.OnChange}
-	if g.limiterClient == nil {
+	if st.Clients.Limiter == nil {
 		po.Redis = nil // a nil client in the interface would read as set
 	}
 	g.probe, err = probe.New(po)
@@ -330,7 +309,7 @@ func New(o Options) (_ *Gateway, err error) {
 		Handler: g.serve, ErrorHandler: g.serverError, HeaderReceived: g.headerReceived,
 		Admin: admin.Handler(admin.Options{Registry: g.metrics.Registry, Checks: checks, OpenAPI: o.OpenAPI,
 			Usage: admin.UsageHandler(admin.UsageOptions{Token: c.AdminToken,
-				Reader: &usage.Reader{Store: usageStore, Limits: g.usageLimits, Quotas: g.usageQuotas}}),
+				Reader: &usage.Reader{Store: st.Usage, Limits: g.usageLimits, Quotas: g.usageQuotas}}),
 			Profiles: profiling.Handler(c.AdminToken, "vendorgate-gateway-admin", admin.GatewayAdminToken)}),
 		Trusted: g.connExempt, Refusal: g.connRefusal}
 	if g.plain != nil {

@@ -25,9 +25,9 @@ func (g *Gateway) pollBreakers(checks []readyz.Check) {
 		g.eachBreaker(func(name string, s gobreaker.State) {
 			g.metrics.BreakerState.WithLabelValues(name).Set(float64(s))
 		})
-		if g.redisLim != nil {
-			g.metrics.NodeSchedLateness.Set(g.redisLim.Lateness().Seconds())
-			g.metrics.RedisSilenceGrace.Set(g.redisLim.Grace().Seconds())
+		if g.stores.Redis != nil {
+			g.metrics.NodeSchedLateness.Set(g.stores.Redis.Lateness().Seconds())
+			g.metrics.RedisSilenceGrace.Set(g.stores.Redis.Grace().Seconds())
 		}
 		for _, r := range readyz.Run(context.Background(), checks, readyz.Query{}).Results {
 			passing := 0.0
@@ -49,8 +49,8 @@ func (g *Gateway) pollBreakers(checks []readyz.Check) {
 }
 
 func (g *Gateway) eachBreaker(fn func(name string, s gobreaker.State)) {
-	if g.redisLim != nil {
-		fn(limit.BreakerName, g.redisLim.State())
+	if g.stores.Redis != nil {
+		fn(limit.BreakerName, g.stores.Redis.State())
 	}
 	fn(backendapi.BreakerName, g.lookup.State())
 	g.proxy.Breakers(fn)
@@ -60,7 +60,7 @@ func (g *Gateway) eachBreaker(fn func(name string, s gobreaker.State)) {
 // gateway's parts. The edge is built after them (its admin listener serves
 // them): the tls check asks it when run.
 func (g *Gateway) readyChecks() ([]readyz.Check, error) {
-	s := readiness.Sources{Draining: g.draining.Load, Limiter: g.redisLim, Probe: g.probe, Proxy: g.proxy, Lookup: g.lookup}
+	s := readiness.Sources{Draining: g.draining.Load, Limiter: g.stores.Redis, Probe: g.probe, Proxy: g.proxy, Lookup: g.lookup}
 	if len(g.snap.Load().cfg.TLS.ACME.Domains) > 0 {
 		s.ACMEMissing = func() []string {
 			missing, _ := g.edge.ACMEMissing()

@@ -8,11 +8,6 @@ import (
 	"vendorgate/gateway/usage"
 )
 
-// slotPoolSize is the concurrency limiter's own Redis connections: one
-// call per admitted request of a concurrency policy's routes, one per
-// release, batched, and a refresh pipeline every redis.slot_refresh.
-const slotPoolSize = 16
-
 // recordSlots keeps the books of a request's concurrency policies, once
 // their limiter answered (a.SlotsAsked; recordAdmission asks): each
 // policy's decision metric and the vendor's usage counts (the refusing policy limited, none charged; all allowed
