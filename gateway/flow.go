@@ -16,7 +16,6 @@ import (
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/clientip"
 	"vendorgate/gateway/edge"
-	"vendorgate/gateway/policy"
 	"vendorgate/gateway/proxy"
 	"vendorgate/gateway/respond"
 	"vendorgate/gateway/spans"
@@ -225,7 +224,7 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 // request in one call (package admission: the quotas and sliding windows,
 // the GCRA limits, the vendor's requests in flight here, the concurrency
 // policies' slots; all or none charged), which holds the request's slots
-// until its answer is done. It decides; recordAdmission keeps the books
+// until its answer is done. It decides; package books keeps the books
 // (metrics, usage, shadow log).
 func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange) error {
 	switch id.Status {
@@ -247,7 +246,7 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 	} else {
 		ex.trace.End(err)
 	}
-	g.recordAdmission(sn, id, &ex.adm, req.Buckets)
+	g.books.Admission(sn.decisions, id, &ex.adm, req.Buckets)
 	if refused {
 		// The message names the limit, what it allows and when to retry
 		// (it allocates: refusals only).
@@ -336,38 +335,6 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 			Start: ex.start, Duration: d, Upstream: ex.upstream, Err: ex.err, VendorID: ex.vendorID, KeyID: ex.keyID,
 			Client: ex.client}, ex.requestID(), &ex.adm, &ex.trace)
 	}
-}
-
-// setRateLimitHeaders writes the IETF draft's RateLimit-Policy and
-// RateLimit fields for the enforced limits of the request: r is the
-// remaining quota, t the seconds until the bucket is whole again. The GCRA
-// limits come first, then the quotas and sliding windows (windows.go).
-func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
-	pol := ex.adm.Plan.Policy
-	if len(pol) == 0 && ex.adm.Windows == nil {
-		return // no enforced limit (shadow ones only): no header
-	}
-	// Room for MaxChecks entries of a 32-byte name and 10-digit numbers:
-	// a full table's answer allocates no larger buffer.
-	var buf [policy.MaxChecks * 64]byte
-	b := buf[:0]
-	for i := 0; i < ex.adm.Checks.Count && ex.adm.Decided; i++ {
-		rt := ex.adm.Checks.List[i].Rate
-		res := ex.adm.Decision.Results[i]
-		if rt.Shadow || !res.Known {
-			continue
-		}
-		rem, reset := ex.adm.Decision.Left(i, rt) // a refusal took no token
-		b = policy.AppendState(b, rt.Name, rem, reset)
-	}
-	if ex.adm.Windows != nil {
-		var pbuf [policy.MaxChecks * 64]byte
-		pol, b = appendWindowHeaders(append(pbuf[:0], pol...), b, ex.adm.Windows)
-	}
-	if len(pol) == 0 {
-		return
-	}
-	respond.SetRateLimit(ctx, pol, b)
 }
 
 // setRequestID keeps the client's X-Request-Id when it is sane (1-64

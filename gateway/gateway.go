@@ -31,6 +31,7 @@ import (
 	"vendorgate/gateway/admission"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/backendapi"
+	"vendorgate/gateway/books"
 	"vendorgate/gateway/connlimit"
 	"vendorgate/gateway/docs"
 	"vendorgate/gateway/edge"
@@ -82,10 +83,11 @@ type Gateway struct {
 	// behind a pointer.
 	stores stores.Stores
 	proxy  *proxy.Proxy
-	// inflight counts each vendor's requests in flight here (admit), and
-	// inFlightRefused its refusals by the cap that refused.
-	inflight        *inflight.Counter
-	inFlightRefused [inflight.OverDownloads + 1]prometheus.Counter
+	// inflight counts each vendor's requests in flight here (admit).
+	inflight *inflight.Counter
+	// books keeps the books of each admission (package books): metrics,
+	// usage, the shadow limits' log lines.
+	books books.Books
 	// admission admits a request under every kind of limit in one call
 	// (package admission): the windows, the limiter, inflight and slots.
 	admission *admission.Admitter
@@ -200,7 +202,7 @@ func New(o Options) (_ *Gateway, err error) {
 	g.metrics.ConfigInfo.WithLabelValues(c.Version).Set(1)
 	g.inflight = inflight.New()
 	refusedByCap, tooSlow := g.hooks.RegisterInFlight(g.inflight)
-	g.inFlightRefused = refusedByCap
+	g.books = books.New(g.log, refusedByCap)
 	g.hooks.RegisterSlots(func() int {
 		if g.stores.Slots == nil {
 			return 0
