@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/gateway/connlimit"
@@ -52,25 +51,8 @@ func (g *Gateway) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConf
 	return rc
 }
 
-// newUnreadRouter is the router of requests whose body was refused unread
-// (over their limit): the same routes, 404 and 405 as the public router,
-// and no handler that reads a body or proxies. A vendor route authenticates
-// (the failed-key throttle counts a bad key as on any request) and answers
-// 413 payload_too_large to a key that passes; a documentation route, which
-// takes no body and no key, answers 413 at once.
-func (g *Gateway) newUnreadRouter() *router.Router {
-	r := g.routerWith(func(rt *route) fasthttp.RequestHandler {
-		return func(ctx *fasthttp.RequestCtx) { g.serveUnread(ctx, rt) }
-	})
-	for i := range g.docRoutes {
-		d := &g.docRoutes[i]
-		r.GET(d.Path, func(ctx *fasthttp.RequestCtx) { g.refuseUnread(ctx, d.label) })
-	}
-	return r
-}
-
-// serveUnread answers a vendor route's request whose body was not read:
-// steps 2-4 (key format, resolution, failed-key throttle), then 413 for a
+// serveUnread answers, on the unread router (routing.handle), a vendor
+// route's request whose body was refused unread (over its limit): steps 2-4 (key format, resolution, failed-key throttle), then 413 for a
 // key that passes them. It never proxies: the body is not there.
 func (g *Gateway) serveUnread(ctx *fasthttp.RequestCtx, rt *route) {
 	// Not ctx.Time(): the server sets it only for requests it hands to the
@@ -88,7 +70,11 @@ func (g *Gateway) serveUnread(ctx *fasthttp.RequestCtx, rt *route) {
 }
 
 // refuseUnread answers 413 to a request of a route that takes no key and
-// no body.
+// no body (a documentation route), on the unread router. Neither it nor
+// serveUnread reads a body or proxies. A vendor route authenticates (the
+// failed-key throttle counts a bad key as on any request) and answers 413
+// payload_too_large to a key that passes; a documentation route answers
+// 413 at once.
 func (g *Gateway) refuseUnread(ctx *fasthttp.RequestCtx, routeIndex int) {
 	ex := exchange{start: time.Now(), route: routeIndex}
 	g.setRequestID(ctx, &ex)

@@ -78,11 +78,11 @@ func (ex *exchange) requestID() []byte { return ex.rid[:ex.ridLen] }
 // panic guard.
 func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	defer g.recoverPanic(ctx)
-	if h := g.paramRoutes.Handler(ctx); h != nil {
+	if h := g.routes.params.Handler(ctx); h != nil {
 		h(ctx)
 		return
 	}
-	g.router.Handler(ctx)
+	g.routes.router.Handler(ctx)
 }
 
 // serveVendor is one request to a known route, DESIGN.md's steps in order.
@@ -96,7 +96,7 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	g.setRequestID(ctx, &ex)
 	ex.client, ex.trustedPeer = sn.clientIP.Resolve(ctx)
 	if g.tracer != nil { // a server span, when tracing is on
-		ex.trace.Begin(g.tracer, ctx, ex.trustedPeer, g.labels.of(ex.route), ex.start)
+		ex.trace.Begin(g.tracer, ctx, ex.trustedPeer, g.routes.labels.of(ex.route), ex.start)
 	}
 	id, err := g.authenticate(ctx, sn, &ex) // steps 2-4: key format, resolve, failed-key throttle
 	if err == nil {
@@ -136,7 +136,7 @@ func (g *Gateway) serveRefusal(ctx *fasthttp.RequestCtx, e *apierr.Error) {
 func (g *Gateway) serverError(ctx *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) && ctx.Request.Header.ContentLength() > 0 {
 		defer g.recoverPanic(ctx)
-		g.unread.Handler(ctx)
+		g.routes.unread.Handler(ctx)
 		return
 	}
 	ex := exchange{start: time.Now(), route: routeUnmatched}
@@ -331,7 +331,7 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 	// Ask the handler first: the attributes are built (and allocate)
 	// before LogAttrs could drop a line below the configured level.
 	if g.accessLog && g.log.Enabled(context.Background(), slog.LevelInfo) {
-		accesslog.Write(g.log, g.refusals, ctx, &accesslog.Entry{Route: g.labels.of(ex.route), Status: status,
+		accesslog.Write(g.log, g.refusals, ctx, &accesslog.Entry{Route: g.routes.labels.of(ex.route), Status: status,
 			Start: ex.start, Duration: d, Upstream: ex.upstream, Err: ex.err, VendorID: ex.vendorID, KeyID: ex.keyID,
 			Client: ex.client}, ex.requestID(), &ex.adm, &ex.trace)
 	}

@@ -20,7 +20,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fasthttp/router"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/trace"
@@ -38,7 +37,6 @@ import (
 	"vendorgate/gateway/gwmetrics"
 	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/outage"
-	"vendorgate/gateway/paramroute"
 	"vendorgate/gateway/plain"
 	"vendorgate/gateway/probe"
 	"vendorgate/gateway/proxy"
@@ -95,11 +93,9 @@ type Gateway struct {
 	respond   *respond.Writer
 	metrics   *admin.Metrics
 	hooks     *gwmetrics.Hooks // the parts' notifications into metrics
-	router    *router.Router
-	// paramRoutes match the vendor routes with parameters ahead of router
-	// (set by newRouter).
-	paramRoutes paramroute.Routes
-	labels      routeLabels // route label values by index, assigned by newRouter
+	// routes are the routes, their labels and the routers that match
+	// them.
+	routes routing
 	// edge holds the listeners (public, admin, http_listen), their
 	// connection bounds and TLS (package edge).
 	edge *edge.Server
@@ -109,20 +105,10 @@ type Gateway struct {
 	// unread, and the bodies of the connections refused per peer.
 	orderBodyBytes  int
 	readTimeout     time.Duration
-	unread          *router.Router
 	connRefusalBody [connlimit.NumReasons][]byte // by connlimit.Reason
 	// plain answers the optional plain-HTTP listener (package plain); nil
 	// without http_listen.
 	plain *plain.Handler
-
-	// vendorRoutes are this gateway's copies of routes (with their plan
-	// and label), docRoutes the documentation routes with their labels:
-	// both set by newRouter.
-	vendorRoutes []route
-	docRoutes    []docRoute
-
-	// docs answers the documentation routes; nil without a document.
-	docs *docs.Handler
 
 	subscriber *auth.Subscriber
 	usage      *usage.Recorder
@@ -175,13 +161,16 @@ func New(o Options) (_ *Gateway, err error) {
 		return nil, err
 	}
 	prefixes := c.KeyPrefixes.APIKey()
+	var docsHandler *docs.Handler
 	if len(o.OpenAPI) > 0 {
-		g.docs, err = docs.NewHandler(docs.HandlerOptions{Document: o.OpenAPI, PublicBaseURL: c.PublicBaseURL, Prefixes: prefixes,
+		docsHandler, err = docs.NewHandler(docs.HandlerOptions{Document: o.OpenAPI, PublicBaseURL: c.PublicBaseURL, Prefixes: prefixes,
 			MaxBodyBytes: c.OrderBodyLimit(), Rate: c.Docs.Rate, Window: c.Docs.Window, Now: o.Now})
 		if err != nil {
 			return nil, err
 		}
 	}
+	g.routes = newRouting(docsHandler) // assigns the route labels
+	g.routes.handle(g.routeHandlers())
 	g.orderBodyBytes, g.readTimeout = c.OrderBodyLimit(), c.ReadTimeout
 	g.connRefusalBody[connlimit.Open], g.connRefusalBody[connlimit.Rate] = errConnsPerPeer.Body(), errNewConnsPerPeer.Body()
 	if err := g.renderDocs(sn); err != nil {
@@ -192,8 +181,7 @@ func New(o Options) (_ *Gateway, err error) {
 	hex.Encode(g.ridPrefix[:8], seed[:])
 	g.ridPrefix[8] = '-'
 
-	g.router = g.newRouter() // assigns the route labels
-	g.metrics = admin.NewMetrics(g.labels)
+	g.metrics = admin.NewMetrics(g.routes.labels)
 	if g.hooks, err = gwmetrics.New(g.metrics, g.log); err != nil {
 		return nil, err
 	}
@@ -289,7 +277,6 @@ func New(o Options) (_ *Gateway, err error) {
 			return nil, err
 		}
 	}
-	g.unread = g.newUnreadRouter()
 	po := probe.Options{Redis: st.Clients.Limiter, RedisTimeout: c.Redis.Timeout, Backends: c.BackendURL, BackendTLS: hop,
 		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, probeTimeoutMax),
 		Interval: probeInterval, OnChange: g.outages.OnChange}
