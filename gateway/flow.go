@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"runtime/debug"
-	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -20,7 +19,6 @@ import (
 	"vendorgate/gateway/respond"
 	"vendorgate/gateway/spans"
 	"vendorgate/shared/apierr"
-	"vendorgate/shared/apikey"
 	"vendorgate/shared/wire"
 )
 
@@ -337,38 +335,8 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 	}
 }
 
-// setRequestID keeps the client's X-Request-Id when it is sane (1-64
-// characters of letters, digits and -_.:) and holds nothing shaped like an
-// API key, alone or inside it (`<key>.1`, `id:<key>`, `<key>:retry`:
-// echoed and logged, a key pasted there would be written to the log),
-// else makes one.
+// setRequestID gives the request its id (package requestid): the
+// client's X-Request-Id when it is sane, else a new one.
 func (g *Gateway) setRequestID(ctx *fasthttp.RequestCtx, ex *exchange) {
-	if v := ctx.Request.Header.Peek(wire.HeaderRequestID); saneRequestID(v) {
-		ex.ridLen = copy(ex.rid[:], v)
-		return
-	}
-	n := copy(ex.rid[:], g.ridPrefix[:])
-	b := strconv.AppendUint(ex.rid[n:n], g.ridSeq.Add(1), 16)
-	ex.ridLen = n + len(b)
-}
-
-// newRequestID is a new request id for an answer outside the flow (the
-// plain listener's).
-func (g *Gateway) newRequestID(ctx *fasthttp.RequestCtx) []byte {
-	var ex exchange
-	g.setRequestID(ctx, &ex)
-	return append([]byte(nil), ex.requestID()...)
-}
-
-func saneRequestID(v []byte) bool {
-	if len(v) == 0 || len(v) > 64 {
-		return false
-	}
-	for _, c := range v {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
-			return false
-		}
-	}
-	start, _ := apikey.FindKeyShape(v)
-	return start < 0
+	ex.ridLen = g.rids.Set(&ex.rid, &ctx.Request.Header)
 }

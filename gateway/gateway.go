@@ -11,8 +11,6 @@
 package gateway
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,7 +29,6 @@ import (
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/backendapi"
 	"vendorgate/gateway/books"
-	"vendorgate/gateway/connlimit"
 	"vendorgate/gateway/docs"
 	"vendorgate/gateway/edge"
 	"vendorgate/gateway/gwmetrics"
@@ -40,6 +37,7 @@ import (
 	"vendorgate/gateway/plain"
 	"vendorgate/gateway/probe"
 	"vendorgate/gateway/proxy"
+	"vendorgate/gateway/requestid"
 	"vendorgate/gateway/respond"
 	"vendorgate/gateway/stores"
 	"vendorgate/gateway/usage"
@@ -100,12 +98,9 @@ type Gateway struct {
 	// connection bounds and TLS (package edge).
 	edge *edge.Server
 
-	// Client bounds (clientbounds.go): the body limit and read timeout
-	// headerReceived gives, the router of requests whose body was refused
-	// unread, and the bodies of the connections refused per peer.
-	orderBodyBytes  int
-	readTimeout     time.Duration
-	connRefusalBody [connlimit.NumReasons][]byte // by connlimit.Reason
+	// bounds are what a client may hold before it has shown a key: the
+	// body limit its headers earn, its connections (clientbounds.go).
+	bounds clientBounds
 	// plain answers the optional plain-HTTP listener (package plain); nil
 	// without http_listen.
 	plain *plain.Handler
@@ -119,9 +114,8 @@ type Gateway struct {
 	refusals     *accesslog.Refusals
 	summaryEvery time.Duration
 	outages      *outage.Book
-	tracer       trace.Tracer // nil: tracing off
-	ridPrefix    [9]byte      // 8 hex characters and '-'
-	ridSeq       atomic.Uint64
+	tracer       trace.Tracer     // nil: tracing off
+	rids         requestid.Source // the request ids, in place
 	draining     atomic.Bool
 
 	closeOnce sync.Once
@@ -171,15 +165,10 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	g.routes = newRouting(docsHandler) // assigns the route labels
 	g.routes.handle(g.routeHandlers())
-	g.orderBodyBytes, g.readTimeout = c.OrderBodyLimit(), c.ReadTimeout
-	g.connRefusalBody[connlimit.Open], g.connRefusalBody[connlimit.Rate] = errConnsPerPeer.Body(), errNewConnsPerPeer.Body()
 	if err := g.renderDocs(sn); err != nil {
 		return nil, err
 	}
-	var seed [4]byte
-	_, _ = rand.Read(seed[:])
-	hex.Encode(g.ridPrefix[:8], seed[:])
-	g.ridPrefix[8] = '-'
+	g.rids.Seed()
 
 	g.metrics = admin.NewMetrics(g.routes.labels)
 	if g.hooks, err = gwmetrics.New(g.metrics, g.log); err != nil {
@@ -271,7 +260,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if c.HTTPListen != "" {
 		g.plain, err = plain.New(plain.Options{BaseURL: c.PublicBaseURL, RefusalsPerSecond: c.AccessLog.RefusalsPerSecond,
 			Registry: g.metrics.Registry, Logger: g.log, Respond: g.respond, Keys: g.auth, NotFound: errNotFound, Malformed: errMalformed,
-			RequestID: g.newRequestID, Client: func(ctx *fasthttp.RequestCtx) string { return g.snap.Load().clientIP.Client(ctx).String() },
+			RequestID: g.rids.Of, Client: func(ctx *fasthttp.RequestCtx) string { return g.snap.Load().clientIP.Client(ctx).String() },
 			Challenge: func(ctx *fasthttp.RequestCtx, path []byte) bool { return g.edge.HTTPChallenge(ctx, path) }})
 		if err != nil {
 			return nil, err
@@ -291,16 +280,17 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
+	g.bounds = newClientBounds(c, g.auth, &g.rids, &g.snap)
 	// The listeners, their connection bounds and TLS (package edge) feed
 	// these handlers; the certificates are read here, and a file that
 	// cannot be read refuses the start.
 	eo := edge.Options{Config: c, Logger: g.log, Registry: g.metrics.Registry, Now: o.Now,
-		Handler: g.serve, ErrorHandler: g.serverError, HeaderReceived: g.headerReceived,
+		Handler: g.serve, ErrorHandler: g.serverError, HeaderReceived: g.bounds.headerReceived,
 		Admin: admin.Handler(admin.Options{Registry: g.metrics.Registry, Checks: checks, OpenAPI: o.OpenAPI,
 			Usage: admin.UsageHandler(admin.UsageOptions{Token: c.AdminToken,
 				Reader: &usage.Reader{Store: st.Usage, Limits: g.usageLimits, Quotas: g.usageQuotas}}),
 			Profiles: profiling.Handler(c.AdminToken, "vendorgate-gateway-admin", admin.GatewayAdminToken)}),
-		Trusted: g.connExempt, Refusal: g.connRefusal}
+		Trusted: g.bounds.connExempt, Refusal: g.bounds.connRefusal}
 	if g.plain != nil {
 		eo.Plain, eo.PlainError = g.plain.Serve, g.plain.Error
 	}
