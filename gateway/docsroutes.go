@@ -86,7 +86,7 @@ func (g *Gateway) finishDocs(ctx *fasthttp.RequestCtx, ex *exchange) {
 	d := time.Since(ex.start)
 	g.metrics.Request(ex.route, ctx.Method(), status, d)
 	g.metrics.ObserveRequest(ex.route, d, "")
-	if g.accessLog {
+	if g.alog.on {
 		g.log.Info("request", "request_id", string(ex.requestID()), "route", g.routes.labels.of(ex.route),
 			"method", string(ctx.Method()), "status", status, "client", ex.client.String())
 	}

@@ -328,8 +328,8 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 	g.metrics.ObserveRequest(ex.route, d, ex.trace.Finish(ctx, status, ex.requestID(), ex.vendorID, ex.keyID))
 	// Ask the handler first: the attributes are built (and allocate)
 	// before LogAttrs could drop a line below the configured level.
-	if g.accessLog && g.log.Enabled(context.Background(), slog.LevelInfo) {
-		accesslog.Write(g.log, g.refusals, ctx, &accesslog.Entry{Route: g.routes.labels.of(ex.route), Status: status,
+	if g.alog.on && g.log.Enabled(context.Background(), slog.LevelInfo) {
+		accesslog.Write(g.log, g.alog.refusals, ctx, &accesslog.Entry{Route: g.routes.labels.of(ex.route), Status: status,
 			Start: ex.start, Duration: d, Upstream: ex.upstream, Err: ex.err, VendorID: ex.vendorID, KeyID: ex.keyID,
 			Client: ex.client}, ex.requestID(), &ex.adm, &ex.trace)
 	}

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -108,19 +107,15 @@ type Gateway struct {
 	subscriber *auth.Subscriber
 	usage      *usage.Recorder
 
-	accessLog bool
-	// refusals bounds the access log's lines of answers with an error
-	// code, written as summaries each summaryEvery past the rate.
-	refusals     *accesslog.Refusals
-	summaryEvery time.Duration
-	outages      *outage.Book
-	tracer       trace.Tracer     // nil: tracing off
-	rids         requestid.Source // the request ids, in place
-	draining     atomic.Bool
+	// alog is the access log's settings and its bound on refusal lines.
+	alog     accessLogging
+	outages  *outage.Book
+	tracer   trace.Tracer     // nil: tracing off
+	rids     requestid.Source // the request ids, in place
+	draining atomic.Bool
 
-	closeOnce sync.Once
-	stopPoll  chan struct{}
-	pollDone  chan struct{}
+	// poll runs pollBreakers until Close.
+	poll poller
 }
 
 // New builds a gateway: it starts the invalidation subscriber, the breaker
@@ -144,14 +139,15 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway configuration: %w", err)
 	}
-	g := &Gateway{log: o.Logger, accessLog: !o.DisableAccessLog, tracer: o.Tracer, stopPoll: make(chan struct{}), pollDone: make(chan struct{}),
-		refusals: accesslog.NewRefusals(c.AccessLog.RefusalsPerSecond), summaryEvery: c.AccessLog.SummaryInterval}
+	g := &Gateway{log: o.Logger, tracer: o.Tracer, poll: poller{stop: make(chan struct{}), done: make(chan struct{})},
+		alog: accessLogging{on: !o.DisableAccessLog, log: o.Logger, refusals: accesslog.NewRefusals(c.AccessLog.RefusalsPerSecond),
+			summaryEvery: c.AccessLog.SummaryInterval}}
 	defer func() {
 		if err != nil {
 			g.release() // the goroutines and clients started before the failure
 		}
 	}()
-	if g.outages, err = outage.New(g.log, func() { g.refusals.Flush(g.log) }); err != nil {
+	if g.outages, err = outage.New(g.log, g.alog.flush); err != nil {
 		return nil, err
 	}
 	prefixes := c.KeyPrefixes.APIKey()
@@ -297,7 +293,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if g.edge, err = edge.New(eo); err != nil {
 		return nil, err
 	}
-	go g.pollBreakers(checks)
+	go g.poll.run(pollInterval, func() { g.pollBreakers(checks) })
 	return g, nil
 }
 

@@ -39,11 +39,8 @@ func (g *Gateway) Shutdown(delay, grace time.Duration) error {
 
 // Close releases what New started; Shutdown calls it.
 func (g *Gateway) Close() {
-	g.closeOnce.Do(func() {
-		close(g.stopPoll)
-		<-g.pollDone
-		g.refusals.Flush(g.log) // the refusals counted since the last summary
-		g.plain.FlushWarnings(true, g.summaryEvery)
+	g.poll.close(func() {
+		g.alog.summarize(g.plain, true) // the refusals counted since the last summary
 		g.release()
 	})
 }
