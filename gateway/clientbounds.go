@@ -3,22 +3,48 @@ package gateway
 import (
 	"net/netip"
 	"strconv"
+	"sync/atomic"
 	"time"
 
-	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
+	"vendorgate/config"
+	"vendorgate/gateway/auth"
 	"vendorgate/gateway/connlimit"
 	"vendorgate/gateway/edge"
+	"vendorgate/gateway/requestid"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/wire"
 )
 
-// What a client holds in the gateway before it has shown a key: no body
-// memory (headerReceived) and a bounded number of connections per peer
-// (connRefusal, Serve). fasthttp sets aside a request's announced
-// Content-Length, up to the body limit, before the handler runs; the
-// limit is therefore decided from the headers, in Server.HeaderReceived.
+// clientBounds are what a client may hold of the gateway before it has
+// shown a key: no body memory (headerReceived) and a bounded number of
+// connections per peer (counted by package edge; connRefusal answers one
+// over a bound, connExempt says whose are not bounded). fasthttp sets
+// aside a request's announced Content-Length, up to the body limit,
+// before the handler runs; the limit is therefore decided from the
+// headers, in Server.HeaderReceived. A request whose body was refused
+// unread is answered by serveUnread and refuseUnread.
+type clientBounds struct {
+	// orderBodyBytes and readTimeout are the body limit and the body's
+	// read timeout of an order placed with a key keys signed.
+	orderBodyBytes int
+	readTimeout    time.Duration
+	keys           *auth.Authenticator
+	// refusalBody is the envelope of a connection refused, by
+	// connlimit.Reason; rids gives its answer a request id.
+	refusalBody [connlimit.NumReasons][]byte
+	rids        *requestid.Source
+	// snap is the gateway's settings in force (their trusted proxies).
+	snap *atomic.Pointer[snapshot]
+}
+
+// newClientBounds are c's bounds, for the keys signed as keys verifies.
+func newClientBounds(c *config.Gateway, keys *auth.Authenticator, rids *requestid.Source, snap *atomic.Pointer[snapshot]) clientBounds {
+	b := clientBounds{orderBodyBytes: c.OrderBodyLimit(), readTimeout: c.ReadTimeout, keys: keys, rids: rids, snap: snap}
+	b.refusalBody[connlimit.Open], b.refusalBody[connlimit.Rate] = errConnsPerPeer.Body(), errNewConnsPerPeer.Body()
+	return b
+}
 
 // noBodyBytes is the body limit of every request but an order placement
 // with a signed key (edge.NoBodyBytes says why it is one byte).
@@ -44,33 +70,16 @@ var (
 // body (at most noBodyBytes) is read under the one its headers were read
 // under, still running: setting it again would cost every read a clock
 // read and a deadline reset for nothing to read.
-func (g *Gateway) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+func (b *clientBounds) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	rc := fasthttp.RequestConfig{MaxRequestBodySize: noBodyBytes}
-	if h.IsPost() && g.auth.Signed(h.Peek(wire.HeaderAPIKey)) {
-		rc.MaxRequestBodySize, rc.ReadTimeout = g.orderBodyBytes, g.readTimeout
+	if h.IsPost() && b.keys.Signed(h.Peek(wire.HeaderAPIKey)) {
+		rc.MaxRequestBodySize, rc.ReadTimeout = b.orderBodyBytes, b.readTimeout
 	}
 	return rc
 }
 
-// newUnreadRouter is the router of requests whose body was refused unread
-// (over their limit): the same routes, 404 and 405 as the public router,
-// and no handler that reads a body or proxies. A vendor route authenticates
-// (the failed-key throttle counts a bad key as on any request) and answers
-// 413 payload_too_large to a key that passes; a documentation route, which
-// takes no body and no key, answers 413 at once.
-func (g *Gateway) newUnreadRouter() *router.Router {
-	r := g.routerWith(func(rt *route) fasthttp.RequestHandler {
-		return func(ctx *fasthttp.RequestCtx) { g.serveUnread(ctx, rt) }
-	})
-	for i := range g.docRoutes {
-		d := &g.docRoutes[i]
-		r.GET(d.Path, func(ctx *fasthttp.RequestCtx) { g.refuseUnread(ctx, d.label) })
-	}
-	return r
-}
-
-// serveUnread answers a vendor route's request whose body was not read:
-// steps 2-4 (key format, resolution, failed-key throttle), then 413 for a
+// serveUnread answers, on the unread router (routing.handle), a vendor
+// route's request whose body was refused unread (over its limit): steps 2-4 (key format, resolution, failed-key throttle), then 413 for a
 // key that passes them. It never proxies: the body is not there.
 func (g *Gateway) serveUnread(ctx *fasthttp.RequestCtx, rt *route) {
 	// Not ctx.Time(): the server sets it only for requests it hands to the
@@ -88,7 +97,11 @@ func (g *Gateway) serveUnread(ctx *fasthttp.RequestCtx, rt *route) {
 }
 
 // refuseUnread answers 413 to a request of a route that takes no key and
-// no body.
+// no body (a documentation route), on the unread router. Neither it nor
+// serveUnread reads a body or proxies. A vendor route authenticates (the
+// failed-key throttle counts a bad key as on any request) and answers 413
+// payload_too_large to a key that passes; a documentation route answers
+// 413 at once.
 func (g *Gateway) refuseUnread(ctx *fasthttp.RequestCtx, routeIndex int) {
 	ex := exchange{start: time.Now(), route: routeIndex}
 	g.setRequestID(ctx, &ex)
@@ -101,13 +114,12 @@ func (g *Gateway) refuseUnread(ctx *fasthttp.RequestCtx, routeIndex int) {
 // (connlimit.Options.Refusal): 429 rate_limited in the envelope, with the
 // headers every answer carries, and Connection: close. It is written
 // before any request is read, so it names no route.
-func (g *Gateway) connRefusal(dst []byte, over connlimit.Reason) []byte {
-	body := g.connRefusalBody[over]
+func (b *clientBounds) connRefusal(dst []byte, over connlimit.Reason) []byte {
+	body := b.refusalBody[over]
 	dst = append(dst, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nCache-Control: no-store\r\nRetry-After: 1\r\nConnection: close\r\n"...)
 	dst = append(dst, wire.HeaderRequestID...)
 	dst = append(dst, ": "...)
-	dst = append(dst, g.ridPrefix[:]...)
-	dst = strconv.AppendUint(dst, g.ridSeq.Add(1), 16)
+	dst = b.rids.Append(dst)
 	dst = append(dst, "\r\nContent-Length: "...)
 	dst = strconv.AppendInt(dst, int64(len(body)), 10)
 	dst = append(dst, "\r\n\r\n"...)
@@ -116,4 +128,4 @@ func (g *Gateway) connRefusal(dst []byte, over connlimit.Reason) []byte {
 
 // connExempt reports whether a peer's connections are not bounded: the
 // trusted proxies in force, which carry many clients each.
-func (g *Gateway) connExempt(a netip.Addr) bool { return g.snap.Load().proxies.Trusts(a) }
+func (b *clientBounds) connExempt(a netip.Addr) bool { return b.snap.Load().proxies.Trusts(a) }

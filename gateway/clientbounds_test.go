@@ -477,7 +477,7 @@ func TestHeaderReceivedAllocs(t *testing.T) {
 		if tc.key != "" {
 			h.Set("X-API-Key", tc.key)
 		}
-		if n := testing.AllocsPerRun(200, func() { gw.g.headerReceived(&h) }); n != 0 {
+		if n := testing.AllocsPerRun(200, func() { gw.g.bounds.headerReceived(&h) }); n != 0 {
 			t.Errorf("%s with key %q: %.1f allocations", tc.method, tc.key, n)
 		}
 	}
@@ -486,17 +486,17 @@ func TestHeaderReceivedAllocs(t *testing.T) {
 	h.Set("X-API-Key", key)
 	// An order's body is read under a fresh read_timeout; any other
 	// request's (at most one byte) under its headers' own, not set again.
-	if rc := gw.g.headerReceived(&h); rc.MaxRequestBodySize != gw.cfg.OrderBodyLimit() || rc.ReadTimeout != gw.cfg.ReadTimeout {
+	if rc := gw.g.bounds.headerReceived(&h); rc.MaxRequestBodySize != gw.cfg.OrderBodyLimit() || rc.ReadTimeout != gw.cfg.ReadTimeout {
 		t.Fatalf("a signed POST gets %d bytes and read timeout %s, want %d and %s", rc.MaxRequestBodySize, rc.ReadTimeout,
 			gw.cfg.OrderBodyLimit(), gw.cfg.ReadTimeout)
 	}
 	h.Del("X-API-Key")
-	if rc := gw.g.headerReceived(&h); rc.MaxRequestBodySize != noBodyBytes || rc.ReadTimeout != 0 {
+	if rc := gw.g.bounds.headerReceived(&h); rc.MaxRequestBodySize != noBodyBytes || rc.ReadTimeout != 0 {
 		t.Fatalf("a POST without a key gets %d bytes and read timeout %s, want %d and none", rc.MaxRequestBodySize, rc.ReadTimeout, noBodyBytes)
 	}
 	h.SetMethod("GET")
 	h.Set("X-API-Key", key)
-	if rc := gw.g.headerReceived(&h); rc.ReadTimeout != 0 {
+	if rc := gw.g.bounds.headerReceived(&h); rc.ReadTimeout != 0 {
 		t.Fatalf("a read gets read timeout %s again, want the headers' own", rc.ReadTimeout)
 	}
 }

@@ -22,7 +22,7 @@ var errDocsRateLimited = &apierr.Error{Code: apierr.RateLimited, Message: "too m
 // renderDocs renders the documentation for the settings in sn; it runs at
 // start and on every reload, so the page shows the limits in force.
 func (g *Gateway) renderDocs(sn *snapshot) error {
-	if g.docs == nil {
+	if g.routes.docs == nil {
 		return nil
 	}
 	var pols []docs.Policy
@@ -42,7 +42,7 @@ func (g *Gateway) renderDocs(sn *snapshot) error {
 		pols = append(pols, dp)
 	}
 	fk := docs.FailedKeys{PerAddress: sn.failedKeys.PerAddress, PerKey: sn.failedKeys.PerKey, Window: sn.failedKeys.Window}
-	if err := g.docs.Render(pols, fk); err != nil {
+	if err := g.routes.docs.Render(pols, fk); err != nil {
 		return fmt.Errorf("render docs: %w", err)
 	}
 	return nil
@@ -68,7 +68,7 @@ func (g *Gateway) serveDocs(ctx *fasthttp.RequestCtx, d docs.Route, label int) {
 		// choice, hard to undo). API clients ignore the header.
 		ctx.Response.Header.Set("Strict-Transport-Security", "max-age=31536000")
 	}
-	if retryAfter, limited := g.docs.Serve(ctx, d, ex.client); limited {
+	if retryAfter, limited := g.routes.docs.Serve(ctx, d, ex.client); limited {
 		g.respond.Write(ctx, errDocsRateLimited, retryAfter)
 		g.finish(ctx, &ex) // an error: no-store like every envelope
 		return
@@ -86,8 +86,8 @@ func (g *Gateway) finishDocs(ctx *fasthttp.RequestCtx, ex *exchange) {
 	d := time.Since(ex.start)
 	g.metrics.Request(ex.route, ctx.Method(), status, d)
 	g.metrics.ObserveRequest(ex.route, d, "")
-	if g.accessLog {
-		g.log.Info("request", "request_id", string(ex.requestID()), "route", g.labels.of(ex.route),
+	if g.alog.on {
+		g.log.Info("request", "request_id", string(ex.requestID()), "route", g.routes.labels.of(ex.route),
 			"method", string(ctx.Method()), "status", status, "client", ex.client.String())
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"runtime/debug"
-	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -17,12 +16,10 @@ import (
 	"vendorgate/gateway/clientip"
 	"vendorgate/gateway/edge"
 	"vendorgate/gateway/limit"
-	"vendorgate/gateway/policy"
 	"vendorgate/gateway/proxy"
 	"vendorgate/gateway/respond"
 	"vendorgate/gateway/spans"
 	"vendorgate/shared/apierr"
-	"vendorgate/shared/apikey"
 	"vendorgate/shared/wire"
 )
 
@@ -80,11 +77,11 @@ func (ex *exchange) requestID() []byte { return ex.rid[:ex.ridLen] }
 // panic guard.
 func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	defer g.recoverPanic(ctx)
-	if h := g.paramRoutes.Handler(ctx); h != nil {
+	if h := g.routes.params.Handler(ctx); h != nil {
 		h(ctx)
 		return
 	}
-	g.router.Handler(ctx)
+	g.routes.router.Handler(ctx)
 }
 
 // serveVendor is one request to a known route, DESIGN.md's steps in order.
@@ -98,7 +95,7 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	g.setRequestID(ctx, &ex)
 	ex.client, ex.trustedPeer = sn.clientIP.Resolve(ctx)
 	if g.tracer != nil { // a server span, when tracing is on
-		ex.trace.Begin(g.tracer, ctx, ex.trustedPeer, g.labels.of(ex.route), ex.start)
+		ex.trace.Begin(g.tracer, ctx, ex.trustedPeer, g.routes.labels.of(ex.route), ex.start)
 	}
 	id, err := g.authenticate(ctx, sn, &ex) // steps 2-4: key format, resolve, failed-key throttle
 	if err == nil {
@@ -138,7 +135,7 @@ func (g *Gateway) serveRefusal(ctx *fasthttp.RequestCtx, e *apierr.Error) {
 func (g *Gateway) serverError(ctx *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) && ctx.Request.Header.ContentLength() > 0 {
 		defer g.recoverPanic(ctx)
-		g.unread.Handler(ctx)
+		g.routes.unread.Handler(ctx)
 		return
 	}
 	ex := exchange{start: time.Now(), route: routeUnmatched}
@@ -216,7 +213,7 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 	}
 	// Counted in Redis, or in process when Redis cannot count (down, slow,
 	// the throttle's connections all in use): told once, by the throttle.
-	if v := g.throttle.Fail(ex.client, keySum, sn.failedKeys); v.Over {
+	if v := g.stores.Throttle.Fail(ex.client, keySum, sn.failedKeys); v.Over {
 		return nil, &respond.Refusal{Err: errThrottled, RetryAfter: v.RetryAfter}
 	}
 	return nil, refusal
@@ -226,7 +223,7 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 // request in one call (package admission: the quotas and sliding windows,
 // the GCRA limits, the vendor's requests in flight here, the concurrency
 // policies' slots; all or none charged), which holds the request's slots
-// until its answer is done. It decides; recordAdmission keeps the books
+// until its answer is done. It decides; package books keeps the books
 // (metrics, usage, shadow log).
 func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange) error {
 	switch id.Status {
@@ -248,7 +245,7 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 	} else {
 		ex.trace.End(err)
 	}
-	g.recordAdmission(sn, id, &ex.adm, req.Buckets)
+	g.books.Admission(sn.decisions, id, &ex.adm, req.Buckets)
 	if refused {
 		// The message names the limit, what it allows and when to retry
 		// (it allocates: refusals only).
@@ -332,8 +329,8 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, ex *exchange) {
 	g.metrics.ObserveRequest(ex.route, d, ex.trace.Finish(ctx, status, ex.requestID(), ex.vendorID, ex.keyID))
 	// Ask the handler first: the attributes are built (and allocate)
 	// before LogAttrs could drop a line below the configured level.
-	if g.accessLog && g.log.Enabled(context.Background(), slog.LevelInfo) {
-		accesslog.Write(g.log, g.refusals, ctx, &accesslog.Entry{Route: g.labels.of(ex.route), Status: status,
+	if g.alog.on && g.log.Enabled(context.Background(), slog.LevelInfo) {
+		accesslog.Write(g.log, g.alog.refusals, ctx, &accesslog.Entry{Route: g.routes.labels.of(ex.route), Status: status,
 			Start: ex.start, Duration: d, Upstream: ex.upstream, Err: ex.err, VendorID: ex.vendorID, KeyID: ex.keyID,
 			Client: ex.client, Limit: limitOutcome(&ex.adm, ex.err), Policy: ex.adm.Refused.Name}, ex.requestID(), &ex.trace)
 	}
@@ -351,70 +348,8 @@ func limitOutcome(adm *admission.Admission, err error) string {
 	return ""
 }
 
-// setRateLimitHeaders writes the IETF draft's RateLimit-Policy and
-// RateLimit fields for the enforced limits of the request: r is the
-// remaining quota, t the seconds until the bucket is whole again. The GCRA
-// limits come first, then the quotas and sliding windows (windows.go).
-func setRateLimitHeaders(ctx *fasthttp.RequestCtx, ex *exchange) {
-	pol := ex.adm.Plan.Policy
-	if len(pol) == 0 && ex.adm.Windows == nil {
-		return // no enforced limit (shadow ones only): no header
-	}
-	// Room for MaxChecks entries of a 32-byte name and 10-digit numbers:
-	// a full table's answer allocates no larger buffer.
-	var buf [policy.MaxChecks * 64]byte
-	b := buf[:0]
-	for i := 0; i < ex.adm.Checks.Count && ex.adm.Decided; i++ {
-		rt := ex.adm.Checks.List[i].Rate
-		res := ex.adm.Decision.Results[i]
-		if rt.Shadow || !res.Known {
-			continue
-		}
-		rem, reset := ex.adm.Decision.Left(i, rt) // a refusal took no token
-		b = policy.AppendState(b, rt.Name, rem, reset)
-	}
-	if ex.adm.Windows != nil {
-		var pbuf [policy.MaxChecks * 64]byte
-		pol, b = appendWindowHeaders(append(pbuf[:0], pol...), b, ex.adm.Windows)
-	}
-	if len(pol) == 0 {
-		return
-	}
-	respond.SetRateLimit(ctx, pol, b)
-}
-
-// setRequestID keeps the client's X-Request-Id when it is sane (1-64
-// characters of letters, digits and -_.:) and holds nothing shaped like an
-// API key, alone or inside it (`<key>.1`, `id:<key>`, `<key>:retry`:
-// echoed and logged, a key pasted there would be written to the log),
-// else makes one.
+// setRequestID gives the request its id (package requestid): the
+// client's X-Request-Id when it is sane, else a new one.
 func (g *Gateway) setRequestID(ctx *fasthttp.RequestCtx, ex *exchange) {
-	if v := ctx.Request.Header.Peek(wire.HeaderRequestID); saneRequestID(v) {
-		ex.ridLen = copy(ex.rid[:], v)
-		return
-	}
-	n := copy(ex.rid[:], g.ridPrefix[:])
-	b := strconv.AppendUint(ex.rid[n:n], g.ridSeq.Add(1), 16)
-	ex.ridLen = n + len(b)
-}
-
-// newRequestID is a new request id for an answer outside the flow (the
-// plain listener's).
-func (g *Gateway) newRequestID(ctx *fasthttp.RequestCtx) []byte {
-	var ex exchange
-	g.setRequestID(ctx, &ex)
-	return append([]byte(nil), ex.requestID()...)
-}
-
-func saneRequestID(v []byte) bool {
-	if len(v) == 0 || len(v) > 64 {
-		return false
-	}
-	for _, c := range v {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
-			return false
-		}
-	}
-	start, _ := apikey.FindKeyShape(v)
-	return start < 0
+	ex.ridLen = g.rids.Set(&ex.rid, &ctx.Request.Header)
 }

@@ -5,23 +5,19 @@
 // edge's. New takes the validated configuration (config.Gateway) and wires
 // the parts here; lifecycle.go serves (through edge), reloads and shuts
 // down, health.go keeps the breaker and readiness gauges current (the
-// /readyz checks are package readiness), redis.go builds the Redis
-// clients; the parts' notifications become metrics in package gwmetrics.
+// /readyz checks are package readiness); the limiters, the failed-key
+// throttle and the usage store, and their Redis clients, are package
+// stores'; the parts' notifications become metrics in package gwmetrics.
 package gateway
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/fasthttp/router"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/trace"
 
@@ -31,23 +27,19 @@ import (
 	"vendorgate/gateway/admission"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/backendapi"
-	"vendorgate/gateway/concurrency"
-	"vendorgate/gateway/connlimit"
+	"vendorgate/gateway/books"
 	"vendorgate/gateway/docs"
 	"vendorgate/gateway/edge"
 	"vendorgate/gateway/gwmetrics"
 	"vendorgate/gateway/inflight"
-	"vendorgate/gateway/limit"
 	"vendorgate/gateway/outage"
-	"vendorgate/gateway/paramroute"
 	"vendorgate/gateway/plain"
-	"vendorgate/gateway/policy"
 	"vendorgate/gateway/probe"
 	"vendorgate/gateway/proxy"
+	"vendorgate/gateway/requestid"
 	"vendorgate/gateway/respond"
-	"vendorgate/gateway/throttle"
+	"vendorgate/gateway/stores"
 	"vendorgate/gateway/usage"
-	"vendorgate/gateway/window"
 	"vendorgate/shared/apikey"
 	"vendorgate/shared/logtext"
 	"vendorgate/shared/profiling"
@@ -75,33 +67,22 @@ type Options struct {
 	Tracer trace.Tracer
 }
 
-// limiter is what the flow needs of a rate limiter.
-type limiter interface {
-	Allow(cs policy.Checks) (limit.Decision, error)
-	// Refund gives back what d charged for the checks of policies that
-	// refund (the gateway failed the request for the backend). By value,
-	// as Allow: a pointer into the request's exchange passed through an
-	// interface would move the exchange to the heap on every request.
-	Refund(cs policy.Checks, d limit.Decision) int
-}
-
 // Gateway is one gateway instance.
 type Gateway struct {
-	log      *slog.Logger
-	snap     atomic.Pointer[snapshot]
-	auth     *auth.Authenticator
-	lookup   *backendapi.Client
-	limiter  limiter
-	redisLim *limit.Redis // nil with the in-process limiter
-	// windows decides the quotas and sliding windows (package window), for
-	// the routes that have any.
-	windows  window.Limiter
-	throttle *throttle.Throttle
-	proxy    *proxy.Proxy
-	// inflight counts each vendor's requests in flight here (admit), and
-	// inFlightRefused its refusals by the cap that refused.
-	inflight        *inflight.Counter
-	inFlightRefused [inflight.OverDownloads + 1]prometheus.Counter
+	log    *slog.Logger
+	snap   atomic.Pointer[snapshot]
+	auth   *auth.Authenticator
+	lookup *backendapi.Client
+	// stores are the limiters, the failed-key throttle and the usage
+	// store, and their Redis clients (package stores); in place, not
+	// behind a pointer.
+	stores stores.Stores
+	proxy  *proxy.Proxy
+	// inflight counts each vendor's requests in flight here (admit).
+	inflight *inflight.Counter
+	// books keeps the books of each admission (package books): metrics,
+	// usage, the shadow limits' log lines.
+	books books.Books
 	// admission admits a request under every kind of limit in one call
 	// (package admission): the windows, the limiter, inflight and slots.
 	admission *admission.Admitter
@@ -109,58 +90,32 @@ type Gateway struct {
 	respond   *respond.Writer
 	metrics   *admin.Metrics
 	hooks     *gwmetrics.Hooks // the parts' notifications into metrics
-	router    *router.Router
-	// paramRoutes match the vendor routes with parameters ahead of router
-	// (set by newRouter).
-	paramRoutes paramroute.Routes
-	labels      routeLabels // route label values by index, assigned by newRouter
+	// routes are the routes, their labels and the routers that match
+	// them.
+	routes routing
 	// edge holds the listeners (public, admin, http_listen), their
 	// connection bounds and TLS (package edge).
 	edge *edge.Server
 
-	// Client bounds (clientbounds.go): the body limit and read timeout
-	// headerReceived gives, the router of requests whose body was refused
-	// unread, and the bodies of the connections refused per peer.
-	orderBodyBytes  int
-	readTimeout     time.Duration
-	unread          *router.Router
-	connRefusalBody [connlimit.NumReasons][]byte // by connlimit.Reason
+	// bounds are what a client may hold before it has shown a key: the
+	// body limit its headers earn, its connections (clientbounds.go).
+	bounds clientBounds
 	// plain answers the optional plain-HTTP listener (package plain); nil
 	// without http_listen.
 	plain *plain.Handler
 
-	// vendorRoutes are this gateway's copies of routes (with their plan
-	// and label), docRoutes the documentation routes with their labels:
-	// both set by newRouter.
-	vendorRoutes []route
-	docRoutes    []docRoute
+	subscriber *auth.Subscriber
+	usage      *usage.Recorder
 
-	// docs answers the documentation routes; nil without a document.
-	docs *docs.Handler
+	// alog is the access log's settings and its bound on refusal lines.
+	alog     accessLogging
+	outages  *outage.Book
+	tracer   trace.Tracer     // nil: tracing off
+	rids     requestid.Source // the request ids, in place
+	draining atomic.Bool
 
-	limiterClient  redis.UniversalClient
-	throttleClient redis.UniversalClient // its own pool: failed keys never take the limiter's connections
-	subClient      redis.UniversalClient
-	usageClient    redis.UniversalClient // its own pool: flushes never wait for, or delay, a limiter call
-	slotsClient    redis.UniversalClient // its own pool: the concurrency policies' slots
-	slots          concurrency.Limiter
-	subscriber     *auth.Subscriber
-	usage          *usage.Recorder
-
-	accessLog bool
-	// refusals bounds the access log's lines of answers with an error
-	// code, written as summaries each summaryEvery past the rate.
-	refusals     *accesslog.Refusals
-	summaryEvery time.Duration
-	outages      *outage.Book
-	tracer       trace.Tracer // nil: tracing off
-	ridPrefix    [9]byte      // 8 hex characters and '-'
-	ridSeq       atomic.Uint64
-	draining     atomic.Bool
-
-	closeOnce sync.Once
-	stopPoll  chan struct{}
-	pollDone  chan struct{}
+	// poll runs pollBreakers until Close.
+	poll poller
 }
 
 // New builds a gateway: it starts the invalidation subscriber, the breaker
@@ -184,36 +139,34 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway configuration: %w", err)
 	}
-	g := &Gateway{log: o.Logger, accessLog: !o.DisableAccessLog, tracer: o.Tracer, stopPoll: make(chan struct{}), pollDone: make(chan struct{}),
-		refusals: accesslog.NewRefusals(c.AccessLog.RefusalsPerSecond), summaryEvery: c.AccessLog.SummaryInterval}
+	g := &Gateway{log: o.Logger, tracer: o.Tracer, poll: poller{stop: make(chan struct{}), done: make(chan struct{})},
+		alog: accessLogging{on: !o.DisableAccessLog, log: o.Logger, refusals: accesslog.NewRefusals(c.AccessLog.RefusalsPerSecond),
+			summaryEvery: c.AccessLog.SummaryInterval}}
 	defer func() {
 		if err != nil {
 			g.release() // the goroutines and clients started before the failure
 		}
 	}()
-	if g.outages, err = outage.New(g.log, func() { g.refusals.Flush(g.log) }); err != nil {
+	if g.outages, err = outage.New(g.log, g.alog.flush); err != nil {
 		return nil, err
 	}
 	prefixes := c.KeyPrefixes.APIKey()
+	var docsHandler *docs.Handler
 	if len(o.OpenAPI) > 0 {
-		g.docs, err = docs.NewHandler(docs.HandlerOptions{Document: o.OpenAPI, PublicBaseURL: c.PublicBaseURL, Prefixes: prefixes,
+		docsHandler, err = docs.NewHandler(docs.HandlerOptions{Document: o.OpenAPI, PublicBaseURL: c.PublicBaseURL, Prefixes: prefixes,
 			MaxBodyBytes: c.OrderBodyLimit(), Rate: c.Docs.Rate, Window: c.Docs.Window, Now: o.Now})
 		if err != nil {
 			return nil, err
 		}
 	}
-	g.orderBodyBytes, g.readTimeout = c.OrderBodyLimit(), c.ReadTimeout
-	g.connRefusalBody[connlimit.Open], g.connRefusalBody[connlimit.Rate] = errConnsPerPeer.Body(), errNewConnsPerPeer.Body()
+	g.routes = newRouting(docsHandler) // assigns the route labels
+	g.routes.handle(g.routeHandlers())
 	if err := g.renderDocs(sn); err != nil {
 		return nil, err
 	}
-	var seed [4]byte
-	_, _ = rand.Read(seed[:])
-	hex.Encode(g.ridPrefix[:8], seed[:])
-	g.ridPrefix[8] = '-'
+	g.rids.Seed()
 
-	g.router = g.newRouter() // assigns the route labels
-	g.metrics = admin.NewMetrics(g.labels)
+	g.metrics = admin.NewMetrics(g.routes.labels)
 	if g.hooks, err = gwmetrics.New(g.metrics, g.log); err != nil {
 		return nil, err
 	}
@@ -222,12 +175,12 @@ func New(o Options) (_ *Gateway, err error) {
 	g.metrics.ConfigInfo.WithLabelValues(c.Version).Set(1)
 	g.inflight = inflight.New()
 	refusedByCap, tooSlow := g.hooks.RegisterInFlight(g.inflight)
-	g.inFlightRefused = refusedByCap
+	g.books = books.New(g.log, refusedByCap)
 	g.hooks.RegisterSlots(func() int {
-		if g.slots == nil {
+		if g.stores.Slots == nil {
 			return 0
 		}
-		return g.slots.Held()
+		return g.stores.Slots.Held()
 	})
 
 	hop, err := backendTLS(c.BackendTLS)
@@ -244,11 +197,12 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: key signing secrets: %w", err)
 	}
-	usageStore, err := g.connectRedis(c, o.Now)
+	g.stores, err = stores.New(stores.Options{Config: c, Now: o.Now, Logger: g.log, Hooks: g.hooks, Metrics: g.metrics, Names: g.usageNames})
 	if err != nil {
 		return nil, err
 	}
-	if g.admission, err = admission.New(g.windows, g.limiter, g.inflight, g.slots); err != nil {
+	st := &g.stores
+	if g.admission, err = admission.New(st.Windows, st.Limiter, g.inflight, st.Slots); err != nil {
 		return nil, err
 	}
 	// Usage buckets follow the wall clock (time.Now), not o.Now: they are
@@ -260,7 +214,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
-	g.usage, err = usage.New(usage.Options{Store: usage.Tee{First: usageStore, Second: toBackend}, Interval: c.Usage.FlushInterval,
+	g.usage, err = usage.New(usage.Options{Store: usage.Tee{First: st.Usage, Second: toBackend}, Interval: c.Usage.FlushInterval,
 		MaxPending: usageMaxPending, OnFlush: g.hooks.UsageFlush, Names: g.usageNames})
 	if err != nil {
 		return nil, err
@@ -277,8 +231,8 @@ func New(o Options) (_ *Gateway, err error) {
 		}
 		return g.auth.RefreshesScheduled()
 	})
-	if g.subClient != nil {
-		g.subscriber = auth.Subscribe(g.subClient, cache, g.log)
+	if st.Clients.Sub != nil {
+		g.subscriber = auth.Subscribe(st.Clients.Sub, cache, g.log)
 	}
 	g.auth, err = auth.New(auth.Options{Prefixes: prefixes, Signer: signer, Cache: cache, Lookup: g.lookup, Now: o.Now, Usage: g.usage,
 		MaxRefreshes: lookupMaxConns / 2})
@@ -302,17 +256,16 @@ func New(o Options) (_ *Gateway, err error) {
 	if c.HTTPListen != "" {
 		g.plain, err = plain.New(plain.Options{BaseURL: c.PublicBaseURL, RefusalsPerSecond: c.AccessLog.RefusalsPerSecond,
 			Registry: g.metrics.Registry, Logger: g.log, Respond: g.respond, Keys: g.auth, NotFound: errNotFound, Malformed: errMalformed,
-			RequestID: g.newRequestID, Client: func(ctx *fasthttp.RequestCtx) string { return g.snap.Load().clientIP.Client(ctx).String() },
+			RequestID: g.rids.Of, Client: func(ctx *fasthttp.RequestCtx) string { return g.snap.Load().clientIP.Client(ctx).String() },
 			Challenge: func(ctx *fasthttp.RequestCtx, path []byte) bool { return g.edge.HTTPChallenge(ctx, path) }})
 		if err != nil {
 			return nil, err
 		}
 	}
-	g.unread = g.newUnreadRouter()
-	po := probe.Options{Redis: g.limiterClient, RedisTimeout: c.Redis.Timeout, Backends: c.BackendURL, BackendTLS: hop,
+	po := probe.Options{Redis: st.Clients.Limiter, RedisTimeout: c.Redis.Timeout, Backends: c.BackendURL, BackendTLS: hop,
 		InternalToken: c.InternalToken, Logger: g.log, BackendTimeout: min(c.Proxy.Timeout, probeTimeoutMax),
 		Interval: probeInterval, OnChange: g.outages.OnChange}
-	if g.limiterClient == nil {
+	if st.Clients.Limiter == nil {
 		po.Redis = nil // a nil client in the interface would read as set
 	}
 	g.probe, err = probe.New(po)
@@ -323,23 +276,24 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
+	g.bounds = newClientBounds(c, g.auth, &g.rids, &g.snap)
 	// The listeners, their connection bounds and TLS (package edge) feed
 	// these handlers; the certificates are read here, and a file that
 	// cannot be read refuses the start.
 	eo := edge.Options{Config: c, Logger: g.log, Registry: g.metrics.Registry, Now: o.Now,
-		Handler: g.serve, ErrorHandler: g.serverError, HeaderReceived: g.headerReceived,
+		Handler: g.serve, ErrorHandler: g.serverError, HeaderReceived: g.bounds.headerReceived,
 		Admin: admin.Handler(admin.Options{Registry: g.metrics.Registry, Checks: checks, OpenAPI: o.OpenAPI,
 			Usage: admin.UsageHandler(admin.UsageOptions{Token: c.AdminToken,
-				Reader: &usage.Reader{Store: usageStore, Limits: g.usageLimits, Quotas: g.usageQuotas}}),
+				Reader: &usage.Reader{Store: st.Usage, Limits: g.usageLimits, Quotas: g.usageQuotas}}),
 			Profiles: profiling.Handler(c.AdminToken, "vendorgate-gateway-admin", admin.GatewayAdminToken)}),
-		Trusted: g.connExempt, Refusal: g.connRefusal}
+		Trusted: g.bounds.connExempt, Refusal: g.bounds.connRefusal}
 	if g.plain != nil {
 		eo.Plain, eo.PlainError = g.plain.Serve, g.plain.Error
 	}
 	if g.edge, err = edge.New(eo); err != nil {
 		return nil, err
 	}
-	go g.pollBreakers(checks)
+	go g.poll.run(pollInterval, func() { g.pollBreakers(checks) })
 	return g, nil
 }
 

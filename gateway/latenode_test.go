@@ -57,7 +57,7 @@ func TestWindowQuotaAndSlotCallsKeepTheLimiterRule(t *testing.T) {
 			t.Fatalf("%s with Redis answering: %d %s", a.what, got.status, got.body)
 		}
 	}
-	tr := gw.g.redisLim.Transport()
+	tr := gw.g.stores.Redis.Transport()
 	tr.SetWakeDelay(10 * time.Millisecond)
 	for deadline := time.Now().Add(5 * time.Second); tr.OnTime(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -130,7 +130,7 @@ func TestWindowAndQuotaCallsShedOnABusyNode(t *testing.T) {
 			t.Fatalf("%s with Redis answering: %d %s", a.what, got.status, got.body)
 		}
 	}
-	tr := gw.g.redisLim.Transport()
+	tr := gw.g.stores.Redis.Transport()
 	release := make(chan struct{})
 	var held sync.Once
 	tr.SetBeforeSend(func() { held.Do(func() { <-release }) })

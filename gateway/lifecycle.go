@@ -39,11 +39,8 @@ func (g *Gateway) Shutdown(delay, grace time.Duration) error {
 
 // Close releases what New started; Shutdown calls it.
 func (g *Gateway) Close() {
-	g.closeOnce.Do(func() {
-		close(g.stopPoll)
-		<-g.pollDone
-		g.refusals.Flush(g.log) // the refusals counted since the last summary
-		g.plain.FlushWarnings(true, g.summaryEvery)
+	g.poll.close(func() {
+		g.alog.summarize(g.plain, true) // the refusals counted since the last summary
 		g.release()
 	})
 }
@@ -61,33 +58,13 @@ func (g *Gateway) release() {
 	if g.usage != nil {
 		g.usage.Close()
 	}
-	if g.usageClient != nil {
-		_ = g.usageClient.Close()
-	}
 	if g.subscriber != nil {
 		_ = g.subscriber.Close()
 	}
 	if g.auth != nil {
 		g.auth.Close()
 	}
-	if g.subClient != nil {
-		_ = g.subClient.Close()
-	}
-	if g.redisLim != nil {
-		g.redisLim.Close()
-	}
-	if g.slots != nil {
-		g.slots.Close()
-	}
-	if g.slotsClient != nil {
-		_ = g.slotsClient.Close()
-	}
-	if g.limiterClient != nil {
-		_ = g.limiterClient.Close()
-	}
-	if g.throttleClient != nil {
-		_ = g.throttleClient.Close()
-	}
+	g.stores.Close() // the Redis limiter, the slots, then the clients
 	if g.proxy != nil {
 		g.proxy.Close()
 	}
@@ -114,10 +91,10 @@ func (g *Gateway) Reload(c *config.Gateway) error {
 		g.usage.Flush()
 	}
 	old := g.snap.Swap(sn)
-	if g.redisLim != nil {
+	if g.stores.Redis != nil {
 		// Leases taken under the old limits go back; the new lease
 		// settings apply from the next call.
-		if err := g.redisLim.SetLeases(c.Redis.LeaseMax, c.Redis.LeaseTTL); err != nil {
+		if err := g.stores.Redis.SetLeases(c.Redis.LeaseMax, c.Redis.LeaseTTL); err != nil {
 			// config's validation refuses such settings first
 			g.log.Error("lease settings not reloaded; the previous stay", "err", err)
 		}

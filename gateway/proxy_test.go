@@ -120,7 +120,7 @@ func TestErrorsAreEnvelopes(t *testing.T) {
 		}
 	})
 	t.Run("panic", func(t *testing.T) {
-		gw.g.router.GET("/api/vendor/v1/panic", func(*fasthttp.RequestCtx) { panic("test panic") })
+		gw.g.routes.router.GET("/api/vendor/v1/panic", func(*fasthttp.RequestCtx) { panic("test panic") })
 		do(t, "GET", gw.url+"/api/vendor/v1/panic", key).wantError(t, 500, apierr.InternalError)
 	})
 	t.Run("key lookup unavailable", func(t *testing.T) {

@@ -61,7 +61,7 @@ func TestRefundOnBackendFailure(t *testing.T) {
 			ctx.SetBodyString("%PDF")
 		}
 		settle := func() {
-			if gw.g.redisLim != nil {
+			if gw.g.stores.Redis != nil {
 				// A refund of a token charged alone goes with the lease
 				// loop's next refunds (every quarter lease_ttl).
 				time.Sleep(gw.cfg.Redis.LeaseTTL/4 + 300*time.Millisecond)

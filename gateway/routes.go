@@ -38,7 +38,7 @@ type route struct {
 	// from the backend; the other routes' JSON answers are read whole.
 	streams bool
 
-	// Set by newRouter for the gateway's own copy of the route: its row in
+	// Set by newRouting for the gateway's own copy of the route: its row in
 	// the policy plans (its place in routes) and its route label.
 	plan, label int
 }
@@ -65,7 +65,7 @@ func routeClasses() [][]string {
 
 // routeLabels are the route label values of the metrics and the access
 // log, by index: "unmatched" (404 and 405 answers, and answers before
-// routing) first, then each route as newRouter registers it.
+// routing) first, then each route as newRouting registers it.
 type routeLabels []string
 
 // routeUnmatched is the label index of "unmatched".
@@ -87,41 +87,73 @@ func (l routeLabels) of(i int) string {
 	return l[routeUnmatched]
 }
 
-// newRouter builds the router: exact matching, and 404/405 answered with the
-// envelope by the gateway. It gives each route, vendor and documentation,
-// its label, in the order they are registered.
-func (g *Gateway) newRouter() *router.Router {
-	g.labels = newRouteLabels()
-	g.vendorRoutes = make([]route, len(routes))
+// routing is the public listener's routes and the routers that match
+// them: this gateway's copies of the vendor routes (each with its plan row
+// and label), the documentation routes and their handler, the route
+// labels, and the three ways in: the routes with parameters (package
+// paramroute) matched ahead of the router, the router, and the router of
+// requests whose body was refused unread (clientbounds.go).
+type routing struct {
+	router *router.Router
+	params paramroute.Routes
+	unread *router.Router
+	labels routeLabels
+	// vendor are the gateway's copies of routes (with their plan and
+	// label), docRoutes the documentation routes with their labels.
+	vendor    []route
+	docRoutes []docRoute
+	// docs answers the documentation routes; nil without a document.
+	docs *docs.Handler
+}
+
+// routeHandlers make the gateway's answer to each kind of route for the
+// routers (routing.handle); the handlers they make call the gateway
+// directly, as a router's handler did.
+type routeHandlers struct {
+	vendor, unread             func(rt *route) fasthttp.RequestHandler
+	docs, unreadDocs           func(d *docRoute) fasthttp.RequestHandler
+	notFound, methodNotAllowed fasthttp.RequestHandler
+}
+
+// newRouting gives each route, vendor and documentation (those of d, when
+// not nil), its label, in the order the routers register them.
+func newRouting(d *docs.Handler) routing {
+	rs := routing{labels: newRouteLabels(), vendor: make([]route, len(routes)), docs: d}
 	for i := range routes {
 		rt := routes[i] // this gateway's copy
-		rt.plan, rt.label = i, g.labels.add(rt.pattern)
-		g.vendorRoutes[i] = rt
+		rt.plan, rt.label = i, rs.labels.add(rt.pattern)
+		rs.vendor[i] = rt
 	}
-	if g.docs != nil {
-		for _, d := range docs.Routes() {
-			g.docRoutes = append(g.docRoutes, docRoute{Route: d, label: g.labels.add(d.Path)})
+	if d != nil {
+		for _, dr := range docs.Routes() {
+			rs.docRoutes = append(rs.docRoutes, docRoute{Route: dr, label: rs.labels.add(dr.Path)})
 		}
 	}
-	serve := func(rt *route) fasthttp.RequestHandler {
-		return func(ctx *fasthttp.RequestCtx) { g.serveVendor(ctx, rt) }
+	return rs
+}
+
+// handle builds the routers: exact matching, 404/405 answered with the
+// envelope by the gateway, each route answered by the handler h makes for
+// it. The unread router has the same routes, 404 and 405, and no handler
+// that reads a body or proxies (clientbounds.go).
+func (rs *routing) handle(h routeHandlers) {
+	rs.router = rs.routerWith(h.vendor, h.notFound, h.methodNotAllowed)
+	rs.params = rs.paramRoutesWith(h.vendor)
+	rs.unread = rs.routerWith(h.unread, h.notFound, h.methodNotAllowed)
+	for i := range rs.docRoutes {
+		d := &rs.docRoutes[i]
+		rs.router.GET(d.Path, h.docs(d))
+		rs.unread.GET(d.Path, h.unreadDocs(d))
 	}
-	r := g.routerWith(serve)
-	g.paramRoutes = g.paramRoutesWith(serve)
-	for i := range g.docRoutes {
-		d := &g.docRoutes[i]
-		r.GET(d.Path, func(ctx *fasthttp.RequestCtx) { g.serveDocs(ctx, d.Route, d.label) })
-	}
-	return r
 }
 
 // routerWith is a router of the vendor routes, each answered by the handler
-// serve makes for it, and 404/405 answered by the gateway.
-func (g *Gateway) routerWith(serve func(rt *route) fasthttp.RequestHandler) *router.Router {
-	r := httpapi.NewRouter(func(ctx *fasthttp.RequestCtx) { g.serveRefusal(ctx, errNotFound) },
-		func(ctx *fasthttp.RequestCtx) { g.serveRefusal(ctx, errMethodNotAllowed) })
-	for i := range g.vendorRoutes {
-		rt := &g.vendorRoutes[i]
+// serve makes for it, and 404/405 answered by notFound and
+// methodNotAllowed.
+func (rs *routing) routerWith(serve func(rt *route) fasthttp.RequestHandler, notFound, methodNotAllowed fasthttp.RequestHandler) *router.Router {
+	r := httpapi.NewRouter(notFound, methodNotAllowed)
+	for i := range rs.vendor {
+		rt := &rs.vendor[i]
 		r.Handle(rt.method, rt.pattern, serve(rt))
 	}
 	return r
@@ -130,13 +162,33 @@ func (g *Gateway) routerWith(serve func(rt *route) fasthttp.RequestHandler) *rou
 // paramRoutesWith is the vendor routes with parameters (package
 // paramroute), matched ahead of the router, each answered by the handler
 // serve makes for it (the router's, routerWith).
-func (g *Gateway) paramRoutesWith(serve func(rt *route) fasthttp.RequestHandler) paramroute.Routes {
+func (rs *routing) paramRoutesWith(serve func(rt *route) fasthttp.RequestHandler) paramroute.Routes {
 	var ps paramroute.Routes
-	for i := range g.vendorRoutes {
-		rt := &g.vendorRoutes[i]
+	for i := range rs.vendor {
+		rt := &rs.vendor[i]
 		if p, ok := paramroute.New(rt.method, rt.pattern, serve(rt)); ok {
 			ps = append(ps, p)
 		}
 	}
 	return ps
+}
+
+// routeHandlers are the gateway's answers to each kind of route.
+func (g *Gateway) routeHandlers() routeHandlers {
+	return routeHandlers{
+		vendor: func(rt *route) fasthttp.RequestHandler {
+			return func(ctx *fasthttp.RequestCtx) { g.serveVendor(ctx, rt) }
+		},
+		unread: func(rt *route) fasthttp.RequestHandler {
+			return func(ctx *fasthttp.RequestCtx) { g.serveUnread(ctx, rt) }
+		},
+		docs: func(d *docRoute) fasthttp.RequestHandler {
+			return func(ctx *fasthttp.RequestCtx) { g.serveDocs(ctx, d.Route, d.label) }
+		},
+		unreadDocs: func(d *docRoute) fasthttp.RequestHandler {
+			return func(ctx *fasthttp.RequestCtx) { g.refuseUnread(ctx, d.label) }
+		},
+		notFound:         func(ctx *fasthttp.RequestCtx) { g.serveRefusal(ctx, errNotFound) },
+		methodNotAllowed: func(ctx *fasthttp.RequestCtx) { g.serveRefusal(ctx, errMethodNotAllowed) },
+	}
 }

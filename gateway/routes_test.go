@@ -17,8 +17,7 @@ func TestRouteLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &Gateway{docs: h}
-	g.newRouter()
+	rs := newRouting(h)
 	want := []string{"unmatched"}
 	for _, r := range routes {
 		want = append(want, r.pattern)
@@ -26,15 +25,15 @@ func TestRouteLabels(t *testing.T) {
 	for _, d := range docs.Routes() {
 		want = append(want, d.Path)
 	}
-	if len(g.labels) != len(want) {
-		t.Fatalf("labels %q, want %q", g.labels, want)
+	if len(rs.labels) != len(want) {
+		t.Fatalf("labels %q, want %q", rs.labels, want)
 	}
 	for i := range want {
-		if g.labels[i] != want[i] || g.labels.of(i) != want[i] {
-			t.Fatalf("label %d is %q, want %q", i, g.labels[i], want[i])
+		if rs.labels[i] != want[i] || rs.labels.of(i) != want[i] {
+			t.Fatalf("label %d is %q, want %q", i, rs.labels[i], want[i])
 		}
 	}
-	if g.labels.of(-1) != "unmatched" || g.labels.of(len(want)) != "unmatched" {
+	if rs.labels.of(-1) != "unmatched" || rs.labels.of(len(want)) != "unmatched" {
 		t.Fatal("an index past the labels is not unmatched")
 	}
 }
@@ -49,11 +48,10 @@ func TestParamRoutesMatchAsTheRouter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &Gateway{docs: h}
-	g.newRouter()
+	rs := newRouting(h)
 	var got *route
 	serve := func(rt *route) fasthttp.RequestHandler { return func(*fasthttp.RequestCtx) { got = rt } }
-	r, ps := g.routerWith(serve), g.paramRoutesWith(serve)
+	r, ps := rs.routerWith(serve, nil, nil), rs.paramRoutesWith(serve)
 	if len(ps) != 2 {
 		t.Fatalf("%d routes with parameters, want 2 (/orders/{order_id} and its reports)", len(ps))
 	}
@@ -63,10 +61,10 @@ func TestParamRoutesMatchAsTheRouter(t *testing.T) {
 	paths := append([]string{o, o[:len(o)-1], "/api/vendor/v1/ordersx", o + "/", o + "x/", o + "x//", o + "//reports/psp",
 		o + "x/reports", o + "x/reports/", o + "x/reports/psp/", o + "x/reports/psp/y", o + "x/REPORTS/psp", o + "x/y/psp",
 		o + "x//reports/psp", "/API/vendor/v1/orders/x", "/api/vendor/v1/orders/../me", "/", "//api/vendor/v1/orders/x"}, claimed...)
-	for _, rt := range g.vendorRoutes {
+	for _, rt := range rs.vendor {
 		paths = append(paths, rt.pattern)
 	}
-	for _, d := range g.docRoutes {
+	for _, d := range rs.docRoutes {
 		paths = append(paths, d.Path)
 	}
 	request := func(method, uri string) *fasthttp.RequestCtx {

@@ -72,7 +72,7 @@ func BenchmarkHeaderReceived(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				gw.g.headerReceived(&h)
+				gw.g.bounds.headerReceived(&h)
 			}
 		})
 	}

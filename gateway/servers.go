@@ -3,8 +3,8 @@ package gateway
 import "time"
 
 // The sizes and timeouts of the gateway's own clients that no setting names
-// (its listeners' are package edge's), each with its reason. The settings
-// (config.Gateway) are what operators tune per deployment; these follow
+// (its listeners' are package edge's, its Redis pools package stores'),
+// each with its reason. The settings (config.Gateway) are what operators tune per deployment; these follow
 // from the protocol and from the other settings.
 const (
 	// lookupTimeoutMax caps one key lookup (proxy.timeout when shorter): a
@@ -26,22 +26,8 @@ const (
 	// backend unready within probeInterval + its probe's timeout.
 	probeInterval = time.Second
 
-	// subscriberPoolSize is the pool of the invalidation subscriber's
-	// client: one long-lived SUBSCRIBE connection, and room to reconnect
-	// while the old one is being closed.
-	subscriberPoolSize = 4
-	// usagePoolSize is the usage flusher's own pool: one flush at a time
-	// (a pipelined round trip every few seconds) and a usage view read
-	// beside it, never waiting for or delaying a limiter call.
-	usagePoolSize = 2
 	// usageMaxPending bounds the usage flushes kept for a retry while the
 	// store fails: an hour of them at the default usage.flush_interval
 	// (5s); past it the oldest is dropped and counted.
 	usageMaxPending = 720
-	// usageTimeout bounds one flush to Redis or one read of the usage view.
-	usageTimeout = 2 * time.Second
-	// usageGuardTTL is how long Redis remembers a flush as applied, so
-	// that its retry is not counted twice: longer than the hour of flushes
-	// kept for a retry.
-	usageGuardTTL = 2 * time.Hour
 )

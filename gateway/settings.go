@@ -14,6 +14,7 @@ import (
 	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/policy"
 	"vendorgate/gateway/policyconf"
+	"vendorgate/gateway/stores"
 	"vendorgate/gateway/throttle"
 	"vendorgate/gateway/usage"
 	"vendorgate/shared/apikey"
@@ -96,7 +97,7 @@ func compileValid(c *config.Gateway, prev *snapshot) (*snapshot, error) {
 		return nil, fmt.Errorf("key_signing_secrets: %w", err)
 	}
 	if len(c.Redis.URL) > 0 {
-		if _, err := universalOptions(c.Redis); err != nil {
+		if err := stores.Check(c.Redis); err != nil {
 			return nil, err
 		}
 	}
@@ -248,7 +249,7 @@ func (g *Gateway) usageQuotas(vendor, name string) (usage.QuotaUsed, bool, error
 		return usage.QuotaUsed{}, false, nil
 	}
 	key := sn.layout.Buckets(vendor, "").Name(p).Key
-	used, start, end, err := g.windows.Used(key, row.Rate)
+	used, start, end, err := g.stores.Windows.Used(key, row.Rate)
 	if err != nil {
 		return usage.QuotaUsed{}, false, fmt.Errorf("quota %s: %w", row.Name, err)
 	}

@@ -43,7 +43,7 @@ func TestConcurrencyPolicy(t *testing.T) {
 			})
 		}
 		gws := []*testGateway{start()}
-		if gws[0].g.redisLim != nil {
+		if gws[0].g.stores.Redis != nil {
 			gws = append(gws, start())
 		}
 		other := gws[len(gws)-1]
@@ -58,7 +58,7 @@ func TestConcurrencyPolicy(t *testing.T) {
 		}
 		held := 0
 		for _, gw := range gws {
-			held += gw.g.slots.Held()
+			held += gw.g.stores.Slots.Held()
 		}
 		if held != 2 {
 			t.Fatalf("%d requests hold slots over the gateways, want 2", held)
@@ -162,7 +162,7 @@ func TestConcurrencyPolicyRedisDown(t *testing.T) {
 	rs.Stop()
 	a := do(t, "GET", report, key)
 	a.wantError(t, 503, apierr.RateLimitUnavailable)
-	if gw.g.slots.(*concurrency.Redis).Held() != 0 {
+	if gw.g.stores.Slots.(*concurrency.Redis).Held() != 0 {
 		t.Fatal("a slot is held after the failed call")
 	}
 	// A read counts no concurrency policy: Redis down takes nothing from
