@@ -19,10 +19,10 @@ import (
 
 	"vendorgate/config"
 	"vendorgate/gateway/admin"
-	"vendorgate/gateway/admission"
 	"vendorgate/gateway/concurrency"
 	"vendorgate/gateway/gwmetrics"
 	"vendorgate/gateway/limit"
+	"vendorgate/gateway/policy"
 	"vendorgate/gateway/throttle"
 	"vendorgate/gateway/usage"
 	"vendorgate/gateway/window"
@@ -71,7 +71,7 @@ type Options struct {
 // and the Redis clients they use (none in process).
 type Stores struct {
 	// Limiter decides the GCRA limits: Redis, or *limit.Local.
-	Limiter admission.RateLimiter
+	Limiter RateLimiter
 	// Redis is the Redis limiter (its breaker, lateness, leases); nil in
 	// process.
 	Redis    *limit.Redis
@@ -80,6 +80,14 @@ type Stores struct {
 	Throttle *throttle.Throttle
 	Usage    usage.Store
 	Clients  Clients
+}
+
+// RateLimiter is what decides the GCRA limits (*limit.Redis,
+// *limit.Local): the root hands it to its admission (admission.RateLimiter
+// is the same method set).
+type RateLimiter interface {
+	Allow(cs policy.Checks) (limit.Decision, error)
+	Refund(cs policy.Checks, d limit.Decision) int
 }
 
 // Clients are the Redis clients, one pool each; nil in process.
