@@ -64,10 +64,10 @@ func (bk *Books) Admission(decisions []*admin.Decisions, id *auth.Identity, a *a
 // failure (every check counted unavailable), except a request shed
 // because the node cannot keep up (limit.ErrBusy, counted apart).
 func (bk *Books) limits(decisions []*admin.Decisions, id *auth.Identity, cs *policy.Checks, d *limit.Decision, err error) {
-	if errors.Is(err, limit.ErrBusy) {
-		return // shed: counted by the limiter, not a decision
-	}
 	if err != nil {
+		if errors.Is(err, limit.ErrBusy) {
+			return // shed: counted by the limiter, not a decision
+		}
 		for i := 0; i < cs.Count; i++ {
 			if !cs.List[i].Twin { // a request, not its shadow twin
 				decisions[cs.List[i].Policy].Count(admin.Unavailable)
