@@ -126,11 +126,16 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	return b, nil
 }
 
+// publishTimeout bounds one invalidation PUBLISH to Redis: a change must
+// not hang an operator's command behind a sick Redis. A constant of the
+// backend, not a setting: no configuration ever reached it.
+const publishTimeout = 2 * time.Second
+
 func (b *Backend) build(ctx context.Context) error {
 	c := b.cfg
 	var pub vendors.Publisher
 	if len(c.RedisURL) > 0 {
-		p, err := invalidate.New(invalidate.Options{URLs: c.RedisURL, MasterName: c.RedisMasterName})
+		p, err := invalidate.New(invalidate.Options{URLs: c.RedisURL, MasterName: c.RedisMasterName, Timeout: publishTimeout})
 		if err != nil {
 			return err
 		}

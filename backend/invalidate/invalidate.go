@@ -24,8 +24,9 @@ type Options struct {
 	URLs []string
 	// MasterName selects Sentinel.
 	MasterName string
-	// Timeout bounds one PUBLISH. Default 2s: a change must not hang an
-	// operator's command behind a sick Redis.
+	// Timeout bounds one PUBLISH: a change must not hang an operator's
+	// command behind a sick Redis. Required (the backend passes its
+	// publishTimeout).
 	Timeout time.Duration
 }
 
@@ -41,7 +42,7 @@ func New(o Options) (*Publisher, error) {
 		return nil, fmt.Errorf("invalidate: no redis url")
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = 2 * time.Second
+		return nil, fmt.Errorf("invalidate: timeout %s must be positive", o.Timeout)
 	}
 	uo, err := universalOptions(o.URLs, o.MasterName)
 	if err != nil {

@@ -3,6 +3,7 @@ package invalidate
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 
 func TestPublishReachesSubscribers(t *testing.T) {
 	rs := testredis.Start(t)
-	p, err := New(Options{URLs: []string{rs.URL()}})
+	p, err := New(Options{URLs: []string{rs.URL()}, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,29 @@ func TestOptionsFromURLs(t *testing.T) {
 	if uo.IsClusterMode || uo.MasterName != "mymaster" {
 		t.Fatalf("sentinel = %+v", uo)
 	}
-	if _, err := New(Options{}); err == nil {
+	if _, err := New(Options{Timeout: time.Second}); err == nil {
 		t.Fatal("New without URLs succeeded")
+	}
+}
+
+// TestNewRefusesZeros: the publisher fills in no default of its own: its
+// publish timeout, left zero (or negative), is refused with an error that
+// names it; the backend passes its named constant.
+func TestNewRefusesZeros(t *testing.T) {
+	urls := []string{"redis://127.0.0.1:1"}
+	p, err := New(Options{URLs: urls, Timeout: time.Second})
+	if err != nil {
+		t.Fatalf("valid options refused: %v", err)
+	}
+	p.Close()
+	for _, d := range []time.Duration{0, -time.Second} {
+		p, err := New(Options{URLs: urls, Timeout: d})
+		switch {
+		case err == nil:
+			p.Close()
+			t.Errorf("timeout %s: accepted", d)
+		case !strings.Contains(err.Error(), "timeout"):
+			t.Errorf("timeout %s: %q does not name it", d, err)
+		}
 	}
 }

@@ -27,6 +27,16 @@ type Observer interface {
 	SimulatorStep(service, outcome string)
 }
 
+// waitOnStaff is poll.after_seconds while an order waits on staff (held,
+// live, or a stalled sandbox order): a constant of the API's answers, not
+// a setting.
+const waitOnStaff = 60 * time.Second
+
+// placingTimeout is how long an idempotency record may stay "being placed"
+// before it is taken as abandoned (a crash mid-placement): a constant of
+// the domain, not a setting.
+const placingTimeout = 30 * time.Second
+
 // Options configure a Service.
 type Options struct {
 	Store   store.Store
@@ -41,13 +51,6 @@ type Options struct {
 	SandboxDelay time.Duration
 	// MVRUnavailableStates answer 422 mvr_state_unavailable for an MVR.
 	MVRUnavailableStates []string
-	// WaitSeconds is poll.after_seconds while an order waits on staff
-	// (held, live, or a stalled sandbox order). Default 60.
-	WaitSeconds int
-	// PlacingTimeout is how long an idempotency record may stay "being
-	// placed" before it is taken as abandoned (a crash mid-placement).
-	// Default 30s.
-	PlacingTimeout time.Duration
 	// Observer may be nil.
 	Observer Observer
 	// Now is the clock. Default time.Now.
@@ -68,12 +71,6 @@ func New(o Options) (*Service, error) {
 	}
 	if o.Deadline <= 0 {
 		return nil, errors.New("orders: a positive deadline is required (config.Backend.OrderDeadline, default 48h)")
-	}
-	if o.WaitSeconds <= 0 {
-		o.WaitSeconds = 60
-	}
-	if o.PlacingTimeout <= 0 {
-		o.PlacingTimeout = 30 * time.Second
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -231,14 +228,14 @@ func (s *Service) View(o *store.Order) wire.Order {
 }
 
 // afterSeconds is when the order is next expected to change: the next
-// sandbox step, else (waiting on staff or a stalled provider) WaitSeconds,
+// sandbox step, else (waiting on staff or a stalled provider) waitOnStaff,
 // never past the deadline; 0 once final.
 func (s *Service) afterSeconds(o *store.Order) int {
 	if o.Final {
 		return 0
 	}
 	now := s.now()
-	wait := time.Duration(s.o.WaitSeconds) * time.Second
+	wait := waitOnStaff
 	if o.NextStepAt != nil {
 		wait = o.NextStepAt.Sub(now)
 	}

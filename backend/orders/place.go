@@ -66,7 +66,7 @@ func (s *Service) Place(ctx context.Context, v *store.Vendor, idemKey string, bo
 		// A placement that crashed midway: take the key over, unless
 		// another retry took it over first (then that one is placing).
 		won := false
-		if now.Sub(existing.CreatedAt) > s.o.PlacingTimeout {
+		if now.Sub(existing.CreatedAt) > placingTimeout {
 			if won, err = s.o.Store.TakeOverIdempotency(ctx, *existing, rec); err != nil {
 				return nil, err
 			}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -16,8 +17,9 @@ type stepper interface {
 // RunnerOptions configure a Runner.
 type RunnerOptions struct {
 	Orders stepper
-	// Tick is how often due steps are looked for. Default 100ms: a step
-	// lands within a tick of its due time.
+	// Tick is how often due steps are looked for: a step lands within a
+	// tick of its due time. Required: the backend derives it from
+	// config's sandbox_delay.
 	Tick   time.Duration
 	Logger *slog.Logger
 }
@@ -35,7 +37,7 @@ func NewRunner(o RunnerOptions) (*Runner, error) {
 		return nil, errors.New("sandbox: no orders")
 	}
 	if o.Tick <= 0 {
-		o.Tick = 100 * time.Millisecond
+		return nil, fmt.Errorf("sandbox: tick %s must be positive", o.Tick)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -6,6 +6,7 @@ package sweeper
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -23,8 +24,9 @@ type observer interface {
 // Options configure a Sweeper.
 type Options struct {
 	Orders closer
-	// Interval between runs. Default 1s: an order is closed within about a
-	// second of its deadline.
+	// Interval between runs: an order is closed within about an interval
+	// of its deadline. Required: the backend passes config's
+	// sweep_interval.
 	Interval time.Duration
 	// Observer may be nil.
 	Observer observer
@@ -43,7 +45,7 @@ func New(o Options) (*Sweeper, error) {
 		return nil, errors.New("sweeper: no orders")
 	}
 	if o.Interval <= 0 {
-		o.Interval = time.Second
+		return nil, fmt.Errorf("sweeper: interval %s must be positive", o.Interval)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

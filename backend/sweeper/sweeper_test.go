@@ -3,9 +3,12 @@ package sweeper
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"vendorgate/config"
 )
 
 // orders counts calls and closes n orders on each.
@@ -72,11 +75,32 @@ func TestRunsEveryIntervalUntilClosed(t *testing.T) {
 
 func TestRunSurvivesErrors(t *testing.T) {
 	o := &orders{err: errors.New("database is locked")}
-	s, _ := New(Options{Orders: o})
+	s, err := New(Options{Orders: o, Interval: config.DefaultBackend().SweepInterval})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if n := s.Run(); n != 0 || o.count() != 1 {
 		t.Fatalf("Run = %d after %d calls", n, o.count())
 	}
 	if _, err := New(Options{}); err == nil {
 		t.Fatal("New without orders succeeded")
+	}
+}
+
+// TestNewRefusesZeros: the sweeper fills in no default of its own: its
+// interval, left zero (or negative), is refused with an error that names
+// it; the backend passes config's sweep_interval.
+func TestNewRefusesZeros(t *testing.T) {
+	if _, err := New(Options{Orders: &orders{}, Interval: time.Second}); err != nil {
+		t.Fatalf("valid options refused: %v", err)
+	}
+	for _, d := range []time.Duration{0, -time.Second} {
+		_, err := New(Options{Orders: &orders{}, Interval: d})
+		switch {
+		case err == nil:
+			t.Errorf("interval %s: accepted", d)
+		case !strings.Contains(err.Error(), "interval"):
+			t.Errorf("interval %s: %q does not name it", d, err)
+		}
 	}
 }

@@ -6,6 +6,7 @@ package vendorapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/fasthttp/router"
@@ -30,7 +31,8 @@ type Options struct {
 	Orders orderService
 	// Audit records every report download. Required with Orders.
 	Audit *audit.Log
-	// MaxBodyBytes bounds an order body (413 past it). Default 1 MiB.
+	// MaxBodyBytes bounds an order body (413 past it). Required: the
+	// backend passes config's max_body_bytes.
 	MaxBodyBytes int
 	Logger       *slog.Logger
 }
@@ -45,11 +47,11 @@ func New(o Options) (*API, error) {
 	if o.Orders != nil && o.Audit == nil {
 		return nil, errors.New("vendorapi: no audit log for the report downloads")
 	}
+	if o.MaxBodyBytes <= 0 {
+		return nil, fmt.Errorf("vendorapi: max body bytes %d must be positive", o.MaxBodyBytes)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
-	}
-	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = 1 << 20
 	}
 	return &API{o: o}, nil
 }

@@ -99,12 +99,16 @@ func New(o Options) (*Client, error) {
 	}
 	// Opening or going half-open drops the idle connections first, so the
 	// half-open probe dials afresh (breaker.Settings.CloseIdle).
-	c.cb = breaker.New[*wire.KeyResolution](breaker.Settings{Name: BreakerName, Failures: o.BreakerFailures,
+	cb, err := breaker.New[*wire.KeyResolution](breaker.Settings{Name: BreakerName, Failures: o.BreakerFailures,
 		OpenFor: o.BreakerOpenFor, OnStateChange: o.OnStateChange, CloseIdle: func() {
 			for _, hc := range c.hosts {
 				hc.CloseIdleConnections()
 			}
 		}})
+	if err != nil {
+		return nil, fmt.Errorf("backendapi: %w", err)
+	}
+	c.cb = cb
 	return c, nil
 }
 

@@ -5,6 +5,7 @@ package breaker
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -16,8 +17,8 @@ type Settings struct {
 	// Name labels the breaker in metrics and logs.
 	Name string
 	// Failures is how many consecutive failures open the breaker (with
-	// Window: how many failures within the window). It must be positive
-	// (config validates it): at zero every failure opens it.
+	// Window: how many failures within the window). Required: New refuses
+	// a zero.
 	Failures int
 	// Window, when positive, also judges failures over a rolling window:
 	// the breaker opens when the last Failures calls failed in a row
@@ -30,7 +31,8 @@ type Settings struct {
 	// slow failures, a hung remote's, age out before Failures of them met.)
 	Window time.Duration
 	// FailureRatio is the share of failed calls within Window that opens
-	// the breaker (with Window only). Default 0.5.
+	// the breaker: above 0, at most 1. Required with Window (unused
+	// without).
 	FailureRatio float64
 	// OnTrip, when set, is told the counts that opened a closed breaker
 	// (the why of a trip, for logs). It runs under the breaker's lock.
@@ -39,7 +41,8 @@ type Settings struct {
 	// failure (besides a full local pool): the caller's own doing.
 	Excluded func(error) bool
 	// OpenFor is how long the breaker stays open before it lets one probe
-	// through; zero is gobreaker's default of 60s.
+	// through. Required: New refuses a zero (which gobreaker would take as
+	// its own 60s).
 	OpenFor time.Duration
 	// OnStateChange is told of every transition (metrics, logs); nil for
 	// none. It runs under the breaker's lock: it must not call back into
@@ -62,29 +65,45 @@ type Settings struct {
 // New returns a breaker that opens after s.Failures consecutive failures
 // and, once s.OpenFor has passed, lets one call through to probe. Errors
 // that say nothing of the remote side are not counted (Excluded).
-func New[T any](s Settings) *gobreaker.CircuitBreaker[T] {
-	return gobreaker.NewCircuitBreaker[T](settings(s))
+func New[T any](s Settings) (*gobreaker.CircuitBreaker[T], error) {
+	gs, err := settings(s)
+	if err != nil {
+		return nil, err
+	}
+	return gobreaker.NewCircuitBreaker[T](gs), nil
 }
 
 // NewTwoStep is New for a caller that reports outcomes itself: one per
 // round trip from the code that made it (a batch sender), rather than one
 // per waiting caller. A call it never made is reported to nobody.
-func NewTwoStep[T any](s Settings) *gobreaker.TwoStepCircuitBreaker[T] {
-	return gobreaker.NewTwoStepCircuitBreaker[T](settings(s))
+func NewTwoStep[T any](s Settings) (*gobreaker.TwoStepCircuitBreaker[T], error) {
+	gs, err := settings(s)
+	if err != nil {
+		return nil, err
+	}
+	return gobreaker.NewTwoStepCircuitBreaker[T](gs), nil
 }
 
-// settings turns s into gobreaker's settings, each default filled here.
-func settings(s Settings) gobreaker.Settings {
-	failures := uint32(max(s.Failures, 0))
+// settings turns s into gobreaker's settings. It fills in no default: a
+// setting left zero or out of range is refused, named.
+func settings(s Settings) (gobreaker.Settings, error) {
+	switch {
+	case s.Failures <= 0:
+		return gobreaker.Settings{}, fmt.Errorf("breaker %s: failures %d must be positive", s.Name, s.Failures)
+	case s.OpenFor <= 0:
+		return gobreaker.Settings{}, fmt.Errorf("breaker %s: open for %s must be positive", s.Name, s.OpenFor)
+	case s.Window < 0:
+		return gobreaker.Settings{}, fmt.Errorf("breaker %s: window %s must not be negative", s.Name, s.Window)
+	case s.Window > 0 && (s.FailureRatio <= 0 || s.FailureRatio > 1):
+		return gobreaker.Settings{}, fmt.Errorf("breaker %s: failure ratio %g must be above 0 and at most 1", s.Name, s.FailureRatio)
+	}
+	failures := uint32(s.Failures)
 	trip := func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures }
 	var interval, bucket time.Duration
 	var successful func(error) bool
 	onState := onStateChange(s)
 	if s.Window > 0 {
 		ratio := s.FailureRatio
-		if ratio <= 0 || ratio > 1 {
-			ratio = 0.5
-		}
 		// A rolling window of 10 buckets: counts age out a tenth at a time
 		// rather than all at once at each interval's end.
 		interval, bucket = s.Window, max(s.Window/10, time.Millisecond)
@@ -134,7 +153,7 @@ func settings(s Settings) gobreaker.Settings {
 		IsExcluded: func(err error) bool {
 			return Excluded(err) || s.Excluded != nil && s.Excluded(err)
 		},
-	}
+	}, nil
 }
 
 // Excluded reports whether err is a call that failed before the remote side

@@ -48,7 +48,7 @@ func fail(cb *gobreaker.CircuitBreaker[int], err error) error {
 // connections (away from closed), then tells OnStateChange.
 func TestOpensProbesAndCloses(t *testing.T) {
 	var tr transitions
-	cb := New[int](Settings{Name: "backend", Failures: 3, OpenFor: 50 * time.Millisecond,
+	cb := mustNew[int](t, Settings{Name: "backend", Failures: 3, OpenFor: 50 * time.Millisecond,
 		OnStateChange: tr.onChange, CloseIdle: tr.closeIdle})
 	for i := 0; i < 2; i++ {
 		if err := fail(cb, errDown); !errors.Is(err, errDown) {
@@ -94,7 +94,7 @@ func TestOpensProbesAndCloses(t *testing.T) {
 // A success between failures resets the count: only consecutive failures
 // open it.
 func TestOnlyConsecutiveFailuresOpen(t *testing.T) {
-	cb := New[int](Settings{Name: "x", Failures: 2, OpenFor: time.Hour})
+	cb := mustNew[int](t, Settings{Name: "x", Failures: 2, OpenFor: time.Hour})
 	for i := 0; i < 5; i++ {
 		_ = fail(cb, errDown)
 		_ = fail(cb, nil)
@@ -107,7 +107,7 @@ func TestOnlyConsecutiveFailuresOpen(t *testing.T) {
 // A full local pool is the gateway's own overload: it fails the call but
 // never counts against the remote side.
 func TestFullPoolNeverOpens(t *testing.T) {
-	cb := New[int](Settings{Name: "x", Failures: 1, OpenFor: time.Hour})
+	cb := mustNew[int](t, Settings{Name: "x", Failures: 1, OpenFor: time.Hour})
 	for i := 0; i < 10; i++ {
 		if err := fail(cb, fasthttp.ErrNoFreeConns); !errors.Is(err, fasthttp.ErrNoFreeConns) {
 			t.Fatalf("err %v", err)
@@ -126,7 +126,7 @@ func TestFullPoolNeverOpens(t *testing.T) {
 // again; without CloseIdle, OnStateChange alone is told.
 func TestFailedProbeReopens(t *testing.T) {
 	var tr transitions
-	cb := New[int](Settings{Name: "r", Failures: 1, OpenFor: 20 * time.Millisecond, OnStateChange: tr.onChange})
+	cb := mustNew[int](t, Settings{Name: "r", Failures: 1, OpenFor: 20 * time.Millisecond, OnStateChange: tr.onChange})
 	_ = fail(cb, errDown)
 	deadline := time.Now().Add(5 * time.Second)
 	for cb.State() != gobreaker.StateHalfOpen {
@@ -158,7 +158,7 @@ func TestExcludedErrorsNeverOpen(t *testing.T) {
 		{fasthttp.ErrTimeout, true},
 		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), true},
 	} {
-		cb := New[struct{}](Settings{Name: "t", Failures: 1})
+		cb := mustNew[struct{}](t, Settings{Name: "t", Failures: 1, OpenFor: time.Hour})
 		for range 5 {
 			_, _ = cb.Execute(func() (struct{}, error) { return struct{}{}, fmt.Errorf("backend b: %w", c.err) })
 		}

@@ -28,7 +28,7 @@ func TestWindowJudgesRoundTrips(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var tripped gobreaker.Counts
-			cb := NewTwoStep[struct{}](Settings{Name: "t", Failures: 3, Window: time.Minute, OpenFor: time.Minute,
+			cb := mustNewTwoStep[struct{}](t, Settings{Name: "t", Failures: 3, Window: time.Minute, FailureRatio: 0.5, OpenFor: time.Minute,
 				OnTrip:   func(counts gobreaker.Counts) { tripped = counts },
 				Excluded: func(err error) bool { return errors.Is(err, errMine) }})
 			for i, err := range c.outcomes {

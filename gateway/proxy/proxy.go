@@ -168,14 +168,15 @@ func New(o Options) (*Proxy, error) {
 		if err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https" {
 			return nil, fmt.Errorf("proxy: backend %q is not an http URL", b)
 		}
-		var be *backend
-		be = &backend{
+		be := &backend{
 			name:    u.Host,
 			scheme:  u.Scheme,
 			hc:      hostClient(u, o.TLS, o.MaxConns, o.MaxConnWait, o.Timeout, dial),
 			streams: hostClient(u, o.TLS, o.StreamMaxConns, o.MaxConnWait, o.Timeout, dial),
-			cb: breaker.New[struct{}](breaker.Settings{Name: "backend:" + u.Host, Failures: o.BreakerFailures,
-				OpenFor: o.BreakerOpenFor, OnStateChange: o.OnStateChange, CloseIdle: func() { be.closeIdle() }}),
+		}
+		if be.cb, err = breaker.New[struct{}](breaker.Settings{Name: "backend:" + u.Host, Failures: o.BreakerFailures,
+			OpenFor: o.BreakerOpenFor, OnStateChange: o.OnStateChange, CloseIdle: func() { be.closeIdle() }}); err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
 		}
 		p.backends = append(p.backends, be)
 	}

@@ -35,16 +35,16 @@ var migrations embed.FS
 // it looks at the schema ("vendorgate" in ASCII, truncated to fit).
 const migrationLock int64 = 0x76656e646f7267
 
+// poolMaxConns bounds the pool unless the URL has a pool_max_conns
+// parameter, which is how an operator sets another (docs/configuration.md,
+// database): a constant of the package, not an option.
+const poolMaxConns = 10
+
 // Options configure Open.
 type Options struct {
 	// URL is a postgres:// or postgresql:// URL. A pool_max_conns parameter
-	// in it wins over MaxConns.
+	// in it wins over poolMaxConns.
 	URL string
-	// MaxConns bounds the pool. Default 10.
-	MaxConns int32
-	// Timeout bounds every call to the database. Zero means
-	// store.CallTimeout.
-	Timeout time.Duration
 }
 
 // Store is a store.Store on one PostgreSQL database.
@@ -59,26 +59,21 @@ var _ store.Store = (*Store)(nil)
 // Open connects to the database and applies every migration not applied
 // yet.
 func Open(ctx context.Context, o Options) (*Store, error) {
-	if o.MaxConns <= 0 {
-		o.MaxConns = 10
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = store.CallTimeout
-	}
 	cfg, err := pgxpool.ParseConfig(o.URL)
 	if err != nil {
 		// pgx's parse errors may repeat the URL, password included.
 		return nil, errors.New("postgres: the database URL does not parse as a postgres:// URL")
 	}
 	if !strings.Contains(o.URL, "pool_max_conns=") {
-		cfg.MaxConns = o.MaxConns
+		cfg.MaxConns = poolMaxConns
 	}
 	cfg.MaxConnIdleTime = time.Minute
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	s := &Store{pool: pool, timeout: o.Timeout}
+	// Every call is bounded by store.CallTimeout, as in the SQLite store.
+	s := &Store{pool: pool, timeout: store.CallTimeout}
 	s.Common = store.NewCommon(pgDB{pool}, s.commonTx, s.commonRead, s.timeout, dialect)
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()

@@ -73,11 +73,14 @@ func NewHealth(o HealthOptions) (*Health, error) {
 		return nil, fmt.Errorf("redisconn: breaker failure ratio %g must be above 0 and at most 1", o.BreakerFailureRatio)
 	}
 	h := &hooks{failure: o.OnFailure, unsent: o.OnUnsent, busy: o.OnBusy, open: o.OnBreakerOpen, lost: o.OnLost}
-	cb := breaker.NewTwoStep[struct{}](breaker.Settings{Name: BreakerName, Failures: o.BreakerFailures,
+	cb, err := breaker.NewTwoStep[struct{}](breaker.Settings{Name: BreakerName, Failures: o.BreakerFailures,
 		Window: o.BreakerWindow, FailureRatio: o.BreakerFailureRatio, OpenFor: o.BreakerOpenFor,
 		OnTrip:        func(c gobreaker.Counts) { h.counts = c },
 		Excluded:      notRedis, // the gateway read late, or its pool was full: not Redis' failure
 		OnStateChange: h.onStateChange(o.OnStateChange, o.BreakerWindow.String())})
+	if err != nil {
+		return nil, fmt.Errorf("redisconn: %w", err)
+	}
 	return &Health{cb: cb, hooks: h}, nil
 }
 
