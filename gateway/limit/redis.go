@@ -159,6 +159,10 @@ type Redis struct {
 	closeOnce sync.Once
 	leases    *leases // nil without Pipeline
 	refunds   *refundCap
+	// refundSeq counts the refund runs sent (see ownRefunds); own is what
+	// they took off each bucket lately.
+	refundSeq atomic.Uint64
+	own       ownRefunds
 	charged   func(n int)
 	// returnAll asks the lease loop to send every lease back (a reload).
 	returnAll atomic.Bool
@@ -373,6 +377,7 @@ func (r *Redis) leaseTick() {
 	if all || now-r.lastSweep >= r.leases.ttl.Load()/4 {
 		r.lastSweep = now
 		r.sendRefunds(r.leases.sweep(now, all))
+		r.own.prune(now) // also when nothing was sent
 	}
 }
 
@@ -414,15 +419,22 @@ const refundsPerScript = 1000
 // one call, and thousands of buckets' runs pipelined under it were cut off
 // on a busy node, their tokens lost. A refund that fails is lost: the
 // tokens come back as the bucket refills; the runs after a failed one are
-// not sent (Redis failing, each would wait its deadline in turn).
+// not sent (Redis failing, each would wait its deadline in turn). Each
+// refund is reckoned below what this gateway's earlier refunds of its
+// bucket took off under its charge, and what each run's refunds took off
+// is kept for the refunds after them (ownRefunds).
 func (r *Redis) sendRefunds(refs []refund) {
 	if len(refs) == 0 || r.health.Open() {
 		return
 	}
+	r.own.prune(r.clock.Nanotime())
+	seq := r.refundSeq.Add(1) // before the runs are sent
 	var keys [][]string
 	var args [][]any
+	var sent [][]int              // each run's refunds, by index in refs
 	index := make(map[uint16]int) // a slot's script still filling
-	for _, f := range refs {
+	for j := range refs {
+		f := &refs[j]
 		var s uint16
 		if r.cluster {
 			s = redisconn.Slot(f.key)
@@ -431,14 +443,25 @@ func (r *Redis) sendRefunds(refs []refund) {
 		if !ok || len(keys[i]) == refundsPerScript {
 			i = len(keys)
 			index[s] = i
-			keys, args = append(keys, nil), append(args, nil)
+			keys, args, sent = append(keys, nil), append(args, nil), append(sent, nil)
 		}
 		keys[i] = append(keys[i], f.key)
-		args[i] = append(args[i], 0, f.emission, f.unused, f.tatGrantUS, f.after)
+		args[i] = append(args[i], 0, f.emission, f.unused, f.tatGrantUS, f.after, r.own.adjust(f))
+		sent[i] = append(sent[i], j)
 	}
 	for i := range keys {
-		if _, err := r.rt(false, r.wire, keys[i:i+1], args[i:i+1]); err != nil {
+		v, err := r.rt(false, r.wire, keys[i:i+1], args[i:i+1])
+		if err != nil {
 			return
+		}
+		if len(v) != 1 || len(v[0]) != 2*len(sent[i]) {
+			continue // not the answer of this script: nothing known
+		}
+		now := r.clock.Nanotime()
+		for n, j := range sent[i] { // two integers a refund: taken off, and left ahead
+			back, _ := v[0][2*n].(int64)
+			left, _ := v[0][2*n+1].(int64)
+			r.own.record(&refs[j], seq, back, left, now)
 		}
 	}
 }
