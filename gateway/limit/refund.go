@@ -41,8 +41,9 @@ type receipt struct {
 	kind         uint8
 	older, after bool
 	gen          uint32
-	// epoch is a lease token's leases.epoch; a grant's (receiptGrant, in
-	// Redis), Redis.refundSeq when its answer came (see ownRefunds).
+	// epoch is a lease token's leases.epoch; a grant's (receiptGrant),
+	// in Redis, Redis.refundSeq when its answer came (see ownRefunds), in
+	// process its place in its shard's order (see Local.Refund).
 	epoch uint64
 	// tat is the grant's TAT after the charge: µs since 2017 in Redis, ns
 	// in process.
@@ -143,7 +144,9 @@ func (r *Redis) refund(cs *policy.Checks, d *Decision) (back uint16) {
 // refund, within the cap; see Redis.Refund. A bucket charged again since
 // the request keeps that later charge: only what of the request's own
 // token is still in the future goes back, and only while the bucket's TAT
-// is not below its charge's.
+// is not below its charge's, less what refunds of charges made before it
+// took off since (as Redis' refunds are reckoned, see ownRefunds; in
+// process every refund is known, in the shard's order).
 func (l *Local) Refund(cs policy.Checks, d Decision) int {
 	if !d.Allowed {
 		return 0
@@ -158,12 +161,28 @@ func (l *Local) Refund(cs policy.Checks, d Decision) int {
 		}
 		sh := &l.shards[maphash.String(l.seed, c.Key)%localShards]
 		sh.mu.Lock()
-		if tat, ok := sh.tat[c.Key]; ok && tat >= rc.tat {
-			if back := min(interval(c.Rate), rc.tat-now); back > 0 {
+		g := rc.tat
+		for _, e := range sh.refunds[c.Key] {
+			if e.seq > rc.epoch && e.charge < rc.epoch { // after this charge, of one before it
+				g -= e.back
+			}
+		}
+		if tat, ok := sh.tat[c.Key]; ok && tat >= g {
+			if back := min(interval(c.Rate), g-now); back > 0 {
 				if tat-back <= now {
 					delete(sh.tat, c.Key)
+					delete(sh.refunds, c.Key)
 				} else {
 					sh.tat[c.Key] = tat - back
+					sh.seq++
+					if sh.refunds == nil {
+						sh.refunds = make(map[string][]localRefund)
+					}
+					log := sh.refunds[c.Key]
+					if len(log) == ownRefundsKept {
+						log = append(log[:0], log[1:]...)
+					}
+					sh.refunds[c.Key] = append(log, localRefund{seq: sh.seq, charge: rc.epoch, back: back})
 				}
 				n++
 			}
