@@ -82,9 +82,10 @@ func (r *Redis) allowRedis(cs *policy.Checks) (Decision, error) {
 	}
 	want := ones
 	d, g, err := r.call(cs, &want)
+	seq := r.refundSeq.Load() // after the answer came
 	for i := 0; i < cs.Count; i++ {
 		if cs.List[i].Rate.Refund && g[i].n > 0 && d.Allowed {
-			d.receipts[i] = receipt{kind: receiptGrant, tat: g[i].tatUS}
+			d.receipts[i] = grantReceipt(g[i], seq)
 		}
 	}
 	return d, err
@@ -165,6 +166,7 @@ func (r *Redis) allowLeased(cs *policy.Checks, clock int64, first bool) (d Decis
 		return Decision{}, false, errLimiterClosed
 	}
 	rd, grants, err := r.call(&rest, &want)
+	seq := r.refundSeq.Load() // after the answer came: see ownRefunds
 	if err != nil {
 		giveBack()
 		return Decision{}, false, err
@@ -203,12 +205,12 @@ func (r *Redis) allowLeased(cs *policy.Checks, clock int64, first bool) (d Decis
 		}
 		c := &rest.List[j]
 		g := grants[j]
-		own, leased := r.leases.grant(c.Key, c.Rate, rd.Results[j], g.n, g.tatUS, epoch, now, done)
+		own, leased := r.leases.grant(c.Key, c.Rate, rd.Results[j], g, seq, epoch, now, done)
 		if c.Rate.Refund && g.n > 0 {
 			if leased {
 				d.receipts[idx[j]] = leaseReceipt(own)
 			} else {
-				d.receipts[idx[j]] = receipt{kind: receiptGrant, tat: g.tatUS}
+				d.receipts[idx[j]] = grantReceipt(g, seq)
 			}
 		}
 		if extra := g.n - 1; extra > 0 {
@@ -227,11 +229,13 @@ func (r *Redis) allowLeased(cs *policy.Checks, clock int64, first bool) (d Decis
 }
 
 // grant is what the script granted one bucket of an allowed call: n
-// tokens (the request's own and a lease of the rest; 0 when refused) and
-// the bucket's TAT after them, µs since 2017.
+// tokens (the request's own and a lease of the rest; 0 when refused), the
+// bucket's TAT after them and the TIME of the run that charged them (its
+// TAT less its reset, within a microsecond), µs since 2017.
 type grant struct {
 	n     int
 	tatUS int64
+	atUS  int64
 }
 
 // call makes the one round trip of a decision: through the pipeline, whose
@@ -350,7 +354,7 @@ func batchDecisionOf(cs *policy.Checks, v []any) (Decision, [policy.MaxChecks]gr
 		if !allowed {
 			d.Results[i].RetryAfter = time.Duration(retry) * time.Microsecond
 		}
-		g[i] = grant{n: int(x[4]), tatUS: x[5]}
+		g[i] = grant{n: int(x[4]), tatUS: x[5], atUS: x[5] - x[3]}
 	}
 	return d, g, nil
 }

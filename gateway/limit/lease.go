@@ -111,6 +111,11 @@ type bucketLease struct {
 	resetGrant int64  // the bucket's reset at the grant, ns
 	emission   int64  // ns
 	tatGrantUS int64  // the bucket's TAT after the grant, µs since 2017 (Redis' clock)
+	// The grant's run's TIME (µs since 2017; 0: not known) and
+	// Redis.refundSeq when its answer came, for the newer segment and
+	// the older (see ownRefunds).
+	atUS, olderAtUS int64
+	seq, olderSeq   uint64
 }
 
 // refund is unused tokens of one bucket going back (see gcraSource).
@@ -122,6 +127,11 @@ type refund struct {
 	// after of unused are positioned past tatGrantUS (a later grant's,
 	// folded in): the refund may reach that far past it.
 	after int
+	// seq is Redis.refundSeq when the grant's answer came, atUS the TIME
+	// of the run that charged it, µs since 2017 (0: not known): see
+	// ownRefunds.
+	seq  uint64
+	atUS int64
 }
 
 func newLeases(max int, ttl time.Duration, fresh func() bool, h LeaseHooks) *leases {
@@ -270,12 +280,12 @@ func (l *leases) putBack(key string, t ticket, now int64) bool {
 		e.gen-t.gen <= 8 && e.refunded&(1<<(e.gen-t.gen)-1) == 0 && e.tokens > 0 && now < e.expires:
 		if t.after { // positioned past t.tatUS: a whole interval at most
 			if e.older == 0 {
-				e.olderTAT = t.tatUS
+				e.olderTAT, e.olderAtUS = t.tatUS, 0
 			}
 			e.older++
 			e.olderAfter++
 		} else {
-			e.addOlder(1, t.tatUS)
+			e.addOlder(1, t.tatUS, 0, 0) // its grant's run not known here
 		}
 		e.tokens++
 		e.expires = min(e.expires, t.expires)
@@ -298,7 +308,8 @@ func (l *leases) putBack(key string, t ticket, now int64) bool {
 // lease was installed, own is the ticket of the request's own token as if
 // taken from it (so that a refund of the request goes back to the lease,
 // which one refund of the grant then reckons once) and leased is true.
-func (l *leases) grant(key string, r policy.Rate, res Result, granted int, tatUS int64, epoch uint64, sent, now int64) (own ticket, leased bool) {
+func (l *leases) grant(key string, r policy.Rate, res Result, g grant, seq, epoch uint64, sent, now int64) (own ticket, leased bool) {
+	granted, tatUS := g.n, g.tatUS
 	sh := l.shard(key)
 	sh.mu.Lock()
 	e := sh.m[key]
@@ -325,7 +336,7 @@ func (l *leases) grant(key string, r policy.Rate, res Result, granted int, tatUS
 	}
 	if granted > 1 && current {
 		if merge {
-			e.addSegment(int32(granted-1), tatUS)
+			e.addSegment(int32(granted-1), tatUS, g.atUS, seq)
 			e.expires = min(e.expires, sent+l.ttl.Load())
 		} else {
 			e.tokens = int32(granted - 1)
@@ -335,6 +346,7 @@ func (l *leases) grant(key string, r policy.Rate, res Result, granted int, tatUS
 			e.epoch = epoch
 			e.expires = sent + l.ttl.Load()
 			e.tatGrantUS = tatUS
+			e.atUS, e.seq = g.atUS, seq
 		}
 		e.grantedAt = now
 		e.burst = int32(capacity(r))
@@ -358,19 +370,19 @@ func (l *leases) grant(key string, r policy.Rate, res Result, granted int, tatUS
 // addSegment merges n tokens granted up to tatUS into e's lease, which
 // holds tokens: the segment with the latest TAT stays the newer one, the
 // others are the older, under the earliest of their TATs.
-func (e *bucketLease) addSegment(n int32, tatUS int64) {
+func (e *bucketLease) addSegment(n int32, tatUS, atUS int64, seq uint64) {
 	newer := e.tokens - e.older
 	switch {
 	case tatUS >= e.tatGrantUS: // the usual order: the new grant is the latest
 		if e.older > 0 {
 			e.olderAfter += newer // past olderTAT, up to the last grant's
 		} else {
-			e.olderTAT = e.tatGrantUS
+			e.olderTAT, e.olderAtUS, e.olderSeq = e.tatGrantUS, e.atUS, e.seq
 		}
 		e.older += newer
-		e.tatGrantUS = tatUS
+		e.tatGrantUS, e.atUS, e.seq = tatUS, atUS, seq
 	default: // an earlier grant's reply came last
-		e.addOlder(n, tatUS)
+		e.addOlder(n, tatUS, atUS, seq)
 	}
 	e.tokens += n
 }
@@ -380,16 +392,25 @@ func (e *bucketLease) addSegment(n int32, tatUS int64) {
 // earliest TAT, and the tokens past it count as after: a refund gives back
 // at most what lies in the future below the TAT and a whole emission
 // interval for each of those, never more than they can hold.
-func (e *bucketLease) addOlder(n int32, tatUS int64) {
+//
+// atUS and seq are the new tokens' grant's (see ownRefunds; atUS 0: not
+// known); the segment keeps its TAT's grant's, and none known when two
+// grants share it.
+func (e *bucketLease) addOlder(n int32, tatUS, atUS int64, seq uint64) {
 	switch {
 	case e.older == 0:
 		e.older, e.olderTAT, e.olderAfter = n, tatUS, 0
+		e.olderAtUS, e.olderSeq = atUS, seq
 	case tatUS == e.olderTAT:
 		e.older += n
+		if atUS != e.olderAtUS || seq != e.olderSeq {
+			e.olderAtUS = 0
+		}
 	case tatUS < e.olderTAT: // the segment's tokens now lie past its TAT
 		e.olderAfter = e.older
 		e.older += n
 		e.olderTAT = tatUS
+		e.olderAtUS, e.olderSeq = atUS, seq
 	default: // the new tokens lie past it
 		e.older += n
 		e.olderAfter += n
@@ -404,22 +425,22 @@ func (l *leases) refund(key string, e *bucketLease) {
 	// The later segment first: a refund applies only while the stored TAT
 	// is at least its grant's, and the later one's is the higher.
 	if n := int(e.tokens - e.older); n > 0 {
-		l.queue(key, e.emission, n, e.tatGrantUS, 0)
+		l.queue(key, e.emission, n, e.tatGrantUS, 0, e.atUS, e.seq)
 	}
 	if e.older > 0 {
-		l.queue(key, e.emission, int(e.older), e.olderTAT, int(e.olderAfter))
+		l.queue(key, e.emission, int(e.older), e.olderTAT, int(e.olderAfter), e.olderAtUS, e.olderSeq)
 	}
 	e.tokens, e.older, e.olderAfter = 0, 0, 0
 	e.refunded = e.refunded<<1 | 1
 	e.gen++
 }
 
-// queue queues n unused tokens of key's lease, granted up to tatUS, to go
-// back.
-func (l *leases) queue(key string, emission int64, n int, tatUS int64, after int) {
+// queue queues n unused tokens of key's lease, granted up to tatUS by a
+// run at atUS answered at seq, to go back.
+func (l *leases) queue(key string, emission int64, n int, tatUS int64, after int, atUS int64, seq uint64) {
 	l.mu.Lock()
 	l.refunds = append(l.refunds, refund{key: keyPrefix + key, emission: float64(emission) / float64(time.Second),
-		unused: n, tatGrantUS: tatUS, after: after})
+		unused: n, tatGrantUS: tatUS, after: after, atUS: atUS, seq: seq})
 	l.mu.Unlock()
 	if l.hooks.Refunded != nil {
 		l.hooks.Refunded(n)

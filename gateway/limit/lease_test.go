@@ -901,8 +901,10 @@ func TestLeaseMergedGrantsKeepTheirTATs(t *testing.T) {
 			l := newLeases(16, time.Second, func() bool { return true }, LeaseHooks{})
 			r := policy.Rate{Name: "reads", Limit: 60, Period: time.Minute}
 			now := time.Now().UnixNano()
-			first := func() { l.grant("b", r, Result{Remaining: 50}, 5, 1_000_000, 0, now, now) }
-			second := func() { l.grant("b", r, Result{Remaining: 40}, 4, 9_000_000, 0, now+int64(time.Millisecond), now) }
+			first := func() { l.grant("b", r, Result{Remaining: 50}, grant{n: 5, tatUS: 1_000_000}, 0, 0, now, now) }
+			second := func() {
+				l.grant("b", r, Result{Remaining: 40}, grant{n: 4, tatUS: 9_000_000}, 0, 0, now+int64(time.Millisecond), now)
+			}
 			if order == "in order" {
 				first()
 				second()
@@ -932,7 +934,7 @@ func TestLeaseFoldedSegmentsRefundInFull(t *testing.T) {
 	r := policy.Rate{Name: "reads", Limit: 60, Period: time.Minute}
 	now := time.Now().UnixNano()
 	for _, tat := range []int64{1_000_000, 3_000_000, 5_000_000} { // three grants of two tokens
-		l.grant("b", r, Result{Remaining: 50}, 3, tat, 0, now, now)
+		l.grant("b", r, Result{Remaining: 50}, grant{n: 3, tatUS: tat}, 0, 0, now, now)
 	}
 	if _, _, _, ok := l.take("b", now, false); !ok { // the earliest grant's first
 		t.Fatal("no token from the lease")
@@ -976,9 +978,9 @@ func TestLeaseTokensGivenBack(t *testing.T) {
 
 	t.Run("after a new grant", func(t *testing.T) {
 		l := newL()
-		l.grant("b", r, Result{Remaining: 50}, 4, 2_000_000, 0, now, now) // 3 leased
+		l.grant("b", r, Result{Remaining: 50}, grant{n: 4, tatUS: 2_000_000}, 0, 0, now, now) // 3 leased
 		t1, t2, _ := take(l), take(l), take(l)
-		l.grant("b", r, Result{Remaining: 40}, 3, 8_000_000, 0, now, now) // ran out: 2 more
+		l.grant("b", r, Result{Remaining: 40}, grant{n: 3, tatUS: 8_000_000}, 0, 0, now, now) // ran out: 2 more
 		l.giveBack("b", t1, now)
 		l.giveBack("b", t2, now)
 		check(l.sweep(now, true), []refund{{key: b, emission: 1, unused: 2, tatGrantUS: 8_000_000},
@@ -986,7 +988,7 @@ func TestLeaseTokensGivenBack(t *testing.T) {
 	})
 	t.Run("to its expired lease", func(t *testing.T) {
 		l := newL()
-		l.grant("b", r, Result{Remaining: 50}, 4, 2_000_000, 0, now, now)
+		l.grant("b", r, Result{Remaining: 50}, grant{n: 4, tatUS: 2_000_000}, 0, 0, now, now)
 		t1 := take(l)
 		l.giveBack("b", t1, now+int64(2*time.Second)) // past the lease's life, not yet swept
 		check(l.sweep(now+int64(2*time.Second), false), []refund{{key: b, emission: 1, unused: 3, tatGrantUS: 2_000_000}})
@@ -994,10 +996,10 @@ func TestLeaseTokensGivenBack(t *testing.T) {
 	t.Run("after its lease was sent back", func(t *testing.T) {
 		l := newL()
 		dropped = 0
-		l.grant("b", r, Result{Remaining: 50}, 4, 2_000_000, 0, now, now)
+		l.grant("b", r, Result{Remaining: 50}, grant{n: 4, tatUS: 2_000_000}, 0, 0, now, now)
 		t1 := take(l)
 		check(l.sweep(now, true), []refund{{key: b, emission: 1, unused: 2, tatGrantUS: 2_000_000}})
-		l.grant("b", r, Result{Remaining: 40}, 3, 8_000_000, 0, now, now)
+		l.grant("b", r, Result{Remaining: 40}, grant{n: 3, tatUS: 8_000_000}, 0, 0, now, now)
 		l.giveBack("b", t1, now)
 		if dropped != 1 {
 			t.Fatalf("%d tokens dropped, want the one given back", dropped)
@@ -1014,13 +1016,13 @@ func TestLeaseTokensGivenBack(t *testing.T) {
 	t.Run("after a later lease holding its grant was sent back", func(t *testing.T) {
 		l := newL()
 		dropped = 0
-		l.grant("b", r, Result{Remaining: 50}, 4, 2_000_000, 0, now, now)
+		l.grant("b", r, Result{Remaining: 50}, grant{n: 4, tatUS: 2_000_000}, 0, 0, now, now)
 		t1, t2, _ := take(l), take(l), take(l)
-		l.grant("b", r, Result{Remaining: 40}, 3, 8_000_000, 0, now, now)
+		l.grant("b", r, Result{Remaining: 40}, grant{n: 3, tatUS: 8_000_000}, 0, 0, now, now)
 		l.giveBack("b", t1, now)
 		check(l.sweep(now, true), []refund{{key: b, emission: 1, unused: 2, tatGrantUS: 8_000_000},
 			{key: b, emission: 1, unused: 1, tatGrantUS: 2_000_000}})
-		l.grant("b", r, Result{Remaining: 30}, 3, 14_000_000, 0, now, now)
+		l.grant("b", r, Result{Remaining: 30}, grant{n: 3, tatUS: 14_000_000}, 0, 0, now, now)
 		l.giveBack("b", t2, now)
 		if dropped != 1 {
 			t.Fatalf("%d tokens dropped, want the one given back", dropped)
@@ -1034,10 +1036,10 @@ func TestLeaseTokensGivenBack(t *testing.T) {
 	// the backend's failure, its token spent up to 1.8 s past its lease.
 	t.Run("into a later lease, which expires by the token's", func(t *testing.T) {
 		l := newL()
-		l.grant("b", r, Result{Remaining: 50}, 4, 2_000_000, 0, now, now) // expires at now+1s
+		l.grant("b", r, Result{Remaining: 50}, grant{n: 4, tatUS: 2_000_000}, 0, 0, now, now) // expires at now+1s
 		t1, _, _ := take(l), take(l), take(l)
 		half := now + int64(500*time.Millisecond)
-		l.grant("b", r, Result{Remaining: 40}, 3, 8_000_000, 0, half, half) // would expire at now+1.5s
+		l.grant("b", r, Result{Remaining: 40}, grant{n: 3, tatUS: 8_000_000}, 0, 0, half, half) // would expire at now+1.5s
 		l.giveBack("b", t1, half)
 		if _, _, _, ok := l.take("b", now+int64(1200*time.Millisecond), false); ok {
 			t.Fatal("a token of a lease that expired at now+1s spent at now+1.2s")
@@ -1049,10 +1051,10 @@ func TestLeaseTokensGivenBack(t *testing.T) {
 	t.Run("after Redis failed, not into a later lease", func(t *testing.T) {
 		l := newL()
 		dropped = 0
-		l.grant("b", r, Result{Remaining: 50}, 4, 2_000_000, 0, now, now)
+		l.grant("b", r, Result{Remaining: 50}, grant{n: 4, tatUS: 2_000_000}, 0, 0, now, now)
 		t1, _, _ := take(l), take(l), take(l)
 		l.drop()
-		l.grant("b", r, Result{Remaining: 40}, 3, 8_000_000, 1, now, now)
+		l.grant("b", r, Result{Remaining: 40}, grant{n: 3, tatUS: 8_000_000}, 0, 1, now, now)
 		l.giveBack("b", t1, now)
 		if dropped != 1 {
 			t.Fatalf("%d tokens dropped, want the one given back", dropped)

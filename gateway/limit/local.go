@@ -26,6 +26,18 @@ type localShard struct {
 	mu     sync.Mutex
 	tat    map[string]int64 // bucket → theoretical arrival time (unix ns)
 	writes int
+	// seq orders the shard's charges of policies that refund and its
+	// refunds; refunds logs what each bucket's refunds took off (see
+	// Local.Refund), while the bucket is held.
+	seq     uint64
+	refunds map[string][]localRefund
+}
+
+// localRefund is one refund Local applied: its place in the shard's order,
+// its charge's, and what it took off (ns).
+type localRefund struct {
+	seq, charge uint64
+	back        int64
 }
 
 // LocalOptions configures a Local limiter.
@@ -74,7 +86,8 @@ func (l *Local) Allow(cs policy.Checks) (Decision, error) {
 				sh := &l.shards[idx[i]]
 				sh.tat[cs.List[i].Key] = tats[i]
 				if cs.List[i].Rate.Refund {
-					d.receipts[i] = receipt{kind: receiptGrant, tat: tats[i]}
+					sh.seq++
+					d.receipts[i] = receipt{kind: receiptGrant, tat: tats[i], epoch: sh.seq}
 				}
 				sh.writes++
 				if sh.writes&1023 == 0 {
@@ -116,6 +129,7 @@ func (s *localShard) sweep(now int64) {
 	for k, tat := range s.tat {
 		if tat <= now {
 			delete(s.tat, k)
+			delete(s.refunds, k) // no charge they lowered has anything left
 		}
 	}
 }

@@ -36,24 +36,36 @@ import (
 // (the last tokens of a window are never leased in bulk: near exhaustion a
 // lease is one token, the request's own).
 //
-// n = 0 is a refund of one key: a request's emission interval in seconds,
-// the unused requests u (a lease's, or a failed request's own: Refund), the bucket's TAT after the grant in microseconds since
-// 2017 (g), and a of the u that a later grant of the same lease charged
-// past g. The bucket's TAT goes back by min(u × emission, g - now + a ×
-// emission)
+// n = 0 is a refund of one key, five values: a request's emission
+// interval in seconds, the unused requests u (a lease's, or a failed
+// request's own: Refund), the bucket's TAT after the grant in microseconds
+// since 2017 (g), a of the u that a later grant of the same lease charged
+// past g, and s, in microseconds, what this gateway's own refunds of the
+// bucket took off since the grant: refunds of grants charged before it,
+// sent after its answer came (see ownRefunds). Those lowered the TAT under
+// the grant's charge by exactly s (a GCRA TAT is its charges added up), so
+// the charge now ends at g - s, and the refund is reckoned there: the
+// bucket's TAT goes back by min(u × emission, g - s - now + a × emission)
 // (what of the lease is still in the future, a part of a token included:
 // a floor would keep up to a token charged for nothing), only when the
-// stored TAT is not below g: a bucket that expired, was flushed or lost
-// with a restart or a failover keeps what it has, and a later charge by another gateway (the stored TAT
-// past g) stays charged. A refund answers nothing.
+// stored TAT is not below g - s: a bucket that expired, was flushed or
+// lost with a restart or a failover keeps what it has, and a later charge
+// by another gateway (the stored TAT past g - s) stays charged, since the
+// refund takes off only what of its own charge lies ahead of now. s is 0
+// unless this gateway knows it exactly (the scripts' own answers): a
+// refund answers two integers, the microseconds it took off (rounded up;
+// 0 when skipped), for the next refunds' s, and how far the bucket's TAT
+// then lies ahead of now, in microseconds (0: whole or missing), past
+// which no charge it lowered has anything left to give back.
 //
 // KEYS are every call's buckets in call order (a bucket may appear more
 // than once); with Redis Cluster one script's keys share a slot. The answer
 // is, per admission key in order, six integers: allowed (0/1), remaining
 // after the grant, retry_after and reset_after in microseconds (retry_after
 // -1 when allowed), the tokens granted (0 when refused) and the TAT after
-// the grant in microseconds since 2017. Integers rather than strings:
-// formatting floats is much of a small script's cost.
+// the grant in microseconds since 2017 (less reset_after: its run's TIME,
+// within a microsecond). Integers rather than strings: formatting floats
+// is much of a small script's cost.
 const gcraSource = `
 local t = redis.call("TIME")
 local now = (t[1] - 1483228800) + (t[2] / 1000000)
@@ -80,18 +92,23 @@ while a <= nargv do
     local key = KEYS[k]
     local emission = tonumber(ARGV[a])
     local unused = tonumber(ARGV[a + 1])
-    local g = tonumber(ARGV[a + 2]) / 1000000
+    local g = (tonumber(ARGV[a + 2]) - tonumber(ARGV[a + 4])) / 1000000
     local after = tonumber(ARGV[a + 3])
-    a = a + 4
+    a = a + 5
     k = k + 1
     local stored = tats[key]
+    local back = 0
     if stored and stored >= g - 0.000001 then
-      local back = math.min(unused * emission, g - now + after * emission)
+      back = math.min(unused * emission, g - now + after * emission)
       if back > 0 then
         tats[key] = stored - back
         dirty[key] = true
       end
     end
+    local left = 0
+    if stored then left = math.max(tats[key] - now, 0) end
+    out[o + 1], out[o + 2] = math.max(math.ceil(back * 1000000), 0), math.ceil(left * 1000000)
+    o = o + 2
   else
     local all_ok = true
     for j = 1, n do

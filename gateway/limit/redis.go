@@ -159,6 +159,10 @@ type Redis struct {
 	closeOnce sync.Once
 	leases    *leases // nil without Pipeline
 	refunds   *refundCap
+	// refundSeq counts the refund runs sent (see ownRefunds); own is what
+	// they took off each bucket lately.
+	refundSeq atomic.Uint64
+	own       ownRefunds
 	charged   func(n int)
 	// returnAll asks the lease loop to send every lease back (a reload).
 	returnAll atomic.Bool
@@ -373,6 +377,7 @@ func (r *Redis) leaseTick() {
 	if all || now-r.lastSweep >= r.leases.ttl.Load()/4 {
 		r.lastSweep = now
 		r.sendRefunds(r.leases.sweep(now, all))
+		r.own.prune(now) // also when nothing was sent
 	}
 }
 
@@ -417,15 +422,22 @@ const refundsPerScript = 1000
 // one more round trip (Redis failing, each would wait its deadline in
 // turn: the lease loop waits two deadlines at most), never left unsent:
 // with a Cluster they may be another node's. A refund that fails is lost:
-// the tokens come back as the bucket refills.
+// the tokens come back as the bucket refills. Each refund is reckoned
+// below what this gateway's earlier refunds of its bucket took off under
+// its charge, and what each run's refunds took off is kept for the
+// refunds after them (ownRefunds).
 func (r *Redis) sendRefunds(refs []refund) {
 	if len(refs) == 0 || r.health.Open() {
 		return
 	}
+	r.own.prune(r.clock.Nanotime())
+	seq := r.refundSeq.Add(1) // before the runs are sent
 	var keys [][]string
 	var args [][]any
+	var sent [][]int              // each run's refunds, by index in refs
 	index := make(map[uint16]int) // a slot's script still filling
-	for _, f := range refs {
+	for j := range refs {
+		f := &refs[j]
 		var s uint16
 		if r.cluster {
 			s = redisconn.Slot(f.key)
@@ -434,10 +446,11 @@ func (r *Redis) sendRefunds(refs []refund) {
 		if !ok || len(keys[i]) == refundsPerScript {
 			i = len(keys)
 			index[s] = i
-			keys, args = append(keys, nil), append(args, nil)
+			keys, args, sent = append(keys, nil), append(args, nil), append(sent, nil)
 		}
 		keys[i] = append(keys[i], f.key)
-		args[i] = append(args[i], 0, f.emission, f.unused, f.tatGrantUS, f.after)
+		args[i] = append(args[i], 0, f.emission, f.unused, f.tatGrantUS, f.after, r.own.adjust(f))
+		sent[i] = append(sent[i], j)
 	}
 	for from := 0; from < len(keys); {
 		to, n := from+1, len(keys[from])
@@ -445,13 +458,37 @@ func (r *Redis) sendRefunds(refs []refund) {
 			n += len(keys[to])
 			to++
 		}
-		if _, err := r.rt(false, r.wire, keys[from:to], args[from:to]); err != nil {
+		v, err := r.rt(false, r.wire, keys[from:to], args[from:to])
+		if err != nil {
 			if to < len(keys) {
-				_, _ = r.rt(false, r.wire, keys[to:], args[to:])
+				v, err = r.rt(false, r.wire, keys[to:], args[to:])
+				r.recordRefunds(refs, sent[to:], v, err, seq)
 			}
 			return
 		}
+		r.recordRefunds(refs, sent[from:to], v, nil, seq)
 		from = to
+	}
+}
+
+// recordRefunds keeps what each refund of the runs answered v took off
+// (two integers a refund: taken off, and left ahead), for the refunds
+// after them; a failed round trip, or an answer not of this script, tells
+// nothing.
+func (r *Redis) recordRefunds(refs []refund, sent [][]int, v [][]any, err error, seq uint64) {
+	if err != nil || len(v) != len(sent) {
+		return
+	}
+	now := r.clock.Nanotime()
+	for i := range sent {
+		if len(v[i]) != 2*len(sent[i]) {
+			continue // not the answer of this script: nothing known
+		}
+		for n, j := range sent[i] {
+			back, _ := v[i][2*n].(int64)
+			left, _ := v[i][2*n+1].(int64)
+			r.own.record(&refs[j], seq, back, left, now)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"hash/maphash"
 	"math"
 	"testing"
 	"time"
@@ -48,6 +49,29 @@ func TestRefundLocal(t *testing.T) {
 	d, _ := l.Allow(cs1)
 	if l.Refund(cs1, d) != 1 {
 		t.Fatal("no refund after the cap refilled")
+	}
+}
+
+// In process: two requests charged, the first refunded, then the second
+// (its charge lay above the first's): both come back. Before the refunds
+// were reckoned below what earlier refunds took off, the second was
+// skipped, its bucket lowered below its charge's TAT by the first.
+func TestRefundLocalAfterEarlierRefund(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	l := NewLocal(LocalOptions{Now: func() time.Time { return now }})
+	r := policy.Rate{Name: "downloads", Limit: 3600, Burst: 1000, Period: time.Hour, Refund: true} // 1 s a token
+	cs := one("v:downloads", r)
+	var ds []Decision
+	for i := 0; i < 3; i++ {
+		d, _ := l.Allow(cs)
+		ds = append(ds, d)
+	}
+	if l.Refund(cs, ds[0]) != 1 || l.Refund(cs, ds[2]) != 1 {
+		t.Fatal("a refund refused")
+	}
+	sh := &l.shards[maphash.String(l.seed, "v:downloads")%localShards]
+	if held := time.Duration(sh.tat["v:downloads"] - now.UnixNano()); held != time.Second {
+		t.Fatalf("bucket holds %s, want the second request's 1s", held)
 	}
 }
 
@@ -133,6 +157,56 @@ func TestRefundRedisAcrossGateways(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
+}
+
+// Refunds of one bucket sent in separate runs, the earlier grant's first,
+// while the later charge was still open (two requests failed in a row, the
+// lease loop sending the first refund before the second request failed):
+// each comes back whole, and another gateway's charge, made before the
+// refunds or between them, stays charged. Before the refunds were reckoned
+// below what the gateway's own earlier refunds took off, the later one was
+// skipped ("later charge open": 2 tokens held, want 1).
+func TestRefundAfterOwnEarlierRefund(t *testing.T) {
+	rs := testredis.Start(t)
+	r := policy.Rate{Name: "downloads", Limit: 3600, Burst: 1000, Period: time.Hour, Refund: true} // 1 s a token
+	for _, tc := range []struct {
+		name          string
+		before, among int // the other gateway's charges: after a's, before the refunds; between them
+	}{{"later charge open", 0, 0}, {"another gateway's charge before", 2, 0}, {"another gateway's charge between", 0, 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newLeased(t, rs, 1, 10*time.Second) // every request asks Redis: a grant of its own
+			b := newLeased(t, rs, 1, time.Second)
+			key := "vg:{v:" + tc.name + "}:downloads"
+			cs := one(key, r)
+			var ds []Decision
+			for i := 0; i < 3; i++ {
+				d, err := a.Allow(cs)
+				if err != nil || !d.Allowed || d.receipts[0].kind != receiptGrant {
+					t.Fatal(d, err)
+				}
+				ds = append(ds, d)
+			}
+			send := func() { // the lease loop's next run of refunds
+				a.loopMu.Lock()
+				defer a.loopMu.Unlock()
+				a.sendRefunds(a.leases.sweep(a.clock.Nanotime(), false))
+			}
+			b.admit(t, key, r, tc.before)
+			if a.Refund(cs, ds[0]) != 1 {
+				t.Fatal("the first request's refund refused")
+			}
+			send()
+			b.admit(t, key, r, tc.among)
+			if a.Refund(cs, ds[2]) != 1 {
+				t.Fatal("the third request's refund refused")
+			}
+			send()
+			held := storedTAT(t, a.client, key) - nowSince2017(t, a.client)
+			if want := 1 + tc.before + tc.among; math.Round(held) != float64(want) {
+				t.Fatalf("bucket holds %.2f tokens, want %d: a's second request and the other gateway's", held, want)
+			}
+		})
+	}
 }
 
 // Past the cap a refund takes nothing back: a retry storm against a

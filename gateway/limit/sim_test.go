@@ -202,7 +202,11 @@ type simWorld struct {
 	ideal      int
 	allowance  map[string]float64 // bucket: over-admission a fault may cause
 	grantsBack map[simGrantID]*simBack
-	grants     map[simGrantID]int // leases granted at each TAT
+	// own: each gateway's refunds Redis applied, per bucket; execs counts
+	// the script runs.
+	own    map[simOwnKey][]simOwn
+	execs  int64
+	grants map[simGrantID]int // leases granted at each TAT
 	// In flight and lost, for blaming a refusal.
 	inRefund, inReply, taken map[string]int
 	trace                    map[string][]string   // verbose: a bucket's story
@@ -245,6 +249,22 @@ type simTokenKey struct {
 type simGrantRec struct {
 	at    int64
 	epoch uint64
+	n     int64 // the run's place in Redis' order (simWorld.execs)
+}
+
+// simOwn is a refund Redis applied for one gateway to one bucket: its
+// run's place in Redis' order, what it took off (µs, rounded up as the
+// script answers) and the places of the runs that may have charged its
+// grant.
+type simOwn struct {
+	n      int64
+	backUS int64
+	grants []int64
+}
+
+type simOwnKey struct {
+	gw  int
+	key string
 }
 
 type simSlack struct {
@@ -479,7 +499,7 @@ func newSimWorld(seed int64, verbose bool, t *testing.T) *simWorld {
 	rng := rand.New(rand.NewSource(seed))
 	w := &simWorld{t: t, seed: seed, verbose: verbose, rng: rng, park: make(chan struct{}),
 		trace: map[string][]string{}, keyNode: map[string]int{}, rates: map[string]policy.Rate{}, consumed: map[string][]int64{}, refunded: map[string][]int64{},
-		allowance: map[string]float64{}, grantsBack: map[simGrantID]*simBack{}, grants: map[simGrantID]int{},
+		allowance: map[string]float64{}, grantsBack: map[simGrantID]*simBack{}, own: map[simOwnKey][]simOwn{}, grants: map[simGrantID]int{},
 		inRefund: map[string]int{}, inReply: map[string]int{}, taken: map[string]int{}, lost: map[string][]simSlack{},
 		kept: map[string]float64{}, grantLog: map[simTokenKey][]simGrantRec{}, refundsAt: map[simTokenKey][]int64{}}
 	w.refundRng = rand.New(rand.NewSource(seed*7919 + 1))
@@ -605,9 +625,9 @@ func (g *simGW) roundTrip(judged bool, deadline time.Duration, keys [][]string, 
 		if refund {
 			for j, k := range keys[i] {
 				if g.cut {
-					w.lose(k, args[i][5*j+2].(int))
+					w.lose(k, args[i][6*j+2].(int))
 				} else {
-					w.inRefund[k] += args[i][5*j+2].(int)
+					w.inRefund[k] += args[i][6*j+2].(int)
 				}
 			}
 		}
@@ -625,8 +645,8 @@ func (g *simGW) roundTrip(judged bool, deadline time.Duration, keys [][]string, 
 					err = errors.New("connection refused")
 					if refund {
 						for j, k := range keys[i] {
-							w.inRefund[k] -= args[i][5*j+2].(int)
-							w.lose(k, args[i][5*j+2].(int))
+							w.inRefund[k] -= args[i][6*j+2].(int)
+							w.lose(k, args[i][6*j+2].(int))
 						}
 					}
 				case pinging:
@@ -903,6 +923,7 @@ func (w *simWorld) exec(g *simGW, nd *simNode, keys []string, args []any, call *
 			}
 		}
 	}
+	w.execs++
 	out, applied := scriptModel(nd.db, w.now, ts/1e6, ts%1e6, keys, argStrings(args))
 	v := make([]any, len(out))
 	for i, x := range out {
@@ -910,7 +931,7 @@ func (w *simWorld) exec(g *simGW, nd *simNode, keys []string, args []any, call *
 	}
 	if refund {
 		for j, k := range keys {
-			w.inRefund[k] -= args[5*j+2].(int)
+			w.inRefund[k] -= args[6*j+2].(int)
 		}
 	}
 	for _, a := range applied {
@@ -928,7 +949,7 @@ func (w *simWorld) exec(g *simGW, nd *simNode, keys []string, args []any, call *
 			// charged until the bucket is whole again.
 			w.lose(a.key, int(a.unused))
 			w.skippedTokens += a.unused
-			if a.grant <= tnow {
+			if a.grant-a.adjust <= tnow {
 				w.skippedPast += a.unused
 			}
 		} else {
@@ -937,7 +958,7 @@ func (w *simWorld) exec(g *simGW, nd *simNode, keys []string, args []any, call *
 			// segment folded from several grants, from the earliest).
 			// Charges made after the grant were placed past these tokens,
 			// so the bucket stays charged for it until it is whole again.
-			kept := a.unused*a.emis - math.Max(0, math.Min(a.unused*a.emis, a.grant-tnow+a.after*a.emis))
+			kept := a.unused*a.emis - math.Max(0, math.Min(a.unused*a.emis, a.grant-a.adjust-tnow+a.after*a.emis))
 			w.kept[a.key] += kept
 		}
 		// What of the grant is still in the future: below its TAT, less
@@ -955,6 +976,7 @@ func (w *simWorld) exec(g *simGW, nd *simNode, keys []string, args []any, call *
 		// took a whole interval each at most beyond it.
 		b.back += math.Max(0, a.back-a.after*a.emis)
 		b.refunds++
+		w.checkOwn(g, a)
 	}
 	if w.verbose {
 		for _, a := range applied {
@@ -975,7 +997,7 @@ func (w *simWorld) exec(g *simGW, nd *simNode, keys []string, args []any, call *
 			call.execd = true
 			if granted > 0 {
 				id := simTokenKey{g.id, k, out[valuesPerKey*j+5]}
-				w.grantLog[id] = append(w.grantLog[id], simGrantRec{at: w.now, epoch: g.r.leases.epoch.Load()})
+				w.grantLog[id] = append(w.grantLog[id], simGrantRec{at: w.now, epoch: g.r.leases.epoch.Load(), n: w.execs})
 			}
 			if granted > 1 || granted == 1 && w.rates[strings.TrimPrefix(k, keyPrefix)].Refund {
 				// A new grant (a lease, or a token a request's refund may
@@ -1010,6 +1032,38 @@ func (w *simWorld) exec(g *simGW, nd *simNode, keys []string, args []any, call *
 		w.logf("gateway %d runs %v %v: %v %v; stored %v", g.id, keys, args, out, applied, stored)
 	}
 	return v, nil
+}
+
+// checkOwn checks a refund g's run applied, and logs it: it was reckoned
+// below its grant's TAT (adjust) by no more than what g's own refunds of
+// the bucket took off under its charge: refunds of grants charged before
+// it, run after it (of several charges that reached its TAT, the one that
+// allows the most).
+func (w *simWorld) checkOwn(g *simGW, a simApplied) {
+	var charges []int64
+	for _, rec := range w.grantLog[simTokenKey{g.id, a.key, int64(math.Round(a.grant * 1e6))}] {
+		charges = append(charges, rec.n)
+	}
+	own := simOwnKey{g.id, a.key}
+	if adjust := int64(math.Round(a.adjust * 1e6)); adjust > 0 {
+		most := int64(0)
+		for _, c := range charges {
+			var took int64
+			for _, e := range w.own[own] {
+				if e.n > c && slices.ContainsFunc(e.grants, func(n int64) bool { return n < c }) {
+					took += e.backUS
+				}
+			}
+			most = max(most, took)
+		}
+		if adjust > most {
+			w.fail("gateway %d's refund of %s's grant up to %.6f was reckoned %d µs below it, more than the %d µs its own refunds took off under the charge",
+				g.id, a.key, a.grant, adjust, most)
+		}
+	}
+	if a.back > 0 {
+		w.own[own] = append(w.own[own], simOwn{n: w.execs, backUS: int64(math.Ceil(a.back * 1e6)), grants: charges})
+	}
 }
 
 // blame counts the tokens of key a refusal may be due to now.

@@ -40,8 +40,11 @@ type simApplied struct {
 	key   string
 	back  float64
 	grant float64 // the grant's TAT, seconds since 2017
-	after float64 // tokens positioned past it
-	emis  float64
+	// adjust is what the gateway's own refunds took off under the grant
+	// (s): the refund is reckoned at grant - adjust.
+	adjust float64
+	after  float64 // tokens positioned past it
+	emis   float64
 	// unused is the tokens sent back; applies: the stored TAT was at
 	// least the grant's.
 	unused  float64
@@ -82,18 +85,24 @@ func scriptModel(db simDB, now, sec, usec int64, keys, argv []string) ([]int64, 
 		if n == 0 {
 			key := keys[k]
 			emission, unused := num(argv[a]), num(argv[a+1])
-			g, after := num(argv[a+2])/1000000, num(argv[a+3])
-			a += 4
+			g, after := (num(argv[a+2])-num(argv[a+4]))/1000000, num(argv[a+3])
+			a += 5
 			k++
-			ap := simApplied{key: key, grant: g, after: after, emis: emission, unused: unused}
+			ap := simApplied{key: key, grant: num(argv[a-3]) / 1000000, adjust: num(argv[a-1]) / 1000000, after: after, emis: emission, unused: unused}
+			back := 0.0
 			if stored := tats[key]; have[key] && stored >= g-0.000001 {
 				ap.applies = true
-				if back := math.Min(unused*emission, g-tnow+after*emission); back > 0 {
+				if back = math.Min(unused*emission, g-tnow+after*emission); back > 0 {
 					tats[key] = stored - back
 					dirty[key] = true
 					ap.back = back
 				}
 			}
+			left := 0.0
+			if have[key] {
+				left = math.Max(tats[key]-tnow, 0)
+			}
+			out = append(out, int64(math.Max(math.Ceil(back*1000000), 0)), int64(math.Ceil(left*1000000)))
 			applied = append(applied, ap)
 			continue
 		}
@@ -193,7 +202,7 @@ func timedSource(t *testing.T) string {
 // real redis-server with TIME passed in: random buckets (absent, in the
 // past, in the future), batches of admissions (shadow, several keys, a
 // key twice, leases asked, requests costing several tokens) and refunds
-// (capped, skipped, past the grant),
+// (capped, skipped, past the grant, reckoned below it),
 // emission intervals that are no whole number of microseconds.
 func TestScriptModelMatchesScript(t *testing.T) {
 	rs := testredis.Start(t)
@@ -240,7 +249,11 @@ func TestScriptModelMatchesScript(t *testing.T) {
 						g = int64(math.Round(f * 1000000))
 					}
 				}
-				args = append(args, 0, e, rng.Intn(20), g, rng.Intn(3))
+				s := 0 // what the gateway's own refunds took off under the grant
+				if rng.Intn(3) == 0 {
+					s = rng.Intn(3000000)
+				}
+				args = append(args, 0, e, rng.Intn(20), g, rng.Intn(3), s)
 				continue
 			}
 			n := 1 + rng.Intn(3)
