@@ -81,7 +81,20 @@ return out`)
 			}
 		}()
 	}
-	for len(conn.batch.queue) < 3*n-1 { // one call taken by the held sender, the rest queued
+	// One call taken by the held sender, the rest queued. Bounded: a call
+	// that never reaches the queue fails the test with what it answered,
+	// rather than hanging the package (seen once under two race runs).
+	for deadline := time.Now().Add(30 * time.Second); len(conn.batch.queue) < 3*n-1; {
+		if time.Now().After(deadline) {
+			queued := len(conn.batch.queue)
+			close(hold)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			t.Fatalf("%d of %d calls queued behind the held sender after 30 s", queued, 3*n-1)
+		}
 		time.Sleep(time.Millisecond)
 	}
 	before := conn.batch.batches.Load()
