@@ -1103,19 +1103,27 @@ func TestAlertJobsAreNamed(t *testing.T) {
 // TestLimiterDashboard: the limiter's own dashboard, beside the overview,
 // reads its datasource from a datasource variable and shows the limiter's
 // decisions by policy and outcome, its leases, Redis's verdicts (errors by
-// kind, breaker trips), the concurrency slots held and the buckets
-// charged; every panel and target reads ${datasource}. (Its queries are
+// kind, breaker trips), the concurrency slots held, the buckets charged
+// and the quotas used (a quota variable picks the quota rows); every
+// panel and target reads ${datasource}. (Its queries are
 // in dashboardQueries, so the metric-contract tests cover it.)
 func TestLimiterDashboard(t *testing.T) {
 	dash := jsonDoc(t, "grafana/dashboards/vendorgate-limiter.json")
-	var dsVar bool
+	var dsVar, quotaVar bool
 	for _, v := range asList(dig(dash, "templating", "list")) {
-		if v := asMap(v); str(v["type"]) == "datasource" && str(v["name"]) == "datasource" && str(v["query"]) == "prometheus" {
+		v := asMap(v)
+		if str(v["type"]) == "datasource" && str(v["name"]) == "datasource" && str(v["query"]) == "prometheus" {
 			dsVar = true
+		}
+		if str(v["name"]) == "quota" && strings.Contains(str(v["definition"]), "label_values(vendorgate_gateway_limiter_decisions_total, limit)") {
+			quotaVar = true
 		}
 	}
 	if !dsVar {
 		t.Error("no datasource variable of Prometheus datasources")
+	}
+	if !quotaVar {
+		t.Error("no quota variable of the decisions' limit rows")
 	}
 	var exprs []string
 	for _, p := range asList(dash["panels"]) {
@@ -1139,6 +1147,7 @@ func TestLimiterDashboard(t *testing.T) {
 		"vendorgate_gateway_limiter_lease_admissions_total", "vendorgate_gateway_redis_errors_total", "by (kind)",
 		"vendorgate_gateway_redis_breaker_trips_total", "vendorgate_gateway_concurrency_slots_held",
 		"vendorgate_gateway_limiter_buckets_charged_total", `instance=~"$gateway"`,
+		`limit=~"$quota"`, "increase(vendorgate_gateway_limiter_decisions_total",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no limiter dashboard panel queries %s", want)
