@@ -9,34 +9,9 @@ import (
 	"strconv"
 	"time"
 
+	"vendorgate/backend/billing"
 	"vendorgate/cmd/vendorctl/internal/view"
 )
-
-// monthReport is GET /admin/v1/usage/month's answer.
-type monthReport struct {
-	Month   string `json:"month"`
-	Vendors []struct {
-		VendorID    string `json:"vendor_id"`
-		CompanyName string `json:"company_name"`
-		Services    []struct {
-			Environment string `json:"environment"`
-			Service     string `json:"service"`
-			Ordered     int64  `json:"ordered"`
-			Completed   int64  `json:"completed"`
-			Failed      int64  `json:"failed"`
-			NoRecord    int64  `json:"no_record"`
-			Held        int64  `json:"held"`
-			Billable    int64  `json:"billable"`
-		} `json:"services"`
-		Requests []struct {
-			Policy        string `json:"policy"`
-			Requests      int64  `json:"requests"`
-			Allowed       int64  `json:"allowed"`
-			Limited       int64  `json:"limited"`
-			ShadowLimited int64  `json:"shadow_limited"`
-		} `json:"requests"`
-	} `json:"vendors"`
-}
 
 // monthCSVHeader is the header of -o csv: one row per service of an
 // environment (record "service") and one per limit policy (record
@@ -71,7 +46,7 @@ func usageMonth(e *env, inv *invocation) error {
 	if e.format == formatJSON {
 		return view.JSON(e.out, raw)
 	}
-	var r monthReport
+	var r billing.MonthReport
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return fmt.Errorf("read the backend's answer: %w", err)
 	}
@@ -105,7 +80,7 @@ func usageMonth(e *env, inv *invocation) error {
 	return t.Flush()
 }
 
-func writeMonthCSV(e *env, r monthReport) error {
+func writeMonthCSV(e *env, r billing.MonthReport) error {
 	w := csv.NewWriter(e.out)
 	n := func(v int64) string { return strconv.FormatInt(v, 10) }
 	_ = w.Write(monthCSVHeader)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"vendorgate/backend/billing"
 	"vendorgate/shared/wire"
 )
 
@@ -36,7 +37,7 @@ func TestUsageMonthAgainstBackend(t *testing.T) {
 	if strings.Join(flatten(rows), "|") != strings.Join(flatten(want), "|") {
 		t.Errorf("csv =\n%q\nwant\n%q", rows, want)
 	}
-	j := decodeInto[monthReport](t, h.ctl("-o", "json", "usage", "month", "--all", "--month", month))
+	j := decodeInto[billing.MonthReport](t, h.ctl("-o", "json", "usage", "month", "--all", "--month", month))
 	if j.Month != month || len(j.Vendors) != 1 || len(j.Vendors[0].Services) != 2 || j.Vendors[0].Services[0].Billable != 1 {
 		t.Errorf("json = %+v", j)
 	}
