@@ -36,7 +36,7 @@ func auditJSON(r *store.AuditRecord) AuditRecord {
 
 // auditParams are the parameters of the audit list: a misspelt one is
 // refused, not ignored into a list that looks filtered.
-var auditParams = map[string]bool{"vendor_id": true, "order_id": true, "action": true, "since": true, "limit": true}
+var auditParams = queryParams{what: "list", names: []string{"vendor_id", "order_id", "action", "since", "limit"}}
 
 // Audit list bounds.
 const (
@@ -49,14 +49,7 @@ const (
 // default, up to 1000). It only reads: no admin route changes a record.
 func (a *API) listAudit(ctx *fasthttp.RequestCtx) {
 	args := ctx.QueryArgs()
-	bad := map[string]string{}
-	for k, v := range args.All() {
-		if !auditParams[string(k)] {
-			bad[string(k)] = "not a parameter of this list (vendor_id, order_id, action, since, limit)"
-		} else if len(v) == 0 {
-			bad[string(k)] = "empty"
-		}
-	}
+	bad := auditParams.check(args, true)
 	f := store.AuditFilter{VendorID: string(args.Peek("vendor_id")), OrderID: string(args.Peek("order_id")),
 		Action: string(args.Peek("action")), Limit: defaultAuditLimit}
 	if f.Action != "" && !slices.Contains(audit.Actions, f.Action) {

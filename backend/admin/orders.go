@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"slices"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 
@@ -49,18 +51,35 @@ func (a *API) orderAnswer(ctx *fasthttp.RequestCtx, vendorID string, o *wire.Ord
 
 // queueParams are the parameters of the staff's order list: a misspelt one
 // is refused, not ignored into a list that looks filtered.
-var queueParams = map[string]bool{"status": true, "reason": true, "vendor_id": true, "since": true, "limit": true, "cursor": true}
+var queueParams = queryParams{what: "list", names: []string{"status", "reason", "vendor_id", "since", "limit", "cursor"}}
+
+// queryParams are the query parameters of a list or report: what names
+// its kind in the refusal of a misspelt one.
+type queryParams struct {
+	what  string
+	names []string
+}
+
+// check is each parameter of args that is not one of p's ("not a
+// parameter of this list (...)"), and with refuseEmpty each of p's sent
+// empty; none: an empty map.
+func (p queryParams) check(args *fasthttp.Args, refuseEmpty bool) map[string]string {
+	bad := map[string]string{}
+	for k, v := range args.All() {
+		if !slices.Contains(p.names, string(k)) {
+			bad[string(k)] = "not a parameter of this " + p.what + " (" + strings.Join(p.names, ", ") + ")"
+		} else if refuseEmpty && len(v) == 0 {
+			bad[string(k)] = "empty"
+		}
+	}
+	return bad
+}
 
 // listOrders is the staff's order list: every vendor's orders, newest
 // first, narrowed by status, hold reason, vendor and placement time.
 func (a *API) listOrders(ctx *fasthttp.RequestCtx) {
 	args := ctx.QueryArgs()
-	unknown := map[string]string{}
-	for k := range args.All() {
-		if !queueParams[string(k)] {
-			unknown[string(k)] = "not a parameter of this list (status, reason, vendor_id, since, limit, cursor)"
-		}
-	}
+	unknown := queueParams.check(args, false)
 	if len(unknown) > 0 {
 		e := apierr.New(apierr.ValidationError, "the request is not valid; see fields")
 		e.Fields = unknown

@@ -16,7 +16,7 @@ type billingService interface {
 }
 
 // usageMonthParams are the parameters of the month report.
-var usageMonthParams = map[string]bool{"month": true, "vendor_id": true}
+var usageMonthParams = queryParams{what: "report", names: []string{"month", "vendor_id"}}
 
 // usageMonth answers GET /admin/v1/usage/month?month=YYYY-MM[&vendor_id=]:
 // a vendor's month (404 not_found for an unknown vendor), or every
@@ -24,14 +24,7 @@ var usageMonthParams = map[string]bool{"month": true, "vendor_id": true}
 // (UTC).
 func (a *API) usageMonth(ctx *fasthttp.RequestCtx) {
 	args := ctx.QueryArgs()
-	bad := map[string]string{}
-	for k, v := range args.All() {
-		if !usageMonthParams[string(k)] {
-			bad[string(k)] = "not a parameter of this report (month, vendor_id)"
-		} else if len(v) == 0 {
-			bad[string(k)] = "empty"
-		}
-	}
+	bad := usageMonthParams.check(args, true)
 	m := billing.MonthOf(a.o.Now())
 	if s := args.Peek("month"); len(s) > 0 {
 		var err error
