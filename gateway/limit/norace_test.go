@@ -1,0 +1,6 @@
+//go:build !race
+
+package limit
+
+// raceEnabled: the race detector is off.
+const raceEnabled = false
