@@ -247,8 +247,11 @@ func (c *Backend) Validate() error {
 			add("mvr_unavailable_states: %q is not a two-letter state code such as NY", s)
 		}
 	}
-	if c.ReportsDir == "" || c.MaxBodyBytes <= 0 || c.ShutdownGrace < 0 {
-		add("reports_dir, max_body_bytes and shutdown_grace must be set")
+	if c.ReportsDir == "" || c.MaxBodyBytes <= 0 {
+		add("reports_dir and max_body_bytes must be set")
+	}
+	if c.ShutdownGrace <= 0 {
+		add("shutdown_grace: %s must be positive: it bounds the drain of the requests in flight (default 15s)", c.ShutdownGrace)
 	}
 	if c.StreamIdleTimeout < time.Second {
 		add("stream_idle_timeout: %s is too short: a slow reader pauses; use at least 1s (default 30s)", c.StreamIdleTimeout)

@@ -156,6 +156,8 @@ func TestValidationMessages(t *testing.T) {
 		{"public base url with a path", "public_base_url: https://api.example.com/v1", "must not have a path", nil},
 		{"zero docs rate", "docs: {rate: 0}", "docs.rate", nil},
 		{"stream idle too short", "proxy: {stream_idle_timeout: 100ms}", "proxy.stream_idle_timeout", nil},
+		{"no shutdown grace", "shutdown_grace: 0s", "shutdown_grace: 0s must be positive", nil},
+		{"shutdown delay too long", "shutdown_delay: 2m", "shutdown_delay: 2m0s must be between 0 and 1m", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -499,5 +501,15 @@ func TestKeyCacheInForce(t *testing.T) {
 		if got := tc.in.InForce(); got != tc.want {
 			t.Errorf("%+v in force: %+v, want %+v", tc.in, got, tc.want)
 		}
+	}
+}
+
+// A shutdown_grace of 0 would leave no drain at all: both binaries refuse
+// it at load, rather than the backend waiting a second of its own and
+// the gateway none.
+func TestBackendShutdownGraceMustBePositive(t *testing.T) {
+	b, err := LoadBackend("examples/backend.yaml", envMap(map[string]string{"BACKEND_SHUTDOWN_GRACE": "0s"}))
+	if err == nil || !strings.Contains(err.Error(), "shutdown_grace: 0s must be positive") {
+		t.Fatalf("err = %v (config %+v), want shutdown_grace refused", err, b)
 	}
 }

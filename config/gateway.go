@@ -749,8 +749,11 @@ func (c *Gateway) Validate() error {
 	if c.KeylessIdleTimeout < c.ReadTimeout || c.KeylessIdleTimeout > time.Minute {
 		add("keyless_idle_timeout: %s must be between read_timeout (%s) and 1m (default 10s)", c.KeylessIdleTimeout, c.ReadTimeout)
 	}
-	if c.ShutdownGrace < 0 || c.ShutdownDelay < 0 || c.ShutdownDelay > time.Minute {
-		add("shutdown_grace must not be negative; shutdown_delay must be between 0 and 1m")
+	if c.ShutdownGrace <= 0 {
+		add("shutdown_grace: %s must be positive: it bounds the drain of the requests in flight (default 15s)", c.ShutdownGrace)
+	}
+	if c.ShutdownDelay < 0 || c.ShutdownDelay > time.Minute {
+		add("shutdown_delay: %s must be between 0 and 1m", c.ShutdownDelay)
 	}
 	if err := checkLevel(c.LogLevel); err != nil {
 		add("log_level: %v", err)

@@ -83,11 +83,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("listener failed", "error", err)
 		code = 1
 	}
-	grace := cfg.ShutdownGrace
-	if grace <= 0 {
-		grace = time.Second
-	}
-	sctx, cancel := context.WithTimeout(ctx, grace)
+	sctx, cancel := context.WithTimeout(ctx, cfg.ShutdownGrace)
 	defer cancel()
 	if err := b.Shutdown(sctx); err != nil {
 		log.Error("shutdown", "error", err)
