@@ -223,7 +223,7 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 // request in one call (package admission: the quotas and sliding windows,
 // the GCRA limits, the vendor's requests in flight here, the concurrency
 // policies' slots; all or none charged), which holds the request's slots
-// until its answer is done. It decides; package books keeps the books
+// until its answer is done. It decides; admission.Books keeps the books
 // (metrics, usage, shadow log).
 func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange) error {
 	switch id.Status {

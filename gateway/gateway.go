@@ -27,7 +27,6 @@ import (
 	"vendorgate/gateway/admission"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/backendapi"
-	"vendorgate/gateway/books"
 	"vendorgate/gateway/docs"
 	"vendorgate/gateway/edge"
 	"vendorgate/gateway/gwmetrics"
@@ -80,9 +79,9 @@ type Gateway struct {
 	proxy  *proxy.Proxy
 	// inflight counts each vendor's requests in flight here (admit).
 	inflight *inflight.Counter
-	// books keeps the books of each admission (package books): metrics,
+	// books keeps the books of each admission (admission.Books): metrics,
 	// usage, the shadow limits' log lines.
-	books books.Books
+	books admission.Books
 	// admission admits a request under every kind of limit in one call
 	// (package admission): the windows, the limiter, inflight and slots.
 	admission *admission.Admitter
@@ -175,7 +174,7 @@ func New(o Options) (_ *Gateway, err error) {
 	g.metrics.ConfigInfo.WithLabelValues(c.Version).Set(1)
 	g.inflight = inflight.New()
 	refusedByCap, tooSlow := g.hooks.RegisterInFlight(g.inflight)
-	g.books = books.New(g.log, refusedByCap)
+	g.books = admission.NewBooks(g.log, refusedByCap)
 	g.hooks.RegisterSlots(func() int {
 		if g.stores.Slots == nil {
 			return 0

@@ -22,8 +22,10 @@
 // order of kinds) and its undo in giveBack.
 //
 // admission.go is the call and what it returns; refusal.go names a
-// refusal (the 429 message). The caller keeps the books (metrics, usage,
-// logs) from the Admission: this package counts nothing.
+// refusal (the 429 message); books.go, bookwindows.go and bookslots.go
+// keep the books of an Admission once it is decided (Books: the decision
+// metrics, the usage counts, the shadow limits' log lines), which the
+// caller asks for with Books.Admission after Admit.
 package admission
 
 import (

@@ -1,4 +1,4 @@
-package books
+package admission
 
 import (
 	"errors"
@@ -10,7 +10,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"vendorgate/gateway/admin"
-	"vendorgate/gateway/admission"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/limit"
@@ -34,7 +33,7 @@ func newFixture() *fixture {
 	for i := range f.refused {
 		f.refused[i] = prometheus.NewCounter(prometheus.CounterOpts{Name: "refused"})
 	}
-	f.books = New(slog.New(slog.NewTextHandler(f.logs, nil)), f.refused)
+	f.books = NewBooks(slog.New(slog.NewTextHandler(f.logs, nil)), f.refused)
 	return f
 }
 
@@ -82,7 +81,7 @@ func TestLimits(t *testing.T) {
 	id := &auth.Identity{VendorID: "v1", KeyID: "k1"}
 	t.Run("decided", func(t *testing.T) {
 		f := newFixture()
-		a := admission.Admission{Decided: true}
+		a := Admission{Decided: true}
 		a.Checks.Add(policy.Check{Rate: rate("a", false), Policy: 0})
 		a.Checks.Add(policy.Check{Rate: rate("b", true), Policy: 1})
 		a.Decision.Results[0] = limit.Result{Known: true, Allowed: false}
@@ -100,7 +99,7 @@ func TestLimits(t *testing.T) {
 	})
 	t.Run("failed", func(t *testing.T) {
 		f := newFixture()
-		a := admission.Admission{RatesErr: errors.New("redis down")}
+		a := Admission{RatesErr: errors.New("redis down")}
 		a.Checks.Add(policy.Check{Rate: rate("a", false), Policy: 0})
 		a.Checks.Add(policy.Check{Rate: rate("a", true), Policy: 0, Twin: true})
 		f.books.Admission(f.decisions, id, &a, nil)
@@ -110,7 +109,7 @@ func TestLimits(t *testing.T) {
 	})
 	t.Run("shed", func(t *testing.T) {
 		f := newFixture()
-		a := admission.Admission{RatesErr: limit.ErrBusy}
+		a := Admission{RatesErr: limit.ErrBusy}
 		a.Checks.Add(policy.Check{Rate: rate("a", false), Policy: 0})
 		f.books.Admission(f.decisions, id, &a, nil)
 		if n := f.count(t, "a", "unavailable"); n != 0 {
@@ -123,7 +122,7 @@ func TestLimits(t *testing.T) {
 // that refused, and no limit's decision.
 func TestInFlightRefusal(t *testing.T) {
 	f := newFixture()
-	a := admission.Admission{Refused: admission.Refusal{Kind: admission.InFlight, InFlight: inflight.OverDownloads, Policy: -1}}
+	a := Admission{Refused: Refusal{Kind: InFlight, InFlight: inflight.OverDownloads, Policy: -1}}
 	f.books.Admission(f.decisions, &auth.Identity{}, &a, nil)
 	if n := value(t, f.refused[inflight.OverDownloads]); n != 1 {
 		t.Fatalf("refused by the downloads cap %v, want 1", n)

@@ -1,11 +1,11 @@
-// Package books keeps the books of a request's admission (package
-// admission) once it is decided, kind by kind: each limit's decision
-// metric, the vendor's usage counts by policy, a log line for each refusal
-// a shadow limit would have made, and the in-flight cap that refused.
-// books.go holds the one call (Books.Admission) and the GCRA limits'
-// books, windows.go the quotas' and sliding windows', slots.go the
-// concurrency policies'. Only package gateway imports it.
-package books
+// books.go keeps the books of an Admission once it is decided (Books),
+// kind by kind: each limit's decision metric, the vendor's usage counts by
+// policy, a log line for each refusal a shadow limit would have made, and
+// the in-flight cap that refused. It holds the one call (Books.Admission)
+// and the GCRA limits' books; bookwindows.go the quotas' and sliding
+// windows', bookslots.go the concurrency policies'.
+
+package admission
 
 import (
 	"errors"
@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"vendorgate/gateway/admin"
-	"vendorgate/gateway/admission"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/limit"
@@ -32,10 +31,10 @@ type Books struct {
 	inFlightRefused [inflight.OverDownloads + 1]prometheus.Counter
 }
 
-// New returns Books that log to log and count in-flight refusals in
+// NewBooks returns Books that log to log and count in-flight refusals in
 // inFlightRefused (gwmetrics.Hooks.RegisterInFlight). By value: the
 // gateway keeps them in place.
-func New(log *slog.Logger, inFlightRefused [inflight.OverDownloads + 1]prometheus.Counter) Books {
+func NewBooks(log *slog.Logger, inFlightRefused [inflight.OverDownloads + 1]prometheus.Counter) Books {
 	return Books{log: log, inFlightRefused: inFlightRefused}
 }
 
@@ -43,14 +42,14 @@ func New(log *slog.Logger, inFlightRefused [inflight.OverDownloads + 1]prometheu
 // kind, for those that decided or failed (a call this node shed is
 // counted by its limiter): the windows' and GCRA limits' decisions, the
 // in-flight cap that refused, the concurrency policies' slots.
-func (bk *Books) Admission(decisions []*admin.Decisions, id *auth.Identity, a *admission.Admission, b *policy.Buckets) {
+func (bk *Books) Admission(decisions []*admin.Decisions, id *auth.Identity, a *Admission, b *policy.Buckets) {
 	if w := a.Windows; w != nil && w.Asked {
 		bk.windows(decisions, id, w)
 	}
 	if a.Decided || a.RatesErr != nil {
 		bk.limits(decisions, id, &a.Checks, &a.Decision, a.RatesErr)
 	}
-	if a.Refused.Kind == admission.InFlight {
+	if a.Refused.Kind == InFlight {
 		bk.inFlightRefused[a.Refused.InFlight].Inc()
 	}
 	if a.SlotsAsked { // a route without concurrency policies costs no call

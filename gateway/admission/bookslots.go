@@ -1,8 +1,7 @@
-package books
+package admission
 
 import (
 	"vendorgate/gateway/admin"
-	"vendorgate/gateway/admission"
 	"vendorgate/gateway/auth"
 	"vendorgate/gateway/policy"
 	"vendorgate/gateway/usage"
@@ -14,8 +13,8 @@ import (
 // charged; all allowed when admitted), or each counted unavailable when
 // Redis could not count. A call shed (this node's overload) is counted by
 // the limiter, not here.
-func (bk *Books) slots(decisions []*admin.Decisions, id *auth.Identity, a *admission.Admission, b *policy.Buckets) {
-	if a.Refused.Kind == admission.Slots {
+func (bk *Books) slots(decisions []*admin.Decisions, id *auth.Identity, a *Admission, b *policy.Buckets) {
+	if a.Refused.Kind == Slots {
 		decisions[a.Refused.Policy].Count(admin.Limited)
 		id.Usage.Limited(usage.Policy(a.Refused.Policy))
 		return
