@@ -186,39 +186,71 @@ func TestKeysRequestedEveryHalfTTLNeverWait(t *testing.T) {
 	for i := range list {
 		list[i], _ = b.addKey(fmt.Sprintf("vendor-%d", i), wire.VendorApproved, time.Now().Add(time.Hour))
 	}
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+	// At most workers connections, kept: new connections from one peer
+	// are rate limited (max_new_conns_per_peer).
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers, MaxConnsPerHost: workers}}
 	me := gw.url + "/api/vendor/v1/me"
 	cache := gw.g.auth.Cache()
 	var afterFirst auth.Stats
 	var lookupsAfterFirst int64
 	start := time.Now()
 	var failed atomic.Int64
+	// The promise holds for a key requested at least once per half TTL
+	// as the gateway sees it. Each paced request is sent by a goroutine of
+	// its own at its time, so that an answer that waited does not delay
+	// the next requests; a client whose timers run late on a loaded
+	// machine still breaks that premise itself: a request is off it when
+	// it was sent more than TTL/2 after its key's previous one. Round 1's
+	// requests follow the unpaced fill, whose spacing the test does not
+	// set: the waits are judged from round 2 on.
+	sent := make([]time.Time, keys)
+	var offPremise atomic.Int64
+	var afterWarm auth.Stats
+	send := func(r, i int) {
+		req, _ := http.NewRequest("GET", me, nil)
+		req.Header.Set(wire.HeaderAPIKey, list[i])
+		at := time.Now()
+		if r >= 2 && at.Sub(sent[i]) > ttl/2 {
+			offPremise.Add(1)
+		}
+		sent[i] = at
+		resp, err := client.Do(req)
+		if err != nil {
+			if failed.Add(1) == 1 {
+				t.Logf("request failed: %v", err)
+			}
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			if failed.Add(1) == 1 {
+				t.Logf("request answered %d", resp.StatusCode)
+			}
+		}
+	}
 	for r := range rounds {
 		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := w; i < keys; i += workers {
-					if r > 0 {
-						time.Sleep(time.Until(start.Add(time.Duration(r-1)*interval + time.Duration(i)*interval/keys)))
+		if r == 0 { // the fill, unpaced
+			for w := range workers {
+				wg.Go(func() {
+					for i := w; i < keys; i += workers {
+						send(r, i)
 					}
-					req, _ := http.NewRequest("GET", me, nil)
-					req.Header.Set(wire.HeaderAPIKey, list[i])
-					resp, err := client.Do(req)
-					if err != nil {
-						failed.Add(1)
-						continue
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						failed.Add(1)
-					}
-				}
-			}()
+				})
+			}
+		} else {
+			for i := range keys {
+				wg.Go(func() {
+					time.Sleep(time.Until(start.Add(time.Duration(r-1)*interval + time.Duration(i)*interval/keys)))
+					send(r, i)
+				})
+			}
 		}
 		wg.Wait()
+		if r == 1 {
+			afterWarm = cache.Stats()
+		}
 		if r == 0 {
 			afterFirst, lookupsAfterFirst = cache.Stats(), b.lookups.Load()
 			start = time.Now()
@@ -230,12 +262,15 @@ func TestKeysRequestedEveryHalfTTLNeverWait(t *testing.T) {
 	if n := failed.Load(); n != 0 {
 		t.Fatalf("%d requests failed", n)
 	}
-	waited, lookups := s.Misses-afterFirst.Misses, b.lookups.Load()-lookupsAfterFirst
+	waited, lookups := s.Misses-afterWarm.Misses, b.lookups.Load()-lookupsAfterFirst
 	elapsed := time.Duration(rounds-1) * interval
-	t.Logf("after the first pass: %d of %d requests waited, %d lookups (%d refreshes) in %v", waited, keys*(rounds-1), lookups,
-		s.Refreshes-afterFirst.Refreshes, elapsed)
-	if waited != 0 {
-		t.Errorf("%d requests waited on a key lookup after the first pass, want 0", waited)
+	off := uint64(offPremise.Load())
+	t.Logf("from round 2: %d of %d requests waited, %d of them came more than TTL/2 after their key's previous one; after the first pass: %d lookups (%d refreshes) in %v",
+		waited, keys*(rounds-2), off, lookups, s.Refreshes-afterFirst.Refreshes, elapsed)
+	// A request off the premise may find its key expired and wait; no
+	// other request may.
+	if waited > off {
+		t.Errorf("%d requests waited on a key lookup from round 2, want at most %d (those that came more than TTL/2 after their key's previous one)", waited, off)
 	}
 	// Once per TTL per key would be keys × elapsed / ttl; once per request
 	// keys × (rounds − 1).
