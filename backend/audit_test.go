@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"vendorgate/backend/admin"
+	"vendorgate/backend/audit"
 	"vendorgate/shared/testlog"
 )
 
@@ -19,7 +19,7 @@ import (
 func (h *harness) auditActions(query string) []string {
 	h.t.Helper()
 	var page struct {
-		Records []admin.AuditRecord `json:"records"`
+		Records []audit.Record `json:"records"`
 	}
 	h.decode(h.adminCall("GET", "/admin/v1/audit?"+query, ""), 200, &page)
 	var out []string
@@ -144,7 +144,7 @@ func TestAuditRequestIDOfAdminActions(t *testing.T) {
 		t.Fatalf("create with X-Request-Id: %d %s", r.status, r.body)
 	}
 	var page struct {
-		Records []admin.AuditRecord `json:"records"`
+		Records []audit.Record `json:"records"`
 	}
 	h.decode(h.adminCall("GET", "/admin/v1/audit?action=vendor.created", ""), 200, &page)
 	if len(page.Records) != 2 || page.Records[0].RequestID == nil || *page.Records[0].RequestID != "ops-rid-7" ||

@@ -14,26 +14,6 @@ import (
 	"vendorgate/shared/apierr"
 )
 
-// AuditRecord is the admin view of one audit record. An id that does not
-// apply is null.
-type AuditRecord struct {
-	ID        string    `json:"id"`
-	At        time.Time `json:"at"`
-	Actor     string    `json:"actor"`
-	Action    string    `json:"action"`
-	VendorID  *string   `json:"vendor_id"`
-	KeyID     *string   `json:"key_id"`
-	OrderID   *string   `json:"order_id"`
-	Service   *string   `json:"service"`
-	Address   string    `json:"address"`
-	RequestID *string   `json:"request_id"`
-}
-
-func auditJSON(r *store.AuditRecord) AuditRecord {
-	return AuditRecord{ID: r.ID, At: r.At, Actor: r.Actor, Action: r.Action, VendorID: orNull(r.VendorID), KeyID: orNull(r.KeyID),
-		OrderID: orNull(r.OrderID), Service: orNull(r.Service), Address: r.Address, RequestID: orNull(r.RequestID)}
-}
-
 // auditParams are the parameters of the audit list: a misspelt one is
 // refused, not ignored into a list that looks filtered.
 var auditParams = queryParams{what: "list", names: []string{"vendor_id", "order_id", "action", "since", "limit"}}
@@ -78,5 +58,5 @@ func (a *API) listAudit(ctx *fasthttp.RequestCtx) {
 	c, cancel := request.Context()
 	defer cancel()
 	rs, err := a.o.Audit.List(c, f)
-	listAnswer(a, ctx, "records", rs, err, auditJSON)
+	listAnswer(a, ctx, "records", rs, err, audit.View)
 }

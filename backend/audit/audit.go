@@ -14,6 +14,36 @@ import (
 	"vendorgate/backend/store"
 )
 
+// Record is the admin view of one audit record, as GET /admin/v1/audit
+// answers it (and vendorctl audit reads it). An id that does not apply is
+// null.
+type Record struct {
+	ID        string    `json:"id"`
+	At        time.Time `json:"at"`
+	Actor     string    `json:"actor"`
+	Action    string    `json:"action"`
+	VendorID  *string   `json:"vendor_id"`
+	KeyID     *string   `json:"key_id"`
+	OrderID   *string   `json:"order_id"`
+	Service   *string   `json:"service"`
+	Address   string    `json:"address"`
+	RequestID *string   `json:"request_id"`
+}
+
+// View is r as the admin API answers it.
+func View(r *store.AuditRecord) Record {
+	return Record{ID: r.ID, At: r.At, Actor: r.Actor, Action: r.Action, VendorID: orNull(r.VendorID), KeyID: orNull(r.KeyID),
+		OrderID: orNull(r.OrderID), Service: orNull(r.Service), Address: r.Address, RequestID: orNull(r.RequestID)}
+}
+
+// orNull is s, or nil for "".
+func orNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
 // The actions recorded, as Action holds them.
 const (
 	VendorCreated    = "vendor.created"

@@ -12,20 +12,6 @@ import (
 	"vendorgate/cmd/vendorctl/internal/view"
 )
 
-// auditRecord is one record of GET /admin/v1/audit.
-type auditRecord struct {
-	ID        string    `json:"id"`
-	At        time.Time `json:"at"`
-	Actor     string    `json:"actor"`
-	Action    string    `json:"action"`
-	VendorID  *string   `json:"vendor_id"`
-	KeyID     *string   `json:"key_id"`
-	OrderID   *string   `json:"order_id"`
-	Service   *string   `json:"service"`
-	Address   string    `json:"address"`
-	RequestID *string   `json:"request_id"`
-}
-
 // auditList reads the audit trail, newest first, narrowed by the flags;
 // each is checked here so that a typo is a usage error before any call.
 func auditList(e *env, inv *invocation) error {
@@ -70,7 +56,7 @@ func auditList(e *env, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	return show(e, list, func(w *view.Table, rs []auditRecord) {
+	return show(e, list, func(w *view.Table, rs []audit.Record) {
 		if len(rs) == 0 {
 			w.Note("No audit record matches.")
 			return

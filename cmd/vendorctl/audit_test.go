@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"vendorgate/backend/audit"
 	"vendorgate/cmd/vendorctl/internal/view"
 	"vendorgate/shared/wire"
 )
@@ -27,16 +28,16 @@ func (h *harness) as(token string, args ...string) string {
 	return r.stdout
 }
 
-func (h *harness) auditList(args ...string) []auditRecord {
+func (h *harness) auditList(args ...string) []audit.Record {
 	h.t.Helper()
-	var rs []auditRecord
+	var rs []audit.Record
 	if err := json.Unmarshal([]byte(h.ctl(append([]string{"-o", "json", "audit", "list"}, args...)...)), &rs); err != nil {
 		h.t.Fatal(err)
 	}
 	return rs
 }
 
-func actionsOf(rs []auditRecord) []string {
+func actionsOf(rs []audit.Record) []string {
 	var out []string
 	for _, r := range rs {
 		out = append(out, r.Actor+" "+r.Action)
