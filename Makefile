@@ -4,7 +4,7 @@ BIN      := bin
 BINARIES := gateway backend vendorctl
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(HOME)/go/bin/staticcheck)
 
-.PHONY: all build run test test-raced test-unraced test-alerts mixin mutations bench bench-go bench-load bench-sweep bench-tls sweep-redis lint lint-openapi clean
+.PHONY: all build run test test-raced test-beside test-alerts mixin mutations bench bench-go bench-load bench-sweep bench-tls sweep-redis lint lint-openapi clean
 
 all: build
 
@@ -39,25 +39,28 @@ ALLOCS_PKGS = $(sort $(dir $(shell grep -rlE --include='*_test.go' '^func Test[A
 # The checks built without -race (vet, the allocation guards, the load
 # tools' vet) compile every package a second time, without the race
 # detector: about a third of make test's CPU from an empty cache. They run
-# beside the race tests (test-unraced, niced so that the race build and
+# beside the race tests (test-beside, niced so that the race build and
 # the tests keep their CPU), whose end waits on sleeps, sockets and
 # timers far more than on the CPU; make test fails when either fails.
-# The lease simulation runs all its seeds here, without the race detector
-# (about 21 s against 148 s under it), and its first 150 under -race.
+# The lease simulation runs all its seeds there, without the race
+# detector (about 21 s against 148 s under it), and its first 150 under
+# -race. The load tools' race tests run there too, last: they wait on
+# their child processes and loads (about 90 s, 50 s of CPU), and ran
+# alone at the end when they came after the root module's.
 test:
-	nice -n 10 $(MAKE) --no-print-directory test-unraced & bg=$$!; \
+	nice -n 10 $(MAKE) --no-print-directory test-beside & bg=$$!; \
 	$(MAKE) --no-print-directory test-raced; rc=$$?; wait $$bg || rc=1; exit $$rc
 
 test-raced:
 	$(GO) build -race ./cmd/...
 	$(GO) test -race -count=1 -timeout 20m $(TEST_FIRST) ./...
-	cd bench && $(GO) test -race -count=1 -timeout 10m ./...
 
-test-unraced:
+test-beside:
 	$(GO) vet ./...
 	$(GO) test -count=1 -run 'Allocs$$' $(addprefix ./,$(ALLOCS_PKGS))
 	$(GO) test -count=1 -run '^TestSimulation$$' ./gateway/limit
 	cd bench && $(GO) vet ./...
+	cd bench && $(GO) test -race -count=1 -timeout 10m ./...
 
 # The planted defects under scripts/mutations/, each applied to a copy of
 # this checkout: the test each names must fail (the lease and refund ones a

@@ -106,7 +106,7 @@ func TestSimulation(t *testing.T) {
 		// of its own: it runs the product's goroutines one at a time,
 		// handing over on channels. make test runs it twice: the first
 		// 150 seeds and the regressions under -race, for a data race in
-		// what it drives, and all 1,500 without (test-unraced).
+		// what it drives, and all 1,500 without (test-beside).
 		if raceEnabled {
 			seeds = min(seeds, 150)
 		}
