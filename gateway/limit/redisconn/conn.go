@@ -55,9 +55,45 @@ var (
 // failure.
 func ReplyLate(err error) bool { return replyLate(err) }
 
-// Clock is the sockets' time: monotonic nanoseconds, so that a wall clock
-// stepped by the system moves none of it.
-type Clock interface{ Nanotime() int64 }
+// Clock is the transport's time: monotonic nanoseconds (the sockets'
+// evidence, a caller's wait, the on-time clock), so that a wall clock
+// stepped by the system moves none of it, and the timers a caller's wait
+// and the on-time probe run on. The gateway's is the system's
+// (SystemClock); a simulation brings its own, whose timers fire as late as
+// the node it plays. (A round trip's wire deadline is a socket's, on the
+// wall clock.)
+type Clock interface {
+	Nanotime() int64
+	// NewTimer is a stopped timer.
+	NewTimer() Timer
+}
+
+// Timer is a Clock's timer, reused: Reset arms it to send on Chan after d
+// (a timer that fired is read from Chan before it is armed again), Stop
+// disarms it.
+type Timer interface {
+	Chan() <-chan time.Time
+	Reset(d time.Duration) bool
+	Stop() bool
+}
+
+// SystemClock is the system's monotonic time since Epoch, and its timers.
+type SystemClock struct{ Epoch time.Time }
+
+// Nanotime is the time since Epoch.
+func (c SystemClock) Nanotime() int64 { return int64(time.Since(c.Epoch)) }
+
+// NewTimer is a stopped timer of the system's.
+func (SystemClock) NewTimer() Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return systemTimer{t}
+}
+
+// systemTimer is a *time.Timer as a Timer.
+type systemTimer struct{ *time.Timer }
+
+func (t systemTimer) Chan() <-chan time.Time { return t.Timer.C }
 
 // Options configure a Conn. Every duration and count it uses is required
 // (config holds their defaults): New refuses a zero.

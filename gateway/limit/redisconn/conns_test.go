@@ -10,17 +10,12 @@ import (
 	"vendorgate/shared/testredis"
 )
 
-// systemClock is the system's monotonic time since epoch.
-type systemClock struct{ epoch time.Time }
-
-func (c systemClock) Nanotime() int64 { return int64(time.Since(c.epoch)) }
-
 // TestConnsJudgeAtTheSocket: a request written to Redis and answered is
 // not silence while its reply waits unread (the node is late, not Redis);
 // a request written to a hung Redis is, once it has waited the timeout.
 func TestConnsJudgeAtTheSocket(t *testing.T) {
 	rs := testredis.Start(t)
-	w := conns{clock: systemClock{epoch: time.Now()}}
+	w := conns{clock: SystemClock{Epoch: time.Now()}}
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, PoolSize: 1})
 	t.Cleanup(func() { c.Close() })
 	w.watch(c)

@@ -36,7 +36,7 @@ return out`)
 	integer := redis.NewScript(`return tonumber(ARGV[1]) * 2`)
 	conn, err := New(Options{Client: c, Script: merged, Timeout: 2 * time.Second, WireTimeout: 2 * time.Second,
 		BusyTimeout: 2 * time.Second, Pipeline: true, PipelineMax: 16, PipelineSenders: 1, TickSlack: 2 * time.Millisecond},
-		h, systemClock{epoch: time.Now()})
+		h, SystemClock{Epoch: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}

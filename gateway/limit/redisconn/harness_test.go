@@ -69,7 +69,7 @@ func newTestConn(t *testing.T, addr string, s connSettings) *testConn {
 		t.Fatal(err)
 	}
 	tc.Conn, err = New(Options{Client: c, Script: counter, Timeout: timeout, WireTimeout: wire, BusyTimeout: busy,
-		Pipeline: true, PipelineMax: pmax, PipelineSenders: senders, TickSlack: d.TickSlack}, h, systemClock{epoch: time.Now()})
+		Pipeline: true, PipelineMax: pmax, PipelineSenders: senders, TickSlack: d.TickSlack}, h, SystemClock{Epoch: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ func TestOnTimeClock(t *testing.T) {
 	// A 20ms slack: a loaded test machine's ticks are within it, a 60ms
 	// late probe is not.
 	const every, slack = 5 * time.Millisecond, 20 * time.Millisecond
-	l := newLateness(every, 400*time.Millisecond, slack, 900*time.Millisecond, func() int64 { return time.Now().UnixNano() })
+	l := newLateness(every, 400*time.Millisecond, slack, 900*time.Millisecond, SystemClock{Epoch: time.Unix(0, 0)})
 	l.start()
 	defer l.stop()
 	measure := func(d time.Duration) (wall, on time.Duration) {
