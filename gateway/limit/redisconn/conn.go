@@ -10,7 +10,8 @@
 //   - pipeline.go: the batcher (auto-pipelining: concurrent calls sent as
 //     one round trip), how a caller waits and whom it blames.
 //   - conns.go, peek_*.go: the sockets' evidence (what was written, what
-//     read, what waits unread) that tells a silent Redis from a late node.
+//     read, what waits unread: peeked at a socket, told by a connection
+//     that is none) that tells a silent Redis from a late node.
 //   - lateness.go: the node's on-time clock: whether it ran on time through
 //     the last second (every tick within TickSlack), and Redis' slowest
 //     answer of that second, the only grace a silent Redis gets. Only a
@@ -27,7 +28,12 @@
 // its rule: a late sender, reader, writer or node; a failure within the
 // wire deadline when Redis is silent: paused, killed, black-holed);
 // pipeline_test.go and eval_test.go the batching; conns_test.go and
-// lateness_test.go the evidence and the on-time clock.
+// lateness_test.go the evidence and the on-time clock. sim_test.go is
+// their deterministic complement: the same Conn in a testing/synctest
+// bubble, on the bubble's clock and a Clock of its own, over a Redis
+// simulated at the connection, each run (delays, pauses, a late or
+// stalled node, the silence it ends in) drawn from a seed and held to the
+// same two promises (go test -run TestSimulation -sim.seed N replays one).
 package redisconn
 
 import (
@@ -68,9 +74,9 @@ type Clock interface {
 	NewTimer() Timer
 }
 
-// Timer is a Clock's timer, reused: Reset arms it to send on Chan after d
-// (a timer that fired is read from Chan before it is armed again), Stop
-// disarms it.
+// Timer is a Clock's timer, reused: Reset arms it to send on Chan after
+// d, Stop disarms it; either leaves no tick of an earlier arming to be
+// read from Chan (as time.Timer's).
 type Timer interface {
 	Chan() <-chan time.Time
 	Reset(d time.Duration) bool
