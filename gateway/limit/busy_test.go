@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"vendorgate/gateway/limit/redisconn"
 	"vendorgate/gateway/policy"
 	"vendorgate/shared/testredis"
 )
@@ -27,12 +28,44 @@ func busyLimiter(t *testing.T, rs *testredis.Server, o RedisOptions) (r *Redis, 
 	}
 	o.OnFailure = func(FailureKind, error) { failures.Add(1) }
 	o.OnUnsent = func() { unsent.Add(1) }
-	r, err := NewRedis(withDefaults(o))
+	r, err := newRedis(withDefaults(o), newTestClock(0), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Close)
 	return r, failures, unsent
+}
+
+// testClock is the system's clock but for the transport's timers (a
+// caller's wait, the on-time probe): they fire late by late, as on a node
+// that gets its cores late, and each armed for the transport's timeout (a
+// caller's wait begun, its call queued) is told to armed.
+type testClock struct {
+	systemClock
+	late    *atomic.Int64
+	timeout time.Duration
+	armed   chan struct{}
+}
+
+// newTestClock is a clock on time, telling armed of the waits of timeout
+// (none when 0).
+func newTestClock(timeout time.Duration) testClock {
+	return testClock{systemClock: systemClock{redisconn.SystemClock{Epoch: time.Now()}}, late: new(atomic.Int64),
+		timeout: timeout, armed: make(chan struct{}, 4096)}
+}
+
+func (c testClock) NewTimer() redisconn.Timer { return testTimer{c.systemClock.NewTimer(), c} }
+
+type testTimer struct {
+	redisconn.Timer
+	c testClock
+}
+
+func (t testTimer) Reset(d time.Duration) bool {
+	if d == t.c.timeout {
+		t.c.armed <- struct{}{}
+	}
+	return t.Timer.Reset(d + time.Duration(t.c.late.Load()))
 }
 
 // TestLateNodeHeartbeatLeavesTheVerdictToTheWire: the lease heartbeat
@@ -92,11 +125,12 @@ func TestLateNodeHeartbeatLeavesTheVerdictToTheWire(t *testing.T) {
 	}
 }
 
-// runLate makes r's node run late (its probe 10ms late after each wake)
-// and waits until r no longer counts itself on time.
+// runLate makes r's node run late (the transport's timers, its probe's
+// among them, 10ms late) and waits until r no longer counts itself on
+// time.
 func runLate(t *testing.T, r *Redis) {
 	t.Helper()
-	r.conn.SetWakeDelay(10 * time.Millisecond)
+	r.clock.(testClock).late.Store(int64(10 * time.Millisecond))
 	for deadline := time.Now().Add(5 * time.Second); r.conn.OnTime(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("on time with the probe 10ms late (lateness %s)", r.Lateness())

@@ -91,6 +91,10 @@ type RedisOptions struct {
 	OnBusy func()
 	// Now is the clock of the in-process denial memory; time.Now when nil.
 	Now func() time.Time
+	// Clock is the limiter's monotonic time and timers (a lease's life,
+	// the lease loop's beat, the transport's waits and on-time probe); the
+	// system's when nil.
+	Clock Clock
 	// Pipeline sends the calls of concurrent requests together, as one
 	// pipelined write of script calls answered in one read (see
 	// redisconn). Off: one round trip per request on its own pooled
@@ -202,6 +206,13 @@ type clock interface {
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
+// Clock is a clock for the limiter and its transport: the lease logic's
+// (see clock) with the transport's timers.
+type Clock interface {
+	redisconn.Clock
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
 // systemClock is the system's monotonic time since its epoch, and its
 // timers (the transport's too: see redisconn.Clock).
 type systemClock struct{ redisconn.SystemClock }
@@ -221,7 +232,10 @@ type roundTrip func(judged bool, deadline time.Duration, keys [][]string, args [
 
 // NewRedis returns a Redis limiter behind its own breaker.
 func NewRedis(o RedisOptions) (*Redis, error) {
-	return newRedis(o, systemClock{redisconn.SystemClock{Epoch: time.Now()}}, nil)
+	if o.Clock == nil {
+		o.Clock = systemClock{redisconn.SystemClock{Epoch: time.Now()}}
+	}
+	return newRedis(o, o.Clock, nil)
 }
 
 // newRedis is NewRedis on clock; with rt (a simulation) the limiter has

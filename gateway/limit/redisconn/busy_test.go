@@ -183,8 +183,8 @@ func TestRequestWrittenLateIsNotAFailure(t *testing.T) {
 	}
 }
 
-// TestLateNodeWaitsForAPausedRedis: the node runs late (its probe wakes
-// 150ms late, as on cores taken by others), and Redis, on the same node,
+// TestLateNodeWaitsForAPausedRedis: the node runs late (its timers, its
+// probe's among them, wake 150ms late, as on cores taken by others), and Redis, on the same node,
 // stops for 100ms: past the callers' 50ms of wall clock, but the node ran
 // on time for only a few milliseconds of it, so the on-time clock has not
 // counted 50ms of silence. The callers wait for it and get their replies;
@@ -197,7 +197,7 @@ func TestLateNodeWaitsForAPausedRedis(t *testing.T) {
 	if _, err := c.count("paused"); err != nil {
 		t.Fatal(err)
 	}
-	c.batch.late.wakeDelay.Store(int64(150 * time.Millisecond))
+	c.clock.late.Store(int64(150 * time.Millisecond))
 	for deadline := time.Now().Add(5 * time.Second); c.Lateness() < 100*time.Millisecond; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("lateness %s with the probe 150ms late", c.Lateness())
@@ -238,7 +238,7 @@ func TestLateNodeWaitsForAPausedRedis(t *testing.T) {
 	// The node quiet again: its window clears, the grace (the slowest
 	// answer of the last second: the answers held by the pauses) falls
 	// back, and a paused Redis is called dead at about the timeout.
-	c.batch.late.wakeDelay.Store(0)
+	c.clock.late.Store(0)
 	for deadline := time.Now().Add(10 * time.Second); c.Grace() >= 200*time.Millisecond; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("grace still %s (lateness %s) on a quiet probe", c.Grace(), c.Lateness())
@@ -398,11 +398,12 @@ func TestLateNodeQueuedCallersShareTheWireVerdict(t *testing.T) {
 	}
 }
 
-// runLate makes c's node run late (its probe 10ms late after each wake)
+// runLate makes c's node run late (its timers, its probe's among them,
+// 10ms late)
 // and waits until c no longer counts itself on time.
 func runLate(t *testing.T, c *testConn) {
 	t.Helper()
-	c.batch.late.wakeDelay.Store(int64(10 * time.Millisecond))
+	c.clock.late.Store(int64(10 * time.Millisecond))
 	for deadline := time.Now().Add(5 * time.Second); c.OnTime(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("on time with the probe 10ms late (lateness %s)", c.Lateness())

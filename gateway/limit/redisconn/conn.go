@@ -20,7 +20,6 @@
 //   - failure.go: Health (the breaker over round trips and the hooks told
 //     of failures), how a failure is classified, ErrBusy.
 //   - slot.go: Redis Cluster's hash slot of a key.
-//   - seams.go: the few hooks tests outside the package hold it by.
 //
 // Its tests, over a real Redis (shared/testredis): harness_test.go builds
 // a Conn as the gateway does, on a counting script; busy_test.go holds the

@@ -26,7 +26,26 @@ return out`)
 // reports failed and the calls given up before they were sent.
 type testConn struct {
 	*Conn
+	clock            *lateClock
 	failures, unsent atomic.Int64
+}
+
+// lateClock is the system's clock whose timers (the callers' waits, the
+// on-time probe) fire late by late: a node that gets its cores late.
+type lateClock struct {
+	SystemClock
+	late atomic.Int64
+}
+
+func (c *lateClock) NewTimer() Timer { return lateTimer{c.SystemClock.NewTimer(), c} }
+
+type lateTimer struct {
+	Timer
+	c *lateClock
+}
+
+func (t lateTimer) Reset(d time.Duration) bool {
+	return t.Timer.Reset(d + time.Duration(t.c.late.Load()))
 }
 
 // connSettings is what a test changes of the defaults.
@@ -61,7 +80,7 @@ func newTestConn(t *testing.T, addr string, s connSettings) *testConn {
 		WriteTimeout: pick(s.clientTimeout, 500*time.Millisecond), PoolSize: s.pool}
 	c := redis.NewClient(co)
 	t.Cleanup(func() { c.Close() })
-	tc := &testConn{}
+	tc := &testConn{clock: &lateClock{SystemClock: SystemClock{Epoch: time.Now()}}}
 	h, err := NewHealth(HealthOptions{BreakerOpenFor: d.BreakerOpenFor, BreakerFailures: d.BreakerFailures,
 		BreakerWindow: d.BreakerWindow, BreakerFailureRatio: float64(d.BreakerFailurePercent) / 100,
 		OnFailure: func(FailureKind, error) { tc.failures.Add(1) }, OnUnsent: func() { tc.unsent.Add(1) }})
@@ -69,7 +88,7 @@ func newTestConn(t *testing.T, addr string, s connSettings) *testConn {
 		t.Fatal(err)
 	}
 	tc.Conn, err = New(Options{Client: c, Script: counter, Timeout: timeout, WireTimeout: wire, BusyTimeout: busy,
-		Pipeline: true, PipelineMax: pmax, PipelineSenders: senders, TickSlack: d.TickSlack}, h, SystemClock{Epoch: time.Now()})
+		Pipeline: true, PipelineMax: pmax, PipelineSenders: senders, TickSlack: d.TickSlack}, h, tc.clock)
 	if err != nil {
 		t.Fatal(err)
 	}

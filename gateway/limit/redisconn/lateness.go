@@ -43,11 +43,8 @@ type lateness struct {
 	grace  atomic.Int64 // ns: the window's slowest answer (capped), published
 	noted  atomic.Int64 // ns: the max noted by callers since the last wake
 	answer atomic.Int64 // ns: the slowest answer since the last wake
-	// wakeDelay (ns; tests only) is waited, on the clock, after each
-	// wake: a probe (a node) that gets its core that late.
-	wakeDelay atomic.Int64
-	stopc     chan struct{}
-	done      chan struct{}
+	stopc  chan struct{}
+	done   chan struct{}
 }
 
 // mark is the on-time clock at the probe's last wake.
@@ -156,10 +153,6 @@ func (l *lateness) run() {
 		case <-l.stopc:
 			return
 		case <-t.Chan():
-		}
-		if d := l.wakeDelay.Load(); d > 0 {
-			t.Reset(time.Duration(d))
-			<-t.Chan()
 		}
 		now := l.clock.Nanotime()
 		m := l.mark.Load()

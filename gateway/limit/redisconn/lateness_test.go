@@ -14,7 +14,8 @@ func TestOnTimeClock(t *testing.T) {
 	// A 20ms slack: a loaded test machine's ticks are within it, a 60ms
 	// late probe is not.
 	const every, slack = 5 * time.Millisecond, 20 * time.Millisecond
-	l := newLateness(every, 400*time.Millisecond, slack, 900*time.Millisecond, SystemClock{Epoch: time.Unix(0, 0)})
+	clk := &lateClock{SystemClock: SystemClock{Epoch: time.Unix(0, 0)}}
+	l := newLateness(every, 400*time.Millisecond, slack, 900*time.Millisecond, clk)
 	l.start()
 	defer l.stop()
 	measure := func(d time.Duration) (wall, on time.Duration) {
@@ -33,7 +34,7 @@ func TestOnTimeClock(t *testing.T) {
 		t.Fatalf("quiet probe: on-time %s of %s wall", on, wall)
 	}
 	lost0 := l.Lost()
-	l.wakeDelay.Store(int64(60 * time.Millisecond))
+	clk.late.Store(int64(60 * time.Millisecond))
 	time.Sleep(150 * time.Millisecond)
 	// 60ms late: each 65ms tick counts at most 25ms.
 	wall, on := measure(650 * time.Millisecond)
@@ -51,7 +52,7 @@ func TestOnTimeClock(t *testing.T) {
 	if g := l.Grace(); g != 0 {
 		t.Fatalf("grace %s with no answer noted", g)
 	}
-	l.wakeDelay.Store(0)
+	clk.late.Store(0)
 	l.noteAnswer(700 * time.Millisecond)
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()

@@ -231,9 +231,17 @@ func (b *batcher) do(c *Call) reply {
 	c.state.Store(callQueued)
 	start := b.clock.Nanotime()
 	due := start + int64(b.timeout)
+	// Queued first, then the wait armed: the clock's timer is armed with
+	// the call in the queue (or the queue full), so that a clock's owner
+	// can tell calls queued behind a batch in flight.
+	in := b.queue
+	select {
+	case in <- c:
+		in = nil
+	default: // full: queued below as it drains
+	}
 	c.timer.Reset(b.timeout)
 	fired := c.timer.Chan()
-	in := b.queue
 	suspect := false // Redis looked silent at the last look
 	for {
 		select {
