@@ -96,7 +96,7 @@ func TestLateNodeHeartbeatLeavesTheVerdictToTheWire(t *testing.T) {
 		rs.Pause()
 		time.Sleep(250 * time.Millisecond) // a heartbeat every 25ms while nothing is heard
 		rs.Resume()
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // answering between pauses: the fault's shape, no event
 	}
 	// A dropped lease is counted when its bucket is next touched.
 	if d, err := r.Allow(one(key, rate)); err != nil || !d.Allowed {
@@ -108,10 +108,8 @@ func TestLateNodeHeartbeatLeavesTheVerdictToTheWire(t *testing.T) {
 	rs.Pause()
 	defer rs.Resume()
 	paused := time.Now()
-	for deadline := time.Now().Add(5 * time.Second); failures.Load() == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("Redis paused for good: no failed heartbeat within 5s")
-		}
+	if !within(5*time.Second, func() bool { return failures.Load() > 0 }) {
+		t.Fatal("Redis paused for good: no failed heartbeat within 5s")
 	}
 	// The 50ms timeout is not the late node's verdict: the 500ms wire is.
 	if d := time.Since(paused); d < 400*time.Millisecond {
@@ -131,11 +129,22 @@ func TestLateNodeHeartbeatLeavesTheVerdictToTheWire(t *testing.T) {
 func runLate(t *testing.T, r *Redis) {
 	t.Helper()
 	r.clock.(testClock).late.Store(int64(10 * time.Millisecond))
-	for deadline := time.Now().Add(5 * time.Second); r.conn.OnTime(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("on time with the probe 10ms late (lateness %s)", r.Lateness())
-		}
+	if !within(5*time.Second, func() bool { return !r.conn.OnTime() }) {
+		t.Fatalf("on time with the probe 10ms late (lateness %s)", r.Lateness())
 	}
+}
+
+// within polls cond until it holds, for up to bound, and reports whether
+// it held: for a state nothing announces (a count, a bucket in Redis, the
+// on-time probe's window).
+func within(bound time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(bound); !cond(); {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond) // a poll's pace: the state has no event to wait on
+	}
+	return true
 }
 
 // TestShadowLimitHonoursItsOwnLeaseOnceRedisAnswers: a shadow limit
@@ -182,7 +191,7 @@ func TestShadowLimitHonoursItsOwnLeaseOnceRedisAnswers(t *testing.T) {
 		}
 		decided <- d
 	}()
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // the decision waiting on the paused Redis: the fault's length
 	rs.Resume()
 	d := <-decided
 	if failures.Load() != 0 || dropped.Load() != 0 {

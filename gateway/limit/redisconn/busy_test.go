@@ -198,19 +198,14 @@ func TestLateNodeWaitsForAPausedRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.clock.late.Store(int64(150 * time.Millisecond))
-	for deadline := time.Now().Add(5 * time.Second); c.Lateness() < 100*time.Millisecond; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("lateness %s with the probe 150ms late", c.Lateness())
-		}
+	if !within(5*time.Second, func() bool { return c.Lateness() >= 100*time.Millisecond }) {
+		t.Fatalf("lateness %s with the probe 150ms late", c.Lateness())
 	}
 	// Each tick of 155ms or more counts at most every+slack (7ms): the
 	// on-time clock loses the rest.
 	lost, from := c.batch.late.Lost(), time.Now()
-	for c.batch.late.Lost()-lost < 400*time.Millisecond {
-		if time.Since(from) > 5*time.Second {
-			t.Fatalf("the on-time clock lost %s in %s with the probe 150ms late", c.batch.late.Lost()-lost, time.Since(from))
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !within(5*time.Second, func() bool { return c.batch.late.Lost()-lost >= 400*time.Millisecond }) {
+		t.Fatalf("the on-time clock lost %s in %s with the probe 150ms late", c.batch.late.Lost()-lost, time.Since(from))
 	}
 	if d, w := c.batch.late.Lost()-lost, time.Since(from); d < w/2 {
 		t.Fatalf("the on-time clock lost %s of %s with the probe 150ms late", d, w)
@@ -219,11 +214,7 @@ func TestLateNodeWaitsForAPausedRedis(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		rs.Pause()
 		resumed := make(chan struct{})
-		go func() {
-			defer close(resumed)
-			time.Sleep(100 * time.Millisecond)
-			rs.Resume()
-		}()
+		time.AfterFunc(100*time.Millisecond, func() { rs.Resume(); close(resumed) })
 		concurrently(8, func(i int) {
 			if _, err := c.count(fmt.Sprintf("paused%d", i)); err != nil {
 				t.Errorf("round %d caller %d, Redis paused 100ms on a node 150ms late: %v", round, i, err)
@@ -239,17 +230,13 @@ func TestLateNodeWaitsForAPausedRedis(t *testing.T) {
 	// answer of the last second: the answers held by the pauses) falls
 	// back, and a paused Redis is called dead at about the timeout.
 	c.clock.late.Store(0)
-	for deadline := time.Now().Add(10 * time.Second); c.Grace() >= 200*time.Millisecond; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("grace still %s (lateness %s) on a quiet probe", c.Grace(), c.Lateness())
-		}
+	if !within(10*time.Second, func() bool { return c.Grace() < 200*time.Millisecond }) {
+		t.Fatalf("grace still %s (lateness %s) on a quiet probe", c.Grace(), c.Lateness())
 	}
 	// The window clears a second after the last late tick; a loaded test
 	// machine may stay late (ticks past the 2ms slack), and then the paused
 	// Redis is called down at the 300ms wire deadline instead.
-	for deadline := time.Now().Add(5 * time.Second); !c.OnTime() && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	within(5*time.Second, c.OnTime)
 	t.Logf("quiet again: lateness %s, grace %s", c.Lateness(), c.Grace())
 	rs.Pause()
 	defer rs.Resume()
@@ -326,11 +313,7 @@ func TestLateNodeLeavesTheVerdictToTheWire(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		rs.Pause()
 		resumed := make(chan struct{})
-		go func() {
-			defer close(resumed)
-			time.Sleep(250 * time.Millisecond)
-			rs.Resume()
-		}()
+		time.AfterFunc(250*time.Millisecond, func() { rs.Resume(); close(resumed) })
 		concurrently(8, func(i int) {
 			if _, err := c.count(fmt.Sprintf("wire%d", i)); err != nil {
 				t.Errorf("round %d caller %d, Redis paused 250ms on a node 10ms late: %v", round, i, err)
@@ -404,9 +387,7 @@ func TestLateNodeQueuedCallersShareTheWireVerdict(t *testing.T) {
 func runLate(t *testing.T, c *testConn) {
 	t.Helper()
 	c.clock.late.Store(int64(10 * time.Millisecond))
-	for deadline := time.Now().Add(5 * time.Second); c.OnTime(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("on time with the probe 10ms late (lateness %s)", c.Lateness())
-		}
+	if !within(5*time.Second, func() bool { return !c.OnTime() }) {
+		t.Fatalf("on time with the probe 10ms late (lateness %s)", c.Lateness())
 	}
 }

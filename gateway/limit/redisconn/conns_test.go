@@ -39,7 +39,7 @@ func TestConnsJudgeAtTheSocket(t *testing.T) {
 	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // past the 10ms judged, the reply arrived
 	if w.silent(10 * time.Millisecond) {
 		t.Fatal("silent with a reply waiting in the socket buffer")
 	}
@@ -55,7 +55,7 @@ func TestConnsJudgeAtTheSocket(t *testing.T) {
 	if w.silent(10 * time.Millisecond) {
 		t.Fatal("silent before the timeout passed")
 	}
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // past the 10ms judged
 	if !w.silent(10 * time.Millisecond) {
 		t.Fatal("a hung Redis not seen silent")
 	}

@@ -21,7 +21,7 @@ func TestOnTimeClock(t *testing.T) {
 	measure := func(d time.Duration) (wall, on time.Duration) {
 		w0 := time.Now().UnixNano()
 		o0 := l.onTime(w0)
-		time.Sleep(d)
+		time.Sleep(d) // the span of wall clock measured
 		w1 := time.Now().UnixNano()
 		o1 := l.onTime(w1)
 		if o1-o0 > w1-w0 {
@@ -35,7 +35,7 @@ func TestOnTimeClock(t *testing.T) {
 	}
 	lost0 := l.Lost()
 	clk.late.Store(int64(60 * time.Millisecond))
-	time.Sleep(150 * time.Millisecond)
+	time.Sleep(150 * time.Millisecond) // a few late ticks before the measure
 	// 60ms late: each 65ms tick counts at most 25ms.
 	wall, on := measure(650 * time.Millisecond)
 	if on > wall*(every+slack)/(every+60*time.Millisecond)+every+slack {
@@ -56,10 +56,8 @@ func TestOnTimeClock(t *testing.T) {
 	l.noteAnswer(700 * time.Millisecond)
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: lateness %s, grace %s", what, l.Lateness(), l.Grace())
-			}
+		if !within(5*time.Second, ok) {
+			t.Fatalf("%s: lateness %s, grace %s", what, l.Lateness(), l.Grace())
 		}
 	}
 	waitFor("a slow answer", func() bool { return l.Grace() == 700*time.Millisecond })
