@@ -31,6 +31,7 @@ import (
 	"vendorgate/gateway/edge"
 	"vendorgate/gateway/gwmetrics"
 	"vendorgate/gateway/inflight"
+	"vendorgate/gateway/limit"
 	"vendorgate/gateway/outage"
 	"vendorgate/gateway/plain"
 	"vendorgate/gateway/probe"
@@ -58,6 +59,10 @@ type Options struct {
 	// Now is the clock of key expiry and the in-process limiter; time.Now
 	// when nil.
 	Now func() time.Time
+	// LimiterClock is the Redis limiter's monotonic time and timers (its
+	// leases, its transport's waits and on-time probe); the system's when
+	// nil.
+	LimiterClock limit.Clock
 	// DisableAccessLog turns off the one line per request (benchmarks).
 	DisableAccessLog bool
 	// Tracer makes a server span per request with a span for the key
@@ -196,7 +201,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: key signing secrets: %w", err)
 	}
-	g.stores, err = stores.New(stores.Options{Config: c, Now: o.Now, Logger: g.log, Hooks: g.hooks, Metrics: g.metrics, Names: g.usageNames})
+	g.stores, err = stores.New(stores.Options{Config: c, Now: o.Now, LimiterClock: o.LimiterClock, Logger: g.log, Hooks: g.hooks, Metrics: g.metrics, Names: g.usageNames})
 	if err != nil {
 		return nil, err
 	}

@@ -1,22 +1,26 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/config"
+	"vendorgate/gateway/limit/redisconn"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/testredis"
 	"vendorgate/shared/wire"
 )
 
 // TestWindowQuotaAndSlotCallsKeepTheLimiterRule: a gateway whose node runs
-// late (its scheduling probe wakes 10ms late, past the 2ms tick slack, as
-// on cores taken by others) with the shipped Redis timeouts (50ms, a 500ms
+// late (the limiter transport's timers, its scheduling probe's among them,
+// wake 10ms late, past the 2ms tick slack, as on cores taken by others) with the shipped Redis timeouts (50ms, a 500ms
 // wire deadline). Redis pauses 200ms, three times, while a sliding window
 // read, an order under a daily quota and a report download under a
 // concurrency policy are asked: Redis answers within the wire deadline,
@@ -34,7 +38,9 @@ func TestWindowQuotaAndSlotCallsKeepTheLimiterRule(t *testing.T) {
 		ctx.SetContentType("application/pdf")
 		ctx.SetBodyString("%PDF-1.4 report")
 	})
+	clk := &lateClock{SystemClock: redisconn.SystemClock{Epoch: time.Now()}}
 	gw := startGateway(t, b, func(o *Options) {
+		o.LimiterClock = clk
 		o.Config.Redis.URL = config.List{rs.URL()}
 		d := config.DefaultGateway().Redis
 		o.Config.Redis.Timeout, o.Config.Redis.WireTimeout, o.Config.Redis.BusyTimeout = d.Timeout, d.WireTimeout, d.BusyTimeout
@@ -58,7 +64,7 @@ func TestWindowQuotaAndSlotCallsKeepTheLimiterRule(t *testing.T) {
 		}
 	}
 	tr := gw.g.stores.Redis.Transport()
-	tr.SetWakeDelay(10 * time.Millisecond)
+	clk.late.Store(int64(10 * time.Millisecond))
 	for deadline := time.Now().Add(5 * time.Second); tr.OnTime(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("on time with the probe 10ms late (lateness %s)", tr.Lateness())
@@ -130,10 +136,11 @@ func TestWindowAndQuotaCallsShedOnABusyNode(t *testing.T) {
 			t.Fatalf("%s with Redis answering: %d %s", a.what, got.status, got.body)
 		}
 	}
-	tr := gw.g.stores.Redis.Transport()
+	// The limiter's sender is held before its next round trip goes out (a
+	// hook of the limiter's client); released, it sends with a wire
+	// deadline of its own from then, as a sender that got its core late.
 	release := make(chan struct{})
-	var held sync.Once
-	tr.SetBeforeSend(func() { held.Do(func() { <-release }) })
+	gw.g.stores.Clients.Limiter.AddHook(&heldSender{release: release, wire: 100 * time.Millisecond})
 	for _, a := range asks {
 		got := do(t, a.method, gw.url+a.path, key)
 		got.wantError(t, 503, apierr.RequestFailed)
@@ -143,5 +150,70 @@ func TestWindowAndQuotaCallsShedOnABusyNode(t *testing.T) {
 		if got := do(t, a.method, gw.url+a.path, key); got.status != 200 {
 			t.Fatalf("%s once the sender runs: %d %s", a.what, got.status, got.body)
 		}
+	}
+}
+
+// lateClock is the system's clock whose timers (the limiter transport's:
+// its callers' waits, its on-time probe) fire late by late: a node that
+// gets its cores late.
+type lateClock struct {
+	redisconn.SystemClock
+	late atomic.Int64
+}
+
+func (c *lateClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
+
+func (c *lateClock) NewTimer() redisconn.Timer { return lateTimer{c.SystemClock.NewTimer(), c} }
+
+type lateTimer struct {
+	redisconn.Timer
+	c *lateClock
+}
+
+func (t lateTimer) Reset(d time.Duration) bool {
+	return t.Timer.Reset(d + time.Duration(t.c.late.Load()))
+}
+
+// heldSender holds the first script call (a command or a pipeline) of a
+// client until release is closed, then sends it with a deadline of wire
+// from then.
+type heldSender struct {
+	once    sync.Once
+	release chan struct{}
+	wire    time.Duration
+}
+
+func (h *heldSender) hold(ctx context.Context) (context.Context, context.CancelFunc) {
+	held := false
+	h.once.Do(func() {
+		held = true
+		<-h.release
+	})
+	if !held {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), h.wire)
+}
+
+func (h *heldSender) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *heldSender) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() != "evalsha" { // a ping (readiness, heartbeat) goes on
+			return next(ctx, cmd)
+		}
+		ctx, cancel := h.hold(ctx)
+		defer cancel()
+		return next(ctx, cmd)
+	}
+}
+
+func (h *heldSender) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		ctx, cancel := h.hold(ctx)
+		defer cancel()
+		return next(ctx, cmds)
 	}
 }

@@ -262,10 +262,5 @@ func newTransport(addr string, timeout time.Duration) (*redisconn.Conn, error) {
 	}
 	return redisconn.New(redisconn.Options{Client: c, Script: redis.NewScript("return 0"), Timeout: timeout,
 		WireTimeout: wire, BusyTimeout: max(d.BusyTimeout, timeout), Pipeline: true,
-		PipelineMax: d.PipelineMax, PipelineSenders: d.PipelineSenders, TickSlack: d.TickSlack}, h, monotonic{time.Now()})
+		PipelineMax: d.PipelineMax, PipelineSenders: d.PipelineSenders, TickSlack: d.TickSlack}, h, redisconn.SystemClock{Epoch: time.Now()})
 }
-
-// monotonic is the system's monotonic time since its epoch.
-type monotonic struct{ epoch time.Time }
-
-func (m monotonic) Nanotime() int64 { return int64(time.Since(m.epoch)) }

@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -16,24 +17,62 @@ import (
 // calls arriving while its pipeline is in flight form exactly one batch,
 // whose client and timeouts allow a big batch (a thousand calls in one
 // script call) timeout to be written and read under the race detector on
-// a busy machine.
-func oneSender(t *testing.T, rs *testredis.Server, timeout time.Duration) *Redis {
+// a busy machine. Its batches are watched from outside: the client's
+// script calls as they go (a hook of the client's), the callers' waits as
+// they begin, their calls queued (the clock's timers).
+func oneSender(t *testing.T, rs *testredis.Server, timeout time.Duration) (*Redis, *scriptCalls, testClock) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
 	t.Cleanup(func() { c.Close() })
-	r, err := NewRedis(withDefaults(RedisOptions{Client: c, Timeout: timeout, WireTimeout: timeout, BusyTimeout: timeout,
-		Pipeline: true, PipelineMax: 1024, PipelineSenders: 1}))
+	sc := &scriptCalls{sent: make(chan struct{}, 1)}
+	c.AddHook(sc)
+	clk := newTestClock(timeout)
+	r, err := newRedis(withDefaults(RedisOptions{Client: c, Timeout: timeout, WireTimeout: timeout, BusyTimeout: timeout,
+		Pipeline: true, PipelineMax: 1024, PipelineSenders: 1}), clk, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Close)
-	return r
+	return r, sc, clk
+}
+
+// scriptCalls is a client's hook that counts its round trips of script
+// calls (a command or a pipeline) as they are sent, and tells sent of each.
+type scriptCalls struct {
+	n    atomic.Int64
+	sent chan struct{}
+}
+
+func (s *scriptCalls) note() {
+	s.n.Add(1)
+	select {
+	case s.sent <- struct{}{}:
+	default:
+	}
+}
+
+func (s *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" {
+			s.note()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (s *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		s.note()
+		return next(ctx, cmds)
+	}
 }
 
 // inOneBatch holds Redis while n calls of fn queue behind a first one, then
 // lets them go: the n calls are one batch. It returns their results.
-func inOneBatch(t *testing.T, rs *testredis.Server, r *Redis, n int, fn func(i int) policy.Checks) []Decision {
+func inOneBatch(t *testing.T, rs *testredis.Server, r *Redis, sc *scriptCalls, clk testClock, n int, fn func(i int) policy.Checks) []Decision {
 	t.Helper()
 	warm := policy.Rate{Name: "reads", Limit: 1000, Period: time.Minute}
 	if _, err := r.Allow(one("vg:{v:warm}:reads", warm)); err != nil { // connection and script
@@ -41,13 +80,15 @@ func inOneBatch(t *testing.T, rs *testredis.Server, r *Redis, n int, fn func(i i
 	}
 	// Script calls counted by Redis: the first call's and the batch's.
 	scripts := rs.Info(t, "commandstats").Scripts()
-	before := r.conn.Batches()
+	for _, c := range []chan struct{}{sc.sent, clk.armed} { // the warm call's
+		for len(c) > 0 {
+			<-c
+		}
+	}
 	rs.Pause()
 	first := make(chan error, 1)
 	go func() { _, err := r.Allow(one("vg:{v:warm}:reads", warm)); first <- err }()
-	for r.conn.Batches() == before {
-		time.Sleep(time.Millisecond)
-	}
+	<-sc.sent // the first call's pipeline is on its way
 	type res struct {
 		i   int
 		d   Decision
@@ -57,8 +98,8 @@ func inOneBatch(t *testing.T, rs *testredis.Server, r *Redis, n int, fn func(i i
 	for i := 0; i < n; i++ {
 		go func() { d, err := r.Allow(fn(i)); out <- res{i, d, err} }()
 	}
-	for r.conn.Queued() < n {
-		time.Sleep(time.Millisecond)
+	for range n + 1 { // the first call's wait and the n calls', each begun with its call queued
+		<-clk.armed
 	}
 	rs.Resume()
 	if err := <-first; err != nil {
@@ -83,10 +124,10 @@ func inOneBatch(t *testing.T, rs *testredis.Server, r *Redis, n int, fn func(i i
 // limit is admitted.
 func TestBatchOneScriptSharedBucket(t *testing.T) {
 	rs := testredis.Start(t)
-	r := oneSender(t, rs, 5*time.Second)
+	r, sc, clk := oneSender(t, rs, 5*time.Second)
 	const n, l = 40, 10
 	rate := policy.Rate{Name: "reads", Limit: l, Period: time.Hour}
-	ds := inOneBatch(t, rs, r, n, func(int) policy.Checks { return one("vg:{v:shared}:reads", rate) })
+	ds := inOneBatch(t, rs, r, sc, clk, n, func(int) policy.Checks { return one("vg:{v:shared}:reads", rate) })
 	allowed := 0
 	seen := map[int]bool{}
 	for _, d := range ds {
@@ -104,7 +145,7 @@ func TestBatchOneScriptSharedBucket(t *testing.T) {
 // each get their own answer, and a second round finds each charged once.
 func TestBatchThousandBuckets(t *testing.T) {
 	rs := testredis.Start(t)
-	r := oneSender(t, rs, 10*time.Second)
+	r, sc, clk := oneSender(t, rs, 10*time.Second)
 	const n = 1000
 	checks := func(i int) policy.Checks {
 		var cs policy.Checks
@@ -115,7 +156,7 @@ func TestBatchThousandBuckets(t *testing.T) {
 		return cs
 	}
 	for round := 0; round < 2; round++ {
-		ds := inOneBatch(t, rs, r, n, checks)
+		ds := inOneBatch(t, rs, r, sc, clk, n, checks)
 		for i, d := range ds {
 			limit := 2 + i%3
 			switch {
@@ -137,6 +178,8 @@ func TestBatchCluster(t *testing.T) {
 	cl.WaitOK(t)
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
+	sc := &scriptCalls{sent: make(chan struct{}, 1)}
+	c.AddHook(sc)
 	r, err := NewRedis(withDefaults(RedisOptions{Client: c, Timeout: 5 * time.Second, Pipeline: true}))
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +207,7 @@ func TestBatchCluster(t *testing.T) {
 	for _, node := range cl.Nodes { // each node's script calls, counted by Redis
 		scripts += node.Info(t, "commandstats").Scripts()
 	}
-	if s, b := scripts, int64(r.conn.Batches()); s < b || s > calls {
+	if s, b := scripts, sc.n.Load(); s < b || s > calls {
 		t.Fatalf("%d script calls in %d batches for %d calls", s, b, calls)
 	}
 }

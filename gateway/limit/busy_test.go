@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"vendorgate/gateway/limit/redisconn"
 	"vendorgate/gateway/policy"
 	"vendorgate/shared/testredis"
 )
@@ -27,12 +28,44 @@ func busyLimiter(t *testing.T, rs *testredis.Server, o RedisOptions) (r *Redis, 
 	}
 	o.OnFailure = func(FailureKind, error) { failures.Add(1) }
 	o.OnUnsent = func() { unsent.Add(1) }
-	r, err := NewRedis(withDefaults(o))
+	r, err := newRedis(withDefaults(o), newTestClock(0), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Close)
 	return r, failures, unsent
+}
+
+// testClock is the system's clock but for the transport's timers (a
+// caller's wait, the on-time probe): they fire late by late, as on a node
+// that gets its cores late, and each armed for the transport's timeout (a
+// caller's wait begun, its call queued) is told to armed.
+type testClock struct {
+	systemClock
+	late    *atomic.Int64
+	timeout time.Duration
+	armed   chan struct{}
+}
+
+// newTestClock is a clock on time, telling armed of the waits of timeout
+// (none when 0).
+func newTestClock(timeout time.Duration) testClock {
+	return testClock{systemClock: systemClock{redisconn.SystemClock{Epoch: time.Now()}}, late: new(atomic.Int64),
+		timeout: timeout, armed: make(chan struct{}, 4096)}
+}
+
+func (c testClock) NewTimer() redisconn.Timer { return testTimer{c.systemClock.NewTimer(), c} }
+
+type testTimer struct {
+	redisconn.Timer
+	c testClock
+}
+
+func (t testTimer) Reset(d time.Duration) bool {
+	if d == t.c.timeout {
+		t.c.armed <- struct{}{}
+	}
+	return t.Timer.Reset(d + time.Duration(t.c.late.Load()))
 }
 
 // TestLateNodeHeartbeatLeavesTheVerdictToTheWire: the lease heartbeat
@@ -63,7 +96,7 @@ func TestLateNodeHeartbeatLeavesTheVerdictToTheWire(t *testing.T) {
 		rs.Pause()
 		time.Sleep(250 * time.Millisecond) // a heartbeat every 25ms while nothing is heard
 		rs.Resume()
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // answering between pauses: the fault's shape, no event
 	}
 	// A dropped lease is counted when its bucket is next touched.
 	if d, err := r.Allow(one(key, rate)); err != nil || !d.Allowed {
@@ -75,10 +108,8 @@ func TestLateNodeHeartbeatLeavesTheVerdictToTheWire(t *testing.T) {
 	rs.Pause()
 	defer rs.Resume()
 	paused := time.Now()
-	for deadline := time.Now().Add(5 * time.Second); failures.Load() == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("Redis paused for good: no failed heartbeat within 5s")
-		}
+	if !within(5*time.Second, func() bool { return failures.Load() > 0 }) {
+		t.Fatal("Redis paused for good: no failed heartbeat within 5s")
 	}
 	// The 50ms timeout is not the late node's verdict: the 500ms wire is.
 	if d := time.Since(paused); d < 400*time.Millisecond {
@@ -92,16 +123,28 @@ func TestLateNodeHeartbeatLeavesTheVerdictToTheWire(t *testing.T) {
 	}
 }
 
-// runLate makes r's node run late (its probe 10ms late after each wake)
-// and waits until r no longer counts itself on time.
+// runLate makes r's node run late (the transport's timers, its probe's
+// among them, 10ms late) and waits until r no longer counts itself on
+// time.
 func runLate(t *testing.T, r *Redis) {
 	t.Helper()
-	r.conn.SetWakeDelay(10 * time.Millisecond)
-	for deadline := time.Now().Add(5 * time.Second); r.conn.OnTime(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("on time with the probe 10ms late (lateness %s)", r.Lateness())
-		}
+	r.clock.(testClock).late.Store(int64(10 * time.Millisecond))
+	if !within(5*time.Second, func() bool { return !r.conn.OnTime() }) {
+		t.Fatalf("on time with the probe 10ms late (lateness %s)", r.Lateness())
 	}
+}
+
+// within polls cond until it holds, for up to bound, and reports whether
+// it held: for a state nothing announces (a count, a bucket in Redis, the
+// on-time probe's window).
+func within(bound time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(bound); !cond(); {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond) // a poll's pace: the state has no event to wait on
+	}
+	return true
 }
 
 // TestShadowLimitHonoursItsOwnLeaseOnceRedisAnswers: a shadow limit
@@ -148,7 +191,7 @@ func TestShadowLimitHonoursItsOwnLeaseOnceRedisAnswers(t *testing.T) {
 		}
 		decided <- d
 	}()
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // the decision waiting on the paused Redis: the fault's length
 	rs.Resume()
 	d := <-decided
 	if failures.Load() != 0 || dropped.Load() != 0 {

@@ -262,7 +262,7 @@ func TestLeaseRedisRestart(t *testing.T) {
 	const key = "vg:{v:1}:reads"
 	l.admit(t, key, r, 200)
 	rs.Stop()
-	time.Sleep(2 * l.timeout)
+	time.Sleep(2 * l.timeout) // stopped past the timeout: the fault's length, no event
 	if _, err := l.Allow(one(key, r)); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("read with Redis stopped: %v, want ErrUnavailable", err)
 	}
@@ -276,16 +276,13 @@ func TestLeaseRedisRestart(t *testing.T) {
 // allowedAgain waits, up to 10 s, until Redis is back and cs is allowed.
 func allowedAgain(t *testing.T, l *leased, cs policy.Checks) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d, err := l.Allow(cs)
-		if err == nil && d.Allowed {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Redis back, still %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var err error
+	if !within(10*time.Second, func() bool {
+		var d Decision
+		d, err = l.Allow(cs)
+		return err == nil && d.Allowed
+	}) {
+		t.Fatalf("Redis back, still %v", err)
 	}
 }
 
@@ -442,16 +439,12 @@ func TestLeaseReload(t *testing.T) {
 		t.Fatal("no lease granted")
 	}
 	l.SetLeases(1, time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		held := storedTAT(t, l.client, key) - nowSince2017(t, l.client)
-		if math.Round(held) == 12 && l.refunded.Load() > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bucket holds %.2f tokens after the reload, want the 12 admitted", held)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var held float64
+	if !within(5*time.Second, func() bool {
+		held = storedTAT(t, l.client, key) - nowSince2017(t, l.client)
+		return math.Round(held) == 12 && l.refunded.Load() > 0
+	}) {
+		t.Fatalf("bucket holds %.2f tokens after the reload, want the 12 admitted", held)
 	}
 	before := l.charged.Load()
 	l.admit(t, key, r, 10)
@@ -477,12 +470,8 @@ func TestLeaseTableForgetsIdleBuckets(t *testing.T) {
 	if n := l.leases.len(); n != 100 {
 		t.Fatalf("%d buckets tracked after 100 vendors' reads", n)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for l.leases.len() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d idle buckets still tracked", l.leases.len())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !within(5*time.Second, func() bool { return l.leases.len() == 0 }) {
+		t.Fatalf("%d idle buckets still tracked", l.leases.len())
 	}
 }
 
@@ -623,7 +612,7 @@ func TestLeaseClusterSilentNode(t *testing.T) {
 		}
 	}()
 	node.Pause()
-	time.Sleep(3 * timeout)
+	time.Sleep(3 * timeout) // silent past the timeout: the fault's length, no event
 	d, err := r.Allow(one(busy, leasedRate))
 	node.Resume()
 	close(stop)
@@ -829,18 +818,13 @@ func TestLeaseRefundKeepsNoFraction(t *testing.T) {
 	// Wait until the leased token is 0.6 of a token in the future, then
 	// reload: the refund goes out within a heartbeat.
 	g := storedTAT(t, a.client, key)
-	time.Sleep(time.Duration((g - 1.2 - nowSince2017(t, a.client)) * float64(time.Second)))
+	time.Sleep(time.Duration((g - 1.2 - nowSince2017(t, a.client)) * float64(time.Second))) // until Redis' clock reaches it
 	a.SetLeases(2, time.Minute)
-	for end := time.Now().Add(5 * time.Second); a.refunded.Load() == 0; {
-		if time.Now().After(end) {
-			t.Fatalf("no refund within 5 s of the reload (%d leased, %d spent, %d dropped)", a.granted.Load(), a.spent.Load(), a.dropped.Load())
-		}
-		time.Sleep(time.Millisecond)
+	if !within(5*time.Second, func() bool { return a.refunded.Load() > 0 }) {
+		t.Fatalf("no refund within 5 s of the reload (%d leased, %d spent, %d dropped)", a.granted.Load(), a.spent.Load(), a.dropped.Load())
 	}
 	// Sent in the same loop turn: wait for the bucket to move (a while).
-	for end := time.Now().Add(400 * time.Millisecond); storedTAT(t, a.client, key) == g && time.Now().Before(end); {
-		time.Sleep(time.Millisecond)
-	}
+	within(400*time.Millisecond, func() bool { return storedTAT(t, a.client, key) != g })
 	d, err := b.Allow(one(key, r))
 	if err != nil || !d.Allowed || d.Results[0].Remaining != 999 {
 		t.Fatalf("after the refund: %+v %v, want 999 remaining of the 1000 burst", d.Results[0], err)
@@ -870,7 +854,7 @@ func TestLeaseGiveBackAfterRefund(t *testing.T) {
 	// then let the other gateway charge 4.
 	unused := a.granted.Load() - a.spent.Load()
 	g := storedTAT(t, a.client, key)
-	time.Sleep(time.Duration((g - 2 - nowSince2017(t, a.client)) * float64(time.Second)))
+	time.Sleep(time.Duration((g - 2 - nowSince2017(t, a.client)) * float64(time.Second))) // until Redis' clock reaches it
 	b.admit(t, key, r, 4)
 	want := nowSince2017(t, a.client) + 4 // b's 4 from now; a's own charges have drained
 	// A request of both buckets takes a token of a's lease and waits on
@@ -889,13 +873,9 @@ func TestLeaseGiveBackAfterRefund(t *testing.T) {
 			t.Error("admitted beyond the scarce bucket")
 		}
 	}()
-	for a.spent.Load() == spent { // its token taken
-		time.Sleep(time.Millisecond)
-	}
+	within(time.Hour, func() bool { return a.spent.Load() != spent }) // its token taken
 	a.SetLeases(16, time.Minute)
-	for a.refunded.Load() < unused-1 {
-		time.Sleep(time.Millisecond)
-	}
+	within(time.Hour, func() bool { return a.refunded.Load() >= unused-1 })
 	rs.Resume()
 	<-done
 	a.Close()

@@ -91,6 +91,10 @@ type RedisOptions struct {
 	OnBusy func()
 	// Now is the clock of the in-process denial memory; time.Now when nil.
 	Now func() time.Time
+	// Clock is the limiter's monotonic time and timers (a lease's life,
+	// the lease loop's beat, the transport's waits and on-time probe); the
+	// system's when nil.
+	Clock Clock
 	// Pipeline sends the calls of concurrent requests together, as one
 	// pipelined write of script calls answered in one read (see
 	// redisconn). Off: one round trip per request on its own pooled
@@ -202,10 +206,16 @@ type clock interface {
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
-// systemClock is the system's monotonic time since epoch.
-type systemClock struct{ epoch time.Time }
+// Clock is a clock for the limiter and its transport: the lease logic's
+// (see clock) with the transport's timers.
+type Clock interface {
+	redisconn.Clock
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
 
-func (c systemClock) Nanotime() int64 { return int64(time.Since(c.epoch)) }
+// systemClock is the system's monotonic time since its epoch, and its
+// timers (the transport's too: see redisconn.Clock).
+type systemClock struct{ redisconn.SystemClock }
 
 func (systemClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 
@@ -222,7 +232,10 @@ type roundTrip func(judged bool, deadline time.Duration, keys [][]string, args [
 
 // NewRedis returns a Redis limiter behind its own breaker.
 func NewRedis(o RedisOptions) (*Redis, error) {
-	return newRedis(o, systemClock{epoch: time.Now()}, nil)
+	if o.Clock == nil {
+		o.Clock = systemClock{redisconn.SystemClock{Epoch: time.Now()}}
+	}
+	return newRedis(o, o.Clock, nil)
 }
 
 // newRedis is NewRedis on clock; with rt (a simulation) the limiter has
@@ -279,9 +292,13 @@ func newRedis(o RedisOptions, clk clock, rt roundTrip) (*Redis, error) {
 		return nil, fmt.Errorf("limit: %w", err)
 	}
 	if rt == nil {
+		cc, ok := clk.(redisconn.Clock)
+		if !ok {
+			return nil, errors.New("limit: the transport needs a clock with timers")
+		}
 		r.conn, err = redisconn.New(redisconn.Options{Client: o.Client, Script: gcraScript, Timeout: o.Timeout,
 			WireTimeout: o.WireTimeout, BusyTimeout: o.BusyTimeout, Pipeline: o.Pipeline,
-			PipelineMax: o.PipelineMax, PipelineSenders: o.PipelineSenders, TickSlack: o.TickSlack}, r.health, clk)
+			PipelineMax: o.PipelineMax, PipelineSenders: o.PipelineSenders, TickSlack: o.TickSlack}, r.health, cc)
 		if err != nil {
 			return nil, fmt.Errorf("limit: %w", err)
 		}

@@ -145,16 +145,12 @@ func TestRefundRedisAcrossGateways(t *testing.T) {
 		}
 		a.Refund(cs, ds[1])
 		c := newLeased(t, rs, 1, time.Second).client
-		deadline := time.Now().Add(2 * time.Second)
-		for {
-			held := storedTAT(t, c, key) - nowSince2017(t, c)
-			if math.Round(held) == 3 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("bucket holds %.2f tokens, want 4 admitted - 1 refunded", held)
-			}
-			time.Sleep(10 * time.Millisecond)
+		var held float64
+		if !within(2*time.Second, func() bool {
+			held = storedTAT(t, c, key) - nowSince2017(t, c)
+			return math.Round(held) == 3
+		}) {
+			t.Fatalf("bucket holds %.2f tokens, want 4 admitted - 1 refunded", held)
 		}
 	})
 }

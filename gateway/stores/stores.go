@@ -58,10 +58,13 @@ type Options struct {
 	Config *config.Gateway
 	// Now is the clock of the limiters and the throttle (not of usage
 	// buckets, which follow the wall clock).
-	Now     func() time.Time
-	Logger  *slog.Logger
-	Hooks   *gwmetrics.Hooks // the parts' notifications into metrics
-	Metrics *admin.Metrics
+	Now func() time.Time
+	// LimiterClock is the Redis limiter's monotonic time and timers (see
+	// limit.RedisOptions.Clock); the system's when nil.
+	LimiterClock limit.Clock
+	Logger       *slog.Logger
+	Hooks        *gwmetrics.Hooks // the parts' notifications into metrics
+	Metrics      *admin.Metrics
 	// Names is the policy table's names by index now: the usage buckets of
 	// the previous format (by row index) move under them at start.
 	Names func() []string
@@ -173,7 +176,7 @@ func New(o Options) (_ Stores, err error) {
 		BreakerOpenFor: c.Redis.BreakerOpenFor, BreakerFailures: c.Redis.BreakerFailures,
 		BreakerWindow: c.Redis.BreakerWindow, BreakerFailureRatio: float64(c.Redis.BreakerFailurePercent) / 100,
 		OnStateChange: h.BreakerState, OnBreakerOpen: h.LimiterBreakerOpen,
-		Now: now, Pipeline: c.Redis.Pipeline, PipelineMax: c.Redis.PipelineMax, PipelineSenders: c.Redis.PipelineSenders,
+		Now: now, Clock: o.LimiterClock, Pipeline: c.Redis.Pipeline, PipelineMax: c.Redis.PipelineMax, PipelineSenders: c.Redis.PipelineSenders,
 		ObserveCall: h.RedisCall,
 		OnFailure:   h.RedisFailure, OnUnsent: m.RedisUnsent.Inc, OnBusy: m.LimiterShed.Inc,
 		LeaseMax: c.Redis.LeaseMax, LeaseTTL: c.Redis.LeaseTTL, OnCharged: addTo(m.BucketsCharged),

@@ -378,15 +378,10 @@ func transport(t testing.TB, c redis.UniversalClient, timeout time.Duration) *re
 	}
 	conn, err := redisconn.New(redisconn.Options{Client: c, Script: redis.NewScript("return 0"), Timeout: timeout,
 		WireTimeout: max(d.WireTimeout, timeout), BusyTimeout: max(d.BusyTimeout, timeout), Pipeline: true,
-		PipelineMax: d.PipelineMax, PipelineSenders: d.PipelineSenders, TickSlack: d.TickSlack}, h, monotonic{time.Now()})
+		PipelineMax: d.PipelineMax, PipelineSenders: d.PipelineSenders, TickSlack: d.TickSlack}, h, redisconn.SystemClock{Epoch: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
 	return conn
 }
-
-// monotonic is the system's monotonic time since its epoch.
-type monotonic struct{ epoch time.Time }
-
-func (m monotonic) Nanotime() int64 { return int64(time.Since(m.epoch)) }

@@ -183,8 +183,8 @@ func TestRequestWrittenLateIsNotAFailure(t *testing.T) {
 	}
 }
 
-// TestLateNodeWaitsForAPausedRedis: the node runs late (its probe wakes
-// 150ms late, as on cores taken by others), and Redis, on the same node,
+// TestLateNodeWaitsForAPausedRedis: the node runs late (its timers, its
+// probe's among them, wake 150ms late, as on cores taken by others), and Redis, on the same node,
 // stops for 100ms: past the callers' 50ms of wall clock, but the node ran
 // on time for only a few milliseconds of it, so the on-time clock has not
 // counted 50ms of silence. The callers wait for it and get their replies;
@@ -197,20 +197,15 @@ func TestLateNodeWaitsForAPausedRedis(t *testing.T) {
 	if _, err := c.count("paused"); err != nil {
 		t.Fatal(err)
 	}
-	c.batch.late.wakeDelay.Store(int64(150 * time.Millisecond))
-	for deadline := time.Now().Add(5 * time.Second); c.Lateness() < 100*time.Millisecond; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("lateness %s with the probe 150ms late", c.Lateness())
-		}
+	c.clock.late.Store(int64(150 * time.Millisecond))
+	if !within(5*time.Second, func() bool { return c.Lateness() >= 100*time.Millisecond }) {
+		t.Fatalf("lateness %s with the probe 150ms late", c.Lateness())
 	}
 	// Each tick of 155ms or more counts at most every+slack (7ms): the
 	// on-time clock loses the rest.
 	lost, from := c.batch.late.Lost(), time.Now()
-	for c.batch.late.Lost()-lost < 400*time.Millisecond {
-		if time.Since(from) > 5*time.Second {
-			t.Fatalf("the on-time clock lost %s in %s with the probe 150ms late", c.batch.late.Lost()-lost, time.Since(from))
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !within(5*time.Second, func() bool { return c.batch.late.Lost()-lost >= 400*time.Millisecond }) {
+		t.Fatalf("the on-time clock lost %s in %s with the probe 150ms late", c.batch.late.Lost()-lost, time.Since(from))
 	}
 	if d, w := c.batch.late.Lost()-lost, time.Since(from); d < w/2 {
 		t.Fatalf("the on-time clock lost %s of %s with the probe 150ms late", d, w)
@@ -219,11 +214,7 @@ func TestLateNodeWaitsForAPausedRedis(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		rs.Pause()
 		resumed := make(chan struct{})
-		go func() {
-			defer close(resumed)
-			time.Sleep(100 * time.Millisecond)
-			rs.Resume()
-		}()
+		time.AfterFunc(100*time.Millisecond, func() { rs.Resume(); close(resumed) })
 		concurrently(8, func(i int) {
 			if _, err := c.count(fmt.Sprintf("paused%d", i)); err != nil {
 				t.Errorf("round %d caller %d, Redis paused 100ms on a node 150ms late: %v", round, i, err)
@@ -238,18 +229,14 @@ func TestLateNodeWaitsForAPausedRedis(t *testing.T) {
 	// The node quiet again: its window clears, the grace (the slowest
 	// answer of the last second: the answers held by the pauses) falls
 	// back, and a paused Redis is called dead at about the timeout.
-	c.batch.late.wakeDelay.Store(0)
-	for deadline := time.Now().Add(10 * time.Second); c.Grace() >= 200*time.Millisecond; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("grace still %s (lateness %s) on a quiet probe", c.Grace(), c.Lateness())
-		}
+	c.clock.late.Store(0)
+	if !within(10*time.Second, func() bool { return c.Grace() < 200*time.Millisecond }) {
+		t.Fatalf("grace still %s (lateness %s) on a quiet probe", c.Grace(), c.Lateness())
 	}
 	// The window clears a second after the last late tick; a loaded test
 	// machine may stay late (ticks past the 2ms slack), and then the paused
 	// Redis is called down at the 300ms wire deadline instead.
-	for deadline := time.Now().Add(5 * time.Second); !c.OnTime() && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	within(5*time.Second, c.OnTime)
 	t.Logf("quiet again: lateness %s, grace %s", c.Lateness(), c.Grace())
 	rs.Pause()
 	defer rs.Resume()
@@ -326,11 +313,7 @@ func TestLateNodeLeavesTheVerdictToTheWire(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		rs.Pause()
 		resumed := make(chan struct{})
-		go func() {
-			defer close(resumed)
-			time.Sleep(250 * time.Millisecond)
-			rs.Resume()
-		}()
+		time.AfterFunc(250*time.Millisecond, func() { rs.Resume(); close(resumed) })
 		concurrently(8, func(i int) {
 			if _, err := c.count(fmt.Sprintf("wire%d", i)); err != nil {
 				t.Errorf("round %d caller %d, Redis paused 250ms on a node 10ms late: %v", round, i, err)
@@ -398,14 +381,13 @@ func TestLateNodeQueuedCallersShareTheWireVerdict(t *testing.T) {
 	}
 }
 
-// runLate makes c's node run late (its probe 10ms late after each wake)
+// runLate makes c's node run late (its timers, its probe's among them,
+// 10ms late)
 // and waits until c no longer counts itself on time.
 func runLate(t *testing.T, c *testConn) {
 	t.Helper()
-	c.batch.late.wakeDelay.Store(int64(10 * time.Millisecond))
-	for deadline := time.Now().Add(5 * time.Second); c.OnTime(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("on time with the probe 10ms late (lateness %s)", c.Lateness())
-		}
+	c.clock.late.Store(int64(10 * time.Millisecond))
+	if !within(5*time.Second, func() bool { return !c.OnTime() }) {
+		t.Fatalf("on time with the probe 10ms late (lateness %s)", c.Lateness())
 	}
 }

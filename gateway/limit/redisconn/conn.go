@@ -10,7 +10,8 @@
 //   - pipeline.go: the batcher (auto-pipelining: concurrent calls sent as
 //     one round trip), how a caller waits and whom it blames.
 //   - conns.go, peek_*.go: the sockets' evidence (what was written, what
-//     read, what waits unread) that tells a silent Redis from a late node.
+//     read, what waits unread: peeked at a socket, told by a connection
+//     that is none) that tells a silent Redis from a late node.
 //   - lateness.go: the node's on-time clock: whether it ran on time through
 //     the last second (every tick within TickSlack), and Redis' slowest
 //     answer of that second, the only grace a silent Redis gets. Only a
@@ -19,7 +20,6 @@
 //   - failure.go: Health (the breaker over round trips and the hooks told
 //     of failures), how a failure is classified, ErrBusy.
 //   - slot.go: Redis Cluster's hash slot of a key.
-//   - seams.go: the few hooks tests outside the package hold it by.
 //
 // Its tests, over a real Redis (shared/testredis): harness_test.go builds
 // a Conn as the gateway does, on a counting script; busy_test.go holds the
@@ -27,7 +27,12 @@
 // its rule: a late sender, reader, writer or node; a failure within the
 // wire deadline when Redis is silent: paused, killed, black-holed);
 // pipeline_test.go and eval_test.go the batching; conns_test.go and
-// lateness_test.go the evidence and the on-time clock.
+// lateness_test.go the evidence and the on-time clock. sim_test.go is
+// their deterministic complement: the same Conn in a testing/synctest
+// bubble, on the bubble's clock and a Clock of its own, over a Redis
+// simulated at the connection, each run (delays, pauses, a late or
+// stalled node, the silence it ends in) drawn from a seed and held to the
+// same two promises (go test -run TestSimulation -sim.seed N replays one).
 package redisconn
 
 import (
@@ -55,9 +60,45 @@ var (
 // failure.
 func ReplyLate(err error) bool { return replyLate(err) }
 
-// Clock is the sockets' time: monotonic nanoseconds, so that a wall clock
-// stepped by the system moves none of it.
-type Clock interface{ Nanotime() int64 }
+// Clock is the transport's time: monotonic nanoseconds (the sockets'
+// evidence, a caller's wait, the on-time clock), so that a wall clock
+// stepped by the system moves none of it, and the timers a caller's wait
+// and the on-time probe run on. The gateway's is the system's
+// (SystemClock); a simulation brings its own, whose timers fire as late as
+// the node it plays. (A round trip's wire deadline is a socket's, on the
+// wall clock.)
+type Clock interface {
+	Nanotime() int64
+	// NewTimer is a stopped timer.
+	NewTimer() Timer
+}
+
+// Timer is a Clock's timer, reused: Reset arms it to send on Chan after
+// d, Stop disarms it; either leaves no tick of an earlier arming to be
+// read from Chan (as time.Timer's).
+type Timer interface {
+	Chan() <-chan time.Time
+	Reset(d time.Duration) bool
+	Stop() bool
+}
+
+// SystemClock is the system's monotonic time since Epoch, and its timers.
+type SystemClock struct{ Epoch time.Time }
+
+// Nanotime is the time since Epoch.
+func (c SystemClock) Nanotime() int64 { return int64(time.Since(c.Epoch)) }
+
+// NewTimer is a stopped timer of the system's.
+func (SystemClock) NewTimer() Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return systemTimer{t}
+}
+
+// systemTimer is a *time.Timer as a Timer.
+type systemTimer struct{ *time.Timer }
+
+func (t systemTimer) Chan() <-chan time.Time { return t.Timer.C }
 
 // Options configure a Conn. Every duration and count it uses is required
 // (config holds their defaults): New refuses a zero.

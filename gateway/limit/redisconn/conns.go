@@ -31,7 +31,7 @@ type conns struct {
 	onTime   func(int64) int64
 	lastRead atomic.Int64 // clock's ns: the latest read that returned bytes, on any connection
 	mu       sync.Mutex
-	set      map[*watchedConn]syscall.RawConn // nil RawConn: cannot be peeked
+	set      map[*watchedConn]waiter // nil: cannot be peeked
 	// lateReads counts reads that timed out with Redis' reply already
 	// waiting in the socket buffer and could not take it (a read that
 	// timed out so takes what waits: see Read): the wire deadline passed
@@ -59,7 +59,7 @@ type conns struct {
 // It must be called before the client dials.
 func (c *conns) watch(client redis.UniversalClient) {
 	c.lastRead.Store(math.MinInt64 / 2)
-	c.set = make(map[*watchedConn]syscall.RawConn)
+	c.set = make(map[*watchedConn]waiter)
 	switch cl := client.(type) {
 	case *redis.ClusterClient:
 		cl.OnNewNode(func(n *redis.Client) { n.AddHook(c) })
@@ -90,21 +90,24 @@ func (c *conns) DialHook(next redis.DialHook) redis.DialHook {
 		// A plain socket keeps offering go-redis its raw handle. A TLS
 		// connection does not (go-redis deliberately does not look into
 		// TLS), but its socket is peeked too: encrypted bytes waiting are
-		// Redis' answer as surely as plaintext.
+		// Redis' answer as surely as plaintext. A connection that is no
+		// socket tells what waits itself (a simulated Redis').
 		if sc, ok := conn.(syscall.Conn); ok {
-			if w.raw, err = sc.SyscallConn(); err != nil {
-				w.raw = nil
+			if raw, err := sc.SyscallConn(); err == nil {
+				w.wait = socket{raw}
 			}
 			out = watchedSysConn{w, sc}
+		} else if wc, ok := conn.(waiter); ok {
+			w.wait = wc
 		} else if under, ok := conn.(interface{ NetConn() net.Conn }); ok {
 			if sc, ok := under.NetConn().(syscall.Conn); ok {
 				if raw, err := sc.SyscallConn(); err == nil {
-					w.raw, w.sealed = raw, true
+					w.wait, w.sealed = socket{raw}, true
 				}
 			}
 		}
 		c.mu.Lock()
-		c.set[w] = w.raw
+		c.set[w] = w.wait
 		c.mu.Unlock()
 		return out, nil
 	}
@@ -126,15 +129,13 @@ func (c *conns) silent(timeout time.Duration) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	waited := false
-	for w, raw := range c.set {
+	for w, wait := range c.set {
 		wrote := w.wrote.Load()
 		if wrote == 0 || wrote <= w.read.Load() {
 			continue // nothing asked, or answered (at least in part)
 		}
-		if raw != nil {
-			if waiting, _ := peek(raw); waiting {
-				return false // Redis answered; the gateway has not read it yet
-			}
+		if wait != nil && wait.waiting() {
+			return false // Redis answered; the gateway has not read it yet
 		}
 		if now-w.wroteOn.Load() >= int64(timeout) && last < wrote {
 			waited = true
@@ -149,26 +150,44 @@ func (c *conns) silent(timeout time.Duration) bool {
 func (c *conns) waiting() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for w, raw := range c.set {
-		if wrote := w.wrote.Load(); raw == nil || wrote == 0 || wrote <= w.read.Load() {
+	for w, wait := range c.set {
+		if wrote := w.wrote.Load(); wait == nil || wrote == 0 || wrote <= w.read.Load() {
 			continue
 		}
-		if waiting, _ := peek(raw); waiting {
+		if wait.waiting() {
 			return true
 		}
 	}
 	return false
 }
 
+// waiter tells whether bytes wait unread in a connection without reading
+// them, and reads what waits without blocking, whatever the deadline: a
+// socket (peek_*.go), or a connection that is none (a simulated Redis').
+type waiter interface {
+	waiting() bool
+	readWaiting(p []byte) int
+}
+
+// socket is a socket's waiter.
+type socket struct{ raw syscall.RawConn }
+
+func (s socket) waiting() bool {
+	waiting, _ := peek(s.raw)
+	return waiting
+}
+
+func (s socket) readWaiting(p []byte) int { return readWaiting(s.raw, p) }
+
 // watchedConn notes when writes completed and reads returned bytes.
 type watchedConn struct {
 	net.Conn
 	w           *conns
-	raw         syscall.RawConn // nil: cannot be peeked
-	sealed      bool            // raw carries TLS records: peeked, never read
-	wrote, read atomic.Int64    // clock's ns; 0: never
-	wroteOn     atomic.Int64    // the on-time clock at wrote
-	writeBy     atomic.Int64    // clock's ns: the write deadline; 0: none
+	wait        waiter       // nil: cannot be peeked
+	sealed      bool         // wait is a socket of TLS records: peeked, never read
+	wrote, read atomic.Int64 // clock's ns; 0: never
+	wroteOn     atomic.Int64 // the on-time clock at wrote
+	writeBy     atomic.Int64 // clock's ns: the write deadline; 0: none
 }
 
 // SetDeadline notes the write deadline and sets both.
@@ -216,8 +235,8 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(p)
 	var ne net.Error
-	if n == 0 && c.raw != nil && errors.As(err, &ne) && ne.Timeout() {
-		if waiting, _ := peek(c.raw); waiting {
+	if n == 0 && c.wait != nil && errors.As(err, &ne) && ne.Timeout() {
+		if c.wait.waiting() {
 			// Redis answered in time and the node read late: the reply is
 			// taken, not lost with the connection (its callers would be
 			// refused with their decisions in the socket). TLS records are
@@ -226,7 +245,7 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 			if c.sealed {
 				n, err = c.readSealed(p)
 			} else {
-				n = readWaiting(c.raw, p)
+				n = c.wait.readWaiting(p)
 			}
 			if n > 0 {
 				err = nil

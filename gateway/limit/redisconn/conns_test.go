@@ -10,17 +10,12 @@ import (
 	"vendorgate/shared/testredis"
 )
 
-// systemClock is the system's monotonic time since epoch.
-type systemClock struct{ epoch time.Time }
-
-func (c systemClock) Nanotime() int64 { return int64(time.Since(c.epoch)) }
-
 // TestConnsJudgeAtTheSocket: a request written to Redis and answered is
 // not silence while its reply waits unread (the node is late, not Redis);
 // a request written to a hung Redis is, once it has waited the timeout.
 func TestConnsJudgeAtTheSocket(t *testing.T) {
 	rs := testredis.Start(t)
-	w := conns{clock: systemClock{epoch: time.Now()}}
+	w := conns{clock: SystemClock{Epoch: time.Now()}}
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, PoolSize: 1})
 	t.Cleanup(func() { c.Close() })
 	w.watch(c)
@@ -44,7 +39,7 @@ func TestConnsJudgeAtTheSocket(t *testing.T) {
 	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // past the 10ms judged, the reply arrived
 	if w.silent(10 * time.Millisecond) {
 		t.Fatal("silent with a reply waiting in the socket buffer")
 	}
@@ -60,7 +55,7 @@ func TestConnsJudgeAtTheSocket(t *testing.T) {
 	if w.silent(10 * time.Millisecond) {
 		t.Fatal("silent before the timeout passed")
 	}
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // past the 10ms judged
 	if !w.silent(10 * time.Millisecond) {
 		t.Fatal("a hung Redis not seen silent")
 	}

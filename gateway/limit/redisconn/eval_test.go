@@ -34,9 +34,10 @@ end
 return out`)
 	array := redis.NewScript(`return {KEYS[1], ARGV[1]}`)
 	integer := redis.NewScript(`return tonumber(ARGV[1]) * 2`)
+	clk := &lateClock{SystemClock: SystemClock{Epoch: time.Now()}, waitFor: 2 * time.Second, armed: make(chan struct{}, 64)}
 	conn, err := New(Options{Client: c, Script: merged, Timeout: 2 * time.Second, WireTimeout: 2 * time.Second,
 		BusyTimeout: 2 * time.Second, Pipeline: true, PipelineMax: 16, PipelineSenders: 1, TickSlack: 2 * time.Millisecond},
-		h, systemClock{epoch: time.Now()})
+		h, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,20 +103,18 @@ return out`)
 			}
 		}()
 	}
-	// Every call queued behind the held lead. Bounded: a call that never
+	// Every call queued behind the held lead (the lead's wait and each
+	// call's armed with its call queued). Bounded: a call that never
 	// reaches the queue fails the test with what it answered.
-	for deadline := time.Now().Add(30 * time.Second); len(conn.batch.queue) < 3*n; {
-		if time.Now().After(deadline) {
-			queued := len(conn.batch.queue)
-			close(hold)
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
-			t.Fatalf("%d of %d calls queued behind the held sender after 30 s", queued, 3*n)
+	if !clk.queued(1+3*n, 30*time.Second) {
+		queued := len(conn.batch.queue)
+		close(hold)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
 		}
-		time.Sleep(time.Millisecond)
+		t.Fatalf("%d of %d calls queued behind the held sender after 30 s", queued, 3*n)
 	}
 	before := conn.batch.batches.Load()
 	close(hold)

@@ -26,7 +26,68 @@ return out`)
 // reports failed and the calls given up before they were sent.
 type testConn struct {
 	*Conn
+	clock            *lateClock
 	failures, unsent atomic.Int64
+}
+
+// lateClock is the system's clock whose timers (the callers' waits, the
+// on-time probe) fire late by late: a node that gets its cores late. With
+// armed set, each timer armed for waitFor (a caller's wait begun, its call
+// queued: see batcher.do) is told to it.
+type lateClock struct {
+	SystemClock
+	late    atomic.Int64
+	waitFor time.Duration
+	armed   chan struct{}
+}
+
+func (c *lateClock) NewTimer() Timer { return lateTimer{c.SystemClock.NewTimer(), c} }
+
+type lateTimer struct {
+	Timer
+	c *lateClock
+}
+
+func (t lateTimer) Reset(d time.Duration) bool {
+	if t.c.armed != nil && d == t.c.waitFor {
+		t.c.armed <- struct{}{}
+	}
+	return t.Timer.Reset(d + time.Duration(t.c.late.Load()))
+}
+
+// drain forgets the waits armed so far.
+func (c *lateClock) drain() {
+	for len(c.armed) > 0 {
+		<-c.armed
+	}
+}
+
+// queued waits until n calls' waits are armed on c (their calls queued),
+// for up to bound; it reports whether they were.
+func (c *lateClock) queued(n int, bound time.Duration) bool {
+	timeout := time.NewTimer(bound)
+	defer timeout.Stop()
+	for ; n > 0; n-- {
+		select {
+		case <-c.armed:
+		case <-timeout.C:
+			return false
+		}
+	}
+	return true
+}
+
+// within polls cond until it holds, for up to bound, and reports whether
+// it held: for a state nothing announces (the on-time probe's window, the
+// clock's loss).
+func within(bound time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(bound); !cond(); {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond) // a poll's pace: the state has no event to wait on
+	}
+	return true
 }
 
 // connSettings is what a test changes of the defaults.
@@ -35,6 +96,9 @@ type connSettings struct {
 	senders, max, pool  int
 	// clientTimeout is the client's read and write timeout (500ms when 0).
 	clientTimeout time.Duration
+	// queued: the callers' waits are told to the clock's armed (see
+	// lateClock.queued).
+	queued bool
 }
 
 // newTestConn is a pipelined Conn to addr with s over config's defaults.
@@ -61,7 +125,10 @@ func newTestConn(t *testing.T, addr string, s connSettings) *testConn {
 		WriteTimeout: pick(s.clientTimeout, 500*time.Millisecond), PoolSize: s.pool}
 	c := redis.NewClient(co)
 	t.Cleanup(func() { c.Close() })
-	tc := &testConn{}
+	tc := &testConn{clock: &lateClock{SystemClock: SystemClock{Epoch: time.Now()}}}
+	if s.queued {
+		tc.clock.waitFor, tc.clock.armed = timeout, make(chan struct{}, 4096)
+	}
 	h, err := NewHealth(HealthOptions{BreakerOpenFor: d.BreakerOpenFor, BreakerFailures: d.BreakerFailures,
 		BreakerWindow: d.BreakerWindow, BreakerFailureRatio: float64(d.BreakerFailurePercent) / 100,
 		OnFailure: func(FailureKind, error) { tc.failures.Add(1) }, OnUnsent: func() { tc.unsent.Add(1) }})
@@ -69,7 +136,7 @@ func newTestConn(t *testing.T, addr string, s connSettings) *testConn {
 		t.Fatal(err)
 	}
 	tc.Conn, err = New(Options{Client: c, Script: counter, Timeout: timeout, WireTimeout: wire, BusyTimeout: busy,
-		Pipeline: true, PipelineMax: pmax, PipelineSenders: senders, TickSlack: d.TickSlack}, h, systemClock{epoch: time.Now()})
+		Pipeline: true, PipelineMax: pmax, PipelineSenders: senders, TickSlack: d.TickSlack}, h, tc.clock)
 	if err != nil {
 		t.Fatal(err)
 	}

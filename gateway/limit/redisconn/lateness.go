@@ -37,17 +37,14 @@ type lateness struct {
 	bucket time.Duration // the window is buckets of this span
 	slack  time.Duration // a wake later than this is late
 	limit  time.Duration // Grace never exceeds it
-	now    func() int64  // the clock (ns) the on-time clock is kept against
+	clock  Clock         // the time the on-time clock is kept against, and the probe's timer
 	mark   atomic.Pointer[mark]
 	sched  atomic.Int64 // ns: the window's max lateness, published
 	grace  atomic.Int64 // ns: the window's slowest answer (capped), published
 	noted  atomic.Int64 // ns: the max noted by callers since the last wake
 	answer atomic.Int64 // ns: the slowest answer since the last wake
-	// wakeDelay (ns; tests only) is slept after each wake: a probe (a
-	// node) that gets its core that late.
-	wakeDelay atomic.Int64
-	stopc     chan struct{}
-	done      chan struct{}
+	stopc  chan struct{}
+	done   chan struct{}
 }
 
 // mark is the on-time clock at the probe's last wake.
@@ -62,10 +59,10 @@ const (
 	latenessBuckets = 4 // the window is this many buckets
 )
 
-func newLateness(every, window, slack, limit time.Duration, now func() int64) *lateness {
-	l := &lateness{every: every, bucket: max(window/latenessBuckets, every), slack: slack, limit: limit, now: now,
+func newLateness(every, window, slack, limit time.Duration, clk Clock) *lateness {
+	l := &lateness{every: every, bucket: max(window/latenessBuckets, every), slack: slack, limit: limit, clock: clk,
 		stopc: make(chan struct{}), done: make(chan struct{})}
-	t := now()
+	t := clk.Nanotime()
 	l.mark.Store(&mark{wall: t, on: t})
 	return l
 }
@@ -78,7 +75,7 @@ func (l *lateness) stop() {
 	<-l.done
 }
 
-// onTime is the on-time clock at wall (a reading of l.now).
+// onTime is the on-time clock at wall (a reading of l.clock).
 func (l *lateness) onTime(wall int64) int64 {
 	m := l.mark.Load()
 	return m.on + min(max(wall-m.wall, 0), int64(l.every+l.slack))
@@ -94,7 +91,7 @@ func (l *lateness) Lateness() time.Duration { return time.Duration(l.sched.Load(
 func (l *lateness) Grace() time.Duration { return time.Duration(l.grace.Load()) }
 
 // OnTime reports whether the node has run on time through the last
-// window at wall (a reading of l.now): no tick and no caller's timer later
+// window at wall (a reading of l.clock): no tick and no caller's timer later
 // than slack, and the probe not overdue now. Only such a node judges a
 // silent Redis by its own clock (see batcher.silent).
 func (l *lateness) OnTime(wall int64) bool {
@@ -143,9 +140,9 @@ func (w *window) add(id, v int64) int64 {
 
 func (l *lateness) run() {
 	defer close(l.done)
-	t := time.NewTimer(l.every)
+	t := l.clock.NewTimer()
 	defer t.Stop()
-	epoch := l.now()
+	epoch := l.clock.Nanotime()
 	var sched, answers window
 	for i := range sched.ids {
 		sched.ids[i], answers.ids[i] = -1, -1
@@ -155,12 +152,9 @@ func (l *lateness) run() {
 		select {
 		case <-l.stopc:
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
-		if d := l.wakeDelay.Load(); d > 0 {
-			time.Sleep(time.Duration(d))
-		}
-		now := l.now()
+		now := l.clock.Nanotime()
 		m := l.mark.Load()
 		l.mark.Store(&mark{wall: now, on: l.onTime(now)})
 		id := (now - epoch) / int64(l.bucket)

@@ -14,13 +14,14 @@ func TestOnTimeClock(t *testing.T) {
 	// A 20ms slack: a loaded test machine's ticks are within it, a 60ms
 	// late probe is not.
 	const every, slack = 5 * time.Millisecond, 20 * time.Millisecond
-	l := newLateness(every, 400*time.Millisecond, slack, 900*time.Millisecond, func() int64 { return time.Now().UnixNano() })
+	clk := &lateClock{SystemClock: SystemClock{Epoch: time.Unix(0, 0)}}
+	l := newLateness(every, 400*time.Millisecond, slack, 900*time.Millisecond, clk)
 	l.start()
 	defer l.stop()
 	measure := func(d time.Duration) (wall, on time.Duration) {
 		w0 := time.Now().UnixNano()
 		o0 := l.onTime(w0)
-		time.Sleep(d)
+		time.Sleep(d) // the span of wall clock measured
 		w1 := time.Now().UnixNano()
 		o1 := l.onTime(w1)
 		if o1-o0 > w1-w0 {
@@ -33,8 +34,8 @@ func TestOnTimeClock(t *testing.T) {
 		t.Fatalf("quiet probe: on-time %s of %s wall", on, wall)
 	}
 	lost0 := l.Lost()
-	l.wakeDelay.Store(int64(60 * time.Millisecond))
-	time.Sleep(150 * time.Millisecond)
+	clk.late.Store(int64(60 * time.Millisecond))
+	time.Sleep(150 * time.Millisecond) // a few late ticks before the measure
 	// 60ms late: each 65ms tick counts at most 25ms.
 	wall, on := measure(650 * time.Millisecond)
 	if on > wall*(every+slack)/(every+60*time.Millisecond)+every+slack {
@@ -51,14 +52,12 @@ func TestOnTimeClock(t *testing.T) {
 	if g := l.Grace(); g != 0 {
 		t.Fatalf("grace %s with no answer noted", g)
 	}
-	l.wakeDelay.Store(0)
+	clk.late.Store(0)
 	l.noteAnswer(700 * time.Millisecond)
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: lateness %s, grace %s", what, l.Lateness(), l.Grace())
-			}
+		if !within(5*time.Second, ok) {
+			t.Fatalf("%s: lateness %s, grace %s", what, l.Lateness(), l.Grace())
 		}
 	}
 	waitFor("a slow answer", func() bool { return l.Grace() == 700*time.Millisecond })

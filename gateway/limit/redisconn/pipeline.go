@@ -107,6 +107,7 @@ type batcher struct {
 	script  *redis.Script
 	health  *Health
 	conns   *conns
+	clock   Clock     // a caller's wait and the sockets' evidence
 	late    *lateness // the node's recent scheduling lateness
 	queue   chan *Call
 	stop    chan struct{}
@@ -164,7 +165,7 @@ type Call struct {
 	Script *redis.Script
 	state  atomic.Int32
 	reply  chan reply // capacity 1: the batch never blocks on a caller
-	timer  *time.Timer
+	timer  Timer      // the caller's wait, on the Conn's clock
 }
 
 // reply is a call's answer: its values (Do), or with a script of its own
@@ -178,18 +179,14 @@ type reply struct {
 func newBatcher(client redis.UniversalClient, o *Options, h *Health, clk Clock) *batcher {
 	_, cluster := client.(*redis.ClusterClient)
 	b := &batcher{client: client, timeout: o.Timeout, wire: o.WireTimeout, busy: o.BusyTimeout, max: o.PipelineMax,
-		script: o.Script, health: h, conns: &conns{clock: clk}, cluster: cluster,
-		late:  newLateness(latenessEvery, latenessWindow, o.TickSlack, o.BusyTimeout-o.Timeout, clk.Nanotime),
+		script: o.Script, health: h, conns: &conns{clock: clk}, clock: clk, cluster: cluster,
+		late:  newLateness(latenessEvery, latenessWindow, o.TickSlack, o.BusyTimeout-o.Timeout, clk),
 		queue: make(chan *Call, 4*o.PipelineMax), stop: make(chan struct{}), done: make(chan struct{})}
 	b.conns.answered = b.late.noteAnswer
 	b.conns.onTime = b.late.onTime
 	b.conns.watch(client)
 	b.late.start()
-	b.calls.New = func() any {
-		t := time.NewTimer(time.Hour)
-		t.Stop()
-		return &Call{reply: make(chan reply, 1), timer: t}
-	}
+	b.calls.New = func() any { return &Call{reply: make(chan reply, 1), timer: clk.NewTimer()} }
 	var wg sync.WaitGroup
 	for i := 0; i < o.PipelineSenders; i++ {
 		wg.Add(1)
@@ -232,10 +229,19 @@ func (b *batcher) do(c *Call) reply {
 	default: // a call racing close waits out its timeout at worst
 	}
 	c.state.Store(callQueued)
-	start, startNs := time.Now(), b.conns.now()
-	due := start.Add(b.timeout)
-	c.timer.Reset(b.timeout)
+	start := b.clock.Nanotime()
+	due := start + int64(b.timeout)
+	// Queued first, then the wait armed: the clock's timer is armed with
+	// the call in the queue (or the queue full), so that a clock's owner
+	// can tell calls queued behind a batch in flight.
 	in := b.queue
+	select {
+	case in <- c:
+		in = nil
+	default: // full: queued below as it drains
+	}
+	c.timer.Reset(b.timeout)
+	fired := c.timer.Chan()
 	suspect := false // Redis looked silent at the last look
 	for {
 		select {
@@ -245,12 +251,12 @@ func (b *batcher) do(c *Call) reply {
 			c.timer.Stop()
 			b.calls.Put(c) // a sender wrote its last: nobody else holds it
 			return r
-		case <-c.timer.C:
-			now := time.Now()
-			next, err := b.judge(start, startNs, due, now, &suspect)
+		case <-fired:
+			now := b.clock.Nanotime()
+			next, err := b.judge(start, due, now, &suspect)
 			if err == nil {
 				due = next
-				c.timer.Reset(next.Sub(now))
+				c.timer.Reset(time.Duration(next - now))
 				continue
 			}
 			return b.giveUp(c, in != nil, err)
@@ -261,44 +267,40 @@ func (b *batcher) do(c *Call) reply {
 	}
 }
 
-// judge is a caller's verdict when its wait (due) is up at now: wait on
-// until the returned time, or give up with the returned error. Redis must
-// look silent at two looks in a row to fail the caller closed; a look
-// taken on a timer that fired late counts for nothing (the node stalled).
-// Past busy since start, a caller facing no silent Redis (on the on-time
-// clock, whether or not the node ran on time) is shed. A round trip that
-// failed on the wire since the caller began (startNs), with nothing read
-// from Redis since and no reply waiting, is the caller's verdict too: a
-// caller queued behind it on a late node is not sent into the same
+// judge is a caller's verdict when its wait (due, on the clock) is up at
+// now: wait on until the returned time, or give up with the returned
+// error. Redis must look silent at two looks in a row to fail the caller
+// closed; a look taken on a timer that fired late counts for nothing (the
+// node stalled). Past busy since start, a caller facing no silent Redis
+// (on the on-time clock, whether or not the node ran on time) is shed. A
+// round trip that failed on the wire since the caller began, with nothing
+// read from Redis since and no reply waiting, is the caller's verdict
+// too: a caller queued behind it on a late node is not sent into the same
 // silence for a wire deadline of its own.
-func (b *batcher) judge(start time.Time, startNs int64, due, now time.Time, suspect *bool) (time.Time, error) {
-	stalled := now.Sub(due) > max(b.timeout/25, time.Millisecond)
+func (b *batcher) judge(start, due, now int64, suspect *bool) (int64, error) {
+	stalled := now-due > int64(max(b.timeout/25, time.Millisecond))
 	if stalled {
-		b.late.note(now.Sub(due))
+		b.late.note(time.Duration(now - due))
 	}
-	if down := b.wireDown.Load(); down > startNs && b.conns.lastRead.Load() < down && !b.conns.waiting() {
-		return time.Time{}, errSilent
+	if down := b.wireDown.Load(); down > start && b.conns.lastRead.Load() < down && !b.conns.waiting() {
+		return 0, errSilent
 	}
-	if now.Sub(start) >= b.busy { // the last look, late or not: on the on-time clock alone
+	if now-start >= int64(b.busy) { // the last look, late or not: on the on-time clock alone
 		if b.silentFor() {
-			return time.Time{}, errSilent
+			return 0, errSilent
 		}
-		return time.Time{}, ErrBusy
+		return 0, ErrBusy
 	}
 	silent := !stalled && b.silent()
 	if silent && *suspect {
-		return time.Time{}, errSilent
+		return 0, errSilent
 	}
 	*suspect = silent
 	step := b.timeout / 2
 	if silent {
 		step = max(b.timeout/10, time.Millisecond) // the second look
 	}
-	next := now.Add(step)
-	if end := start.Add(b.busy); next.After(end) {
-		next = end
-	}
-	return next, nil
+	return min(now+int64(step), start+int64(b.busy)), nil
 }
 
 // silent reports whether Redis is silent, as judged by a node that has

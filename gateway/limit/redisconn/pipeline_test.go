@@ -32,10 +32,11 @@ func TestPipelineReusesCallsSafely(t *testing.T) {
 func TestPipelineBatches(t *testing.T) {
 	rs := testredis.Start(t)
 	const patient = 5 * time.Second
-	c := newTestConn(t, rs.Addr(), connSettings{timeout: patient, wire: patient, busy: patient, max: 1024, senders: 1})
+	c := newTestConn(t, rs.Addr(), connSettings{timeout: patient, wire: patient, busy: patient, max: 1024, senders: 1, queued: true})
 	if _, err := c.count("b"); err != nil { // warm: connection and script
 		t.Fatal(err)
 	}
+	c.clock.drain()
 	before := c.batch.batches.Load()
 	sending := make(chan struct{}, 1)
 	c.batch.beforeSend = func() {
@@ -53,8 +54,10 @@ func TestPipelineBatches(t *testing.T) {
 	for i := 0; i < n; i++ {
 		go func() { _, err := c.count("b"); errs <- err }()
 	}
-	for len(c.batch.queue) < n { // the queue tells no one of a call queued: polled
-		time.Sleep(time.Millisecond)
+	// The first call's wait and the n calls', each armed with its call
+	// queued.
+	if !c.clock.queued(n+1, patient) {
+		t.Fatalf("%d calls not queued within %s", n, patient)
 	}
 	rs.Resume()
 	if err := <-done; err != nil {
