@@ -1,0 +1,85 @@
+package main
+
+import "strings"
+
+// result is one row's figures, per request (per handshake for a TLS row).
+type result struct {
+	row    row
+	n      [2]int
+	ir     float64            // instructions, the whole process
+	irReq  float64            // instructions of request code (isRequestCode)
+	ll     float64            // last-level cache misses, instructions and data, the whole process
+	steps  map[string]float64 // instructions by step (steps)
+	sys    map[string]float64 // system calls by kind; nil when not counted
+	bench  benchLine          // the longer run's benchmark line (allocs/op, B/op, scripts/op...)
+	strace bool
+}
+
+type measurer struct {
+	opts   options
+	bin    string
+	strace bool
+}
+
+// isRequestCode is every function but the Go runtime's (runtime.*,
+// internal/runtime/*, sync.*), as docs/bench.md's second round counts
+// it: what a request's own code runs, the allocator, the scheduler and
+// the collector left out.
+func isRequestCode(f string) bool {
+	return !strings.HasPrefix(f, "runtime.") && !strings.HasPrefix(f, "internal/runtime/") && !strings.HasPrefix(f, "sync.")
+}
+
+// measure runs r's two lengths under callgrind, then under strace.
+func (m *measurer) measure(r row) (*result, error) {
+	n := m.opts.n
+	if r.tls {
+		n = m.opts.tlsN
+	}
+	res := &result{row: r, n: n, steps: map[string]float64{}}
+	var ps [2]*profile
+	for i, k := range n {
+		p, bl, err := callgrindRun(m.bin, m.opts.dir, r.name, r.bench, k, m.opts.reuse)
+		if err != nil {
+			return nil, err
+		}
+		ps[i], res.bench = p, bl
+	}
+	d := float64(n[1] - n[0])
+	per := func(f func(p *profile) int64) float64 { return float64(f(ps[1])-f(ps[0])) / d }
+	ir := ps[0].event("Ir")
+	res.ir = per(func(p *profile) int64 { return p.total(ir) })
+	res.irReq = per(func(p *profile) int64 { return p.selfWhere(ir, isRequestCode) })
+	var misses []int
+	for _, e := range []string{"ILmr", "DLmr", "DLmw"} {
+		if i := ps[0].event(e); i >= 0 {
+			misses = append(misses, i)
+		}
+	}
+	res.ll = per(func(p *profile) int64 {
+		var s int64
+		for _, i := range misses {
+			s += p.total(i)
+		}
+		return s
+	})
+	for _, s := range steps {
+		res.steps[s.name] = per(func(p *profile) int64 { return s.count(p, ir) })
+	}
+	if !m.strace {
+		return res, nil
+	}
+	var calls [2]map[string]int64
+	for i, k := range n {
+		c, err := straceRun(m.bin, m.opts.dir, r.name, r.bench, k, m.opts.reuse)
+		if err != nil {
+			return nil, err
+		}
+		calls[i] = c
+	}
+	res.strace = true
+	res.sys = map[string]float64{}
+	for kind, c := range calls[1] {
+		res.sys[kind] = float64(c-calls[0][kind]) / d
+	}
+	return res, nil
+}

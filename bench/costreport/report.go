@@ -1,0 +1,310 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+// envInfo is the machine and the versions the figures belong to.
+type envInfo struct {
+	date                       time.Time
+	cpu, kernel, goVer, commit string
+	tools                      []string
+}
+
+func collectEnv(root string) envInfo {
+	e := envInfo{date: time.Now().UTC(), goVer: runtime.Version()}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				e.cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		e.kernel = strings.TrimSpace(string(data))
+	}
+	if out, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output(); err == nil {
+		e.commit = strings.TrimSpace(string(out))
+	}
+	for _, t := range [][]string{{"valgrind", "--version"}, {"strace", "-V"}, {"redis-server", "--version"}} {
+		if out, err := exec.Command(t[0], t[1:]...).Output(); err == nil {
+			e.tools = append(e.tools, strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
+		}
+	}
+	return e
+}
+
+// report is the markdown page: the run's results and its budget check.
+type report struct {
+	env     envInfo
+	opts    options
+	results []*result
+	budgets []budget
+	over    []string
+}
+
+// perStep is the instructions by step, by row.
+func (rep *report) perStep() map[string]map[string]float64 {
+	out := map[string]map[string]float64{}
+	for _, r := range rep.results {
+		out[r.row.name] = r.steps
+	}
+	return out
+}
+
+func (rep *report) find(name string) *result {
+	for _, r := range rep.results {
+		if r.row.name == name {
+			return r
+		}
+	}
+	return nil
+}
+
+// kilo writes an instruction count as 71.4k.
+func kilo(v float64) string {
+	if v >= 10000 || v <= -10000 {
+		return fmt.Sprintf("%.1fk", v/1000)
+	}
+	if v >= 1000 || v <= -1000 {
+		return fmt.Sprintf("%.2fk", v/1000)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// ratio is " (1.68x)": v over its bare proxy's b, when there is one.
+func ratio(v, b float64, hasBase bool) string {
+	if !hasBase || b == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%.2fx)", v/b)
+}
+
+func (rep *report) markdown() string {
+	var sb strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&sb, format, a...) }
+	o := rep.opts
+	e := rep.env
+	w("# Cost report\n\n")
+	w("Written by `make bench-cost` (`cd bench && go run ./costreport -n %d,%d -tls-n %d,%d`); run it again to refresh; do not edit by hand. ",
+		o.n[0], o.n[1], o.tlsN[0], o.tlsN[1])
+	w("The per-step table by hand is in [bench.md](bench.md#where-the-microseconds-go); the throughput under load, as context (not a gate), in [bench.md](bench.md#results).\n\n")
+	w("- Date: %s\n- Machine: %s, Linux %s\n- Go: %s; vendorgate commit %s\n", e.date.Format("2006-01-02 15:04 UTC"), e.cpu, e.kernel, e.goVer, e.commit)
+	if len(e.tools) > 0 {
+		w("- %s\n", strings.Join(e.tools, "; "))
+	}
+	w("\n## Method\n\n")
+	w("Each row is a benchmark of `gateway` (`go test -c`), one request at a time over one keep-alive connection from a fasthttp client in the same process, ")
+	w("GET `/api/vendor/v1/orders/fast` answered by the test backend (also in the process): `BenchmarkServedSerial` through the public listener, ")
+	w("`BenchmarkHandshakeSerial` a new TLS connection per request (ECDSA P-256 certificate, the curve pinned to P-256, no session resumption) and one read on it. ")
+	w("Every figure is the difference between a run of %d and a run of %d iterations (%d and %d for the handshakes), divided by the difference: start-up cancels out. ",
+		o.n[0], o.n[1], o.tlsN[0], o.tlsN[1])
+	w("Instructions and last-level cache misses are callgrind's (`valgrind --tool=callgrind --cache-sim=yes`, %s: an AMD Zen 5 core's L1 and one CCD's 32 MB L3; callgrind has no L2), ", strings.Join(caches, " "))
+	w("system calls strace's (`strace -f -c`, every thread), both with `%s`; allocations and bytes are the benchmark's own (`-benchmem`, the longer run), ", strings.Join(env, " "))
+	w("all of them the whole process: client, proxy and backend (the bare proxy's rows have the same client and backend). ")
+	w("\"Request code\" is every function's own count but the Go runtime's (`runtime.*`, `internal/runtime/*`, `sync.*`), as in bench.md's second round. ")
+	w("\"10,000 vendors\" sends 10,000 keys round robin, each its own vendor, each resolved and cached before the runs (key cache TTL one hour, so that no refresh falls in a run); ")
+	w("\"one vendor\" the same key every time. The gateway's read limit never refuses; its log level is warn. ")
+	w("On Redis (a private redis-server, the shipped `lease_max` 16 and `lease_ttl` 2 s, the load benchmark's limit of 100,000,000 a minute), script calls (EVALSHA, EVAL) and commands (all of INFO commandstats, those the scripts run included) are Redis' own counts over the longer run. ")
+	w("Leases expire on Redis' clock: under callgrind a round of the 10,000 vendors takes far longer than `lease_ttl`, so there every request finds its vendor's lease expired; the load benchmark's many-vendor row (64 connections at full speed) is where they are reused. ")
+	w("Every row's process also holds the one-vendor gateway, idle, as the benchmark always started it. ")
+	w("Ratios (`1.68x`) are to the bare proxy on the same request stream.\n\n")
+
+	w("## Per request\n\n")
+	w("| stream | row | instructions, whole process | request code | LL misses | system calls | allocations | bytes | Redis script calls | Redis commands |\n")
+	w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rep.results {
+		if r.row.tls {
+			continue
+		}
+		base := rep.find(r.row.base)
+		stream := "one vendor"
+		if strings.HasSuffix(r.row.name, "-many") {
+			stream = "10,000 vendors"
+		}
+		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", stream, r.row.label,
+			rep.fig(r, base, func(x *result) float64 { return x.ir }, kilo),
+			rep.fig(r, base, func(x *result) float64 { return x.irReq }, kilo),
+			rep.fig(r, base, func(x *result) float64 { return x.ll }, dec1),
+			rep.sysFig(r, base),
+			rep.fig(r, base, func(x *result) float64 { return x.bench["allocs/op"] }, dec1),
+			rep.fig(r, base, func(x *result) float64 { return x.bench["B/op"] }, dec0),
+			metric(r, "scripts/op"), metric(r, "rediscmds/op"))
+	}
+	rep.syscalls(w)
+	rep.handshakes(w)
+	rep.stepTable(w)
+	w("\n## Not measured here\n\n")
+	w("- redis-server's own instructions: it runs as its own process, which callgrind does not follow; its script calls and commands per request stand for it.\n")
+	w("- The limit kinds other than GCRA and the requests in flight (quotas, sliding windows, concurrency slots): the benchmark's route has none; their steps read 0.\n")
+	return sb.String()
+}
+
+func dec0(v float64) string { return fmt.Sprintf("%.0f", v) }
+func dec1(v float64) string { return fmt.Sprintf("%.1f", v) }
+
+// fig is r's figure f, formatted, with its ratio to base's.
+func (rep *report) fig(r, base *result, f func(*result) float64, format func(float64) string) string {
+	s := format(f(r))
+	if base != nil {
+		s += ratio(f(r), f(base), true)
+	}
+	return s
+}
+
+func (rep *report) sysFig(r, base *result) string {
+	if !r.strace {
+		return "–"
+	}
+	total := func(x *result) float64 {
+		var s float64
+		for _, v := range x.sys {
+			s += v
+		}
+		return s
+	}
+	if base != nil && !base.strace {
+		base = nil
+	}
+	return rep.fig(r, base, total, dec1)
+}
+
+func metric(r *result, unit string) string {
+	if v, ok := r.bench[unit]; ok {
+		return fmt.Sprintf("%.3f", v)
+	}
+	return "–"
+}
+
+// syscalls is the system calls by kind, each row a column: the kinds of
+// at least 0.05 a request in some row.
+func (rep *report) syscalls(w func(string, ...any)) {
+	var cols []*result
+	kinds := map[string]bool{}
+	for _, r := range rep.results {
+		if r.strace && !r.row.tls {
+			cols = append(cols, r)
+			for k, v := range r.sys {
+				if v >= 0.05 || v <= -0.05 {
+					kinds[k] = true
+				}
+			}
+		}
+	}
+	if len(cols) == 0 {
+		w("\nSystem calls: not counted (strace not installed).\n")
+		return
+	}
+	var ks []string
+	for k := range kinds {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	w("\n## System calls per request, by kind\n\n")
+	w("Kinds of at least 0.05 a request in some row; the process's own calls (client and backend included), under strace, which slows every thread alike: the calls that follow wall time (`futex`, `nanosleep`, `epoll_pwait`) move between runs, the socket calls do not.\n\n")
+	w("| system call |")
+	for _, c := range cols {
+		w(" %s |", label(c))
+	}
+	w("\n|---|")
+	for range cols {
+		w("---:|")
+	}
+	w("\n")
+	for _, k := range ks {
+		w("| `%s` |", k)
+		for _, c := range cols {
+			w(" %.2f |", c.sys[k])
+		}
+		w("\n")
+	}
+}
+
+func label(r *result) string {
+	if strings.HasSuffix(r.row.name, "-many") {
+		return r.row.label + ", 10,000 vendors"
+	}
+	return r.row.label
+}
+
+// handshakes is the TLS rows' table.
+func (rep *report) handshakes(w func(string, ...any)) {
+	var rs []*result
+	for _, r := range rep.results {
+		if r.row.tls {
+			rs = append(rs, r)
+		}
+	}
+	if len(rs) == 0 {
+		return
+	}
+	w("\n## A full TLS handshake\n\n")
+	w("Per handshake and its one read (the read's own cost included: compare with the rows above), at the default GOGC.\n\n")
+	w("| row | instructions, whole process | request code | LL misses | system calls | allocations | bytes | GC cycles per 1,000 handshakes |\n")
+	w("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rs {
+		base := rep.find(r.row.base)
+		w("| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.row.label,
+			rep.fig(r, base, func(x *result) float64 { return x.ir }, kilo),
+			rep.fig(r, base, func(x *result) float64 { return x.irReq }, kilo),
+			rep.fig(r, base, func(x *result) float64 { return x.ll }, dec1),
+			rep.sysFig(r, base),
+			rep.fig(r, base, func(x *result) float64 { return x.bench["allocs/op"] }, dec0),
+			rep.fig(r, base, func(x *result) float64 { return x.bench["B/op"] }, dec0),
+			rep.fig(r, base, func(x *result) float64 { return x.bench["gc/op"] * 1000 }, dec1))
+	}
+}
+
+// stepTable is the gateway rows' instructions by step, and the budgets.
+func (rep *report) stepTable(w func(string, ...any)) {
+	var cols []*result
+	for _, r := range rep.results {
+		if r.row.base != "" && !r.row.tls {
+			cols = append(cols, r)
+		}
+	}
+	if len(cols) == 0 {
+		return
+	}
+	w("\n## Steps and their budgets\n\n")
+	w("Instructions per request in each step of the gateway's request (`gateway/flow.go`), by the functions that do it: ")
+	w("a function's inclusive count where it does not wait, the own count of code that waits on a socket or a lock (its inclusive count would take in what ran meanwhile). ")
+	w("The budgets (`bench/costreport/budgets.txt`) are checked on every run: a step over its budget fails `make bench-cost`.\n\n")
+	w("| step | counted in |")
+	for _, c := range cols {
+		w(" %s |", label(c))
+	}
+	w(" budget |\n|---|---|")
+	for range cols {
+		w("---:|")
+	}
+	w("---|\n")
+	for _, s := range steps {
+		w("| %s | %s |", s.name, s.what)
+		for _, c := range cols {
+			w(" %s |", kilo(c.steps[s.name]))
+		}
+		var bs []string
+		for _, b := range rep.budgets {
+			if b.step == s.name && rep.find(b.row) != nil {
+				bs = append(bs, fmt.Sprintf("%s %s", b.row, kilo(b.max)))
+			}
+		}
+		w(" %s |\n", strings.Join(bs, ", "))
+	}
+	if len(rep.over) == 0 {
+		w("\nEvery step within its budget.\n")
+		return
+	}
+	w("\n**Over budget:**\n\n")
+	for _, o := range rep.over {
+		w("- %s\n", o)
+	}
+}
