@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -163,7 +164,7 @@ type servedRow struct {
 func startServedRow(tb testing.TB, be *testBackend, onRedis bool, keys []string) servedRow {
 	var rs *testredis.Server
 	if onRedis {
-		rs = testredis.Start(tb)
+		rs = benchRedis(tb)
 	}
 	gw := startGateway(tb, be, func(o *Options) {
 		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 1 << 30, Period: time.Second}
@@ -174,7 +175,9 @@ func startServedRow(tb testing.TB, be *testBackend, onRedis bool, keys []string)
 		o.Logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		if rs != nil {
 			o.Config.Redis.URL = config.List{rs.URL()}
-			o.Config.Redis.Timeout = time.Second // valgrind runs the process many times slower
+			// valgrind runs the process tens of times slower: no reply may
+			// be late enough to count as a failure (which drops the leases)
+			o.Config.Redis.Timeout, o.Config.Redis.WireTimeout, o.Config.Redis.BusyTimeout = 5*time.Second, 10*time.Second, 10*time.Second
 		}
 	})
 	row := servedRow{addr: strings.TrimPrefix(gw.url, "http://"), keys: keys, redis: rs}
@@ -187,6 +190,22 @@ func startServedRow(tb testing.TB, be *testBackend, onRedis bool, keys []string)
 		}
 	}
 	return row
+}
+
+// benchRedis is a redis-server for a row on Redis: the one on the port
+// VENDORGATE_BENCH_REDIS_PORT names, started for the run by the cost
+// report (under valgrind, the benchmark's process cannot start one: the
+// child's start and its signals stop callgrind), or a private one.
+func benchRedis(tb testing.TB) *testredis.Server {
+	p := os.Getenv("VENDORGATE_BENCH_REDIS_PORT")
+	if p == "" {
+		return testredis.Start(tb)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		tb.Fatalf("VENDORGATE_BENCH_REDIS_PORT %q: %v", p, err)
+	}
+	return &testredis.Server{Port: port}
 }
 
 // send is one read with key, which must answer the backend's 200.

@@ -49,17 +49,18 @@ type row struct {
 	bench string // -test.bench
 	base  string // the row its ratios are to; "" for a bare proxy
 	tls   bool   // a handshake per iteration (-tls-n)
+	redis bool   // limits on a redis-server (started by the tool)
 }
 
 var rows = []row{
-	{"bare", "bare fasthttp proxy", "BenchmarkServedSerial$/^bare$", "", false},
-	{"gateway", "gateway, in process", "BenchmarkServedSerial$/^gateway$", "bare", false},
-	{"gateway-redis", "gateway, Redis with leases", "BenchmarkServedSerial$/^gateway-redis$", "bare", false},
-	{"bare-many", "bare fasthttp proxy", "BenchmarkServedSerial$/^bare-many$", "", false},
-	{"gateway-many", "gateway, in process", "BenchmarkServedSerial$/^gateway-many$", "bare-many", false},
-	{"gateway-redis-many", "gateway, Redis with leases", "BenchmarkServedSerial$/^gateway-redis-many$", "bare-many", false},
-	{"tls-bare", "bare fasthttp proxy over TLS", "BenchmarkHandshakeSerial$/^bare$", "", true},
-	{"tls-gateway", "gateway over TLS, in process", "BenchmarkHandshakeSerial$/^gateway$", "tls-bare", true},
+	{"bare", "bare fasthttp proxy", "BenchmarkServedSerial$/^bare$", "", false, false},
+	{"gateway", "gateway, in process", "BenchmarkServedSerial$/^gateway$", "bare", false, false},
+	{"gateway-redis", "gateway, Redis with leases", "BenchmarkServedSerial$/^gateway-redis$", "bare", false, true},
+	{"bare-many", "bare fasthttp proxy", "BenchmarkServedSerial$/^bare-many$", "", false, false},
+	{"gateway-many", "gateway, in process", "BenchmarkServedSerial$/^gateway-many$", "bare-many", false, false},
+	{"gateway-redis-many", "gateway, Redis with leases", "BenchmarkServedSerial$/^gateway-redis-many$", "bare-many", false, true},
+	{"tls-bare", "bare fasthttp proxy over TLS", "BenchmarkHandshakeSerial$/^bare$", "", true, false},
+	{"tls-gateway", "gateway over TLS, in process", "BenchmarkHandshakeSerial$/^gateway$", "tls-bare", true, false},
 }
 
 type options struct {

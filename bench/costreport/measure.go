@@ -1,6 +1,11 @@
 package main
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+
+	"vendorgate/shared/testredis"
+)
 
 // result is one row's figures, per request (per handshake for a TLS row).
 type result struct {
@@ -38,7 +43,12 @@ func (m *measurer) measure(r row) (*result, error) {
 	res := &result{row: r, n: n, steps: map[string]float64{}}
 	var ps [2]*profile
 	for i, k := range n {
-		p, bl, err := callgrindRun(m.bin, m.opts.dir, r.name, r.bench, k, m.opts.reuse)
+		var p *profile
+		var bl benchLine
+		err := m.withRedis(r, func(extraEnv []string) (err error) {
+			p, bl, err = callgrindRun(m.bin, m.opts.dir, r.name, r.bench, k, m.opts.reuse, extraEnv)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -70,7 +80,11 @@ func (m *measurer) measure(r row) (*result, error) {
 	}
 	var calls [2]map[string]int64
 	for i, k := range n {
-		c, err := straceRun(m.bin, m.opts.dir, r.name, r.bench, k, m.opts.reuse)
+		var c map[string]int64
+		err := m.withRedis(r, func(extraEnv []string) (err error) {
+			c, err = straceRun(m.bin, m.opts.dir, r.name, r.bench, k, m.opts.reuse, extraEnv)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -82,4 +96,20 @@ func (m *measurer) measure(r row) (*result, error) {
 		res.sys[kind] = float64(c-calls[0][kind]) / d
 	}
 	return res, nil
+}
+
+// withRedis runs f, for a row on Redis with a fresh redis-server of its
+// own, started here and named to the benchmark by
+// VENDORGATE_BENCH_REDIS_PORT: under valgrind the benchmark's process
+// cannot start one (callgrind stops on the child's start and signals).
+func (m *measurer) withRedis(r row, f func(extraEnv []string) error) error {
+	if !r.redis || m.opts.reuse {
+		return f(nil)
+	}
+	rs, err := testredis.Run(testredis.Options{})
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	return f([]string{"VENDORGATE_BENCH_REDIS_PORT=" + strconv.Itoa(rs.Port)})
 }

@@ -34,13 +34,13 @@ func benchArgs(bench string, n int) []string {
 // the cache simulation, writing dir/name.n.cg and its output into
 // dir/name.n.log; with reuse it reads what an earlier run left there.
 // It returns the profile and the benchmark's reported figures.
-func callgrindRun(bin, dir, name, bench string, n int, reuse bool) (*profile, benchLine, error) {
+func callgrindRun(bin, dir, name, bench string, n int, reuse bool, extraEnv []string) (*profile, benchLine, error) {
 	out := filepath.Join(dir, fmt.Sprintf("%s.%d.cg", name, n))
 	logPath := filepath.Join(dir, fmt.Sprintf("%s.%d.log", name, n))
 	if !reuse {
 		args := append([]string{"--tool=callgrind", "--cache-sim=yes", "--callgrind-out-file=" + out}, caches...)
 		args = append(append(args, bin), benchArgs(bench, n)...)
-		if err := runLogged("valgrind", args, logPath); err != nil {
+		if err := runLogged("valgrind", args, extraEnv, logPath); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -67,11 +67,11 @@ func callgrindRun(bin, dir, name, bench string, n int, reuse bool) (*profile, be
 // straceRun counts bin's system calls by kind over n iterations of bench
 // (strace -f -c: every thread), into dir/name.n.strace; with reuse it
 // reads what an earlier run left there.
-func straceRun(bin, dir, name, bench string, n int, reuse bool) (map[string]int64, error) {
+func straceRun(bin, dir, name, bench string, n int, reuse bool, extraEnv []string) (map[string]int64, error) {
 	out := filepath.Join(dir, fmt.Sprintf("%s.%d.strace", name, n))
 	if !reuse {
 		args := append([]string{"-f", "-c", "-o", out, bin}, benchArgs(bench, n)...)
-		if err := runLogged("strace", args, filepath.Join(dir, fmt.Sprintf("%s.%d.strace.log", name, n))); err != nil {
+		if err := runLogged("strace", args, extraEnv, filepath.Join(dir, fmt.Sprintf("%s.%d.strace.log", name, n))); err != nil {
 			return nil, err
 		}
 	}
@@ -83,11 +83,11 @@ func straceRun(bin, dir, name, bench string, n int, reuse bool) (map[string]int6
 	return parseStrace(f)
 }
 
-// runLogged runs prog with env, its output into logPath; a failure says
-// where the log is.
-func runLogged(prog string, args []string, logPath string) error {
+// runLogged runs prog with env and extraEnv, its output into logPath; a
+// failure says where the log is.
+func runLogged(prog string, args, extraEnv []string, logPath string) error {
 	cmd := exec.Command(prog, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), env...), extraEnv...)
 	out, err := cmd.CombinedOutput()
 	if werr := os.WriteFile(logPath, out, 0o644); werr != nil && err == nil {
 		err = werr
