@@ -84,7 +84,7 @@ func run(args []string) error {
 	fs.StringVar(&o.only, "rows", "", "measure these rows only, comma-separated (default all: "+rowNames()+")")
 	n := fs.String("n", "5000,15000", "the two run lengths of the served rows, in requests")
 	tlsN := fs.String("tls-n", "500,1500", "the two run lengths of the handshake rows, in handshakes")
-	fs.BoolVar(&o.reuse, "reuse", false, "with -dir, read the files a run left there instead of running again (a report rewritten from them)")
+	fs.BoolVar(&o.reuse, "reuse", false, "with -dir, read the files an earlier run left there, running only what is missing (a report rewritten, or a run resumed)")
 	fs.BoolVar(&o.check, "check", true, "exit 1 when a step exceeds its budget")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -123,7 +123,7 @@ func run(args []string) error {
 		return err
 	}
 	bin := filepath.Join(o.dir, "gateway.test")
-	if !o.reuse {
+	if _, err := os.Stat(bin); err != nil || !o.reuse {
 		cmd := exec.Command("go", "test", "-c", "-o", bin, "./gateway")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -1,10 +1,11 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
-
-	"vendorgate/shared/testredis"
 )
 
 // result is one row's figures, per request (per handshake for a TLS row).
@@ -18,6 +19,9 @@ type result struct {
 	sys    map[string]float64 // system calls by kind; nil when not counted
 	bench  benchLine          // the longer run's benchmark line (allocs/op, B/op, scripts/op...)
 	strace bool
+	// redisIr is redis-server's own instructions per request (callgrind
+	// on the server during the strace runs), -1 when not measured.
+	redisIr float64
 }
 
 type measurer struct {
@@ -40,13 +44,14 @@ func (m *measurer) measure(r row) (*result, error) {
 	if r.tls {
 		n = m.opts.tlsN
 	}
-	res := &result{row: r, n: n, steps: map[string]float64{}}
+	res := &result{row: r, n: n, steps: map[string]float64{}, redisIr: -1}
 	var ps [2]*profile
 	for i, k := range n {
 		var p *profile
 		var bl benchLine
-		err := m.withRedis(r, func(extraEnv []string) (err error) {
-			p, bl, err = callgrindRun(m.bin, m.opts.dir, r.name, r.bench, k, m.opts.reuse, extraEnv)
+		kept := m.kept(fmt.Sprintf("%s.%d.cg", r.name, k), fmt.Sprintf("%s.%d.log", r.name, k))
+		err := m.withRedis(r, !kept, "", func(extraEnv []string) (err error) {
+			p, bl, err = callgrindRun(m.bin, m.opts.dir, r.name, r.bench, k, kept, extraEnv)
 			return err
 		})
 		if err != nil {
@@ -81,8 +86,9 @@ func (m *measurer) measure(r row) (*result, error) {
 	var calls [2]map[string]int64
 	for i, k := range n {
 		var c map[string]int64
-		err := m.withRedis(r, func(extraEnv []string) (err error) {
-			c, err = straceRun(m.bin, m.opts.dir, r.name, r.bench, k, m.opts.reuse, extraEnv)
+		kept := m.kept(fmt.Sprintf("%s.%d.strace", r.name, k))
+		err := m.withRedis(r, !kept, redisCG(m.opts.dir, r, k), func(extraEnv []string) (err error) {
+			c, err = straceRun(m.bin, m.opts.dir, r.name, r.bench, k, kept, extraEnv)
 			return err
 		})
 		if err != nil {
@@ -95,21 +101,73 @@ func (m *measurer) measure(r row) (*result, error) {
 	for kind, c := range calls[1] {
 		res.sys[kind] = float64(c-calls[0][kind]) / d
 	}
+	if r.redis {
+		res.redisIr = redisInstructions(m.opts.dir, r, n)
+	}
 	return res, nil
+}
+
+// kept says whether -reuse is on and every named file of -dir is there:
+// the run that wrote them is not run again.
+func (m *measurer) kept(names ...string) bool {
+	if !m.opts.reuse {
+		return false
+	}
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(m.opts.dir, n)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// redisCG is the callgrind file of redis-server in r's strace run of n
+// requests (the benchmark's process under strace, not valgrind), "" for
+// a row without Redis.
+func redisCG(dir string, r row, n int) string {
+	if !r.redis {
+		return ""
+	}
+	return filepath.Join(dir, fmt.Sprintf("%s.redis.%d.cg", r.name, n))
+}
+
+// redisInstructions is redis-server's own instructions per request, -1
+// when its callgrind files are missing or unreadable (the report says
+// not measured).
+func redisInstructions(dir string, r row, n [2]int) float64 {
+	var ir [2]int64
+	for i, k := range n {
+		f, err := os.Open(redisCG(dir, r, k))
+		if err != nil {
+			return -1
+		}
+		p, err := parseCallgrind(f)
+		f.Close()
+		if err != nil || p.event("Ir") < 0 {
+			return -1
+		}
+		ir[i] = p.total(p.event("Ir"))
+	}
+	return float64(ir[1]-ir[0]) / float64(n[1]-n[0])
 }
 
 // withRedis runs f, for a row on Redis with a fresh redis-server of its
 // own, started here and named to the benchmark by
 // VENDORGATE_BENCH_REDIS_PORT: under valgrind the benchmark's process
 // cannot start one (callgrind stops on the child's start and signals).
-func (m *measurer) withRedis(r row, f func(extraEnv []string) error) error {
-	if !r.redis || m.opts.reuse {
+// With redisCG set, that server runs under callgrind, writing redisCG
+// (the benchmark's process then must not: one valgrind at a time).
+func (m *measurer) withRedis(r row, running bool, redisCG string, f func(extraEnv []string) error) error {
+	if !r.redis || !running {
 		return f(nil)
 	}
-	rs, err := testredis.Run(testredis.Options{})
+	rs, err := startRedis(m.opts.dir, redisCG)
 	if err != nil {
 		return err
 	}
-	defer rs.Close()
-	return f([]string{"VENDORGATE_BENCH_REDIS_PORT=" + strconv.Itoa(rs.Port)})
+	err = f([]string{"VENDORGATE_BENCH_REDIS_PORT=" + strconv.Itoa(rs.Port)})
+	if serr := stopRedis(rs, redisCG != ""); err == nil {
+		err = serr
+	}
+	return err
 }

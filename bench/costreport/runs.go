@@ -41,6 +41,7 @@ func callgrindRun(bin, dir, name, bench string, n int, reuse bool, extraEnv []st
 		args := append([]string{"--tool=callgrind", "--cache-sim=yes", "--callgrind-out-file=" + out}, caches...)
 		args = append(append(args, bin), benchArgs(bench, n)...)
 		if err := runLogged("valgrind", args, extraEnv, logPath); err != nil {
+			_ = os.Remove(out) // not kept for -reuse
 			return nil, nil, err
 		}
 	}
@@ -72,6 +73,7 @@ func straceRun(bin, dir, name, bench string, n int, reuse bool, extraEnv []strin
 	if !reuse {
 		args := append([]string{"-f", "-c", "-o", out, bin}, benchArgs(bench, n)...)
 		if err := runLogged("strace", args, extraEnv, filepath.Join(dir, fmt.Sprintf("%s.%d.strace.log", name, n))); err != nil {
+			_ = os.Remove(out) // not kept for -reuse
 			return nil, err
 		}
 	}
