@@ -136,6 +136,9 @@ func run(args []string) error {
 		fmt.Fprintln(os.Stderr, "costreport: strace not found: the system calls are left out (apt-get install -y strace)")
 	}
 	rep := &report{env: collectEnv(root), opts: o}
+	if md, err := os.ReadFile(filepath.Join(root, "docs", "bench.md")); err == nil {
+		rep.benchMD = string(md)
+	}
 	for _, r := range picked {
 		fmt.Fprintf(os.Stderr, "costreport: %s (%s)\n", r.name, r.bench)
 		res, err := m.measure(r)

@@ -35,7 +35,13 @@ func collectEnv(root string) envInfo {
 	}
 	for _, t := range [][]string{{"valgrind", "--version"}, {"strace", "-V"}, {"redis-server", "--version"}} {
 		if out, err := exec.Command(t[0], t[1:]...).Output(); err == nil {
-			e.tools = append(e.tools, strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
+			var f []string // "valgrind-3.19.0", "strace 6.1", "Redis server v=7.0.15"
+			for _, w := range strings.Fields(strings.SplitN(string(out), "\n", 2)[0]) {
+				if w != "--" && w != "version" {
+					f = append(f, w)
+				}
+			}
+			e.tools = append(e.tools, strings.Join(f[:min(len(f), 3)], " "))
 		}
 	}
 	return e
@@ -45,6 +51,7 @@ func collectEnv(root string) envInfo {
 type report struct {
 	env     envInfo
 	opts    options
+	benchMD string // docs/bench.md as it is, for the throughput context
 	results []*result
 	budgets []budget
 	over    []string
@@ -79,9 +86,11 @@ func kilo(v float64) string {
 	return fmt.Sprintf("%.0f", v)
 }
 
-// ratio is " (1.68x)": v over its bare proxy's b, when there is one.
+// ratio is " (1.68x)": v over its bare proxy's b, when there is one and
+// it is at least 1 (a ratio to a count near zero, such as the cache
+// misses of a stream that fits in the cache, says nothing).
 func ratio(v, b float64, hasBase bool) string {
-	if !hasBase || b == 0 {
+	if !hasBase || b < 1 || v < 0 {
 		return ""
 	}
 	return fmt.Sprintf(" (%.2fx)", v/b)
@@ -143,6 +152,7 @@ func (rep *report) markdown() string {
 	rep.syscalls(w)
 	rep.handshakes(w)
 	rep.stepTable(w)
+	rep.context(w)
 	w("\n## Not measured here\n\n")
 	if r := rep.find("gateway-redis"); r == nil || r.redisIr < 0 {
 		w("- redis-server's own instructions: not measured in this run (they are counted during the strace runs, and need strace).\n")
@@ -320,4 +330,68 @@ func (rep *report) stepTable(w func(string, ...any)) {
 	for _, o := range rep.over {
 		w("- %s\n", o)
 	}
+}
+
+// context quotes the load benchmark's last run (docs/bench.md, written
+// by make bench-load) for the rows measured here: throughput beside
+// the counts, as context, not a gate.
+func (rep *report) context(w func(string, ...any)) {
+	lines := strings.Split(rep.benchMD, "\n")
+	var date string
+	var head []string
+	var rows [][]string
+	inResults := false
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "- Date: ") && date == "":
+			date = strings.TrimPrefix(l, "- Date: ")
+		case strings.HasPrefix(l, "## "):
+			inResults = l == "## Results"
+		case inResults && strings.HasPrefix(l, "| row |") && head == nil:
+			head = cells(l)
+		case inResults && head != nil && strings.HasPrefix(l, "| ") && !strings.HasPrefix(l, "|---"):
+			c := cells(l)
+			if len(c) == len(head) && (strings.HasPrefix(c[0], "2 ") || strings.HasPrefix(c[0], "3 ") || strings.HasPrefix(c[0], "4 ")) {
+				rows = append(rows, c)
+			}
+		}
+	}
+	want := []string{"row", "load", "conns", "req/s", "× bare proxy", "CPU per request: proxy", "Redis"}
+	idx := make([]int, len(want))
+	for i, n := range want {
+		idx[i] = -1
+		for j, h := range head {
+			if h == n {
+				idx[i] = j
+			}
+		}
+		if idx[i] < 0 {
+			rows = nil
+		}
+	}
+	w("\n## Context: throughput under load\n\n")
+	if len(rows) == 0 {
+		w("The load benchmark's table (`make bench-load`, [bench.md](bench.md#results)) was not found in docs/bench.md.\n")
+		return
+	}
+	w("Quoted from the load benchmark's last run in [bench.md](bench.md#results) (%s; `make bench-load`, wrk with 64 connections on the same 2 cores as the proxy and its backend): time, which the machine's other work moves, beside the counts above; not a gate.\n\n", date)
+	w("| row | load | conns | req/s | × bare proxy | CPU per request: proxy | CPU per request: Redis |\n|---|---|---:|---:|---:|---:|---:|\n")
+	for _, c := range rows {
+		var out []string
+		for _, i := range idx {
+			out = append(out, c[i])
+		}
+		w("| %s |\n", strings.Join(out, " | "))
+	}
+}
+
+// cells is a markdown table line's cells, trimmed.
+func cells(l string) []string {
+	l = strings.TrimSpace(l)
+	l = strings.TrimSuffix(strings.TrimPrefix(l, "|"), "|")
+	var out []string
+	for _, c := range strings.Split(l, "|") {
+		out = append(out, strings.TrimSpace(c))
+	}
+	return out
 }
