@@ -10,16 +10,28 @@ import (
 
 // profile is one callgrind output file read by function: each function's
 // own cost (its cost lines) and its inclusive cost (its own plus the
-// inclusive cost of every call it made to another function), per event.
-// A function's name is taken without callgrind's recursion suffix ('2,
-// '3...): the levels are one function, and a call between them is not
-// counted twice. A function that waits (a goroutine parked on a lock or
-// a socket) shows, in its inclusive cost, what ran while it waited: the
-// steps measured by inclusive cost are chosen among those that do not.
+// inclusive cost callgrind recorded for each call it made), per event.
+// Callgrind names a function entered again while it is on the call stack
+// name'2, name'3...: with goroutines, that happens when a request's
+// goroutine waits (a key lookup, a Redis reply) and the scheduler runs
+// another request's on the same thread; the waiting function's inclusive
+// cost then takes in everything that ran meanwhile. levels sums a name
+// over its levels; a step that may wait subtracts the functions it waits
+// in (steps.go).
 type profile struct {
 	events []string
 	self   map[string][]int64
 	incl   map[string][]int64
+	levels map[string][]string // a name without its level: the names of its levels
+}
+
+// inclusive is the inclusive cost of event i of every level of name.
+func (p *profile) inclusive(name string, i int) int64 {
+	var n int64
+	for _, l := range p.levels[name] {
+		n += p.incl[l][i]
+	}
+	return n
 }
 
 // event is the index of name among the profile's events, -1 when absent.
@@ -56,7 +68,7 @@ func (p *profile) selfWhere(i int, keep func(string) bool) int64 {
 // compression "fn=(id) name" then "fn=(id)", position compression "+n",
 // "-n", "*").
 func parseCallgrind(r io.Reader) (*profile, error) {
-	p := &profile{self: map[string][]int64{}, incl: map[string][]int64{}}
+	p := &profile{self: map[string][]int64{}, incl: map[string][]int64{}, levels: map[string][]string{}}
 	names := map[string]string{} // compressed function ids: fn, cfn and jfi share them
 	npos := 1
 	var fn, callee string
@@ -86,6 +98,8 @@ func parseCallgrind(r io.Reader) (*profile, error) {
 				if p.self[fn] == nil {
 					p.self[fn] = make([]int64, len(p.events))
 					p.incl[fn] = make([]int64, len(p.events))
+					base := withoutLevel(fn)
+					p.levels[base] = append(p.levels[base], fn)
 				}
 			case "cfn", "cfni":
 				callee = funcName(names, v)
@@ -104,7 +118,7 @@ func parseCallgrind(r io.Reader) (*profile, error) {
 		if inCall {
 			inCall = false
 			if callee == fn {
-				continue // recursion: already in fn's own cost
+				continue // a call to itself: already in fn's own cost
 			}
 			add(p.incl[fn], costs)
 			continue
@@ -137,23 +151,28 @@ func isSpec(key string) bool {
 	return false
 }
 
-// funcName resolves "(id) name" (defining id) or "(id)" (using it), and
-// drops the recursion suffix.
+// funcName resolves "(id) name" (defining id) or "(id)" (using it).
 func funcName(names map[string]string, v string) string {
-	name := v
-	if strings.HasPrefix(v, "(") {
-		if end := strings.IndexByte(v, ')'); end > 0 {
-			id, rest := v[:end+1], strings.TrimSpace(v[end+1:])
-			if rest == "" {
-				name = names[id]
-			} else {
-				names[id], name = rest, rest
-			}
-		}
+	if !strings.HasPrefix(v, "(") {
+		return v
 	}
+	end := strings.IndexByte(v, ')')
+	if end < 0 {
+		return v
+	}
+	id, rest := v[:end+1], strings.TrimSpace(v[end+1:])
+	if rest == "" {
+		return names[id]
+	}
+	names[id] = rest
+	return rest
+}
+
+// withoutLevel is name without callgrind's recursion level ('2, '3...).
+func withoutLevel(name string) string {
 	if i := strings.LastIndexByte(name, '\''); i > 0 {
 		if _, err := strconv.Atoi(name[i+1:]); err == nil {
-			name = name[:i]
+			return name[:i]
 		}
 	}
 	return name

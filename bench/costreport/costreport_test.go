@@ -58,9 +58,10 @@ func TestParseCallgrind(t *testing.T) {
 		fn         string
 		self, incl int64
 	}{
-		// serveVendor: its own 100 + 5, its second level's 50 (the call
-		// between the levels not counted again), authenticate's 1000.
-		{"vendorgate/gateway.(*Gateway).serveVendor", 155, 1155},
+		// serveVendor: its own 100 + 5, its call to authenticate (1000)
+		// and to its second level (50).
+		{"vendorgate/gateway.(*Gateway).serveVendor", 105, 1155},
+		{"vendorgate/gateway.(*Gateway).serveVendor'2", 50, 50},
 		{"vendorgate/gateway.(*Gateway).authenticate", 700, 1000},
 		{"runtime.mallocgc", 300, 300},
 	} {
@@ -73,6 +74,10 @@ func TestParseCallgrind(t *testing.T) {
 		if got := p.incl[c.fn][ir]; got != c.incl {
 			t.Errorf("%s inclusive Ir %d, want %d", c.fn, got, c.incl)
 		}
+	}
+	// Every level of a name: what a step adds up.
+	if got := p.inclusive("vendorgate/gateway.(*Gateway).serveVendor", ir); got != 1205 {
+		t.Errorf("serveVendor's levels' inclusive Ir %d, want 1205", got)
 	}
 	if got := p.total(ir); got != 1155 {
 		t.Errorf("total Ir %d, want 1155", got)
@@ -95,15 +100,44 @@ func TestParseCallgrindRefusesACostOutsideAFunction(t *testing.T) {
 	}
 }
 
+// A step that waits: f's second level ran while f waited in w (another
+// request's goroutine on the same thread), so f's inclusive cost holds
+// it twice over: once in w's, once as f'2's own. The step takes every
+// level of f less every level of w.
 func TestStepCount(t *testing.T) {
-	p := &profile{events: []string{"Ir"}, self: map[string][]int64{
-		"a.f": {10}, "a.g": {20}, "b.h": {40},
-	}, incl: map[string][]int64{
-		"a.f": {70}, "a.g": {20}, "b.h": {40},
-	}}
-	s := step{terms: []term{incl("a.f"), minus("a.g"), selfOf("b."), incl("missing")}}
-	if got := s.count(p, 0); got != 70-20+40 {
-		t.Errorf("count %d, want 90", got)
+	p, err := parseCallgrind(strings.NewReader(`events: Ir
+fn=(1) a.f
+1 10
+cfn=(2) a.w
+calls=1 1
+1 500
+fn=(2)
+1 20
+cfn=(3) a.f'2
+calls=1 1
+1 30
+cfn=(4) runtime.park
+calls=1 1
+1 450
+fn=(3)
+1 10
+cfn=(5) a.w'2
+calls=1 1
+1 20
+fn=(5)
+1 20
+fn=(4)
+1 450
+fn=(6) b.h
+1 40
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := step{terms: []term{incl("a.f"), minus("a.w"), selfOf("b."), incl("missing")}}
+	// a.f: 10 + 500, a.f'2: 10 + 20; less a.w (500) and a.w'2 (20); b.h 40.
+	if got := s.count(p, 0); got != 10+10+40 {
+		t.Errorf("count %d, want 60 (f's own work at both levels, and b.h)", got)
 	}
 }
 

@@ -16,6 +16,7 @@ type result struct {
 	irReq  float64            // instructions of request code (isRequestCode)
 	ll     float64            // last-level cache misses, instructions and data, the whole process
 	steps  map[string]float64 // instructions by step (steps)
+	fnSelf map[string]float64 // instructions by function, its own (all levels)
 	sys    map[string]float64 // system calls by kind; nil when not counted
 	bench  benchLine          // the longer run's benchmark line (allocs/op, B/op, scripts/op...)
 	strace bool
@@ -79,6 +80,14 @@ func (m *measurer) measure(r row) (*result, error) {
 	})
 	for _, s := range steps {
 		res.steps[s.name] = per(func(p *profile) int64 { return s.count(p, ir) })
+	}
+	res.fnSelf = map[string]float64{}
+	for f, c := range ps[1].self {
+		var before int64
+		if c0 := ps[0].self[f]; c0 != nil {
+			before = c0[ir]
+		}
+		res.fnSelf[withoutLevel(f)] += float64(c[ir]-before) / d
 	}
 	if !m.strace {
 		return res, nil

@@ -152,6 +152,7 @@ func (rep *report) markdown() string {
 	rep.syscalls(w)
 	rep.handshakes(w)
 	rep.stepTable(w)
+	rep.manyVendors(w)
 	rep.context(w)
 	w("\n## Not measured here\n\n")
 	if r := rep.find("gateway-redis"); r == nil || r.redisIr < 0 {
@@ -394,4 +395,41 @@ func cells(l string) []string {
 		out = append(out, strings.TrimSpace(c))
 	}
 	return out
+}
+
+// manyVendors is where each row's 10,000-vendor stream spends more than
+// its one-vendor stream: the functions whose own count moved most.
+func (rep *report) manyVendors(w func(string, ...any)) {
+	first := true
+	for _, m := range rep.results {
+		one := rep.find(strings.TrimSuffix(m.row.name, "-many"))
+		if !strings.HasSuffix(m.row.name, "-many") || one == nil {
+			continue
+		}
+		if first {
+			w("\n## Where 10,000 vendors cost more than one\n\n")
+			w("The functions whose own instructions per request grew most from the one-vendor stream to the 10,000-vendor one. ")
+			w("Work that follows wall time (a flush every interval, the collector's pace) is counted per request as often as the requests are slow: under callgrind tens of times more often than at full speed.\n")
+			first = false
+		}
+		type moved struct {
+			name string
+			by   float64
+		}
+		var ms []moved
+		for f, v := range m.fnSelf {
+			ms = append(ms, moved{f, v - one.fnSelf[f]})
+		}
+		for f, v := range one.fnSelf {
+			if _, ok := m.fnSelf[f]; !ok {
+				ms = append(ms, moved{f, -v})
+			}
+		}
+		sort.Slice(ms, func(i, j int) bool { return ms[i].by > ms[j].by })
+		w("\n%s: %s a request more (%s against %s)\n\n", m.row.label, kilo(m.ir-one.ir), kilo(m.ir), kilo(one.ir))
+		w("| function | own instructions per request, more |\n|---|---:|\n")
+		for _, x := range ms[:min(len(ms), 8)] {
+			w("| `%s` | %s |\n", x.name, kilo(x.by))
+		}
+	}
 }

@@ -43,12 +43,16 @@ var steps = []step{
 		selfOf(gwPkg + "/paramroute."), selfOf("github.com/fasthttp/router.")}},
 	{"request id", "requestid.(*Source).Set", []term{incl(gwPkg + "/requestid.(*Source).Set")}},
 	{"client address", "clientip.(*Resolver).Resolve", []term{incl(gwPkg + "/clientip.(*Resolver).Resolve")}},
-	{"key", "authenticate: X-API-Key, its SHA-256, the key cache", []term{incl(gwPkg + ".(*Gateway).authenticate")}},
+	{"key", "authenticate less a lookup's wait (auth.(*Authenticator).resolve): X-API-Key, its SHA-256, the key cache", []term{
+		incl(gwPkg + ".(*Gateway).authenticate"), minus(gwPkg + "/auth.(*Authenticator).resolve")}},
 	{"throttle", "throttle.(*Throttle).Fail (a refused key only)", []term{incl(gwPkg + "/throttle.(*Throttle).Fail")}},
 	{"account", "admit less Admit and the books: the account's state, the admission request", []term{
 		incl(gwPkg + ".(*Gateway).admit"), minus(gwPkg + "/admission.(*Admitter).Admit"), minus(gwPkg + "/books.(*Books).Admission")}},
 	{"limits: windows", "admission.(*Admitter).admitWindows", []term{incl(gwPkg + "/admission.(*Admitter).admitWindows")}},
-	{"limits: rates", "admission.(*Admitter).admitRates (GCRA, leases on Redis)", []term{incl(gwPkg + "/admission.(*Admitter).admitRates")}},
+	{"limits: rates", "admission.(*Admitter).admitRates less a Redis call's wait (limit.(*Redis).call): GCRA in process, leases on Redis", []term{
+		incl(gwPkg + "/admission.(*Admitter).admitRates"), minus(gwPkg + "/limit.(*Redis).call")}},
+	{"limits: Redis calls", "the own code of limit.(*Redis).call and package redisconn (the pipeline, its sender and reader)", []term{
+		selfOf(gwPkg + "/limit.(*Redis).call"), selfOf(gwPkg + "/limit/redisconn.")}},
 	{"limits: in flight", "admission.(*Admitter).admitInFlight", []term{incl(gwPkg + "/admission.(*Admitter).admitInFlight")}},
 	{"limits: slots", "admission.(*Admitter).admitSlots", []term{incl(gwPkg + "/admission.(*Admitter).admitSlots")}},
 	{"books", "books.(*Books).Admission: decision metrics, usage", []term{incl(gwPkg + "/books.(*Books).Admission")}},
@@ -70,9 +74,7 @@ func (s step) count(p *profile, ev int) int64 {
 			n += p.selfWhere(ev, func(f string) bool { return strings.HasPrefix(f, t.name) })
 			continue
 		}
-		if c := p.incl[t.name]; c != nil {
-			n += t.sign * c[ev]
-		}
+		n += t.sign * p.inclusive(t.name, ev)
 	}
 	return n
 }
