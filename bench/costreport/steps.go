@@ -49,10 +49,10 @@ var steps = []step{
 	{"account", "admit less Admit and the books: the account's state, the admission request", []term{
 		incl(gwPkg + ".(*Gateway).admit"), minus(gwPkg + "/admission.(*Admitter).Admit"), minus(gwPkg + "/books.(*Books).Admission")}},
 	{"limits: windows", "admission.(*Admitter).admitWindows", []term{incl(gwPkg + "/admission.(*Admitter).admitWindows")}},
-	{"limits: rates", "admission.(*Admitter).admitRates less a Redis call's wait (limit.(*Redis).call): GCRA in process, leases on Redis", []term{
-		incl(gwPkg + "/admission.(*Admitter).admitRates"), minus(gwPkg + "/limit.(*Redis).call")}},
-	{"limits: Redis calls", "the own code of limit.(*Redis).call and package redisconn (the pipeline, its sender and reader)", []term{
-		selfOf(gwPkg + "/limit.(*Redis).call"), selfOf(gwPkg + "/limit/redisconn.")}},
+	{"limits: rates", "the own code of admitRates and package limit (GCRA in process; leases and the call on Redis, which waits: an inclusive count would take in what ran meanwhile)", []term{
+		selfOf(gwPkg + "/admission.(*Admitter).admitRates"), selfOf(gwPkg + "/limit.")}},
+	{"limits: Redis pipeline", "the own code of package redisconn (the pipeline, its sender and reader)", []term{
+		selfOf(gwPkg + "/limit/redisconn.")}},
 	{"limits: in flight", "admission.(*Admitter).admitInFlight", []term{incl(gwPkg + "/admission.(*Admitter).admitInFlight")}},
 	{"limits: slots", "admission.(*Admitter).admitSlots", []term{incl(gwPkg + "/admission.(*Admitter).admitSlots")}},
 	{"books", "books.(*Books).Admission: decision metrics, usage", []term{incl(gwPkg + "/books.(*Books).Admission")}},
