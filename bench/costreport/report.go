@@ -2,12 +2,13 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"runtime"
 	"sort"
 	"strings"
 	"time"
+
+	"vendorgate/bench/internal/host"
 )
 
 // envInfo is the machine and the versions the figures belong to.
@@ -18,18 +19,7 @@ type envInfo struct {
 }
 
 func collectEnv(root string) envInfo {
-	e := envInfo{date: time.Now().UTC(), goVer: runtime.Version()}
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if v, ok := strings.CutPrefix(line, "model name"); ok {
-				e.cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
-				break
-			}
-		}
-	}
-	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		e.kernel = strings.TrimSpace(string(data))
-	}
+	e := envInfo{date: time.Now().UTC(), goVer: runtime.Version(), cpu: host.CPU(), kernel: host.Kernel()}
 	if out, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output(); err == nil {
 		e.commit = strings.TrimSpace(string(out))
 	}
@@ -233,15 +223,7 @@ func (rep *report) syscalls(w func(string, ...any)) {
 	sort.Strings(ks)
 	w("\n## System calls per request, by kind\n\n")
 	w("Kinds of at least 0.05 a request in some row; the process's own calls (client and backend included), under strace, which slows every thread alike: the calls that follow wall time (`futex`, `nanosleep`, `epoll_pwait`) move between runs, the socket calls do not.\n\n")
-	w("| system call |")
-	for _, c := range cols {
-		w(" %s |", label(c))
-	}
-	w("\n|---|")
-	for range cols {
-		w("---:|")
-	}
-	w("\n")
+	tableHead(w, []string{"system call"}, cols, nil)
 	for _, k := range ks {
 		w("| `%s` |", k)
 		for _, c := range cols {
@@ -249,6 +231,22 @@ func (rep *report) syscalls(w func(string, ...any)) {
 		}
 		w("\n")
 	}
+}
+
+// tableHead writes a table's head: the first columns (text), a column
+// of figures for each row, the last columns (text).
+func tableHead(w func(string, ...any), first []string, cols []*result, last []string) {
+	var names, align []string
+	for _, f := range first {
+		names, align = append(names, f), append(align, "---")
+	}
+	for _, c := range cols {
+		names, align = append(names, label(c)), append(align, "---:")
+	}
+	for _, l := range last {
+		names, align = append(names, l), append(align, "---")
+	}
+	w("| %s |\n|%s|\n", strings.Join(names, " | "), strings.Join(align, "|"))
 }
 
 func label(r *result) string {
@@ -301,15 +299,7 @@ func (rep *report) stepTable(w func(string, ...any)) {
 	w("Instructions per request in each step of the gateway's request (`gateway/flow.go`), by the functions that do it: ")
 	w("a function's inclusive count where it does not wait, the own count of code that waits on a socket or a lock (its inclusive count would take in what ran meanwhile). ")
 	w("The budgets (`bench/costreport/budgets.txt`) are checked on every run: a step over its budget fails `make bench-cost`.\n\n")
-	w("| step | counted in |")
-	for _, c := range cols {
-		w(" %s |", label(c))
-	}
-	w(" budget |\n|---|---|")
-	for range cols {
-		w("---:|")
-	}
-	w("---|\n")
+	tableHead(w, []string{"step", "counted in"}, cols, []string{"budget"})
 	for _, s := range steps {
 		w("| %s | %s |", s.name, s.what)
 		for _, c := range cols {
