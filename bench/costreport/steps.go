@@ -43,11 +43,12 @@ var steps = []step{
 		selfOf(gwPkg + "/paramroute."), selfOf("github.com/fasthttp/router.")}},
 	{"request id", "requestid.(*Source).Set", []term{incl(gwPkg + "/requestid.(*Source).Set")}},
 	{"client address", "clientip.(*Resolver).Resolve", []term{incl(gwPkg + "/clientip.(*Resolver).Resolve")}},
-	{"key", "authenticate less a lookup's wait (auth.(*Authenticator).resolve): X-API-Key, its SHA-256, the key cache", []term{
-		incl(gwPkg + ".(*Gateway).authenticate"), minus(gwPkg + "/auth.(*Authenticator).resolve")}},
+	{"key", "the own code of authenticate, the authenticator and key cache, apikey and SHA-256 (its AVX2 code under valgrind)", []term{
+		selfOf(gwPkg + ".(*Gateway).authenticate"), selfOf(gwPkg + "/auth.(*Authenticator)."), selfOf(gwPkg + "/auth.(*Cache)."),
+		selfOf(gwPkg + "/auth.Sum"), selfOf("vendorgate/shared/apikey."), selfOf("crypto/sha256."), selfOf("crypto/internal/fips140/sha256.")}},
 	{"throttle", "throttle.(*Throttle).Fail (a refused key only)", []term{incl(gwPkg + "/throttle.(*Throttle).Fail")}},
-	{"account", "admit less Admit and the books: the account's state, the admission request", []term{
-		incl(gwPkg + ".(*Gateway).admit"), minus(gwPkg + "/admission.(*Admitter).Admit"), minus(gwPkg + "/books.(*Books).Admission")}},
+	{"account", "the own code of admit and of what it asks (the account's state, the policy table, the key's buckets)", []term{
+		selfOf(gwPkg + ".(*Gateway).admit"), selfOf(gwPkg + ".(*snapshot)."), selfOf(gwPkg + "/auth.(*Identity).Buckets")}},
 	{"limits: windows", "admission.(*Admitter).admitWindows", []term{incl(gwPkg + "/admission.(*Admitter).admitWindows")}},
 	{"limits: rates", "the own code of admitRates and package limit (GCRA in process; leases and the call on Redis, which waits: an inclusive count would take in what ran meanwhile)", []term{
 		selfOf(gwPkg + "/admission.(*Admitter).admitRates"), selfOf(gwPkg + "/limit.")}},
