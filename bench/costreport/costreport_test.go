@@ -199,8 +199,10 @@ func TestRatioAndPair(t *testing.T) {
 	if got := ratio(71400, 42500, true); got != " (1.68x)" {
 		t.Errorf("ratio %q", got)
 	}
-	if got := kilo(71400); got != "71.4k" {
-		t.Errorf("kilo %q", got)
+	for v, want := range map[float64]string{71400: "71.4k", 5853200: "5.85M", 2170: "2.17k", 168: "168"} {
+		if got := kilo(v); got != want {
+			t.Errorf("kilo(%v) %q, want %q", v, got, want)
+		}
 	}
 	if p, err := pair("5000,15000"); err != nil || p != [2]int{5000, 15000} {
 		t.Errorf("pair %v %v", p, err)
