@@ -304,20 +304,20 @@ func (rep *report) stepTable(w func(string, ...any)) {
 	w("\n## Steps and their budgets\n\n")
 	w("Instructions per request in each step of the gateway's request (`gateway/flow.go`), by the functions that do it: ")
 	w("a function's inclusive count where it does not wait, the own count of code that waits on a socket or a lock (its inclusive count would take in what ran meanwhile). ")
-	w("The budgets (`bench/costreport/budgets.txt`) are checked on every run: a step over its budget fails `make bench-cost`.\n\n")
-	tableHead(w, []string{"step", "counted in"}, cols, []string{"budget"})
+	w("Each figure is followed by its budget (`bench/costreport/budgets.txt`), checked on every run: a step over its budget fails `make bench-cost`.\n\n")
+	tableHead(w, []string{"step", "counted in"}, cols, nil)
 	for _, s := range steps {
 		w("| %s | %s |", s.name, s.what)
 		for _, c := range cols {
-			w(" %s |", kilo(c.steps[s.name]))
-		}
-		var bs []string
-		for _, b := range rep.budgets {
-			if b.step == s.name && rep.find(b.row) != nil {
-				bs = append(bs, fmt.Sprintf("%s %s", b.row, kilo(b.max)))
+			w(" %s", kilo(c.steps[s.name]))
+			for _, b := range rep.budgets {
+				if b.step == s.name && b.row == c.row.name {
+					w(" / %s", kilo(b.max))
+				}
 			}
+			w(" |")
 		}
-		w(" %s |\n", strings.Join(bs, ", "))
+		w("\n")
 	}
 	if len(rep.over) == 0 {
 		w("\nEvery step within its budget.\n")
