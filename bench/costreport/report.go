@@ -56,6 +56,31 @@ func (rep *report) perStep() map[string]map[string]float64 {
 	return out
 }
 
+// where is the results keep selects, in the run's order.
+func (rep *report) where(keep func(*result) bool) []*result {
+	var out []*result
+	for _, r := range rep.results {
+		if keep(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// cells is a row's figures common to the request and handshake tables:
+// instructions, request code, LL misses, system calls, allocations,
+// bytes, each with its ratio to base.
+func (rep *report) cells(r, base *result) string {
+	return strings.Join([]string{
+		rep.fig(r, base, func(x *result) float64 { return x.ir }, kilo),
+		rep.fig(r, base, func(x *result) float64 { return x.irReq }, kilo),
+		rep.fig(r, base, func(x *result) float64 { return x.ll }, dec1),
+		rep.sysFig(r, base),
+		rep.fig(r, base, func(x *result) float64 { return x.bench["allocs/op"] }, dec1),
+		rep.fig(r, base, func(x *result) float64 { return x.bench["B/op"] }, dec0),
+	}, " | ")
+}
+
 func (rep *report) find(name string) *result {
 	for _, r := range rep.results {
 		if r.row.name == name {
@@ -133,13 +158,7 @@ func (rep *report) markdown() string {
 		if strings.HasSuffix(r.row.name, "-many") {
 			stream = "10,000 vendors"
 		}
-		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", stream, r.row.label,
-			rep.fig(r, base, func(x *result) float64 { return x.ir }, kilo),
-			rep.fig(r, base, func(x *result) float64 { return x.irReq }, kilo),
-			rep.fig(r, base, func(x *result) float64 { return x.ll }, dec1),
-			rep.sysFig(r, base),
-			rep.fig(r, base, func(x *result) float64 { return x.bench["allocs/op"] }, dec1),
-			rep.fig(r, base, func(x *result) float64 { return x.bench["B/op"] }, dec0),
+		w("| %s | %s | %s | %s | %s | %s |\n", stream, r.row.label, rep.cells(r, base),
 			metric(r, "scripts/op"), metric(r, "rediscmds/op"), redisFig(r))
 	}
 	rep.syscalls(w)
@@ -264,12 +283,7 @@ func label(r *result) string {
 
 // handshakes is the TLS rows' table.
 func (rep *report) handshakes(w func(string, ...any)) {
-	var rs []*result
-	for _, r := range rep.results {
-		if r.row.tls {
-			rs = append(rs, r)
-		}
-	}
+	rs := rep.where(func(r *result) bool { return r.row.tls })
 	if len(rs) == 0 {
 		return
 	}
@@ -279,25 +293,14 @@ func (rep *report) handshakes(w func(string, ...any)) {
 	w("|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		base := rep.find(r.row.base)
-		w("| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.row.label,
-			rep.fig(r, base, func(x *result) float64 { return x.ir }, kilo),
-			rep.fig(r, base, func(x *result) float64 { return x.irReq }, kilo),
-			rep.fig(r, base, func(x *result) float64 { return x.ll }, dec1),
-			rep.sysFig(r, base),
-			rep.fig(r, base, func(x *result) float64 { return x.bench["allocs/op"] }, dec0),
-			rep.fig(r, base, func(x *result) float64 { return x.bench["B/op"] }, dec0),
+		w("| %s | %s | %s |\n", r.row.label, rep.cells(r, base),
 			rep.fig(r, base, func(x *result) float64 { return x.bench["gc/op"] * 1000 }, dec1))
 	}
 }
 
 // stepTable is the gateway rows' instructions by step, and the budgets.
 func (rep *report) stepTable(w func(string, ...any)) {
-	var cols []*result
-	for _, r := range rep.results {
-		if r.row.base != "" && !r.row.tls {
-			cols = append(cols, r)
-		}
-	}
+	cols := rep.where(func(r *result) bool { return r.row.base != "" && !r.row.tls })
 	if len(cols) == 0 {
 		return
 	}
