@@ -4,7 +4,7 @@ BIN      := bin
 BINARIES := gateway backend vendorctl
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(HOME)/go/bin/staticcheck)
 
-.PHONY: all build run test test-raced test-beside test-alerts mixin mutations bench bench-go bench-load bench-sweep bench-tls sweep-redis lint lint-openapi clean
+.PHONY: all build run test test-raced test-beside test-alerts mixin mutations bench bench-go bench-cost bench-load bench-sweep bench-tls sweep-redis lint lint-openapi clean
 
 all: build
 
@@ -89,10 +89,23 @@ MIXIN_OUT ?= mixin-out
 mixin:
 	scripts/mixin.sh -s $(MIXIN) $(MIXIN_OUT)
 
-bench: bench-go bench-load
+bench: bench-go bench-cost bench-load
 
 bench-go:
 	$(GO) test -run=NONE -bench=. -benchmem ./...
+
+# The deterministic cost report, rewriting docs/cost.md: instructions and
+# last-level cache misses (callgrind), system calls by kind (strace),
+# allocations and Redis calls per request for the bare proxy and the
+# gateway in process and on Redis, one vendor and 10,000, and per full
+# TLS handshake; it fails when a step of the gateway's request spends
+# more instructions than its budget (bench/costreport/budgets.txt). Needs
+# valgrind (and strace for the system calls; without it they are left
+# out); valgrind runs one benchmark at a time, about 40 minutes on a
+# shared 2-core machine. COSTREPORT_FLAGS='-rows bare,gateway' for some
+# rows only.
+bench-cost:
+	cd bench && $(GO) run ./costreport $(COSTREPORT_FLAGS)
 
 # BASELINE=REF (a commit, HEAD~1, main) adds that commit's gateway as row
 # 3b beside this checkout's, measured in the same interleaved run.

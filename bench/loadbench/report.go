@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"vendorgate/bench/internal/host"
 )
 
 // envInfo is the machine and the versions the figures belong to.
@@ -27,17 +29,7 @@ type envInfo struct {
 func collectEnv(b *bench) envInfo {
 	e := envInfo{date: time.Now().UTC(), cores: runtime.NumCPU(), goVer: runtime.Version(), loadgen: b.gen.name(),
 		loadBefore: b.loadBefore, loadAfter: loadAverage()}
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if v, ok := strings.CutPrefix(line, "model name"); ok {
-				e.cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
-				break
-			}
-		}
-	}
-	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		e.kernel = strings.TrimSpace(string(data))
-	}
+	e.cpu, e.kernel = host.CPU(), host.Kernel()
 	if root := b.root; root != "" {
 		if out, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output(); err == nil {
 			e.commit = strings.TrimSpace(string(out))
