@@ -27,4 +27,7 @@
 //   - proxyprotocol.go: the PROXY header (v1, v2) read at accept.
 //   - keyless.go: the shorter idle time of a connection that has shown no
 //     valid key (ShownKey marks one that has).
+//   - readahead.go: a plain-HTTP connection's wait for its next request
+//     made one read of the socket, its buffer held only while it holds
+//     bytes.
 package edge

@@ -69,6 +69,8 @@ type edgeOptions struct {
 	slow   time.Duration
 	logger *slog.Logger // the JSON log into testEdge.logs when nil
 	onPoll func()
+	// wrap wraps the public listener's socket listener (nil: as it is).
+	wrap func(net.Listener) net.Listener
 }
 
 // startEdge starts an edge with mod applied to its configuration.
@@ -102,6 +104,9 @@ func startEdge(t testing.TB, o edgeOptions, mod func(*config.Gateway)) *testEdge
 		t.Fatal(err)
 	}
 	e.addr = pub.Addr().String()
+	if o.wrap != nil {
+		pub = o.wrap(pub)
+	}
 	e.url = "https://" + e.addr
 	if o.plain {
 		e.url = "http://" + e.addr

@@ -14,10 +14,13 @@ import (
 // idles for the server's idle timeout. keyless_idle_timeout is at least
 // read_timeout, so reading a request's head is never cut.
 
-// keylessListener wraps every accepted connection in a keylessConn.
+// keylessListener wraps every accepted connection in a keylessConn, which
+// reads ahead (readahead.go) when readAhead is set: the plain-HTTP
+// listeners'.
 type keylessListener struct {
 	net.Listener
-	idle time.Duration
+	idle      time.Duration
+	readAhead bool
 }
 
 func (l *keylessListener) Accept() (net.Conn, error) {
@@ -25,15 +28,25 @@ func (l *keylessListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &keylessConn{Conn: c, idle: l.idle}, nil
+	return &keylessConn{Conn: c, idle: l.idle, readAhead: l.readAhead}, nil
 }
 
 // keylessConn is a connection whose read deadlines are cut to idle until
 // vendor is set.
 type keylessConn struct {
 	net.Conn
-	idle   time.Duration
-	vendor atomic.Bool
+	idle      time.Duration
+	vendor    atomic.Bool
+	readAhead bool
+	ahead     readAhead
+}
+
+// Read reads from the connection, through its read ahead when it has one.
+func (c *keylessConn) Read(p []byte) (int, error) {
+	if c.readAhead {
+		return c.ahead.read(p, c.Conn.Read)
+	}
+	return c.Conn.Read(p)
 }
 
 func (c *keylessConn) cut(t time.Time) time.Time {

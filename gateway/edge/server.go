@@ -246,7 +246,7 @@ func (s *Server) ServePlain(ln net.Listener) error {
 		_ = ln.Close()
 		return fmt.Errorf("serve plain http: %w", err)
 	}
-	return s.plain.Serve(&keylessListener{Listener: barelf.NewListener(bounded), idle: s.keylessIdle}) // no key is ever served here
+	return s.plain.Serve(&keylessListener{Listener: barelf.NewListener(bounded), idle: s.keylessIdle, readAhead: true}) // no key is ever served here
 }
 
 // register notes lns for Shutdown to close; after Shutdown it closes them
@@ -307,7 +307,7 @@ func (s *Server) publicListener(pub net.Listener) (net.Listener, error) {
 		}
 		return NewListener(&keylessListener{Listener: raw, idle: s.keylessIdle}, s.tls.config, s.onHandshakeFailure).WithBudget(s.tls.budget, s.tls.overBudget.Inc), nil
 	}
-	return &keylessListener{Listener: idleconn.NewListener(barelf.NewListener(bounded), idleconn.Options{Idle: s.streamIdle}), idle: s.keylessIdle}, nil
+	return &keylessListener{Listener: idleconn.NewListener(barelf.NewListener(bounded), idleconn.Options{Idle: s.streamIdle}), idle: s.keylessIdle, readAhead: true}, nil
 }
 
 // Shutdown stops accepting and waits for the public listener's requests
