@@ -10,17 +10,28 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"vendorgate/config"
+	"vendorgate/shared/testredis"
 	"vendorgate/shared/wire"
 )
 
 // BenchmarkMemoryPerVendor reports the heap a gateway keeps per active key,
 // each its own vendor: one proxied request per key through the handler
-// (in-process limiter, default policies, usage counted), then the live heap
-// after a collection, against the heap before the first request (the test
-// backend's own records of the keys are already counted there). Run with
-// -memprofile and `go tool pprof -sample_index=inuse_space` to see what
-// holds it.
+// (default policies, usage counted), then the live heap after a
+// collection, against the heap before the first request (the test
+// backend's own records of the keys are already counted there). "local"
+// limits in process (the in-process limiter and usage store), "redis" on a
+// private Redis (leases, usage flushed there). Run with -memprofile,
+// -memprofilerate 1 and `go tool pprof -sample_index=inuse_space` to see
+// what holds it.
 func BenchmarkMemoryPerVendor(b *testing.B) {
+	b.Run("local", func(b *testing.B) { memoryPerVendor(b, nil) })
+	b.Run("redis", func(b *testing.B) {
+		rs := testredis.Start(b)
+		memoryPerVendor(b, func(o *Options) { o.Config.Redis.URL = config.List{rs.URL()} })
+	})
+}
+
+func memoryPerVendor(b *testing.B, mod func(*Options)) {
 	const keys = 20000
 	for range b.N {
 		b.StopTimer()
@@ -32,6 +43,9 @@ func BenchmarkMemoryPerVendor(b *testing.B) {
 			// not the in-process usage store's minutes.
 			o.Config.Usage.FlushInterval = time.Minute
 			o.DisableAccessLog = true
+			if mod != nil {
+				mod(o)
+			}
 		})
 		ks := make([]string, keys)
 		for i := range ks {
