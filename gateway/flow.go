@@ -173,12 +173,8 @@ func (g *Gateway) recoverPanic(ctx *fasthttp.RequestCtx) {
 // and on failure the failed-key throttle (429 instead of 401 past it).
 func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *exchange) (*auth.Identity, error) {
 	raw := ctx.Request.Header.Peek(wire.HeaderAPIKey)
-	var sum [32]byte
-	if len(raw) > 0 {
-		sum = auth.Sum(raw)
-	}
 	ex.trace.BeginStep(spans.KeyLookup)
-	id, err := g.auth.Authenticate(raw, &sum, ex.requestID(), ex.trace.StepContext())
+	id, err := g.auth.Authenticate(raw, ex.requestID(), ex.trace.StepContext())
 	ex.trace.End(err)
 	if id != nil {
 		ex.vendorID, ex.keyID = id.VendorID, id.KeyID // ids, never the key
@@ -207,8 +203,12 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 		return nil, err // the lookup failed: 503, not the key's fault
 	}
 	g.metrics.AuthFailures.WithLabelValues(reason).Inc()
+	// The throttle counts a key by its SHA-256, as every replica does: made
+	// only for a refused key.
+	var sum [32]byte
 	var keySum *[32]byte
 	if len(raw) > 0 {
+		sum = auth.Sum(raw)
 		keySum = &sum
 	}
 	// Counted in Redis, or in process when Redis cannot count (down, slow,
