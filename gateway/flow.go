@@ -100,8 +100,8 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	id, err := g.authenticate(ctx, sn, &ex) // steps 2-4: key format, resolve, failed-key throttle
 	if err == nil {
 		edge.ShownKey(ctx.Conn()) // a vendor's connection: the server's idle timeout (edge/keyless.go)
-		if id.ExpiresAt.Sub(ex.start) <= sn.cfg.KeyExpiryWarning {
-			ex.keyExpires = id.ExpiresAt // every answer to this key says when it expires
+		if expires := id.ExpiresAt(); expires.Sub(ex.start) <= sn.cfg.KeyExpiryWarning {
+			ex.keyExpires = expires // every answer to this key says when it expires
 		}
 		err = g.admit(sn, id, rt, &ex) // steps 5-6: account state, exact limits (fail closed), requests in flight
 	}

@@ -624,3 +624,37 @@ func TestInvalidationBySHA256FindsEveryTable(t *testing.T) {
 		t.Fatalf("%+v", s)
 	}
 }
+
+// TestExpiryAtTheEndsOfTime: a cached identity keeps its expiry and
+// scheduled revocation in Unix nanoseconds; a record with no expiry (the
+// zero time) is expired, one expiring past what nanoseconds hold (2262) is
+// not, and a revocation scheduled in the past refuses the key as revoked.
+func TestExpiryAtTheEndsOfTime(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		expires  time.Time
+		revokeAt *time.Time
+		want     error
+	}{
+		{"zero expiry", time.Time{}, nil, ErrKeyExpired},
+		{"year 3000", time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), nil, nil},
+		{"an hour ago", time.Now().Add(-time.Hour), nil, ErrKeyExpired},
+		{"revoked a second ago", time.Now().Add(time.Hour), ptr(time.Now().Add(-time.Second)), ErrRevoked},
+		{"revoked in a minute", time.Now().Add(time.Hour), ptr(time.Now().Add(time.Minute)), nil},
+	} {
+		a, tb, key := newAuth(t, 100)
+		res := tb.m[apikey.Hash(key)]
+		res.ExpiresAt, res.RevokeAt = c.expires, c.revokeAt
+		for i := range 2 { // the lookup, then the cache
+			if _, err := authn(a, key); !errors.Is(err, c.want) {
+				t.Fatalf("%s, request %d: %v, want %v", c.name, i, err, c.want)
+			}
+		}
+	}
+	id := identityOf(&wire.KeyResolution{ExpiresAt: time.Unix(1700000000, 5)})
+	if !id.ExpiresAt().Equal(time.Unix(1700000000, 5)) || !id.RevokeAt().IsZero() {
+		t.Fatalf("expires %v, revoke at %v", id.ExpiresAt(), id.RevokeAt())
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
