@@ -62,6 +62,23 @@ type Counter struct {
 	wide atomic.Pointer[[numValues]atomic.Uint32]
 }
 
+// counted reports whether c counted anything since it was last collected.
+func (c *Counter) counted() bool {
+	for i := range c.c {
+		if c.c[i].Load() != 0 {
+			return true
+		}
+	}
+	if w := c.wide.Load(); w != nil {
+		for i := range w {
+			if w[i].Load() != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // inlinePolicies is how many policies a Counter counts in itself.
 const inlinePolicies = 4
 
@@ -254,7 +271,16 @@ func (r *Recorder) Flush() {
 func (r *Recorder) collect(at time.Time) *Delta {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var rows []Row
+	// Room for the vendors counted, made at once: rows of 400 bytes grown
+	// one append at a time were copied over and over (20 MB made for
+	// 10,000 vendors' 4). One counted meanwhile grows it as before.
+	n := 0
+	for _, c := range r.counters {
+		if c.counted() {
+			n++
+		}
+	}
+	rows := make([]Row, 0, n)
 	idleFlushes := int32(time.Hour / r.o.Interval)
 	for v, c := range r.counters {
 		var row Row

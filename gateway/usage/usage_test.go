@@ -449,3 +449,30 @@ func TestEveryPolicyIsCounted(t *testing.T) {
 		t.Fatalf("a Counter takes %d bytes, want 64", size)
 	}
 }
+
+// TestCollectMakesRoomForTheCountedOnly: a flush's rows are made at once
+// for the vendors counted since the last (not for every vendor the
+// recorder knows, nor grown one at a time), and a flush with nothing
+// counted makes none.
+func TestCollectMakesRoomForTheCountedOnly(t *testing.T) {
+	r, err := New(testOptions(NewLocal(nil), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cs := make([]*Counter, 1000)
+	for i := range cs {
+		cs[i] = r.For("vendor-" + strconv.Itoa(i))
+	}
+	for i := 0; i < len(cs); i += 100 {
+		cs[i].Allowed(Reads)
+	}
+	cs[999].ShadowLimited(MaxPolicies - 1) // counted past the inline policies only
+	d := r.collect(time.Now())
+	if d == nil || len(d.Rows) != 11 || cap(d.Rows) != 11 {
+		t.Fatalf("rows %d, room for %d: want 11 and 11", len(d.Rows), cap(d.Rows))
+	}
+	if d := r.collect(time.Now()); d != nil {
+		t.Fatalf("%d rows with nothing counted", len(d.Rows))
+	}
+}
