@@ -100,8 +100,8 @@ func (g *Gateway) serveVendor(ctx *fasthttp.RequestCtx, rt *route) {
 	id, err := g.authenticate(ctx, sn, &ex) // steps 2-4: key format, resolve, failed-key throttle
 	if err == nil {
 		edge.ShownKey(ctx.Conn()) // a vendor's connection: the server's idle timeout (edge/keyless.go)
-		if id.ExpiresAt.Sub(ex.start) <= sn.cfg.KeyExpiryWarning {
-			ex.keyExpires = id.ExpiresAt // every answer to this key says when it expires
+		if expires := id.ExpiresAt(); expires.Sub(ex.start) <= sn.cfg.KeyExpiryWarning {
+			ex.keyExpires = expires // every answer to this key says when it expires
 		}
 		err = g.admit(sn, id, rt, &ex) // steps 5-6: account state, exact limits (fail closed), requests in flight
 	}
@@ -173,12 +173,8 @@ func (g *Gateway) recoverPanic(ctx *fasthttp.RequestCtx) {
 // and on failure the failed-key throttle (429 instead of 401 past it).
 func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *exchange) (*auth.Identity, error) {
 	raw := ctx.Request.Header.Peek(wire.HeaderAPIKey)
-	var sum [32]byte
-	if len(raw) > 0 {
-		sum = auth.Sum(raw)
-	}
 	ex.trace.BeginStep(spans.KeyLookup)
-	id, err := g.auth.Authenticate(raw, &sum, ex.requestID(), ex.trace.StepContext())
+	id, err := g.auth.Authenticate(raw, ex.requestID(), ex.trace.StepContext())
 	ex.trace.End(err)
 	if id != nil {
 		ex.vendorID, ex.keyID = id.VendorID, id.KeyID // ids, never the key
@@ -207,8 +203,12 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 		return nil, err // the lookup failed: 503, not the key's fault
 	}
 	g.metrics.AuthFailures.WithLabelValues(reason).Inc()
+	// The throttle counts a key by its SHA-256, as every replica does: made
+	// only for a refused key.
+	var sum [32]byte
 	var keySum *[32]byte
 	if len(raw) > 0 {
+		sum = auth.Sum(raw)
 		keySum = &sum
 	}
 	// Counted in Redis, or in process when Redis cannot count (down, slow,

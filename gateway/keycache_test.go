@@ -123,9 +123,9 @@ func TestSubscriptionGapShortensCachedKeys(t *testing.T) {
 	clk := newTestClock()
 	b, rs, gw, key := startPushed(t, clk)
 	me := gw.url + "/api/vendor/v1/me"
-	sum := auth.Sum([]byte(key))
+	tag := auth.Tag([]byte(key))
 	cached := func() bool {
-		_, found, _ := gw.g.auth.Cache().Get(&sum)
+		_, found, _ := gw.g.auth.Cache().Get(&tag)
 		return found
 	}
 	wantOK(t, me, key)

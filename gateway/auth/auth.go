@@ -1,17 +1,42 @@
-// Package auth resolves an API key to the vendor it belongs to: format,
-// prefix and MAC checked locally, then a bounded in-process cache, then the
-// backend's internal key lookup. Only a key whose MAC verifies is ever
-// cached or looked up. Expiry and revocation are checked on every
-// request, cached or not. The key itself is never stored or logged: its
-// SHA-256 finds it, its key id names it.
+// Package auth resolves an API key to the vendor it belongs to: a bounded
+// in-process cache first, then, on a miss, format, prefix and MAC checked
+// locally and the backend's internal key lookup. Only a key whose MAC
+// verifies is ever cached or looked up. Expiry and revocation are checked
+// on every request, cached or not. The key itself is never stored or
+// logged: its SHA-256 finds it at the backend, its key id names it.
+//
+// The cache finds a key by its tag (Tag), not its SHA-256: two 64-bit
+// hash/maphash sums of the whole key under two seeds drawn at random when
+// the process starts and never written anywhere, 128 bits, about a
+// fifteenth of the SHA-256's cost. Why that is safe: a presented key is
+// served another key's identity only if its tag equals the tag of a
+// cached key. Every cached key passed its MAC check when it was cached,
+// and its secret holds 24 random bytes the presenter does not know (a
+// key it does know authenticates as that key's vendor anyway, so a
+// collision crafted from a known key gains nothing), under seeds it does
+// not know: each attempt matches one of N cached keys with a chance of
+// about N in 2^128 (2^-111 at 100,000 keys), and a miss tells it nothing
+// but that it missed. maphash is not a cryptographic hash: it is not asked
+// to resist collisions between inputs an attacker knows, only to spread
+// secret random inputs under a secret seed, which no one can aim at. Two
+// keys the backend issued collide with a chance of about N^2 in 2^129. A
+// hit is a key that parsed and verified when it was cached: it is not
+// parsed again, only its prefix is checked against the environment of its
+// record. What must agree across replicas and with the backend keeps the
+// SHA-256 (Sum): the backend lookup, the entry's background refresh, the
+// failed-key throttle, and invalidations, which the backend publishes by
+// SHA-256 (each cache entry keeps its key's SHA-256 to be found by it).
 package auth
 
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,12 +69,13 @@ type Identity struct {
 	VendorID    string
 	Environment string
 	// Status is the vendor's account status (wire.VendorApproved, ...).
-	Status    string
-	ExpiresAt time.Time
-	Revoked   bool
-	// RevokeAt is when a rotation revokes the key (zero: none scheduled):
-	// from then on it is refused as revoked, even while cached.
-	RevokeAt time.Time
+	Status  string
+	Revoked bool
+	// expiresAt is when the key expires, revokeAt when a rotation revokes
+	// it (0: none scheduled; from then on it is refused as revoked, even
+	// while cached), in Unix nanoseconds: 8 bytes each rather than a
+	// time.Time's 24, in every cached key.
+	expiresAt, revokeAt int64
 	// Usage counts the vendor's requests per policy (nil: not counted).
 	Usage *usage.Counter
 
@@ -57,6 +83,18 @@ type Identity struct {
 	// first request under a policy layout and kept until the layout
 	// changes (a reload that adds or removes a policy).
 	buckets atomic.Pointer[policy.Buckets]
+}
+
+// ExpiresAt is when the key expires.
+func (id *Identity) ExpiresAt() time.Time { return time.Unix(0, id.expiresAt) }
+
+// RevokeAt is when a rotation revokes the key; the zero time when none is
+// scheduled.
+func (id *Identity) RevokeAt() time.Time {
+	if id.revokeAt == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, id.revokeAt)
 }
 
 // Buckets returns the key's bucket names under layout l, indexed by
@@ -155,9 +193,30 @@ func New(o Options) (*Authenticator, error) {
 // Cache is the authenticator's cache, for invalidation.
 func (a *Authenticator) Cache() *Cache { return a.cache }
 
-// Sum is the SHA-256 of a presented key, the cache key and (in hex) the
-// lookup key. The throttle counts failures of one key by it as well.
+// Sum is the SHA-256 of a presented key, (in hex) the lookup key and what
+// an invalidation names a key by. The throttle counts failures of one key
+// by it as well.
 func Sum(raw []byte) [32]byte { return sha256.Sum256(raw) }
+
+// tagSeeds are this process's secret seeds of Tag: random, never written
+// or sent anywhere.
+var tagSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+// Tag is the key cache's 128-bit tag of a presented key: two maphash sums
+// under this process's secret seeds (the package's documentation argues
+// why a tag may stand for the key in the cache).
+func Tag(raw []byte) (t [16]byte) {
+	binary.LittleEndian.PutUint64(t[:8], maphash.Bytes(tagSeeds[0], raw))
+	binary.LittleEndian.PutUint64(t[8:], maphash.Bytes(tagSeeds[1], raw))
+	return t
+}
+
+// taggable reports whether raw has a length Parse accepts: only such a key
+// is tagged (none other was ever cached), so that a hostile header is not
+// hashed at any length.
+func taggable(raw []byte) bool {
+	return len(raw) >= apikey.PrefixLen+1+apikey.MinSecretLen && len(raw) <= apikey.PrefixLen+1+apikey.MaxSecretLen
+}
 
 // Signed reports whether raw, an X-API-Key header value, is well-formed,
 // has one of this deployment's prefixes and carries a MAC that verifies:
@@ -173,15 +232,37 @@ func (a *Authenticator) Signed(raw []byte) bool {
 	return err == nil && a.signer.Verify(key)
 }
 
-// Authenticate resolves raw, the X-API-Key header value, whose SHA-256 is
-// sum. Errors: the sentinels above, or a lookup failure wrapped (the caller
-// answers 503: it cannot tell whether the key is good). A key not cached is
-// looked up under rid, the request's id, and trace, the context of its
-// span (nil: none), so that the backend's lookup is found under both; they
-// are copied only then.
-func (a *Authenticator) Authenticate(raw []byte, sum *[32]byte, rid []byte, trace context.Context) (*Identity, error) {
+// Authenticate resolves raw, the X-API-Key header value. Errors: the
+// sentinels above, or a lookup failure wrapped (the caller answers 503: it
+// cannot tell whether the key is good). A key not cached is looked up
+// under rid, the request's id, and trace, the context of its span (nil:
+// none), so that the backend's lookup is found under both; they are copied
+// only then.
+func (a *Authenticator) Authenticate(raw []byte, rid []byte, trace context.Context) (*Identity, error) {
 	if len(raw) == 0 {
 		return nil, ErrMissingKey
+	}
+	// The cache first: it holds only keys that parsed and whose MAC
+	// verified when they were looked up, so a hit needs neither again (the
+	// cost of every request of every working key). Its environment is the
+	// one check that depends on the key's prefix (a record of another
+	// environment's key is refused, cached or not).
+	var tag [16]byte
+	if taggable(raw) {
+		tag = Tag(raw)
+		id, found, refresh := a.cache.Get(&tag)
+		if refresh {
+			a.refresh(&tag)
+		}
+		if found {
+			if id == nil {
+				return nil, ErrUnknownKey
+			}
+			if p, err := a.prefixes.For(id.Environment); err != nil || string(raw[:apikey.PrefixLen]) != p {
+				return nil, ErrUnknownKey
+			}
+			return a.check(id)
+		}
 	}
 	// Parse does not retain its argument: no copy of the key is made.
 	key, err := apikey.Parse(unsafe.String(unsafe.SliceData(raw), len(raw)), a.prefixes)
@@ -191,25 +272,17 @@ func (a *Authenticator) Authenticate(raw []byte, sum *[32]byte, rid []byte, trac
 	case err != nil:
 		return nil, ErrMalformed
 	}
-	// The cache first: it holds only keys whose MAC verified when they were
-	// looked up (sum is the SHA-256 of the whole key), so a hit needs no
-	// HMAC again, the cost of every request of every working key.
-	id, found, refresh := a.cache.Get(sum)
-	if refresh {
-		a.refresh(sum)
+	// A key we did not sign is refused here: it is never cached, so a
+	// flood of random keys neither reaches the backend nor evicts real
+	// entries.
+	if !a.signer.Verify(key) {
+		return nil, ErrBadSignature
 	}
-	if !found {
-		// A key we did not sign is refused here: it is never cached, so a
-		// flood of random keys neither reaches the backend nor evicts real
-		// entries.
-		if !a.signer.Verify(key) {
-			return nil, ErrBadSignature
-		}
-		a.cache.Missed(sum)
-		id, err = a.resolve(sum, rid, trace)
-		if err != nil {
-			return nil, err
-		}
+	sum := Sum(raw)
+	a.cache.Missed(&tag)
+	id, err := a.resolve(&tag, &sum, rid, trace)
+	if err != nil {
+		return nil, err
 	}
 	if id == nil {
 		return nil, ErrUnknownKey
@@ -217,24 +290,29 @@ func (a *Authenticator) Authenticate(raw []byte, sum *[32]byte, rid []byte, trac
 	if id.Environment != key.Environment {
 		return nil, ErrUnknownKey // the prefix names another environment than the key's record
 	}
+	return a.check(id)
+}
+
+// check refuses a resolved key that is revoked or expired.
+func (a *Authenticator) check(id *Identity) (*Identity, error) {
 	if id.Revoked {
 		return id, ErrRevoked
 	}
-	now := a.now()
-	if !id.RevokeAt.IsZero() && !now.Before(id.RevokeAt) {
+	now := a.now().UnixNano()
+	if id.revokeAt != 0 && now >= id.revokeAt {
 		return id, ErrRevoked // a rotation's overlap has ended
 	}
-	if !now.Before(id.ExpiresAt) {
+	if now >= id.expiresAt {
 		return id, ErrKeyExpired
 	}
 	return id, nil
 }
 
-// resolve looks sum up, joining a lookup of the same hash already in
-// flight unless an invalidation happened since it started (its answer may
-// predate a revocation). The lookup carries the request id and trace of
-// the request that starts it.
-func (a *Authenticator) resolve(sum *[32]byte, rid []byte, trace context.Context) (*Identity, error) {
+// resolve looks sum up and caches the answer under tag, joining a lookup
+// of the same hash already in flight unless an invalidation happened since
+// it started (its answer may predate a revocation). The lookup carries the
+// request id and trace of the request that starts it.
+func (a *Authenticator) resolve(tag *[16]byte, sum *[32]byte, rid []byte, trace context.Context) (*Identity, error) {
 	gen := a.cache.Generation()
 	a.flightMu.Lock()
 	if f, ok := a.flights[*sum]; ok && f.gen == gen {
@@ -249,7 +327,7 @@ func (a *Authenticator) resolve(sum *[32]byte, rid []byte, trace context.Context
 	if trace == nil {
 		trace = context.Background()
 	}
-	f.id, f.err = a.resolveOnce(logctx.WithRequestID(trace, string(rid)), sum, gen, nil)
+	f.id, f.err = a.resolveOnce(logctx.WithRequestID(trace, string(rid)), tag, sum, gen, nil)
 	a.flightMu.Lock()
 	if a.flights[*sum] == f {
 		delete(a.flights, *sum)
@@ -259,13 +337,13 @@ func (a *Authenticator) resolve(sum *[32]byte, rid []byte, trace context.Context
 	return f.id, f.err
 }
 
-// refresh schedules a background lookup of sum, whose entry is due for a
+// refresh schedules a background lookup of tag's key, whose entry is due for a
 // refresh (Cache.Schedule sets when): the request goes on with the cached
 // identity. Nothing happens while a refresh of the entry is scheduled or
 // in flight.
-func (a *Authenticator) refresh(sum *[32]byte) {
-	if due, expires, ok := a.cache.Schedule(sum); ok {
-		a.refresher.add(refreshItem{due: due, expires: expires, sum: *sum})
+func (a *Authenticator) refresh(tag *[16]byte) {
+	if due, expires, sum, ok := a.cache.Schedule(tag); ok {
+		a.refresher.add(refreshItem{due: due, expires: expires, tag: *tag, sum: sum})
 	}
 }
 
@@ -278,7 +356,7 @@ func (a *Authenticator) refreshNow(it *refreshItem) {
 		a.cache.RefreshLate()
 		return
 	}
-	old, ok := a.cache.Scheduled(&it.sum, it.expires)
+	old, ok := a.cache.Scheduled(&it.tag, it.expires)
 	if !ok {
 		return
 	}
@@ -292,10 +370,10 @@ func (a *Authenticator) refreshNow(it *refreshItem) {
 	a.refreshing++
 	a.flightMu.Unlock()
 	a.cache.Refreshing()
-	f.id, f.err = a.resolveOnce(context.Background(), &it.sum, gen, old)
+	f.id, f.err = a.resolveOnce(context.Background(), &it.tag, &it.sum, gen, old)
 	if f.err != nil {
 		a.cache.RefreshFailed()
-		a.cache.Postpone(&it.sum, refreshRetry)
+		a.cache.Postpone(&it.tag, refreshRetry)
 	}
 	a.flightMu.Lock()
 	if a.flights[it.sum] == f {
@@ -321,10 +399,10 @@ func (a *Authenticator) RefreshesInFlight() int {
 	return a.refreshing
 }
 
-// resolveOnce looks sum up and caches the answer. old, when set, is the
+// resolveOnce looks sum up and caches the answer under tag. old, when set, is the
 // identity cached before: it is kept when the answer says the same, so
 // that its bucket names are not built again.
-func (a *Authenticator) resolveOnce(ctx context.Context, sum *[32]byte, gen uint64, old *Identity) (*Identity, error) {
+func (a *Authenticator) resolveOnce(ctx context.Context, tag *[16]byte, sum *[32]byte, gen uint64, old *Identity) (*Identity, error) {
 	var h [64]byte
 	hex.Encode(h[:], sum[:])
 	res, err := a.lookup.Lookup(ctx, string(h[:]))
@@ -339,31 +417,47 @@ func (a *Authenticator) resolveOnce(ctx context.Context, sum *[32]byte, gen uint
 			id = old
 		}
 	}
-	a.cache.Put(sum, id, gen)
+	a.cache.Put(tag, sum, id, gen)
 	return id, nil
 }
 
 // same reports whether id says what o says.
 func (id *Identity) same(o *Identity) bool {
 	return id.KeyID == o.KeyID && id.VendorID == o.VendorID && id.Environment == o.Environment && id.Status == o.Status &&
-		id.ExpiresAt.Equal(o.ExpiresAt) && id.Revoked == o.Revoked && id.RevokeAt.Equal(o.RevokeAt) && id.Usage == o.Usage
+		id.expiresAt == o.expiresAt && id.Revoked == o.Revoked && id.revokeAt == o.revokeAt && id.Usage == o.Usage
 }
 
 func identityOf(r *wire.KeyResolution) *Identity {
-	var revokeAt time.Time
+	var revokeAt int64
 	if r.RevokeAt != nil {
-		revokeAt = *r.RevokeAt
+		revokeAt = max(unixNano(*r.RevokeAt), 1)
 	}
 	return &Identity{
-		RevokeAt:    revokeAt,
+		revokeAt:    revokeAt,
 		KeyID:       r.KeyID,
 		VendorID:    r.VendorID,
 		Environment: intern(r.Environment, apikey.Sandbox, apikey.Live),
 		Status:      intern(r.Vendor.Status, wire.VendorApproved, wire.VendorPending, wire.VendorSuspended),
-		ExpiresAt:   r.ExpiresAt,
+		expiresAt:   unixNano(r.ExpiresAt),
 		Revoked:     r.RevokedAt != nil,
 	}
 }
+
+// unixNano is t in Unix nanoseconds, the representable range's ends for a
+// time before or after it (time.Time.UnixNano is undefined there: a key
+// expiring past 2262 must not read as expired, nor the zero time as far
+// ahead).
+func unixNano(t time.Time) int64 {
+	switch {
+	case t.Before(minUnixNano):
+		return math.MinInt64
+	case t.After(maxUnixNano):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+var minUnixNano, maxUnixNano = time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
 
 // intern returns the one of known that equals s, else s: a cached
 // identity then holds no copy of its environment and status of its own.

@@ -61,8 +61,7 @@ func newAuth(t testing.TB, size int) (*Authenticator, *table, string) {
 }
 
 func authn(a *Authenticator, key string) (*Identity, error) {
-	sum := Sum([]byte(key))
-	return a.Authenticate([]byte(key), &sum, nil, nil)
+	return a.Authenticate([]byte(key), nil, nil)
 }
 
 func TestCacheHitAndInvalidation(t *testing.T) {
@@ -103,7 +102,7 @@ func TestCacheBounded(t *testing.T) {
 		if i%2 == 0 {
 			id = &Identity{VendorID: "v1"}
 		}
-		c.Put(&sum, id, c.Generation())
+		c.Put(tagOf(&sum), &sum, id, c.Generation())
 	}
 	if s := c.Stats(); s.Entries > 128 || s.NegativeEntries > 64 || s.Evictions == 0 {
 		t.Fatalf("%+v", s)
@@ -115,8 +114,8 @@ func TestLookupRacingInvalidationIsNotCached(t *testing.T) {
 	var sum [32]byte
 	gen := c.Generation()
 	c.InvalidateVendor("v1") // the revocation lands while the lookup is in flight
-	c.Put(&sum, &Identity{VendorID: "v1"}, gen)
-	if _, found, _ := c.Get(&sum); found {
+	c.Put(tagOf(&sum), &sum, &Identity{VendorID: "v1"}, gen)
+	if _, found, _ := c.Get(tagOf(&sum)); found {
 		t.Fatal("a stale lookup was cached")
 	}
 }
@@ -173,7 +172,7 @@ func TestNegativeEntriesNeverEvictWorkingKeys(t *testing.T) {
 	good := make([][32]byte, 64)
 	for i := range good {
 		good[i][0], good[i][1] = byte(i), 1
-		c.Put(&good[i], &Identity{VendorID: "v1"}, c.Generation())
+		c.Put(tagOf(&good[i]), &good[i], &Identity{VendorID: "v1"}, c.Generation())
 	}
 	for i := 0; i < 10000; i++ {
 		var sum [32]byte
@@ -182,10 +181,10 @@ func TestNegativeEntriesNeverEvictWorkingKeys(t *testing.T) {
 		if i%2 == 0 {
 			id = &Identity{VendorID: "v2", Revoked: true}
 		}
-		c.Put(&sum, id, c.Generation())
+		c.Put(tagOf(&sum), &sum, id, c.Generation())
 	}
 	for i := range good {
-		if id, found, _ := c.Get(&good[i]); !found || id == nil {
+		if id, found, _ := c.Get(tagOf(&good[i])); !found || id == nil {
 			t.Fatalf("working key %d evicted by negative entries", i)
 		}
 	}
@@ -193,8 +192,8 @@ func TestNegativeEntriesNeverEvictWorkingKeys(t *testing.T) {
 		t.Fatalf("%+v", s)
 	}
 	// A revocation moves the key to the negative table.
-	c.Put(&good[0], &Identity{VendorID: "v1", Revoked: true}, c.Generation())
-	if id, found, _ := c.Get(&good[0]); !found || id == nil || !id.Revoked {
+	c.Put(tagOf(&good[0]), &good[0], &Identity{VendorID: "v1", Revoked: true}, c.Generation())
+	if id, found, _ := c.Get(tagOf(&good[0])); !found || id == nil || !id.Revoked {
 		t.Fatalf("revoked key: %+v %v", id, found)
 	}
 	if s := c.Stats(); s.Entries != len(good)-1 {
@@ -221,15 +220,13 @@ func FuzzKeyParser(f *testing.F) {
 func BenchmarkCacheHit(b *testing.B) {
 	a, _, key := newAuth(b, 1000)
 	raw := []byte(key)
-	sum := Sum(raw)
-	if _, err := a.Authenticate(raw, &sum, nil, nil); err != nil {
+	if _, err := a.Authenticate(raw, nil, nil); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			s := Sum(raw)
-			if _, err := a.Authenticate(raw, &s, nil, nil); err != nil {
+			if _, err := a.Authenticate(raw, nil, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -323,8 +320,7 @@ func BenchmarkAuthenticateCached(b *testing.B) {
 				for pb.Next() {
 					k := keys[i%n]
 					i++
-					sum := Sum(k)
-					if _, err := a.Authenticate(k, &sum, nil, nil); err != nil {
+					if _, err := a.Authenticate(k, nil, nil); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -369,22 +365,22 @@ func TestCacheHoldsItsSize(t *testing.T) {
 	sums := make([][32]byte, n)
 	for i := range sums {
 		sums[i] = Sum([]byte(fmt.Sprint("key-", i)))
-		c.Put(&sums[i], &Identity{VendorID: fmt.Sprint("v", i)}, c.Generation())
+		c.Put(tagOf(&sums[i]), &sums[i], &Identity{VendorID: fmt.Sprint("v", i)}, c.Generation())
 	}
 	if s := c.Stats(); s.Entries != n || s.Evictions != 0 {
 		t.Fatalf("%d keys in a cache of %d: %+v", n, n, s)
 	}
 	for i := range sums {
-		if _, found, _ := c.Get(&sums[i]); !found {
+		if _, found, _ := c.Get(tagOf(&sums[i])); !found {
 			t.Fatalf("key %d evicted", i)
 		}
 	}
 	extra := Sum([]byte("one more"))
-	c.Put(&extra, &Identity{VendorID: "v"}, c.Generation())
+	c.Put(tagOf(&extra), &extra, &Identity{VendorID: "v"}, c.Generation())
 	if s := c.Stats(); s.Entries != n || s.Evictions != 1 {
 		t.Fatalf("one key past the size: %+v", s)
 	}
-	if _, found, _ := c.Get(&extra); !found {
+	if _, found, _ := c.Get(tagOf(&extra)); !found {
 		t.Fatal("the key just stored was the one evicted")
 	}
 }
@@ -403,36 +399,36 @@ func TestPushedEntriesLiveLongUntilAGap(t *testing.T) {
 	clk.ns.Store(time.Hour.Nanoseconds())
 	c := testCache(t, CacheOptions{TTL: 30 * time.Second, PushedTTL: 10 * time.Minute, Now: clk.now})
 	a, b := Sum([]byte("a")), Sum([]byte("b"))
-	c.Put(&a, &Identity{VendorID: "v"}, c.Generation()) // no pushes yet: TTL
+	c.Put(tagOf(&a), &a, &Identity{VendorID: "v"}, c.Generation()) // no pushes yet: TTL
 	c.PushesFlowing()
-	c.Put(&b, &Identity{VendorID: "v"}, c.Generation())
+	c.Put(tagOf(&b), &b, &Identity{VendorID: "v"}, c.Generation())
 	clk.advance(time.Minute)
-	if _, found, _ := c.Get(&a); found {
+	if _, found, _ := c.Get(tagOf(&a)); found {
 		t.Fatal("a key stored before pushes flowed outlived TTL")
 	}
-	if _, found, refresh := c.Get(&b); !found || refresh {
+	if _, found, refresh := c.Get(tagOf(&b)); !found || refresh {
 		t.Fatalf("pushed key after a minute: found %v, refresh %v", found, refresh)
 	}
 	clk.advance(7*time.Minute + 30*time.Second) // 8.5 of 10 minutes
-	if _, found, refresh := c.Get(&b); !found || !refresh {
+	if _, found, refresh := c.Get(tagOf(&b)); !found || !refresh {
 		t.Fatalf("pushed key at 85%% of its life: found %v, refresh %v", found, refresh)
 	}
 	lastHeard := clk.now()
 	clk.advance(2 * time.Second)
 	c.PushesStopped(lastHeard)
-	if _, found, _ := c.Get(&b); !found {
+	if _, found, _ := c.Get(tagOf(&b)); !found {
 		t.Fatal("a gap dropped a key at once instead of keeping it TTL from the last push")
 	}
 	clk.advance(29 * time.Second)
-	if _, found, _ := c.Get(&b); found {
+	if _, found, _ := c.Get(tagOf(&b)); found {
 		t.Fatal("a key outlived TTL after the pushes stopped")
 	}
 	// A lookup that started while pushes flowed is not stored after a gap.
 	c.PushesFlowing()
 	gen := c.Generation()
 	c.PushesStopped(clk.now())
-	c.Put(&a, &Identity{VendorID: "v"}, gen)
-	if _, found, _ := c.Get(&a); found {
+	c.Put(tagOf(&a), &a, &Identity{VendorID: "v"}, gen)
+	if _, found, _ := c.Get(tagOf(&a)); found {
 		t.Fatal("a lookup that raced a gap was cached")
 	}
 }
@@ -446,17 +442,17 @@ func TestShortEntriesRefreshFromHalfTheirLife(t *testing.T) {
 	sums := make([][32]byte, 256)
 	for i := range sums {
 		sums[i] = Sum([]byte(fmt.Sprint("key-", i)))
-		c.Put(&sums[i], &Identity{VendorID: "v"}, c.Generation())
+		c.Put(tagOf(&sums[i]), &sums[i], &Identity{VendorID: "v"}, c.Generation())
 	}
 	clk.advance(11 * time.Second)
 	for i := range sums {
-		if _, _, refresh := c.Get(&sums[i]); refresh {
+		if _, _, refresh := c.Get(tagOf(&sums[i])); refresh {
 			t.Fatalf("key %d due for a refresh at 11 s of 30", i)
 		}
 	}
 	clk.advance(4 * time.Second)
 	for i := range sums {
-		if _, found, refresh := c.Get(&sums[i]); !found || !refresh {
+		if _, found, refresh := c.Get(tagOf(&sums[i])); !found || !refresh {
 			t.Fatalf("key %d at 15 s of 30: found %v, refresh %v", i, found, refresh)
 		}
 	}
@@ -472,33 +468,36 @@ func TestScheduledRefreshRunsAFifthOfTTLBeforeExpiry(t *testing.T) {
 	clk.ns.Store(time.Hour.Nanoseconds())
 	c := testCache(t, CacheOptions{TTL: 30 * time.Second, PushedTTL: 10 * time.Minute, Now: clk.now})
 	a, b := Sum([]byte("a")), Sum([]byte("b"))
-	c.Put(&a, &Identity{VendorID: "v"}, c.Generation())
+	c.Put(tagOf(&a), &a, &Identity{VendorID: "v"}, c.Generation())
 	stored := clk.now().UnixNano()
 	clk.advance(15 * time.Second)
-	due, expires, ok := c.Schedule(&a)
+	due, expires, sum, ok := c.Schedule(tagOf(&a))
 	if !ok || expires != stored+int64(30*time.Second) || due != expires-int64(6*time.Second) {
 		t.Fatalf("short entry: due %v before expiry, ok %v", time.Duration(expires-due), ok)
 	}
-	if _, _, refresh := c.Get(&a); refresh {
+	if sum != a {
+		t.Fatal("the refresh would not look the key up by its SHA-256")
+	}
+	if _, _, refresh := c.Get(tagOf(&a)); refresh {
 		t.Fatal("a scheduled entry is still due for a refresh")
 	}
-	if _, _, ok := c.Schedule(&a); ok {
+	if _, _, _, ok := c.Schedule(tagOf(&a)); ok {
 		t.Fatal("an entry was scheduled twice")
 	}
-	if _, ok := c.Scheduled(&a, expires); !ok {
+	if _, ok := c.Scheduled(tagOf(&a), expires); !ok {
 		t.Fatal("the scheduled entry is not found as scheduled")
 	}
 
 	c.PushesFlowing()
-	c.Put(&b, &Identity{VendorID: "v"}, c.Generation())
+	c.Put(tagOf(&b), &b, &Identity{VendorID: "v"}, c.Generation())
 	clk.advance(9 * time.Minute)
 	now := clk.now().UnixNano()
-	if due, _, ok := c.Schedule(&b); !ok || due != now {
+	if due, _, _, ok := c.Schedule(tagOf(&b)); !ok || due != now {
 		t.Fatalf("pushed entry with a minute left: due in %v, ok %v", time.Duration(due-now), ok)
 	}
 	c.PushesStopped(clk.now())
 	clk.advance(15 * time.Second)
-	if _, found, refresh := c.Get(&b); !found || !refresh {
+	if _, found, refresh := c.Get(tagOf(&b)); !found || !refresh {
 		t.Fatalf("half TTL after a gap, the shortened entry: found %v, refresh %v (want due again)", found, refresh)
 	}
 }
@@ -512,27 +511,27 @@ func TestSubscribingDropsWorkingKeys(t *testing.T) {
 	clk.ns.Store(time.Hour.Nanoseconds())
 	c := testCache(t, CacheOptions{TTL: 30 * time.Second, PushedTTL: 10 * time.Minute, Now: clk.now})
 	a, b, unknown, revoked := Sum([]byte("a")), Sum([]byte("b")), Sum([]byte("u")), Sum([]byte("r"))
-	c.Put(&a, &Identity{VendorID: "v"}, c.Generation())
-	c.Put(&b, &Identity{VendorID: "w"}, c.Generation())
-	c.Put(&unknown, nil, c.Generation())
-	c.Put(&revoked, &Identity{VendorID: "v", Revoked: true}, c.Generation())
+	c.Put(tagOf(&a), &a, &Identity{VendorID: "v"}, c.Generation())
+	c.Put(tagOf(&b), &b, &Identity{VendorID: "w"}, c.Generation())
+	c.Put(tagOf(&unknown), &unknown, nil, c.Generation())
+	c.Put(tagOf(&revoked), &revoked, &Identity{VendorID: "v", Revoked: true}, c.Generation())
 	racing := c.Generation()
 	if n := c.PushesFlowing(); n != 2 {
 		t.Fatalf("PushesFlowing dropped %d keys, want the 2 working ones", n)
 	}
 	for _, s := range [][32]byte{a, b} {
-		if _, found, _ := c.Get(&s); found {
+		if _, found, _ := c.Get(tagOf(&s)); found {
 			t.Fatal("a working key cached before the subscription survived it")
 		}
 	}
-	if _, found, _ := c.Get(&unknown); !found {
+	if _, found, _ := c.Get(tagOf(&unknown)); !found {
 		t.Fatal("the unknown key's entry was dropped")
 	}
-	if id, found, _ := c.Get(&revoked); !found || !id.Revoked {
+	if id, found, _ := c.Get(tagOf(&revoked)); !found || !id.Revoked {
 		t.Fatal("the revoked key's entry was dropped")
 	}
-	c.Put(&a, &Identity{VendorID: "v"}, racing)
-	if _, found, _ := c.Get(&a); found {
+	c.Put(tagOf(&a), &a, &Identity{VendorID: "v"}, racing)
+	if _, found, _ := c.Get(tagOf(&a)); found {
 		t.Fatal("a lookup that started before the subscription was cached")
 	}
 	if s := c.Stats(); s.Entries != 0 || s.NegativeEntries != 2 || s.Invalidations != 2 {
@@ -540,9 +539,122 @@ func TestSubscribingDropsWorkingKeys(t *testing.T) {
 	}
 	// The subscription broken and made again: the keys cached meanwhile go too.
 	c.PushesStopped(clk.now())
-	c.Put(&a, &Identity{VendorID: "v"}, c.Generation())
-	c.Put(&b, &Identity{VendorID: "w"}, c.Generation())
+	c.Put(tagOf(&a), &a, &Identity{VendorID: "v"}, c.Generation())
+	c.Put(tagOf(&b), &b, &Identity{VendorID: "w"}, c.Generation())
 	if n := c.PushesFlowing(); n != 2 {
 		t.Fatalf("subscribing again dropped %d keys, want 2", n)
 	}
 }
+
+// tagOf is a tag for a cache test's entry of sum: its first 16 bytes (the
+// tests' sums differ there).
+func tagOf(sum *[32]byte) *[16]byte {
+	t := [16]byte(sum[:16])
+	return &t
+}
+
+// TestCachedKeyOfAnotherEnvironmentIsRefused: a key whose record names
+// another environment than its prefix is refused as unknown on its lookup
+// and on every cache hit after it (a hit is not parsed again: its prefix
+// is still checked against its record), with no second lookup.
+func TestCachedKeyOfAnotherEnvironmentIsRefused(t *testing.T) {
+	a, tb, key := newAuth(t, 100)
+	tb.m[apikey.Hash(key)].Environment = apikey.Live // the key's prefix is the sandbox's
+	for i := range 3 {
+		if id, err := authn(a, key); !errors.Is(err, ErrUnknownKey) || id != nil {
+			t.Fatalf("request %d: %v %+v, want %v", i, err, id, ErrUnknownKey)
+		}
+	}
+	if tb.calls.Load() != 1 || a.Cache().Stats().Hits != 2 {
+		t.Fatalf("%d lookups, %+v: want one lookup, then hits", tb.calls.Load(), a.Cache().Stats())
+	}
+}
+
+// TestCacheHitNeedsTheWholeKey: a cached key found again only by itself;
+// the same key with one character changed, or a character more or fewer,
+// is a miss (each refused by its MAC, looked up by no one), and the cached
+// key is found by its tag alone after them.
+func TestCacheHitNeedsTheWholeKey(t *testing.T) {
+	a, tb, key := newAuth(t, 100)
+	if _, err := authn(a, key); err != nil {
+		t.Fatal(err)
+	}
+	last := key[len(key)-1]
+	other := byte('A')
+	if last == other {
+		other = 'B'
+	}
+	for _, k := range []string{key[:len(key)-1] + string(other), key + "A", key[:len(key)-1]} {
+		if tag, want := Tag([]byte(k)), Tag([]byte(key)); tag == want {
+			t.Fatalf("%d-character key shares the cached key's tag", len(k))
+		}
+		if _, err := authn(a, k); !errors.Is(err, ErrBadSignature) && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("%d-character variant: %v, want a refusal before any lookup", len(k), err)
+		}
+	}
+	if id, err := authn(a, key); err != nil || id.KeyID != "k1" {
+		t.Fatalf("%v %+v", err, id)
+	}
+	if tb.calls.Load() != 1 || a.Cache().Stats().Hits != 1 {
+		t.Fatalf("%d lookups, %+v", tb.calls.Load(), a.Cache().Stats())
+	}
+}
+
+// TestInvalidationBySHA256FindsEveryTable: the backend names a revoked key
+// by its SHA-256, which is not what the cache is keyed by: a working
+// entry and a negative one are both found by it, and only that key's.
+func TestInvalidationBySHA256FindsEveryTable(t *testing.T) {
+	c := testCache(t, CacheOptions{})
+	a, b, u := Sum([]byte("a")), Sum([]byte("b")), Sum([]byte("u"))
+	c.Put(tagOf(&a), &a, &Identity{VendorID: "v"}, c.Generation())
+	c.Put(tagOf(&b), &b, &Identity{VendorID: "v"}, c.Generation())
+	c.Put(tagOf(&u), &u, nil, c.Generation())
+	c.InvalidateKey(&a)
+	c.InvalidateKey(&u)
+	if _, found, _ := c.Get(tagOf(&a)); found {
+		t.Fatal("the working entry survived its invalidation")
+	}
+	if _, found, _ := c.Get(tagOf(&u)); found {
+		t.Fatal("the negative entry survived its invalidation")
+	}
+	if _, found, _ := c.Get(tagOf(&b)); !found {
+		t.Fatal("another key's entry was dropped")
+	}
+	if s := c.Stats(); s.Invalidations != 2 || s.Entries != 1 || s.NegativeEntries != 0 {
+		t.Fatalf("%+v", s)
+	}
+}
+
+// TestExpiryAtTheEndsOfTime: a cached identity keeps its expiry and
+// scheduled revocation in Unix nanoseconds; a record with no expiry (the
+// zero time) is expired, one expiring past what nanoseconds hold (2262) is
+// not, and a revocation scheduled in the past refuses the key as revoked.
+func TestExpiryAtTheEndsOfTime(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		expires  time.Time
+		revokeAt *time.Time
+		want     error
+	}{
+		{"zero expiry", time.Time{}, nil, ErrKeyExpired},
+		{"year 3000", time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), nil, nil},
+		{"an hour ago", time.Now().Add(-time.Hour), nil, ErrKeyExpired},
+		{"revoked a second ago", time.Now().Add(time.Hour), ptr(time.Now().Add(-time.Second)), ErrRevoked},
+		{"revoked in a minute", time.Now().Add(time.Hour), ptr(time.Now().Add(time.Minute)), nil},
+	} {
+		a, tb, key := newAuth(t, 100)
+		res := tb.m[apikey.Hash(key)]
+		res.ExpiresAt, res.RevokeAt = c.expires, c.revokeAt
+		for i := range 2 { // the lookup, then the cache
+			if _, err := authn(a, key); !errors.Is(err, c.want) {
+				t.Fatalf("%s, request %d: %v, want %v", c.name, i, err, c.want)
+			}
+		}
+	}
+	id := identityOf(&wire.KeyResolution{ExpiresAt: time.Unix(1700000000, 5)})
+	if !id.ExpiresAt().Equal(time.Unix(1700000000, 5)) || !id.RevokeAt().IsZero() {
+		t.Fatalf("expires %v, revoke at %v", id.ExpiresAt(), id.RevokeAt())
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// cacheShards spreads entries over locks; a key's SHA-256 picks its shard.
+// cacheShards spreads entries over locks; a key's tag picks its shard.
 // The bound is on the whole table, not per shard: keys hash unevenly.
 const cacheShards = 64
 
@@ -49,10 +49,11 @@ type CacheOptions struct {
 	Now func() time.Time
 }
 
-// Cache is the bounded in-process key cache, keyed by the SHA-256 of the
-// whole key. Working keys and negative entries (unknown or revoked keys)
+// Cache is the bounded in-process key cache, keyed by the tag of the whole
+// key (Tag: a hash under this process's own secret seeds), each entry
+// holding the key's SHA-256 too, by which it is refreshed and invalidated. Working keys and negative entries (unknown or revoked keys)
 // are kept in two tables, each bounded, so that negative entries never
-// evict a working key. Lookups by hash take the same path whatever the
+// evict a working key. Lookups by tag take the same path whatever the
 // secret, so its timing says nothing about a key.
 //
 // A working key is due for a refresh (Get says so) before it expires
@@ -87,7 +88,7 @@ type cacheTable struct {
 
 type cacheShard struct {
 	mu        sync.RWMutex
-	m         map[[32]byte]cacheEntry
+	m         map[[16]byte]cacheEntry
 	hits      atomic.Uint64
 	misses    atomic.Uint64
 	evictions atomic.Uint64
@@ -98,6 +99,9 @@ type cacheEntry struct {
 	id      *Identity // nil: the key is unknown
 	expires int64     // unix ns
 	refresh int64     // unix ns from which a request starts a refresh; never for negative entries
+	// sum is the key's SHA-256: what a refresh looks it up by and what an
+	// invalidation names it by.
+	sum [32]byte
 }
 
 // negative reports whether id belongs in the negative table.
@@ -130,27 +134,27 @@ func NewCache(o CacheOptions) (*Cache, error) {
 func (t *cacheTable) init(size int) {
 	t.size = int64(size)
 	for i := range t.shards {
-		t.shards[i].m = make(map[[32]byte]cacheEntry)
+		t.shards[i].m = make(map[[16]byte]cacheEntry)
 	}
 }
 
-func (t *cacheTable) shard(sum *[32]byte) *cacheShard { return &t.shards[sum[0]%cacheShards] }
+func (t *cacheTable) shard(tag *[16]byte) *cacheShard { return &t.shards[tag[0]%cacheShards] }
 
-// Get returns the entry for sum. found is false on a miss or an expired
+// Get returns the entry of the key whose tag (Tag) is tag. found is false on a miss or an expired
 // entry; id is nil for an unknown key. refresh is true when the entry, a
 // working key, is due for a refresh. It counts hits; the caller counts a
 // miss with Missed once the key is worth a lookup (a key that fails its MAC
 // is no miss of this cache).
-func (c *Cache) Get(sum *[32]byte) (id *Identity, found, refresh bool) {
+func (c *Cache) Get(tag *[16]byte) (id *Identity, found, refresh bool) {
 	now := c.now().UnixNano()
-	sh := c.pos.shard(sum)
+	sh := c.pos.shard(tag)
 	sh.mu.RLock()
-	e, ok := sh.m[*sum]
+	e, ok := sh.m[*tag]
 	sh.mu.RUnlock()
 	if !ok {
-		nsh := c.neg.shard(sum)
+		nsh := c.neg.shard(tag)
 		nsh.mu.RLock()
-		e, ok = nsh.m[*sum]
+		e, ok = nsh.m[*tag]
 		nsh.mu.RUnlock()
 	}
 	if !ok || e.expires <= now {
@@ -160,8 +164,8 @@ func (c *Cache) Get(sum *[32]byte) (id *Identity, found, refresh bool) {
 	return e.id, true, e.refresh <= now
 }
 
-// Missed counts a miss of sum.
-func (c *Cache) Missed(sum *[32]byte) { c.pos.shard(sum).misses.Add(1) }
+// Missed counts a miss of the key of tag.
+func (c *Cache) Missed(tag *[16]byte) { c.pos.shard(tag).misses.Add(1) }
 
 // Refreshing counts a refresh started (a lookup no request waits for).
 func (c *Cache) Refreshing() { c.refreshes.Add(1) }
@@ -175,26 +179,27 @@ func (c *Cache) RefreshLate() { c.refreshesLate.Add(1) }
 // Generation is read before a lookup and handed to Put.
 func (c *Cache) Generation() uint64 { return c.gen.Load() }
 
-// refreshPoint is when an entry of sum living from now until expires is
-// due for a refresh, spread by the key's hash: between three quarters and
+// refreshPoint is when an entry of tag living from now until expires is
+// due for a refresh, spread by the key's tag: between three quarters and
 // seven eighths of a long life (pushed: a key requested every minute or so
 // is refreshed once per life, well under PushedTTL's lookups), between two
 // fifths and a half of a short one (TTL: a window of 15 s of 30, so that a
 // key requested every few seconds is refreshed before it expires rather
 // than looked up on the request path).
-func (c *Cache) refreshPoint(sum *[32]byte, now, expires int64) int64 {
+func (c *Cache) refreshPoint(tag *[16]byte, now, expires int64) int64 {
 	life := expires - now
 	if life > c.ttl {
-		return now + life/4*3 + life/8*int64(sum[1])/256
+		return now + life/4*3 + life/8*int64(tag[1])/256
 	}
-	return now + life/5*2 + life/10*int64(sum[1])/256
+	return now + life/5*2 + life/10*int64(tag[1])/256
 }
 
-// Put stores id (nil: unknown key) unless an invalidation or a change of
+// Put stores id (nil: unknown key) under tag, with sum, the key's
+// SHA-256 (Sum), unless an invalidation or a change of
 // the push state happened since gen was read, so that a lookup racing a
 // revocation does not cache the old answer. Unknown and revoked keys go to
 // the negative table.
-func (c *Cache) Put(sum *[32]byte, id *Identity, gen uint64) {
+func (c *Cache) Put(tag *[16]byte, sum *[32]byte, id *Identity, gen uint64) {
 	now := c.now().UnixNano()
 	into, other := &c.pos, &c.neg
 	if negative(id) {
@@ -202,14 +207,14 @@ func (c *Cache) Put(sum *[32]byte, id *Identity, gen uint64) {
 	}
 	// A key that moved between tables (revoked since it was cached) leaves
 	// the other one; the two locks are never held together.
-	osh := other.shard(sum)
+	osh := other.shard(tag)
 	osh.mu.Lock()
-	if _, ok := osh.m[*sum]; ok {
-		delete(osh.m, *sum)
+	if _, ok := osh.m[*tag]; ok {
+		delete(osh.m, *tag)
 		other.count.Add(-1)
 	}
 	osh.mu.Unlock()
-	sh := into.shard(sum)
+	sh := into.shard(tag)
 	sh.mu.Lock()
 	if c.gen.Load() != gen {
 		sh.mu.Unlock()
@@ -221,22 +226,22 @@ func (c *Cache) Put(sum *[32]byte, id *Identity, gen uint64) {
 	var e cacheEntry
 	switch {
 	case id == nil:
-		e = cacheEntry{expires: now + c.negTTL, refresh: never}
+		e = cacheEntry{expires: now + c.negTTL, refresh: never, sum: *sum}
 	case id.Revoked:
-		e = cacheEntry{id: id, expires: now + c.ttl, refresh: never}
+		e = cacheEntry{id: id, expires: now + c.ttl, refresh: never, sum: *sum}
 	case c.pushes.Load():
-		e = cacheEntry{id: id, expires: now + c.pushedTTL}
+		e = cacheEntry{id: id, expires: now + c.pushedTTL, sum: *sum}
 	default:
-		e = cacheEntry{id: id, expires: now + c.ttl}
+		e = cacheEntry{id: id, expires: now + c.ttl, sum: *sum}
 	}
 	if e.refresh == 0 {
-		e.refresh = c.refreshPoint(sum, now, e.expires)
+		e.refresh = c.refreshPoint(tag, now, e.expires)
 	}
-	_, existed := sh.m[*sum]
-	sh.m[*sum] = e
+	_, existed := sh.m[*tag]
+	sh.m[*tag] = e
 	sh.mu.Unlock()
 	if !existed && into.count.Add(1) > into.size {
-		into.evictOne(sum, now)
+		into.evictOne(tag, now)
 	}
 }
 
@@ -244,12 +249,12 @@ func (c *Cache) Put(sum *[32]byte, id *Identity, gen uint64) {
 // first few looked at is, else the one of them that expires first (map
 // order is random: a sample, without an LRU list on the hot path). It
 // starts at keep's shard and moves on while a shard has nothing else.
-func (t *cacheTable) evictOne(keep *[32]byte, now int64) {
+func (t *cacheTable) evictOne(keep *[16]byte, now int64) {
 	start := int(keep[0] % cacheShards)
 	for i := 0; i < cacheShards; i++ {
 		sh := &t.shards[(start+i)%cacheShards]
 		sh.mu.Lock()
-		var victim [32]byte
+		var victim [16]byte
 		found := false
 		soonest := int64(math.MaxInt64)
 		n := 0
@@ -279,37 +284,38 @@ func (t *cacheTable) evictOne(keep *[32]byte, now int64) {
 	}
 }
 
-// Schedule marks sum's working entry, due for a refresh, as scheduled and
-// says when its refresh should run (due, unix ns) and the entry's expiry;
+// Schedule marks tag's working entry, due for a refresh, as scheduled and
+// says when its refresh should run (due, unix ns), the entry's expiry and
+// the key's SHA-256 to look it up by;
 // ok is false when there is no such entry, or its refresh is not due or
 // scheduled already. An entry with more than TTL left (cached while pushes
 // flow) is refreshed at once; one with less, a fifth of TTL before it
 // expires, so that a key requested at least once per half TTL is looked
 // up about once per TTL rather than once per request.
-func (c *Cache) Schedule(sum *[32]byte) (due, expires int64, ok bool) {
+func (c *Cache) Schedule(tag *[16]byte) (due, expires int64, sum [32]byte, ok bool) {
 	now := c.now().UnixNano()
-	sh := c.pos.shard(sum)
+	sh := c.pos.shard(tag)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, ok := sh.m[*sum]
+	e, ok := sh.m[*tag]
 	if !ok || e.id == nil || e.refresh > now || e.expires <= now {
-		return 0, 0, false
+		return 0, 0, sum, false
 	}
 	due = now
 	if e.expires-now <= c.ttl {
 		due = max(now, e.expires-c.ttl/5)
 	}
 	e.refresh = scheduled
-	sh.m[*sum] = e
-	return due, e.expires, true
+	sh.m[*tag] = e
+	return due, e.expires, e.sum, true
 }
 
-// Scheduled returns the identity of sum's entry if it is the one a refresh
+// Scheduled returns the identity of tag's entry if it is the one a refresh
 // was scheduled for (expires), its refresh still scheduled.
-func (c *Cache) Scheduled(sum *[32]byte, expires int64) (*Identity, bool) {
-	sh := c.pos.shard(sum)
+func (c *Cache) Scheduled(tag *[16]byte, expires int64) (*Identity, bool) {
+	sh := c.pos.shard(tag)
 	sh.mu.RLock()
-	e, ok := sh.m[*sum]
+	e, ok := sh.m[*tag]
 	sh.mu.RUnlock()
 	if !ok || e.id == nil || e.refresh != scheduled || e.expires != expires {
 		return nil, false
@@ -317,16 +323,16 @@ func (c *Cache) Scheduled(sum *[32]byte, expires int64) (*Identity, bool) {
 	return e.id, true
 }
 
-// Postpone moves the refresh of sum's working entry to at least d from now,
+// Postpone moves the refresh of tag's working entry to at least d from now,
 // after a refresh failed: the entry serves until it expires, and requests
 // meanwhile do not retry the lookup each.
-func (c *Cache) Postpone(sum *[32]byte, d time.Duration) {
+func (c *Cache) Postpone(tag *[16]byte, d time.Duration) {
 	at := c.now().UnixNano() + int64(d)
-	sh := c.pos.shard(sum)
+	sh := c.pos.shard(tag)
 	sh.mu.Lock()
-	if e, ok := sh.m[*sum]; ok && (e.refresh < at || e.refresh == scheduled) {
+	if e, ok := sh.m[*tag]; ok && (e.refresh < at || e.refresh == scheduled) {
 		e.refresh = at
-		sh.m[*sum] = e
+		sh.m[*tag] = e
 	}
 	sh.mu.Unlock()
 }
@@ -388,18 +394,26 @@ func (c *Cache) PushesStopped(lastHeard time.Time) {
 // Pushed reports whether invalidations reach the cache.
 func (c *Cache) Pushed() bool { return c.pushes.Load() }
 
-// InvalidateKey drops the entry of one key hash.
+// InvalidateKey drops the entry of the key whose SHA-256 is sum, as the
+// backend names a revoked key. Entries are found by their tag, which the
+// SHA-256 does not give: it walks the whole cache, comparing each entry's
+// sum (about 1 to 2 ms at 100,000 keys, once per revocation heard; an
+// index by SHA-256 would cost every cached key a second map entry).
 func (c *Cache) InvalidateKey(sum *[32]byte) {
 	c.gen.Add(1)
 	for _, t := range []*cacheTable{&c.pos, &c.neg} {
-		sh := t.shard(sum)
-		sh.mu.Lock()
-		if _, ok := sh.m[*sum]; ok {
-			delete(sh.m, *sum)
-			t.count.Add(-1)
-			c.invalidations.Add(1)
+		for i := range t.shards {
+			sh := &t.shards[i]
+			sh.mu.Lock()
+			for k, e := range sh.m {
+				if e.sum == *sum {
+					delete(sh.m, k)
+					t.count.Add(-1)
+					c.invalidations.Add(1)
+				}
+			}
+			sh.mu.Unlock()
 		}
-		sh.mu.Unlock()
 	}
 }
 

@@ -26,10 +26,11 @@ type refresher struct {
 	closed  bool
 }
 
-// refreshItem is one scheduled refresh of the entry of sum that expires
-// at expires (a later entry of the key makes it stale).
+// refreshItem is one scheduled refresh of the entry of tag that expires
+// at expires (a later entry of the key makes it stale), looked up by sum.
 type refreshItem struct {
 	due, expires int64
+	tag          [16]byte
 	sum          [32]byte
 }
 

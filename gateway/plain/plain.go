@@ -32,7 +32,7 @@ import (
 // a key's MAC verifies, and the key's identity and state for the log line.
 type Keys interface {
 	Signed(raw []byte) bool
-	Authenticate(raw []byte, sum *[32]byte, rid []byte, trace context.Context) (*auth.Identity, error)
+	Authenticate(raw []byte, rid []byte, trace context.Context) (*auth.Identity, error)
 }
 
 // Options is what New needs; every field is required.
@@ -181,8 +181,7 @@ func (p *Handler) refuseKey(ctx *fasthttp.RequestCtx, raw []byte, a answer, wher
 	}
 	attrs := []any{"request_id", string(rid), "client", p.o.Client(ctx), "method", string(ctx.Method()),
 		"path", where}
-	sum := auth.Sum(raw)
-	id, err := p.o.Keys.Authenticate(raw, &sum, rid, nil)
+	id, err := p.o.Keys.Authenticate(raw, rid, nil)
 	if id != nil {
 		attrs = append(attrs, "key_id", id.KeyID, "vendor_id", id.VendorID)
 	} else {

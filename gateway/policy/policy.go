@@ -288,14 +288,17 @@ type Bucket struct {
 
 // Buckets are one key's bucket names under Layout, by policy index (up to
 // the last row named; an unnamed row's names are empty). They are kept for
-// every cached key: one string and where each row's name is in it (64
-// bytes and the string), not a Bucket of two string headers per row.
+// every cached key: one string holding the names and, after them, where
+// each row's name is in it (4 bytes a row up to the last named; 48 bytes
+// and the string in all), not a Bucket of two string headers per row.
 type Buckets struct {
 	Layout *Layout
-	all    string
-	// spans[i] is row i's name in all (its twin's name runs on to
-	// ":twin"); zero for an unnamed row or one past the last named.
-	spans [MaxPolicies]struct{ start, end uint16 }
+	// all is the names, then from names on each row's span: its name's
+	// start and end (uint16, little-endian; its twin's name runs on to
+	// ":twin"), both zero for an unnamed row.
+	all   string
+	names uint16
+	rows  uint8 // spans in all: the rows up to the last named
 	// long holds the names instead when all is too long for spans (a
 	// vendor or key id of thousands of bytes).
 	long *[MaxPolicies]Bucket
@@ -308,11 +311,16 @@ func (b *Buckets) Name(i int) Bucket {
 	if b.long != nil {
 		return b.long[i]
 	}
-	sp := b.spans[i]
-	if sp.end == 0 {
+	if i >= int(b.rows) {
 		return Bucket{}
 	}
-	return Bucket{Key: b.all[sp.start:sp.end], Twin: b.all[sp.start : int(sp.end)+len(twinSuffix)]}
+	o := int(b.names) + 4*i
+	start := int(b.all[o]) | int(b.all[o+1])<<8
+	end := int(b.all[o+2]) | int(b.all[o+3])<<8
+	if end == 0 {
+		return Bucket{}
+	}
+	return Bucket{Key: b.all[start:end], Twin: b.all[start : end+len(twinSuffix)]}
 }
 
 // Len is the number of rows up to the last named one.
@@ -344,7 +352,7 @@ func (l *Layout) Buckets(vendorID, keyID string) *Buckets {
 		}
 	}
 	var sb strings.Builder
-	sb.Grow(n)
+	sb.Grow(n + 4*rows)
 	var ends [MaxPolicies][2]int
 	for i, r := range l.rows[:rows] {
 		if r.unnamed {
@@ -361,23 +369,22 @@ func (l *Layout) Buckets(vendorID, keyID string) *Buckets {
 		ends[i] = [2]int{start, sb.Len()}
 		sb.WriteString(twinSuffix)
 	}
-	all := sb.String()
-	b := &Buckets{Layout: l, all: all}
-	if len(all) > math.MaxUint16 {
-		b.long = new([MaxPolicies]Bucket)
-	}
-	for i, r := range l.rows[:rows] {
-		if r.unnamed {
-			continue
+	names := sb.Len()
+	if names > math.MaxUint16 {
+		all := sb.String()
+		b := &Buckets{Layout: l, all: all, long: new([MaxPolicies]Bucket)}
+		for i, r := range l.rows[:rows] {
+			if !r.unnamed {
+				start, end := ends[i][0], ends[i][1]
+				b.long[i] = Bucket{Key: all[start:end], Twin: all[start : end+len(twinSuffix)]}
+			}
 		}
-		start, end := ends[i][0], ends[i][1]
-		if b.long != nil {
-			b.long[i] = Bucket{Key: all[start:end], Twin: all[start : end+len(twinSuffix)]}
-		} else {
-			b.spans[i].start, b.spans[i].end = uint16(start), uint16(end)
-		}
+		return b
 	}
-	return b
+	for _, e := range ends[:rows] { // an unnamed row's span stays zero
+		sb.Write([]byte{byte(e[0]), byte(e[0] >> 8), byte(e[1]), byte(e[1] >> 8)})
+	}
+	return &Buckets{Layout: l, all: sb.String(), names: uint16(names), rows: uint8(rows)}
 }
 
 // Table is the policy table compiled for one vendor's limits (the

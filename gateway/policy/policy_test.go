@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // A layout of tables names only the rows some table checks: a row off in
@@ -88,5 +89,44 @@ func TestWindowedRowsPlannedApart(t *testing.T) {
 	}
 	if _, err := NewTable(rows, [][]string{{"orders"}}); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d limits", MaxChecks)) {
 		t.Fatalf("%d limits on a route: %v", MaxPolicies+1, err)
+	}
+}
+
+// TestBucketsPackTheirSpans: a key's bucket names keep where each row's
+// name is inside their one string: a named row after an unnamed one, the
+// unnamed one empty, every row past the last named empty, the same names
+// as NewLayout's all-named layout gives for the named rows, in at most 48
+// bytes besides the string.
+func TestBucketsPackTheirSpans(t *testing.T) {
+	on := Rate{Limit: 10, Period: time.Minute}
+	rows := []Policy{{Rate: Rate{Name: "reads", Limit: 10, Period: time.Minute}, Class: "reads"},
+		{Rate: Rate{Name: "key-reads"}, Scope: PerKey, Class: "reads"},
+		{Rate: Rate{Name: "orders", Limit: on.Limit, Period: on.Period}, Class: "orders"},
+		{Rate: Rate{Name: "key-orders"}, Scope: PerKey, Class: "orders"}}
+	tab, err := NewTable(rows, [][]string{{"reads"}, {"orders"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := LayoutOf([]*Table{tab}, nil).Buckets("7d9f2a4e-1b3c-4d5e-8f60-718293a4b5c6", "k1")
+	all := NewLayout(rows, nil).Buckets("7d9f2a4e-1b3c-4d5e-8f60-718293a4b5c6", "k1")
+	want := []Bucket{all.Name(0), {}, all.Name(2), {}}
+	if want[0].Key != "vg:{v:7d9f2a4e-1b3c-4d5e-8f60-718293a4b5c6}:reads" || all.Name(1).Key != "vg:{v:7d9f2a4e-1b3c-4d5e-8f60-718293a4b5c6}:k:k1:reads" ||
+		want[2].Twin != "vg:{v:7d9f2a4e-1b3c-4d5e-8f60-718293a4b5c6}:orders:twin" {
+		t.Fatalf("all named: %+v %+v %+v", want[0], all.Name(1), want[2])
+	}
+	for i := range MaxPolicies {
+		var w Bucket
+		if i < len(want) {
+			w = want[i]
+		}
+		if got := b.Name(i); got != w {
+			t.Fatalf("row %d: %+v, want %+v", i, got, w)
+		}
+	}
+	if b.Len() != 3 || all.Len() != 4 {
+		t.Fatalf("Len %d and %d, want 3 and 4", b.Len(), all.Len())
+	}
+	if size := unsafe.Sizeof(Buckets{}); size > 48 {
+		t.Fatalf("Buckets take %d bytes, want at most 48", size)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -395,5 +396,83 @@ func TestRedisAddsAsLocalDoes(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("redis buckets\n%+v\nin-process\n%+v", got, want)
+	}
+}
+
+// captured is a Store that keeps what it is given.
+type captured struct {
+	mu     sync.Mutex
+	deltas []*Delta
+}
+
+func (s *captured) Apply(ds []*Delta) []error {
+	s.mu.Lock()
+	s.deltas = append(s.deltas, ds...)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *captured) Read([]int64, []int64) (Buckets, error) { return Buckets{}, nil }
+
+// TestEveryPolicyIsCounted: a vendor counted under every policy of a full
+// table, each of the three counts its own number, flushes each where it
+// belongs, those past the Counter's own room too, and counts nothing
+// twice; the Counter of a table of up to four policies takes 64 bytes, and
+// counting past them allocates once, not per count.
+func TestEveryPolicyIsCounted(t *testing.T) {
+	st := &captured{}
+	r, err := New(testOptions(st, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	c := r.For(vendorA)
+	var want [numValues]uint64
+	for p := Policy(0); p < MaxPolicies; p++ {
+		a, l, s := int(p)+1, int(p)+2, int(p)+3
+		count(c, p, a, l, s)
+		want[int(p)*numCounters+cAllowed], want[int(p)*numCounters+cLimited], want[int(p)*numCounters+cShadow] = uint64(a), uint64(l), uint64(s)
+	}
+	if n := testing.AllocsPerRun(100, func() { c.Allowed(MaxPolicies - 1) }); n != 0 {
+		t.Fatalf("%v allocations per count past the inline policies", n)
+	}
+	want[(MaxPolicies-1)*numCounters+cAllowed] += 101 // AllocsPerRun runs once more
+	r.Flush()
+	r.Flush() // nothing more counted: no second delta
+	if len(st.deltas) != 1 || len(st.deltas[0].Rows) != 1 {
+		t.Fatalf("%d deltas, want one of one row", len(st.deltas))
+	}
+	if got := st.deltas[0].Rows[0].Values; got != want {
+		t.Fatalf("flushed %v\nwant    %v", got, want)
+	}
+	if size := unsafe.Sizeof(Counter{}); size != 64 {
+		t.Fatalf("a Counter takes %d bytes, want 64", size)
+	}
+}
+
+// TestCollectMakesRoomForTheCountedOnly: a flush's rows are made at once
+// for the vendors counted since the last (not for every vendor the
+// recorder knows, nor grown one at a time), and a flush with nothing
+// counted makes none.
+func TestCollectMakesRoomForTheCountedOnly(t *testing.T) {
+	r, err := New(testOptions(NewLocal(nil), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cs := make([]*Counter, 1000)
+	for i := range cs {
+		cs[i] = r.For("vendor-" + strconv.Itoa(i))
+	}
+	for i := 0; i < len(cs); i += 100 {
+		cs[i].Allowed(Reads)
+	}
+	cs[999].ShadowLimited(MaxPolicies - 1) // counted past the inline policies only
+	d := r.collect(time.Now())
+	if d == nil || len(d.Rows) != 11 || cap(d.Rows) != 11 {
+		t.Fatalf("rows %d, room for %d: want 11 and 11", len(d.Rows), cap(d.Rows))
+	}
+	if d := r.collect(time.Now()); d != nil {
+		t.Fatalf("%d rows with nothing counted", len(d.Rows))
 	}
 }
