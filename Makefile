@@ -51,16 +51,22 @@ test:
 	nice -n 10 $(MAKE) --no-print-directory test-beside & bg=$$!; \
 	$(MAKE) --no-print-directory test-raced; rc=$$?; wait $$bg || rc=1; exit $$rc
 
+# The test binaries are linked without DWARF (-ldflags=-w): about a
+# quarter of each link's CPU (the root package's race test binary: 3.8 s
+# against 5.1 s), and a race report or a panic reads its stacks from the
+# binary's own tables, not from DWARF.
+TEST_LDFLAGS ?= -ldflags=-w
+
 test-raced:
 	$(GO) build -race ./cmd/...
-	$(GO) test -race -count=1 -timeout 20m $(TEST_FIRST) ./...
+	$(GO) test -race $(TEST_LDFLAGS) -count=1 -timeout 20m $(TEST_FIRST) ./...
 
 test-beside:
 	$(GO) vet ./...
-	$(GO) test -count=1 -run 'Allocs$$' $(addprefix ./,$(ALLOCS_PKGS))
-	$(GO) test -count=1 -run '^TestSimulation$$' ./gateway/limit
+	$(GO) test $(TEST_LDFLAGS) -count=1 -run 'Allocs$$' $(addprefix ./,$(ALLOCS_PKGS))
+	$(GO) test $(TEST_LDFLAGS) -count=1 -run '^TestSimulation$$' ./gateway/limit
 	cd bench && $(GO) vet ./...
-	cd bench && $(GO) test -race -count=1 -timeout 10m ./...
+	cd bench && $(GO) test -race $(TEST_LDFLAGS) -count=1 -timeout 10m ./...
 
 # The planted defects under scripts/mutations/, each applied to a copy of
 # this checkout: the test each names must fail (the lease and refund ones a

@@ -200,13 +200,24 @@ func TestAbandonedReportsLeaveBreakerClosed(t *testing.T) {
 		r.wantBackendServed(t)
 	})
 	t.Run("stop reading", func(t *testing.T) {
+		// Each client reads the head, then nothing until the gateway has
+		// let go of all five downloads (downloadsLetGo), once the five
+		// heads came.
+		var heads sync.WaitGroup
+		heads.Add(5)
+		letGo := downloadsLetGo(t, r.gw)
+		cut := func() {
+			heads.Done()
+			heads.Wait()
+			letGo()
+		}
 		var wg sync.WaitGroup
 		got := make([]download, 5)
 		for i := range got {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				got[i] = fetch(t, report, r.keyA, client{stall: 3 * time.Second, smallBuffer: true, limit: 20 * time.Second})
+				got[i] = fetch(t, report, r.keyA, client{waitFor: cut, smallBuffer: true, limit: 20 * time.Second})
 			}()
 		}
 		wg.Wait()

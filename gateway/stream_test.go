@@ -34,6 +34,9 @@ type download struct {
 
 // client is how fetch reads.
 type client struct {
+	// waitFor, when set, runs after the head, before the stall: the
+	// client reads nothing until it returns.
+	waitFor func()
 	// stall is how long it waits after the head before reading the body.
 	stall time.Duration
 	// bytesPerSec paces its 32 KiB reads; 0 reads as fast as bytes come.
@@ -45,6 +48,22 @@ type client struct {
 	limit time.Duration
 	// tls, when set, speaks TLS over the connection.
 	tls *tls.Config
+}
+
+// downloadsLetGo is a stalled client's wait (client.waitFor): until the
+// gateway has let go of every download (its in-flight downloads at 0: a
+// stream is cut once its writes made no progress for
+// stream_idle_timeout), at most 15 s. A fixed stall let a download through
+// whole on a loaded machine: the gateway had not yet filled the sockets'
+// buffers when the client read again, so its idle bound had not begun.
+func downloadsLetGo(t *testing.T, gw *testGateway) func() {
+	return func() {
+		for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if metricValue(t, gw, "vendorgate_gateway_in_flight_downloads") == 0 {
+				return
+			}
+		}
+	}
 }
 
 // fetch downloads rawURL over a connection of its own, as cl reads.
@@ -75,6 +94,9 @@ func fetch(t *testing.T, rawURL, key string, cl client) download {
 	}
 	defer resp.Body.Close()
 	d := download{status: resp.StatusCode, contentLength: resp.ContentLength}
+	if cl.waitFor != nil {
+		cl.waitFor()
+	}
 	d.n, d.sum, d.err = testslow.ReadBody(resp.Body, start, cl.stall, cl.bytesPerSec)
 	d.took = time.Since(start)
 	return d
@@ -143,7 +165,7 @@ func TestStalledClientIsCut(t *testing.T) {
 		o.Config.Proxy.StreamIdleTimeout = time.Second
 	})
 	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
-	d := fetch(t, gw.url+"/api/vendor/v1/orders/o1/reports/mvr", key, client{stall: 4 * time.Second, smallBuffer: true, limit: 20 * time.Second})
+	d := fetch(t, gw.url+"/api/vendor/v1/orders/o1/reports/mvr", key, client{waitFor: downloadsLetGo(t, gw), smallBuffer: true, limit: 20 * time.Second})
 	t.Logf("received %d of %d bytes in %s: %v", d.n, size, d.took.Round(time.Millisecond), d.err)
 	if d.status != 200 || d.contentLength != size {
 		t.Fatalf("status %d, Content-Length %d", d.status, d.contentLength)

@@ -171,7 +171,7 @@ func TestStalledClientIsCutOverTLS(t *testing.T) {
 		o.Config.Proxy.StreamIdleTimeout = time.Second
 	})
 	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
-	d := fetch(t, gw.url+"/api/vendor/v1/orders/o1/reports/mvr", key, client{stall: 4 * time.Second, smallBuffer: true, limit: 20 * time.Second,
+	d := fetch(t, gw.url+"/api/vendor/v1/orders/o1/reports/mvr", key, client{waitFor: downloadsLetGo(t, gw.testGateway), smallBuffer: true, limit: 20 * time.Second,
 		tls: gw.ca.ClientConfig(tlsName)})
 	t.Logf("received %d of %d bytes in %s: %v", d.n, size, d.took.Round(time.Millisecond), d.err)
 	if d.status != 200 || d.contentLength != size {
