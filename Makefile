@@ -26,7 +26,7 @@ run: build
 # one a CPU): the longest ones (TEST_FIRST) are named first so that they do
 # not start last and run alone at the end; ./... then adds every other
 # package once. docs/performance.md says how the time is measured.
-TEST_FIRST ?= ./e2e ./gateway/limit ./gateway ./backend/store/postgres
+TEST_FIRST ?= ./e2e ./gateway ./gateway/limit ./backend/store/postgres
 # The allocation guards skip under -race (it allocates on its own): they run
 # again without it, in the packages that have one (TestXxxAllocs) only, so
 # that no other package's test binary is built a second time.
