@@ -91,11 +91,24 @@ func TestKeylessFloodLeavesVendorsAlone(t *testing.T) {
 		}()
 	}
 
+	// Whether Redis itself answered meanwhile: a client of the test's own
+	// pings it every 5 ms. A vendor's read refused 503 while a ping took
+	// longer than redis.timeout (Redis starved of the CPU on a loaded
+	// machine: silent by the limiter's rule, which a 503 then keeps) is no
+	// fault of the flood's; any other refusal is.
+	slow := pingWatch(t, rs.Addr(), config.DefaultGateway().Redis.Timeout, stop)
+
 	vendor := map[int]int{}
 	var refusals []string
+	excused := 0
 	deadline := time.Now().Add(duration)
 	for n := 0; n < minReads || time.Now().Before(deadline); n++ {
+		sent := time.Now()
 		a := do(t, "GET", me, key)
+		if a.status == 503 && strings.Contains(string(a.body), "rate_limit_unavailable") && slow.during(sent, time.Now()) {
+			excused++
+			continue
+		}
 		vendor[a.status]++
 		if a.status != 200 && len(refusals) < 5 {
 			refusals = append(refusals, fmt.Sprintf("%d %s", a.status, a.body))
@@ -103,6 +116,9 @@ func TestKeylessFloodLeavesVendorsAlone(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+	if excused > 0 {
+		t.Logf("%d of the vendor's reads refused 503 while Redis took longer than redis.timeout to answer a ping (slowest %v)", excused, slow.max())
+	}
 
 	opened := breakerOpenings(t, gw)
 	t.Logf("vendor answers %v; flood answers %v (%d connection errors); limiter breaker opened %v times; throttle counted in process %v times",
@@ -131,6 +147,59 @@ func TestKeylessFloodLeavesVendorsAlone(t *testing.T) {
 	if len(other) > 10 {
 		t.Errorf("the flood wrote %d lines besides the access log, want at most 10 (state changes): %v", len(other), other[:10])
 	}
+}
+
+// slowPings are the spans in which a ping of Redis took longer than a
+// bound (pingWatch).
+type slowPings struct {
+	mu      sync.Mutex
+	spans   [][2]time.Time
+	slowest time.Duration
+}
+
+// pingWatch pings addr every 5 ms until stop is closed, keeping the spans
+// of the pings that took longer than bound.
+func pingWatch(t *testing.T, addr string, bound time.Duration, stop <-chan struct{}) *slowPings {
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	sp := &slowPings{}
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			at := time.Now()
+			err := c.Ping(t.Context()).Err()
+			took := time.Since(at)
+			sp.mu.Lock()
+			sp.slowest = max(sp.slowest, took)
+			if took > bound || err != nil {
+				sp.spans = append(sp.spans, [2]time.Time{at, at.Add(took)})
+			}
+			sp.mu.Unlock()
+		}
+	}()
+	return sp
+}
+
+// during reports whether a slow ping overlapped [from, to].
+func (sp *slowPings) during(from, to time.Time) bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for _, s := range sp.spans {
+		if s[0].Before(to) && s[1].After(from) {
+			return true
+		}
+	}
+	return false
+}
+
+func (sp *slowPings) max() time.Duration {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.slowest
 }
 
 // keylessBurst sends up to n keyless requests on one keep-alive connection

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -37,10 +38,16 @@ func checkLeaseReport(t *testing.T, table string) {
 	// row, load, conns, req/s, × bare, × in-process, CPU, Redis CPU,
 	// scripts, buckets charged, from leases.
 	// The requests in flight when the load stops are charged but not
-	// counted: a few more than one a request.
-	if c := cells("| " + rowLabel(rowRedisNoLease) + " | " + loadMany + " |"); len(c) == 11 &&
-		(!strings.HasPrefix(c[9], "1.00") || c[10] != "0%") {
-		t.Errorf("lease_max 1: %q, want 1.00x bucket charged per request, none from leases", c)
+	// counted: at most one a connection more than one a request, over
+	// the smoke run's 1 s. (A loaded machine served 724 requests in that
+	// second, so 16 in flight read 1.02 a request.)
+	if c := cells("| " + rowLabel(rowRedisNoLease) + " | " + loadMany + " |"); len(c) == 11 {
+		conns, _ := strconv.ParseFloat(c[2], 64)
+		rps, _ := strconv.ParseFloat(c[3], 64)
+		charged, err := strconv.ParseFloat(c[9], 64)
+		if most := 1 + conns/max(rps, 1) + 0.005; err != nil || charged < 0.995 || charged > most || c[10] != "0%" {
+			t.Errorf("lease_max 1: %q, want 1 bucket charged per request (at most %.3f with the %v requests in flight at the end), none from leases", c, most, conns)
+		}
 	}
 	if c := cells("| " + rowLabel(rowGatewayRedis) + " | " + loadMany + " |"); len(c) == 11 && (c[9] == "–" || c[5] == "–") {
 		t.Errorf("row 4: %q, want buckets charged and the ratio to the in-process row", c)
