@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,8 +23,6 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	parallelByDefault(e2eParallel)
 	dir, err := os.MkdirTemp("", "vendorgate-e2e-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -52,24 +49,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// e2eParallel is how many parallel tests run at once unless -parallel
-// says otherwise: go test's default is GOMAXPROCS, two here, but an
-// end-to-end test spends most of its time waiting on its processes,
-// sockets and timers, not on the CPU. (A test that times a bound under
-// its own load is not parallel.) On two cores the package ran in 530 s
-// at two and in 433 s at four, every test passing, with other work
-// loading the machine in both runs.
-const e2eParallel = 4
-
-// parallelByDefault sets -test.parallel to n unless the command line set it.
-func parallelByDefault(n int) {
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		_ = flag.Set("test.parallel", strconv.Itoa(n))
-	}
 }
 
 func moduleRoot() (string, error) {
