@@ -44,9 +44,9 @@ ALLOCS_PKGS = $(sort $(dir $(shell grep -rlE --include='*_test.go' '^func Test[A
 # timers far more than on the CPU; make test fails when either fails.
 # The lease simulation runs all its seeds there, without the race
 # detector (about 21 s against 148 s under it), and its first 150 under
-# -race. The load tools' race tests run there too, last: they wait on
-# their child processes and loads (about 90 s, 50 s of CPU), and ran
-# alone at the end when they came after the root module's.
+# -race. (The load tools' race tests ran there too for a while: the
+# extra load beside the root module's race tests made its load-bound
+# tests fail; they run after them again.)
 test:
 	nice -n 10 $(MAKE) --no-print-directory test-beside & bg=$$!; \
 	$(MAKE) --no-print-directory test-raced; rc=$$?; wait $$bg || rc=1; exit $$rc
@@ -60,13 +60,13 @@ TEST_LDFLAGS ?= -ldflags=-w
 test-raced:
 	$(GO) build -race ./cmd/...
 	$(GO) test -race $(TEST_LDFLAGS) -count=1 -timeout 20m $(TEST_FIRST) ./...
+	cd bench && $(GO) test -race $(TEST_LDFLAGS) -count=1 -timeout 10m ./...
 
 test-beside:
 	$(GO) vet ./...
 	$(GO) test $(TEST_LDFLAGS) -count=1 -run 'Allocs$$' $(addprefix ./,$(ALLOCS_PKGS))
 	$(GO) test $(TEST_LDFLAGS) -count=1 -run '^TestSimulation$$' ./gateway/limit
 	cd bench && $(GO) vet ./...
-	cd bench && $(GO) test -race $(TEST_LDFLAGS) -count=1 -timeout 10m ./...
 
 # The planted defects under scripts/mutations/, each applied to a copy of
 # this checkout: the test each names must fail (the lease and refund ones a
