@@ -1,13 +1,10 @@
 package gateway
 
 import (
-	"net"
 	"runtime"
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/valyala/fasthttp"
 
 	"vendorgate/config"
 	"vendorgate/shared/testredis"
@@ -55,22 +52,7 @@ func memoryPerVendor(b *testing.B, mod func(*Options)) {
 		for i := range ks {
 			ks[i], _ = be.addKey("vendor-"+strconv.Itoa(i)+"-0123456789abcdef0123456789ab", wire.VendorApproved, time.Now().Add(time.Hour))
 		}
-		h := gw.g.Handler()
-		peer := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
-		var req fasthttp.Request
-		var ctx fasthttp.RequestCtx
-		send := func(key string) {
-			req.Reset()
-			req.Header.SetMethod("GET")
-			req.SetRequestURI("/api/vendor/v1/orders/fast")
-			req.Header.Set(wire.HeaderAPIKey, key)
-			ctx.Init(&req, peer, nil)
-			h(&ctx)
-			if ctx.Response.StatusCode() != 200 {
-				b.Fatalf("status %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
-			}
-			ctx.Response.Reset()
-		}
+		send := readAs(b, gw.g.Handler())
 		send(ks[0]) // pools, connections and metric children exist before counting
 		// The usage flush falls on each minute's start (wall-clock multiples
 		// of its interval) and holds a row per vendor while it is applied, to
