@@ -34,6 +34,13 @@ import (
 // a time: each runs until it waits on the transport or ends, so a run
 // replays bit for bit from its seed.
 //
+// The gateways admit their requests as the gateway does, through
+// admission.Admit over their limiter (SimAdmit, set by admit_sim_test.go):
+// tables compiled from policy rows, buckets named by the layout; some
+// vendors also count a sliding window (asked before the GCRA limits), a
+// concurrency cap and an in-flight cap (asked after them), so that the
+// composition is searched with the leases.
+//
 // The checks know nothing of leases: they read a log of what happened.
 //   - bound: each bucket's admissions, at the time Redis charged them (a
 //     decision's own token) or the lease spent them, fit GCRA with burst +
@@ -57,6 +64,9 @@ import (
 //     a request under way, in flight in a reply or to a refund, or lost
 //     with a failure or a killed gateway.
 //   - closed: no token is granted to a gateway after its Close.
+//   - composed: a request a window refused made no call and left its
+//     leases as they were; one refused after the GCRA limits admitted it
+//     keeps their tokens charged (the bound counts them).
 //
 // go test -run TestSimulation -sim.seed N replays seed N;
 // -sim.seeds and -sim.for search longer.
@@ -114,10 +124,14 @@ func TestSimulation(t *testing.T) {
 	var admitted, ideal int
 	var refunded, skipped, skippedPast float64
 	runs, failedForBackend := 0, 0
+	refusedBy := map[string]int{}
 	run := func(seed int64, verbose bool) bool {
 		w := newSimWorld(seed, verbose, t)
 		w.run()
 		runs++
+		for kind, n := range w.refusedBy {
+			refusedBy[kind] += n
+		}
 		if !w.faulted {
 			admitted += w.admitted
 			ideal += w.ideal
@@ -160,6 +174,16 @@ func TestSimulation(t *testing.T) {
 	t.Logf("without faults: %d admitted of the %d plain GCRA admits (%.2f %%; %d admissions given back by Refund); %.0f tokens sent back, %.0f of them (%.1f %%) in refunds skipped (the bucket below the grant's TAT): %.0f (%.1f %%) whose grant's TAT had passed (nothing left to give back), %.0f (%.1f %%) lowered first by another refund (they stay charged)",
 		admitted, ideal, 100*float64(admitted)/float64(max(ideal, 1)), failedForBackend, refunded, skipped, 100*skipped/max(refunded, 1),
 		skippedPast, 100*skippedPast/max(refunded, 1), skipped-skippedPast, 100*(skipped-skippedPast)/max(refunded, 1))
+	t.Logf("refused by the other kinds of limit admission asks: %d by a window (before the GCRA limits), %d by an in-flight cap and %d by a concurrency cap (after them)",
+		refusedBy["window"], refusedBy["in_flight"], refusedBy["concurrency"])
+	if runs >= 100 {
+		// The composition is searched: each kind refuses in some seeds.
+		for _, kind := range []string{"window", "in_flight", "concurrency"} {
+			if refusedBy[kind] == 0 {
+				t.Errorf("no request refused by %s in %d seeds: the composition is not searched", kind, runs)
+			}
+		}
+	}
 	// Over many seeds (a few hundred vary by a few tenths of a percent).
 	if runs >= 1000 && float64(admitted) < 0.99*float64(ideal) {
 		t.Errorf("%d admitted, under 99 %% of the %d plain GCRA admits", admitted, ideal)
@@ -243,6 +267,13 @@ type simWorld struct {
 	// bursts (after the run's other arrivals, so that a seed's earlier
 	// draws stay as they were).
 	idleRng *rand.Rand
+	// admitRng draws the other kinds of limit a vendor's requests are
+	// admitted by (admission), and how long an admitted request holds its
+	// slots: apart from rng, as refundRng.
+	admitRng *rand.Rand
+	// Requests refused by a kind of limit other than GCRA, by kind: before
+	// the GCRA limiter (a window) or after it (in flight, concurrency).
+	refusedBy map[string]int
 }
 
 // simTokenKey names a grant (tatUS: the bucket's TAT after it, µs) or a
@@ -323,6 +354,16 @@ type simVendor struct {
 	heavy          int
 	steady         float64 // requests a second
 	burst          bool
+	// What its requests are admitted by (admission.Admit, through
+	// SimAdmit): a table per key (one, keyless, when it has none: keys
+	// differ in their twins) and each key's buckets, as a gateway
+	// compiles them; the vendor's id and its cap of requests in flight at
+	// a gateway; how long an admitted request holds its slots (up to).
+	id       string
+	tables   []*policy.Table
+	buckets  []*policy.Buckets
+	inFlight int32
+	holds    time.Duration
 }
 
 // simGW is one gateway instance.
@@ -330,6 +371,7 @@ type simGW struct {
 	w        *simWorld
 	id, slot int
 	r        *Redis
+	admit    func(SimRequest) SimAdmitted // admission.Admit over r
 	wallOff  int64
 	monoOff  int64
 	dead     bool
@@ -376,7 +418,9 @@ type simReq struct {
 	before  map[string]bucketLease
 	cs      policy.Checks
 	calls   []*simCall // its calls to Redis, the last one decides
-	allowed bool
+	allowed bool       // by the GCRA limits (whatever refused after them)
+	unasked bool       // refused before the GCRA limits: not offered to them
+	vendor  *simVendor
 }
 
 type simCall struct {
@@ -510,8 +554,9 @@ func newSimWorld(seed int64, verbose bool, t *testing.T) *simWorld {
 		trace: map[string][]string{}, keyNode: map[string]int{}, rates: map[string]policy.Rate{}, consumed: map[string][]int64{}, refunded: map[string][]int64{},
 		allowance: map[string]float64{}, grantsBack: map[simGrantID]*simBack{}, own: map[simOwnKey][]simOwn{}, grants: map[simGrantID]int{},
 		inRefund: map[string]int{}, inReply: map[string]int{}, taken: map[string]int{}, lost: map[string][]simSlack{},
-		kept: map[string]float64{}, grantLog: map[simTokenKey][]simGrantRec{}, refundsAt: map[simTokenKey][]int64{}}
+		kept: map[string]float64{}, grantLog: map[simTokenKey][]simGrantRec{}, refundsAt: map[simTokenKey][]int64{}, refusedBy: map[string]int{}}
 	w.refundRng = rand.New(rand.NewSource(seed*7919 + 1))
+	w.admitRng = rand.New(rand.NewSource(seed*15485863 + 3))
 	w.idleRng = rand.New(rand.NewSource(seed*104729 + 7))
 	w.ttl = []time.Duration{time.Second, 2 * time.Second, 2 * time.Second}[rng.Intn(3)]
 	w.leaseMax = []int{16, 16, 4, 64}[rng.Intn(4)]
@@ -519,35 +564,34 @@ func newSimWorld(seed int64, verbose bool, t *testing.T) *simWorld {
 		w.nodes = append(w.nodes, &simNode{db: simDB{}, replica: simDB{}})
 	}
 	for v := 0; v < 2+rng.Intn(2); v++ {
+		// The buckets are named as a gateway names them (policy.Layout):
+		// the vendor's "reads" and each key's "key-reads", each with its
+		// shadow twin or not.
 		tag := fmt.Sprintf("vg:{v:%d}:", v)
-		vd := &simVendor{vendor: tag + "reads", steady: 0.5 + rng.Float64()*8, burst: rng.Intn(2) == 0, heavy: rng.Intn(3)}
+		vd := &simVendor{id: strconv.Itoa(v), vendor: tag + "reads", steady: 0.5 + rng.Float64()*8, burst: rng.Intn(2) == 0, heavy: rng.Intn(3)}
 		limit := []int{60, 120, 300, 600}[rng.Intn(4)]
 		burst := []int{0, limit / 4, 10}[rng.Intn(3)]
-		w.rates[vd.vendor] = policy.Rate{Name: "reads", Limit: limit, Burst: burst, Period: time.Minute}
+		refunds := v%2 == 0 // its policies refund the requests the gateway failed for the backend
+		reads := policy.Policy{Rate: policy.Rate{Name: "reads", Limit: limit, Burst: burst, Period: time.Minute, Refund: refunds}, Class: "reads"}
 		if rng.Intn(2) == 0 {
-			vd.shadow = tag + "reads:shadow"
-			w.rates[vd.shadow] = policy.Rate{Name: "reads-next", Limit: limit * 3 / 4, Burst: burst * 3 / 4, Period: time.Minute, Shadow: true}
+			vd.shadow = tag + "reads:twin"
+			reads.Twin = policy.Rate{Limit: limit * 3 / 4, Burst: burst * 3 / 4, Period: time.Minute}
 		}
+		var keyRows []policy.Policy // by key
 		for k := 0; k < rng.Intn(3); k++ {
-			key := fmt.Sprintf("%sk:%d", tag, k)
+			key := fmt.Sprintf("%sk:%d:reads", tag, k)
 			vd.keys = append(vd.keys, key)
-			w.rates[key] = policy.Rate{Name: "key", Limit: limit / 3, Period: time.Minute}
+			row := policy.Policy{Rate: policy.Rate{Name: "key-reads", Limit: limit / 3, Period: time.Minute, Refund: refunds}, Scope: policy.PerKey, Class: "reads"}
 			twin := ""
 			if rng.Intn(2) == 0 {
-				twin = key + ":shadow"
-				w.rates[twin] = policy.Rate{Name: "key-next", Limit: limit / 4, Period: time.Minute, Shadow: true}
+				twin = key + ":twin"
+				row.Twin = policy.Rate{Limit: limit / 4, Period: time.Minute}
 			}
 			vd.twins = append(vd.twins, twin)
+			keyRows = append(keyRows, row)
 		}
 		w.vendors = append(w.vendors, vd)
-		if v%2 == 0 { // its policies refund the requests the gateway failed for the backend
-			for key, r := range w.rates {
-				if strings.HasPrefix(key, tag) {
-					r.Refund = true
-					w.rates[key] = r
-				}
-			}
-		}
+		w.admission(vd, reads, keyRows)
 	}
 	for key := range w.rates {
 		w.keyNode[keyPrefix+key] = int(redisconn.Slot(key)) % len(w.nodes)
@@ -557,6 +601,50 @@ func newSimWorld(seed int64, verbose bool, t *testing.T) *simWorld {
 		w.start(i)
 	}
 	return w
+}
+
+// admission compiles vd's tables, as a gateway does for its requests:
+// its rows are reads (the vendor's GCRA limit) and a key's key-reads,
+// then, for some vendors, a sliding window over the same requests (asked
+// before the GCRA limits: a refusal there charges none) and a concurrency
+// cap (asked after them, with the in-flight cap some vendors have: a
+// refusal there keeps their tokens charged). The buckets' rates are the
+// plans' checks.
+func (w *simWorld) admission(vd *simVendor, reads policy.Policy, keyRows []policy.Policy) {
+	rng := w.admitRng
+	var more []policy.Policy
+	if rng.Intn(3) == 0 { // about nine tenths of the steady rate over 2 s
+		n := max(1, int(vd.steady*1.8))
+		more = append(more, policy.Policy{Rate: policy.Rate{Name: "reads-window", Limit: n, Period: 2 * time.Second, Kind: policy.Sliding}, Class: "reads"})
+	}
+	if rng.Intn(3) == 0 {
+		more = append(more, policy.Policy{Rate: policy.Rate{Name: "reads-at-once", Limit: 1 + rng.Intn(2), Kind: policy.Concurrency}, Class: "reads"})
+	}
+	vd.inFlight = 1 << 20
+	if rng.Intn(2) == 0 {
+		vd.inFlight = int32(1 + rng.Intn(3))
+	}
+	vd.holds = time.Duration(rng.Int63n(int64(400 * time.Millisecond)))
+	tables := [][]policy.Policy{append([]policy.Policy{reads}, more...)}
+	if len(keyRows) > 0 {
+		tables = tables[:0]
+		for _, row := range keyRows {
+			tables = append(tables, append([]policy.Policy{reads, row}, more...))
+		}
+	}
+	for k, rows := range tables {
+		t, err := policy.NewTable(rows, [][]string{{"reads"}})
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		b := policy.NewLayout(rows, nil).Buckets(vd.id, strconv.Itoa(k))
+		var cs policy.Checks
+		t.Plan(0).Checks(&cs, b)
+		for _, c := range cs.List[:cs.Count] {
+			w.rates[c.Key] = c.Rate
+		}
+		vd.tables, vd.buckets = append(vd.tables, t), append(vd.buckets, b)
+	}
 }
 
 // start runs a new gateway instance in slot i.
@@ -588,6 +676,10 @@ func (w *simWorld) start(i int) {
 	}
 	r.cluster = len(w.nodes) > 1
 	g.r = r
+	if SimAdmit == nil {
+		w.t.Fatal("SimAdmit is not set: admit_sim_test.go sets it")
+	}
+	g.admit = SimAdmit(r, r.now)
 	w.slots[i] = g
 	w.gws = append(w.gws, g)
 	w.logf("gateway %d up in slot %d", g.id, i)
@@ -1116,34 +1208,49 @@ func (w *simWorld) request(vd *simVendor, gi int) {
 		gi = (gi + 1) % len(w.slots)
 		g = w.slots[gi]
 	}
-	req := &simReq{g: g, at: w.now}
-	add := func(key string) {
-		if key != "" {
-			req.cs.Add(policy.Check{Key: key, Rate: w.rates[key], Twin: w.rates[key].Shadow})
-		}
-	}
-	add(vd.vendor)
-	add(vd.shadow)
+	req := &simReq{g: g, at: w.now, vendor: vd}
+	k := 0 // its key (a keyless vendor's requests: the one table)
 	if len(vd.keys) > 0 {
-		k := w.rng.Intn(len(vd.keys))
-		add(vd.keys[k])
-		add(vd.twins[k])
+		k = w.rng.Intn(len(vd.keys))
 	}
+	q := SimRequest{Table: vd.tables[k], Buckets: vd.buckets[k], Vendor: vd.id, InFlight: vd.inFlight}
+	q.Table.Plan(0).Checks(&req.cs, q.Buckets) // the GCRA checks Admit asks
 	w.offered = append(w.offered, req)
 	req.epoch = g.r.leases.epoch.Load()
 	req.before = g.leaseStates(req)
 	p := &simProc{g: g, req: req, wake: make(chan simReply)}
 	w.spawn(p, func() {
-		d, err := g.r.Allow(req.cs)
-		w.decided(req, d, err)
+		a := g.admit(q)
+		w.decided(req, a)
 	})
 }
 
 // decided logs a request's answer.
-func (w *simWorld) decided(req *simReq, d Decision, err error) {
+func (w *simWorld) decided(req *simReq, a SimAdmitted) {
 	g := req.g
 	if g.dead {
 		return
+	}
+	d, err := a.Decision, a.Err
+	switch a.Refused {
+	case "", "gcra":
+	case "window":
+		// Refused before the GCRA limits: nothing of theirs charged, no
+		// call made, no lease touched (decided in process, at once).
+		w.refusedBy[a.Refused]++
+		req.unasked = true
+		if d.Count != 0 || len(req.calls) != 0 || !maps.Equal(g.leaseStates(req), req.before) {
+			w.fail("gateway %d charged the GCRA limits of a request the windows refused (%d decided, %d calls)", g.id, d.Count, len(req.calls))
+		}
+		return
+	default:
+		// Refused after the GCRA limits admitted it: their tokens stay
+		// charged (logged below as admitted), as for a request the
+		// backend answers; no backend, so no refund.
+		w.refusedBy[a.Refused]++
+		if err != nil || !d.Allowed {
+			w.fail("gateway %d: refused by %s after the GCRA limits refused (%v, allowed %v)", g.id, a.Refused, err, d.Allowed)
+		}
 	}
 	var last *simCall
 	if n := len(req.calls); n > 0 && req.calls[n-1].ok {
@@ -1186,7 +1293,10 @@ func (w *simWorld) decided(req *simReq, d Decision, err error) {
 		}
 	}
 	req.allowed = d.Allowed
-	if d.Allowed && refunds && w.refundRng.Intn(3) == 0 {
+	if a.Refused == "" && d.Allowed {
+		w.after(time.Duration(w.admitRng.Int63n(int64(req.vendor.holds)+1)), a.Release) // its answer done
+	}
+	if a.Refused == "" && d.Allowed && refunds && w.refundRng.Intn(3) == 0 {
 		w.after(time.Duration(w.refundRng.Int63n(int64(w.ttl)*3/2)), func() { w.failedForBackend(req, &d, ats) })
 	}
 	w.logf("gateway %d decides %v (arrived %.3f ms): allowed %v %+v", g.id, req.cs.List[:req.cs.Count], float64(req.at)/1e6, d.Allowed, d.Results[:d.Count])
@@ -1676,6 +1786,9 @@ func (w *simWorld) check() {
 	// What plain GCRA admits of the requests offered, all limits at once.
 	tats := map[string]float64{}
 	for _, req := range w.offered {
+		if req.unasked {
+			continue
+		}
 		at := float64(req.at) / 1e9
 		ok := true
 		var next [policy.MaxChecks]float64
