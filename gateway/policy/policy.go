@@ -289,34 +289,38 @@ type Bucket struct {
 // Buckets are one key's bucket names under Layout, by policy index (up to
 // the last row named; an unnamed row's names are empty). They are kept for
 // every cached key: one string holding the names and, after them, where
-// each row's name is in it (4 bytes a row up to the last named; 48 bytes
+// each row's name is in it (4 bytes a row up to the last named; 32 bytes
 // and the string in all), not a Bucket of two string headers per row.
 type Buckets struct {
 	Layout *Layout
 	// all is the names, then from names on each row's span: its name's
-	// start and end (uint16, little-endian; its twin's name runs on to
-	// ":twin"), both zero for an unnamed row.
+	// start and end (uint16, little-endian; uint32 when wide; its twin's
+	// name runs on to ":twin"), both zero for an unnamed row.
 	all   string
-	names uint16
+	names uint32
 	rows  uint8 // spans in all: the rows up to the last named
-	// long holds the names instead when all is too long for spans (a
-	// vendor or key id of thousands of bytes).
-	long *[MaxPolicies]Bucket
+	// wide: the names are too long for 16-bit spans (a vendor or key id
+	// of thousands of bytes): 32-bit ones, 8 bytes a row.
+	wide bool
 }
 
 const twinSuffix = ":twin"
 
 // Name is row i's bucket names.
 func (b *Buckets) Name(i int) Bucket {
-	if b.long != nil {
-		return b.long[i]
-	}
 	if i >= int(b.rows) {
 		return Bucket{}
 	}
-	o := int(b.names) + 4*i
-	start := int(b.all[o]) | int(b.all[o+1])<<8
-	end := int(b.all[o+2]) | int(b.all[o+3])<<8
+	var start, end int
+	if !b.wide {
+		o := int(b.names) + 4*i
+		start = int(b.all[o]) | int(b.all[o+1])<<8
+		end = int(b.all[o+2]) | int(b.all[o+3])<<8
+	} else {
+		o := int(b.names) + 8*i
+		start = int(b.all[o]) | int(b.all[o+1])<<8 | int(b.all[o+2])<<16 | int(b.all[o+3])<<24
+		end = int(b.all[o+4]) | int(b.all[o+5])<<8 | int(b.all[o+6])<<16 | int(b.all[o+7])<<24
+	}
 	if end == 0 {
 		return Bucket{}
 	}
@@ -351,8 +355,13 @@ func (l *Layout) Buckets(vendorID, keyID string) *Buckets {
 			n += len("k:") + len(keyID) + len(":")
 		}
 	}
+	wide := n > math.MaxUint16
+	span := 4
+	if wide {
+		span = 8
+	}
 	var sb strings.Builder
-	sb.Grow(n + 4*rows)
+	sb.Grow(n + span*rows)
 	var ends [MaxPolicies][2]int
 	for i, r := range l.rows[:rows] {
 		if r.unnamed {
@@ -370,21 +379,14 @@ func (l *Layout) Buckets(vendorID, keyID string) *Buckets {
 		sb.WriteString(twinSuffix)
 	}
 	names := sb.Len()
-	if names > math.MaxUint16 {
-		all := sb.String()
-		b := &Buckets{Layout: l, all: all, long: new([MaxPolicies]Bucket)}
-		for i, r := range l.rows[:rows] {
-			if !r.unnamed {
-				start, end := ends[i][0], ends[i][1]
-				b.long[i] = Bucket{Key: all[start:end], Twin: all[start : end+len(twinSuffix)]}
-			}
-		}
-		return b
-	}
 	for _, e := range ends[:rows] { // an unnamed row's span stays zero
-		sb.Write([]byte{byte(e[0]), byte(e[0] >> 8), byte(e[1]), byte(e[1] >> 8)})
+		if wide {
+			sb.Write([]byte{byte(e[0]), byte(e[0] >> 8), byte(e[0] >> 16), byte(e[0] >> 24), byte(e[1]), byte(e[1] >> 8), byte(e[1] >> 16), byte(e[1] >> 24)})
+		} else {
+			sb.Write([]byte{byte(e[0]), byte(e[0] >> 8), byte(e[1]), byte(e[1] >> 8)})
+		}
 	}
-	return &Buckets{Layout: l, all: sb.String(), names: uint16(names), rows: uint8(rows)}
+	return &Buckets{Layout: l, all: sb.String(), names: uint32(names), rows: uint8(rows), wide: wide}
 }
 
 // Table is the policy table compiled for one vendor's limits (the
