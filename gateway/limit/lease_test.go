@@ -21,13 +21,16 @@ import (
 )
 
 // leased is a pipelined limiter with leases on rs, as a gateway replica
-// builds it; charged counts the buckets its calls charged in Redis.
+// builds it, on a test clock (testClock) whose kick each of its hooks
+// kicks; charged counts the buckets its calls charged in Redis.
 type leased struct {
 	*Redis
 	client           *redis.Client
+	clock            testClock
 	charged, granted atomic.Int64
 	spent, refunded  atomic.Int64
 	dropped          atomic.Int64
+	failures         atomic.Int64 // failed round trips to Redis (heartbeats among them)
 }
 
 // admit sends n reads of key under r, each of which must be admitted.
@@ -46,13 +49,19 @@ func newLeased(t *testing.T, rs *testredis.Server, max int, ttl time.Duration) *
 	// dial attempts the heartbeat to a killed Redis fails only at its
 	// deadline, not at the refused dial.
 	l := &leased{client: redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
-		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})}
+		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second}), clock: newTestClock(0)}
 	t.Cleanup(func() { l.client.Close() })
+	count := func(c *atomic.Int64) func(n int) {
+		return func(n int) {
+			c.Add(int64(n))
+			l.clock.kick.fire()
+		}
+	}
 	r, err := NewRedis(withDefaults(RedisOptions{Client: l.client, Timeout: 300 * time.Millisecond, WireTimeout: 2 * time.Second,
-		BusyTimeout: 2 * time.Second, Pipeline: true, LeaseMax: max, LeaseTTL: ttl,
-		OnCharged: func(n int) { l.charged.Add(int64(n)) },
-		Leases: LeaseHooks{Granted: func(n int) { l.granted.Add(int64(n)) }, Spent: func() { l.spent.Add(1) },
-			Refunded: func(n int) { l.refunded.Add(int64(n)) }, Dropped: func(n int) { l.dropped.Add(int64(n)) }}}))
+		BusyTimeout: 2 * time.Second, Pipeline: true, LeaseMax: max, LeaseTTL: ttl, Clock: l.clock,
+		OnCharged: count(&l.charged), OnFailure: func(FailureKind, error) { count(&l.failures)(1) },
+		Leases: LeaseHooks{Granted: count(&l.granted), Spent: func() { count(&l.spent)(1) },
+			Refunded: count(&l.refunded), Dropped: count(&l.dropped)}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,11 +282,13 @@ func TestLeaseRedisRestart(t *testing.T) {
 	allowedAgain(t, l, one(key, r))
 }
 
-// allowedAgain waits, up to 10 s, until Redis is back and cs is allowed.
+// allowedAgain waits, up to 10 s, until Redis is back and cs is allowed
+// (asked again at each event of l's: a failure, a beat of its lease
+// loop).
 func allowedAgain(t *testing.T, l *leased, cs policy.Checks) {
 	t.Helper()
 	var err error
-	if !within(10*time.Second, func() bool {
+	if !within(10*time.Second, l.clock.kick, func() bool {
 		var d Decision
 		d, err = l.Allow(cs)
 		return err == nil && d.Allowed
@@ -440,7 +451,7 @@ func TestLeaseReload(t *testing.T) {
 	}
 	l.SetLeases(1, time.Second)
 	var held float64
-	if !within(5*time.Second, func() bool {
+	if !within(5*time.Second, l.clock.kick, func() bool {
 		held = storedTAT(t, l.client, key) - nowSince2017(t, l.client)
 		return math.Round(held) == 12 && l.refunded.Load() > 0
 	}) {
@@ -470,7 +481,7 @@ func TestLeaseTableForgetsIdleBuckets(t *testing.T) {
 	if n := l.leases.len(); n != 100 {
 		t.Fatalf("%d buckets tracked after 100 vendors' reads", n)
 	}
-	if !within(5*time.Second, func() bool { return l.leases.len() == 0 }) {
+	if !within(5*time.Second, l.clock.kick, func() bool { return l.leases.len() == 0 }) {
 		t.Fatalf("%d idle buckets still tracked", l.leases.len())
 	}
 }
@@ -820,11 +831,11 @@ func TestLeaseRefundKeepsNoFraction(t *testing.T) {
 	g := storedTAT(t, a.client, key)
 	time.Sleep(time.Duration((g - 1.2 - nowSince2017(t, a.client)) * float64(time.Second))) // until Redis' clock reaches it
 	a.SetLeases(2, time.Minute)
-	if !within(5*time.Second, func() bool { return a.refunded.Load() > 0 }) {
+	if !within(5*time.Second, a.clock.kick, func() bool { return a.refunded.Load() > 0 }) {
 		t.Fatalf("no refund within 5 s of the reload (%d leased, %d spent, %d dropped)", a.granted.Load(), a.spent.Load(), a.dropped.Load())
 	}
 	// Sent in the same loop turn: wait for the bucket to move (a while).
-	within(400*time.Millisecond, func() bool { return storedTAT(t, a.client, key) != g })
+	within(400*time.Millisecond, a.clock.kick, func() bool { return storedTAT(t, a.client, key) != g })
 	d, err := b.Allow(one(key, r))
 	if err != nil || !d.Allowed || d.Results[0].Remaining != 999 {
 		t.Fatalf("after the refund: %+v %v, want 999 remaining of the 1000 burst", d.Results[0], err)
@@ -873,9 +884,9 @@ func TestLeaseGiveBackAfterRefund(t *testing.T) {
 			t.Error("admitted beyond the scarce bucket")
 		}
 	}()
-	within(time.Hour, func() bool { return a.spent.Load() != spent }) // its token taken
+	within(time.Hour, a.clock.kick, func() bool { return a.spent.Load() != spent }) // its token taken
 	a.SetLeases(16, time.Minute)
-	within(time.Hour, func() bool { return a.refunded.Load() >= unused-1 })
+	within(time.Hour, a.clock.kick, func() bool { return a.refunded.Load() >= unused-1 })
 	rs.Resume()
 	<-done
 	a.Close()

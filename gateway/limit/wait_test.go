@@ -1,0 +1,62 @@
+package limit
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// kick tells a test that something it may be waiting for happened (a
+// hook of the limiter's, a beat of its lease loop, a command of its
+// client answered); a kick not yet taken holds the next ones.
+type kick chan struct{}
+
+func newKick() kick { return make(kick, 1) }
+
+func (k kick) fire() {
+	select {
+	case k <- struct{}{}:
+	default:
+	}
+}
+
+// within waits until cond holds, for up to bound, and reports whether it
+// held. cond is checked at the start and again at each event of ev: the
+// events that may change what it reads (the limiter's hooks, its lease
+// loop's beats, its client's commands answered), so that no state is
+// polled on a pace of the test's own.
+func within(bound time.Duration, ev <-chan struct{}, cond func() bool) bool {
+	timeout := time.NewTimer(bound)
+	defer timeout.Stop()
+	for !cond() {
+		select {
+		case <-ev:
+		case <-timeout.C:
+			return cond()
+		}
+	}
+	return true
+}
+
+// answered is a client's hook that kicks k each time a command or a
+// pipeline of the client has returned.
+type answered struct{ k kick }
+
+func (h answered) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h answered) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.k.fire()
+		return err
+	}
+}
+
+func (h answered) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.k.fire()
+		return err
+	}
+}
