@@ -110,9 +110,18 @@ func TestLateNodeHeartbeatLeavesTheVerdictToTheWire(t *testing.T) {
 	clk := r.clock.(testClock)
 	for round := 0; round < 3; round++ {
 		rs.Pause()
-		time.Sleep(250 * time.Millisecond) // a heartbeat every 25ms while nothing is heard
+		paused := r.clock.Nanotime()
+		// Wall time is what is tested: a heartbeat's ping waits on its
+		// socket's deadline, on the wall clock (the limiter's clock does
+		// not bound it), and the silence must outlast the 50ms timeout
+		// (what the ping waited before) within the 500ms wire deadline. A
+		// heartbeat every 25ms while nothing is heard.
+		time.Sleep(250 * time.Millisecond)
 		rs.Resume()
-		time.Sleep(100 * time.Millisecond) // answering between pauses: the fault's shape, no event
+		// Answering between pauses: a ping sent during the pause answered.
+		if !within(5*time.Second, clk.kick, func() bool { return r.pinged.Load() > paused }) {
+			t.Fatalf("round %d: no heartbeat of the pause answered within 5s of the resume", round+1)
+		}
 	}
 	// A dropped lease is counted when its bucket is next touched.
 	if d, err := r.Allow(one(key, rate)); err != nil || !d.Allowed {
