@@ -16,7 +16,7 @@ import (
 // busyLimiter is a pipelined limiter as the gateway builds it (50ms
 // timeout, the default wire and busy bounds), counting its failed round
 // trips (each kicks its clock's kick) and the calls given up before they
-// were sent.
+// were sent. Its clock tells armed of each caller's wait begun.
 func busyLimiter(t *testing.T, rs *testredis.Server, o RedisOptions) (r *Redis, failures, unsent *atomic.Int64) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
@@ -27,7 +27,7 @@ func busyLimiter(t *testing.T, rs *testredis.Server, o RedisOptions) (r *Redis, 
 	if o.Timeout == 0 {
 		o.Timeout = 50 * time.Millisecond
 	}
-	clk := newTestClock(0)
+	clk := newTestClock(o.Timeout)
 	o.OnFailure = func(FailureKind, error) { failures.Add(1); clk.kick.fire() }
 	o.OnUnsent = func() { unsent.Add(1) }
 	r, err := newRedis(withDefaults(o), clk, nil)
@@ -41,13 +41,15 @@ func busyLimiter(t *testing.T, rs *testredis.Server, o RedisOptions) (r *Redis, 
 // testClock is the system's clock but for the transport's timers (a
 // caller's wait, the on-time probe): they fire late by late, as on a node
 // that gets its cores late, and each armed for the transport's timeout (a
-// caller's wait begun, its call queued) is told to armed. A test is told
-// of every transport timer armed (ticked: the on-time probe's every wake
-// among them) and of every beat of the lease loop that ended (kick, which
-// the test's hooks of the limiter kick too).
+// caller's wait begun, its call queued) is told to armed. A test may move
+// it on (ahead: see silence), and is told of every transport timer armed
+// (ticked: the on-time probe's every wake among them) and of every beat of
+// the lease loop that ended (kick, which the test's hooks of the limiter
+// kick too).
 type testClock struct {
 	systemClock
 	late    *atomic.Int64
+	ahead   *atomic.Int64 // ns it reads past the system's clock
 	timeout time.Duration
 	armed   chan struct{}
 	ticked  kick
@@ -58,8 +60,10 @@ type testClock struct {
 // (none when 0).
 func newTestClock(timeout time.Duration) testClock {
 	return testClock{systemClock: systemClock{redisconn.SystemClock{Epoch: time.Now()}}, late: new(atomic.Int64),
-		timeout: timeout, armed: make(chan struct{}, 4096), ticked: newKick(), kick: newKick()}
+		ahead: new(atomic.Int64), timeout: timeout, armed: make(chan struct{}, 4096), ticked: newKick(), kick: newKick()}
 }
+
+func (c testClock) Nanotime() int64 { return c.systemClock.Nanotime() + c.ahead.Load() }
 
 func (c testClock) AfterFunc(d time.Duration, f func()) func() bool {
 	return c.systemClock.AfterFunc(d, func() {
@@ -194,8 +198,13 @@ func TestShadowLimitHonoursItsOwnLeaseOnceRedisAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	runLate(t, r)
-	rs.Pause()
-	time.Sleep(100 * time.Millisecond) // past the 50ms timeout: the leases are not honoured
+	clk := r.clock.(testClock)
+	for len(clk.armed) > 0 { // the reads' waits
+		<-clk.armed
+	}
+	// Redis paused, silent past the 50ms timeout on the limiter's clock:
+	// the leases are not honoured.
+	silence(r, rs.Pause, 100*time.Millisecond)
 	decided := make(chan Decision, 1)
 	go func() {
 		d, err := r.Allow(cs)
@@ -204,11 +213,16 @@ func TestShadowLimitHonoursItsOwnLeaseOnceRedisAnswers(t *testing.T) {
 		}
 		decided <- d
 	}()
-	time.Sleep(50 * time.Millisecond) // the decision waiting on the paused Redis: the fault's length
+	select {
+	case <-clk.armed: // the decision's call queued, waiting on the paused Redis
+	case d := <-decided:
+		rs.Resume()
+		t.Fatalf("decided from the leases with Redis silent past the timeout: allowed %v, %+v", d.Allowed, d.Results[:d.Count])
+	}
 	rs.Resume()
 	d := <-decided
 	if failures.Load() != 0 || dropped.Load() != 0 {
-		t.Fatalf("Redis paused 150ms on a late node: %d failures, %d lease tokens dropped", failures.Load(), dropped.Load())
+		t.Fatalf("Redis paused past the timeout on a late node: %d failures, %d lease tokens dropped", failures.Load(), dropped.Load())
 	}
 	if !d.Allowed || !d.Results[1].Known || !d.Results[1].Allowed {
 		t.Fatalf("the shadow limit refused with a token of its own lease at this gateway: allowed %v, shadow %+v", d.Allowed, d.Results[1])

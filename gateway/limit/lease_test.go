@@ -236,9 +236,9 @@ func TestLeaseRefundAfterFlush(t *testing.T) {
 	}
 }
 
-// A lease is honoured only while Redis answers: paused Redis, a busy
-// bucket's read is refused within the timeout's reach, and its tokens are
-// dropped; once Redis is back, reads pass again.
+// A lease is honoured only while Redis answers: paused Redis, silent past
+// the timeout, a busy bucket's read is not served from its lease but
+// refused; once Redis is back, reads pass again.
 func TestLeaseFailsClosed(t *testing.T) {
 	rs := testredis.Start(t)
 	l := newLeased(t, rs, 64, 10*time.Second)
@@ -248,8 +248,7 @@ func TestLeaseFailsClosed(t *testing.T) {
 	if l.granted.Load() == 0 {
 		t.Fatal("no lease granted")
 	}
-	rs.Pause()
-	time.Sleep(2 * l.timeout) // silent past the timeout
+	silence(l.Redis, rs.Pause, 2*l.timeout) // silent past the timeout
 	start := time.Now()
 	_, err := l.Allow(one(key, r))
 	rs.Resume()
@@ -583,8 +582,9 @@ func TestLeaseClusterSilentNode(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	var granted atomic.Int64
 	const timeout = 100 * time.Millisecond
+	clk := newTestClock(timeout)
 	r, err := NewRedis(withDefaults(RedisOptions{Client: c, Timeout: timeout, WireTimeout: 300 * time.Millisecond, BusyTimeout: 2 * time.Second,
-		Pipeline: true, LeaseMax: 16, LeaseTTL: 10 * time.Second, Leases: LeaseHooks{Granted: func(n int) { granted.Add(int64(n)) }}}))
+		Pipeline: true, LeaseMax: 16, LeaseTTL: 10 * time.Second, Clock: clk, Leases: LeaseHooks{Granted: func(n int) { granted.Add(int64(n)) }}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -603,34 +603,43 @@ func TestLeaseClusterSilentNode(t *testing.T) {
 			t.Fatal("no lease held after 100 reads", d, err)
 		}
 	}
-	// The other vendor's reads go to their node each time (a burst of 3
-	// leaves nothing to lease) and keep this gateway hearing from Redis.
+	// The busy bucket's node silent past the timeout, on the limiter's
+	// clock (what a lease is honoured by). The other vendor's reads go to
+	// their node each time (a burst of 3 leaves nothing to lease) and keep
+	// this gateway hearing from Redis: one before the busy bucket's read,
+	// one while it waits.
 	unleased := policy.Rate{Name: "reads", Limit: 1000000, Burst: 3, Period: time.Minute}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			if d, err := r.Allow(one(other, unleased)); err != nil || !d.Allowed {
-				t.Errorf("the answering node's vendor: %+v %v", d, err)
-			}
+	otherRead := func() {
+		if d, err := r.Allow(one(other, unleased)); err != nil || !d.Allowed {
+			t.Errorf("the answering node's vendor: %+v %v", d, err)
 		}
+	}
+	silence(r, node.Pause, 3*timeout)
+	defer node.Resume()
+	otherRead()
+	for len(clk.armed) > 0 { // the reads' waits
+		<-clk.armed
+	}
+	type result struct {
+		d   Decision
+		err error
+	}
+	busyRead := make(chan result, 1)
+	go func() {
+		d, err := r.Allow(one(busy, leasedRate))
+		busyRead <- result{d, err}
 	}()
-	node.Pause()
-	time.Sleep(3 * timeout) // silent past the timeout: the fault's length, no event
-	d, err := r.Allow(one(busy, leasedRate))
-	node.Resume()
-	close(stop)
-	wg.Wait()
-	t.Logf("read with its node silent: %v", err)
-	if err == nil && d.Allowed {
-		t.Fatalf("read admitted from a lease with its node silent for %s (timeout %s)", 3*timeout, timeout)
+	select {
+	case <-clk.armed: // its call queued, waiting on the silent node
+		otherRead()
+	case x := <-busyRead:
+		t.Fatalf("busy bucket's read decided without asking its node, silent for %s on the limiter's clock (timeout %s): allowed %v, %v",
+			3*timeout, timeout, x.d.Allowed, x.err)
+	}
+	res := <-busyRead
+	t.Logf("read with its node silent: %v", res.err)
+	if res.err == nil && res.d.Allowed {
+		t.Fatalf("read admitted from a lease with its node silent for %s on the limiter's clock (timeout %s)", 3*timeout, timeout)
 	}
 }
 

@@ -39,6 +39,22 @@ func within(bound time.Duration, ev <-chan struct{}, cond func() bool) bool {
 	return true
 }
 
+// silence stops Redis' answers (pause: a server's or a node's Pause)
+// and moves r's clock on by d: Redis silent for d on the limiter's clock,
+// which is what a lease is honoured by (when an answer was last read from
+// Redis, and with a Cluster when every master last answered a ping, both
+// on that clock), without waiting d. It does so between two beats of the
+// lease loop, so that no heartbeat's answer is on its way to be read
+// after the move. (A caller's wait on Redis and a heartbeat's ping are
+// judged by timers and socket deadlines, not by this move: the on-time
+// probe sees it as a late wake.)
+func silence(r *Redis, pause func(), d time.Duration) {
+	r.loopMu.Lock()
+	defer r.loopMu.Unlock()
+	pause()
+	r.clock.(testClock).ahead.Add(int64(d))
+}
+
 // answered is a client's hook that kicks k each time a command or a
 // pipeline of the client has returned.
 type answered struct{ k kick }
