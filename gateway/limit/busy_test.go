@@ -44,8 +44,8 @@ func busyLimiter(t *testing.T, rs *testredis.Server, o RedisOptions) (r *Redis, 
 // caller's wait begun, its call queued) is told to armed. A test may move
 // it on (ahead: see silence), and is told of every transport timer armed
 // (ticked: the on-time probe's every wake among them) and of every beat of
-// the lease loop that ended (kick, which the test's hooks of the limiter
-// kick too).
+// the lease loop that ended (beats, and kick: which the test's hooks of
+// the limiter kick too).
 type testClock struct {
 	systemClock
 	late    *atomic.Int64
@@ -54,13 +54,15 @@ type testClock struct {
 	armed   chan struct{}
 	ticked  kick
 	kick    kick
+	beats   *atomic.Int64
 }
 
 // newTestClock is a clock on time, telling armed of the waits of timeout
 // (none when 0).
 func newTestClock(timeout time.Duration) testClock {
 	return testClock{systemClock: systemClock{redisconn.SystemClock{Epoch: time.Now()}}, late: new(atomic.Int64),
-		ahead: new(atomic.Int64), timeout: timeout, armed: make(chan struct{}, 4096), ticked: newKick(), kick: newKick()}
+		ahead: new(atomic.Int64), timeout: timeout, armed: make(chan struct{}, 4096), ticked: newKick(), kick: newKick(),
+		beats: new(atomic.Int64)}
 }
 
 func (c testClock) Nanotime() int64 { return c.systemClock.Nanotime() + c.ahead.Load() }
@@ -68,6 +70,7 @@ func (c testClock) Nanotime() int64 { return c.systemClock.Nanotime() + c.ahead.
 func (c testClock) AfterFunc(d time.Duration, f func()) func() bool {
 	return c.systemClock.AfterFunc(d, func() {
 		f()
+		c.beats.Add(1)
 		c.kick.fire()
 	})
 }

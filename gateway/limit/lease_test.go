@@ -824,32 +824,46 @@ func TestLeaseCloseRacingRequests(t *testing.T) {
 }
 
 // A refund gives back all of the lease that is still in the bucket's
-// future, a part of a token included: a lease whose one unused token is
-// 0.6 of an emission interval in the future at a reload leaves the bucket
-// whole, as if the token had never been leased.
+// future, a part of a token included: a lease whose two unused tokens lie
+// less than two emission intervals in the future at a reload (charged
+// from Redis' now at the grant, which Redis' clock has since passed)
+// leaves the bucket whole, as if they had never been leased. (The lease's
+// second token is its request's own: the request failed for the backend,
+// and its token went back to its lease. A lease's own tokens lie a whole
+// interval each in the future until Redis' clock passes the request's
+// own token, an interval after the grant; the request's own token back
+// in it makes the part of a token without waiting on Redis' clock.)
 func TestLeaseRefundKeepsNoFraction(t *testing.T) {
 	rs := testredis.Start(t)
 	a := newLeased(t, rs, 2, time.Minute)
 	b := newLeased(t, rs, 1, time.Second)
-	r := policy.Rate{Name: "reads", Limit: 1800, Burst: 1000, Period: time.Hour} // 2 s a token
+	r := policy.Rate{Name: "reads", Limit: 1800, Burst: 1000, Period: time.Hour, Refund: true} // 2 s a token
 	const key = "vg:{v:1}:reads"
-	a.admit(t, key, r, 3) // the third read takes a lease of one more (lease_max 2)
+	a.admit(t, key, r, 2) // demand builds
+	// The bucket whole again (as after a flush): the third read's grant
+	// charges from Redis' now.
+	if err := a.client.Del(context.Background(), keyPrefix+key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := a.Allow(one(key, r)) // the third read takes a lease of one more (lease_max 2)
+	if err != nil || !d.Allowed {
+		t.Fatal(d, err)
+	}
 	if a.granted.Load() != 1 || a.spent.Load() != 0 {
 		t.Fatalf("%d tokens leased, %d spent; want 1 leased, unspent", a.granted.Load(), a.spent.Load())
 	}
-	// Wait until the leased token is 0.6 of a token in the future, then
-	// reload: the refund goes out within a heartbeat.
-	g := storedTAT(t, a.client, key)
-	time.Sleep(time.Duration((g - 1.2 - nowSince2017(t, a.client)) * float64(time.Second))) // until Redis' clock reaches it
+	if n := a.Refund(one(key, r), d); n != 1 {
+		t.Fatalf("the third read's token went back to %d buckets, want its lease's", n)
+	}
+	// A reload: the refund goes out in the next beat of the lease loop.
 	a.SetLeases(2, time.Minute)
 	if !within(5*time.Second, a.clock.kick, func() bool { return a.refunded.Load() > 0 }) {
 		t.Fatalf("no refund within 5 s of the reload (%d leased, %d spent, %d dropped)", a.granted.Load(), a.spent.Load(), a.dropped.Load())
 	}
-	// Sent in the same loop turn: wait for the bucket to move (a while).
-	within(400*time.Millisecond, a.clock.kick, func() bool { return storedTAT(t, a.client, key) != g })
-	d, err := b.Allow(one(key, r))
+	nextBeat(t, a.clock) // sent in the beat that queued it
+	d, err = b.Allow(one(key, r))
 	if err != nil || !d.Allowed || d.Results[0].Remaining != 999 {
-		t.Fatalf("after the refund: %+v %v, want 999 remaining of the 1000 burst", d.Results[0], err)
+		t.Fatalf("after the refund of %d tokens: %+v %v, want 999 remaining of the 1000 burst", a.refunded.Load(), d.Results[0], err)
 	}
 }
 

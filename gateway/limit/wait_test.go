@@ -2,6 +2,7 @@ package limit
 
 import (
 	"context"
+	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -37,6 +38,17 @@ func within(bound time.Duration, ev <-chan struct{}, cond func() bool) bool {
 		}
 	}
 	return true
+}
+
+// nextBeat waits for the end of the next beat of the lease loop that
+// ends after it is called: what a beat under way queued (the refunds of a
+// reload) has been sent by then.
+func nextBeat(t *testing.T, c testClock) {
+	t.Helper()
+	n := c.beats.Load()
+	if !within(5*time.Second, c.kick, func() bool { return c.beats.Load() > n }) {
+		t.Fatal("no beat of the lease loop ended within 5s")
+	}
 }
 
 // silence stops Redis' answers (pause: a server's or a node's Pause)
