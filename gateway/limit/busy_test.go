@@ -15,7 +15,8 @@ import (
 
 // busyLimiter is a pipelined limiter as the gateway builds it (50ms
 // timeout, the default wire and busy bounds), counting its failed round
-// trips and the calls given up before they were sent.
+// trips (each kicks its clock's kick) and the calls given up before they
+// were sent. Its clock tells armed of each caller's wait begun.
 func busyLimiter(t *testing.T, rs *testredis.Server, o RedisOptions) (r *Redis, failures, unsent *atomic.Int64) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
@@ -26,9 +27,10 @@ func busyLimiter(t *testing.T, rs *testredis.Server, o RedisOptions) (r *Redis, 
 	if o.Timeout == 0 {
 		o.Timeout = 50 * time.Millisecond
 	}
-	o.OnFailure = func(FailureKind, error) { failures.Add(1) }
+	clk := newTestClock(o.Timeout)
+	o.OnFailure = func(FailureKind, error) { failures.Add(1); clk.kick.fire() }
 	o.OnUnsent = func() { unsent.Add(1) }
-	r, err := newRedis(withDefaults(o), newTestClock(0), nil)
+	r, err := newRedis(withDefaults(o), clk, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,19 +41,38 @@ func busyLimiter(t *testing.T, rs *testredis.Server, o RedisOptions) (r *Redis, 
 // testClock is the system's clock but for the transport's timers (a
 // caller's wait, the on-time probe): they fire late by late, as on a node
 // that gets its cores late, and each armed for the transport's timeout (a
-// caller's wait begun, its call queued) is told to armed.
+// caller's wait begun, its call queued) is told to armed. A test may move
+// it on (ahead: see silence), and is told of every transport timer armed
+// (ticked: the on-time probe's every wake among them) and of every beat of
+// the lease loop that ended (beats, and kick: which the test's hooks of
+// the limiter kick too).
 type testClock struct {
 	systemClock
 	late    *atomic.Int64
+	ahead   *atomic.Int64 // ns it reads past the system's clock
 	timeout time.Duration
 	armed   chan struct{}
+	ticked  kick
+	kick    kick
+	beats   *atomic.Int64
 }
 
 // newTestClock is a clock on time, telling armed of the waits of timeout
 // (none when 0).
 func newTestClock(timeout time.Duration) testClock {
 	return testClock{systemClock: systemClock{redisconn.SystemClock{Epoch: time.Now()}}, late: new(atomic.Int64),
-		timeout: timeout, armed: make(chan struct{}, 4096)}
+		ahead: new(atomic.Int64), timeout: timeout, armed: make(chan struct{}, 4096), ticked: newKick(), kick: newKick(),
+		beats: new(atomic.Int64)}
+}
+
+func (c testClock) Nanotime() int64 { return c.systemClock.Nanotime() + c.ahead.Load() }
+
+func (c testClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return c.systemClock.AfterFunc(d, func() {
+		f()
+		c.beats.Add(1)
+		c.kick.fire()
+	})
 }
 
 func (c testClock) NewTimer() redisconn.Timer { return testTimer{c.systemClock.NewTimer(), c} }
@@ -62,9 +83,10 @@ type testTimer struct {
 }
 
 func (t testTimer) Reset(d time.Duration) bool {
-	if d == t.c.timeout {
+	if t.c.timeout > 0 && d == t.c.timeout {
 		t.c.armed <- struct{}{}
 	}
+	defer t.c.ticked.fire()
 	return t.Timer.Reset(d + time.Duration(t.c.late.Load()))
 }
 
@@ -92,11 +114,21 @@ func TestLateNodeHeartbeatLeavesTheVerdictToTheWire(t *testing.T) {
 		t.Fatal("no lease granted for 50 reads of one bucket")
 	}
 	runLate(t, r)
+	clk := r.clock.(testClock)
 	for round := 0; round < 3; round++ {
 		rs.Pause()
-		time.Sleep(250 * time.Millisecond) // a heartbeat every 25ms while nothing is heard
+		paused := r.clock.Nanotime()
+		// Wall time is what is tested: a heartbeat's ping waits on its
+		// socket's deadline, on the wall clock (the limiter's clock does
+		// not bound it), and the silence must outlast the 50ms timeout
+		// (what the ping waited before) within the 500ms wire deadline. A
+		// heartbeat every 25ms while nothing is heard.
+		time.Sleep(250 * time.Millisecond)
 		rs.Resume()
-		time.Sleep(100 * time.Millisecond) // answering between pauses: the fault's shape, no event
+		// Answering between pauses: a ping sent during the pause answered.
+		if !within(5*time.Second, clk.kick, func() bool { return r.pinged.Load() > paused }) {
+			t.Fatalf("round %d: no heartbeat of the pause answered within 5s of the resume", round+1)
+		}
 	}
 	// A dropped lease is counted when its bucket is next touched.
 	if d, err := r.Allow(one(key, rate)); err != nil || !d.Allowed {
@@ -108,7 +140,7 @@ func TestLateNodeHeartbeatLeavesTheVerdictToTheWire(t *testing.T) {
 	rs.Pause()
 	defer rs.Resume()
 	paused := time.Now()
-	if !within(5*time.Second, func() bool { return failures.Load() > 0 }) {
+	if !within(5*time.Second, clk.kick, func() bool { return failures.Load() > 0 }) {
 		t.Fatal("Redis paused for good: no failed heartbeat within 5s")
 	}
 	// The 50ms timeout is not the late node's verdict: the 500ms wire is.
@@ -125,26 +157,14 @@ func TestLateNodeHeartbeatLeavesTheVerdictToTheWire(t *testing.T) {
 
 // runLate makes r's node run late (the transport's timers, its probe's
 // among them, 10ms late) and waits until r no longer counts itself on
-// time.
+// time (checked at each of its timers armed: the probe's wakes).
 func runLate(t *testing.T, r *Redis) {
 	t.Helper()
-	r.clock.(testClock).late.Store(int64(10 * time.Millisecond))
-	if !within(5*time.Second, func() bool { return !r.conn.OnTime() }) {
+	clk := r.clock.(testClock)
+	clk.late.Store(int64(10 * time.Millisecond))
+	if !within(5*time.Second, clk.ticked, func() bool { return !r.conn.OnTime() }) {
 		t.Fatalf("on time with the probe 10ms late (lateness %s)", r.Lateness())
 	}
-}
-
-// within polls cond until it holds, for up to bound, and reports whether
-// it held: for a state nothing announces (a count, a bucket in Redis, the
-// on-time probe's window).
-func within(bound time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(bound); !cond(); {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(time.Millisecond) // a poll's pace: the state has no event to wait on
-	}
-	return true
 }
 
 // TestShadowLimitHonoursItsOwnLeaseOnceRedisAnswers: a shadow limit
@@ -181,8 +201,13 @@ func TestShadowLimitHonoursItsOwnLeaseOnceRedisAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	runLate(t, r)
-	rs.Pause()
-	time.Sleep(100 * time.Millisecond) // past the 50ms timeout: the leases are not honoured
+	clk := r.clock.(testClock)
+	for len(clk.armed) > 0 { // the reads' waits
+		<-clk.armed
+	}
+	// Redis paused, silent past the 50ms timeout on the limiter's clock:
+	// the leases are not honoured.
+	silence(r, rs.Pause, 100*time.Millisecond)
 	decided := make(chan Decision, 1)
 	go func() {
 		d, err := r.Allow(cs)
@@ -191,11 +216,16 @@ func TestShadowLimitHonoursItsOwnLeaseOnceRedisAnswers(t *testing.T) {
 		}
 		decided <- d
 	}()
-	time.Sleep(50 * time.Millisecond) // the decision waiting on the paused Redis: the fault's length
+	select {
+	case <-clk.armed: // the decision's call queued, waiting on the paused Redis
+	case d := <-decided:
+		rs.Resume()
+		t.Fatalf("decided from the leases with Redis silent past the timeout: allowed %v, %+v", d.Allowed, d.Results[:d.Count])
+	}
 	rs.Resume()
 	d := <-decided
 	if failures.Load() != 0 || dropped.Load() != 0 {
-		t.Fatalf("Redis paused 150ms on a late node: %d failures, %d lease tokens dropped", failures.Load(), dropped.Load())
+		t.Fatalf("Redis paused past the timeout on a late node: %d failures, %d lease tokens dropped", failures.Load(), dropped.Load())
 	}
 	if !d.Allowed || !d.Results[1].Known || !d.Results[1].Allowed {
 		t.Fatalf("the shadow limit refused with a token of its own lease at this gateway: allowed %v, shadow %+v", d.Allowed, d.Results[1])

@@ -21,13 +21,16 @@ import (
 )
 
 // leased is a pipelined limiter with leases on rs, as a gateway replica
-// builds it; charged counts the buckets its calls charged in Redis.
+// builds it, on a test clock (testClock) whose kick each of its hooks
+// kicks; charged counts the buckets its calls charged in Redis.
 type leased struct {
 	*Redis
 	client           *redis.Client
+	clock            testClock
 	charged, granted atomic.Int64
 	spent, refunded  atomic.Int64
 	dropped          atomic.Int64
+	failures         atomic.Int64 // failed round trips to Redis (heartbeats among them)
 }
 
 // admit sends n reads of key under r, each of which must be admitted.
@@ -46,13 +49,19 @@ func newLeased(t *testing.T, rs *testredis.Server, max int, ttl time.Duration) *
 	// dial attempts the heartbeat to a killed Redis fails only at its
 	// deadline, not at the refused dial.
 	l := &leased{client: redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
-		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})}
+		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second}), clock: newTestClock(0)}
 	t.Cleanup(func() { l.client.Close() })
+	count := func(c *atomic.Int64) func(n int) {
+		return func(n int) {
+			c.Add(int64(n))
+			l.clock.kick.fire()
+		}
+	}
 	r, err := NewRedis(withDefaults(RedisOptions{Client: l.client, Timeout: 300 * time.Millisecond, WireTimeout: 2 * time.Second,
-		BusyTimeout: 2 * time.Second, Pipeline: true, LeaseMax: max, LeaseTTL: ttl,
-		OnCharged: func(n int) { l.charged.Add(int64(n)) },
-		Leases: LeaseHooks{Granted: func(n int) { l.granted.Add(int64(n)) }, Spent: func() { l.spent.Add(1) },
-			Refunded: func(n int) { l.refunded.Add(int64(n)) }, Dropped: func(n int) { l.dropped.Add(int64(n)) }}}))
+		BusyTimeout: 2 * time.Second, Pipeline: true, LeaseMax: max, LeaseTTL: ttl, Clock: l.clock,
+		OnCharged: count(&l.charged), OnFailure: func(FailureKind, error) { count(&l.failures)(1) },
+		Leases: LeaseHooks{Granted: count(&l.granted), Spent: func() { count(&l.spent)(1) },
+			Refunded: count(&l.refunded), Dropped: count(&l.dropped)}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,9 +236,9 @@ func TestLeaseRefundAfterFlush(t *testing.T) {
 	}
 }
 
-// A lease is honoured only while Redis answers: paused Redis, a busy
-// bucket's read is refused within the timeout's reach, and its tokens are
-// dropped; once Redis is back, reads pass again.
+// A lease is honoured only while Redis answers: paused Redis, silent past
+// the timeout, a busy bucket's read is not served from its lease but
+// refused; once Redis is back, reads pass again.
 func TestLeaseFailsClosed(t *testing.T) {
 	rs := testredis.Start(t)
 	l := newLeased(t, rs, 64, 10*time.Second)
@@ -239,8 +248,7 @@ func TestLeaseFailsClosed(t *testing.T) {
 	if l.granted.Load() == 0 {
 		t.Fatal("no lease granted")
 	}
-	rs.Pause()
-	time.Sleep(2 * l.timeout) // silent past the timeout
+	silence(l.Redis, rs.Pause, 2*l.timeout) // silent past the timeout
 	start := time.Now()
 	_, err := l.Allow(one(key, r))
 	rs.Resume()
@@ -253,8 +261,8 @@ func TestLeaseFailsClosed(t *testing.T) {
 
 // Restarted Redis (its buckets gone) while leases are held: the leases are
 // dropped by the heartbeat, whose dial is refused within a beat or two of
-// the stop (before the read two timeouts after it), reads are refused
-// while it is down, and after it, nothing refunded moves the new buckets.
+// the stop (within two timeouts of it), reads are refused while it is
+// down, and after it, nothing refunded moves the new buckets.
 func TestLeaseRedisRestart(t *testing.T) {
 	rs := testredis.Start(t)
 	l := newLeased(t, rs, 64, 10*time.Second)
@@ -262,7 +270,9 @@ func TestLeaseRedisRestart(t *testing.T) {
 	const key = "vg:{v:1}:reads"
 	l.admit(t, key, r, 200)
 	rs.Stop()
-	time.Sleep(2 * l.timeout) // stopped past the timeout: the fault's length, no event
+	if !within(2*l.timeout, l.clock.kick, func() bool { return l.failures.Load() > 0 }) {
+		t.Fatalf("no failed heartbeat within %s of the stop", 2*l.timeout)
+	}
 	if _, err := l.Allow(one(key, r)); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("read with Redis stopped: %v, want ErrUnavailable", err)
 	}
@@ -273,11 +283,13 @@ func TestLeaseRedisRestart(t *testing.T) {
 	allowedAgain(t, l, one(key, r))
 }
 
-// allowedAgain waits, up to 10 s, until Redis is back and cs is allowed.
+// allowedAgain waits, up to 10 s, until Redis is back and cs is allowed
+// (asked again at each event of l's: a failure, a beat of its lease
+// loop).
 func allowedAgain(t *testing.T, l *leased, cs policy.Checks) {
 	t.Helper()
 	var err error
-	if !within(10*time.Second, func() bool {
+	if !within(10*time.Second, l.clock.kick, func() bool {
 		var d Decision
 		d, err = l.Allow(cs)
 		return err == nil && d.Allowed
@@ -440,7 +452,7 @@ func TestLeaseReload(t *testing.T) {
 	}
 	l.SetLeases(1, time.Second)
 	var held float64
-	if !within(5*time.Second, func() bool {
+	if !within(5*time.Second, l.clock.kick, func() bool {
 		held = storedTAT(t, l.client, key) - nowSince2017(t, l.client)
 		return math.Round(held) == 12 && l.refunded.Load() > 0
 	}) {
@@ -470,7 +482,7 @@ func TestLeaseTableForgetsIdleBuckets(t *testing.T) {
 	if n := l.leases.len(); n != 100 {
 		t.Fatalf("%d buckets tracked after 100 vendors' reads", n)
 	}
-	if !within(5*time.Second, func() bool { return l.leases.len() == 0 }) {
+	if !within(5*time.Second, l.clock.kick, func() bool { return l.leases.len() == 0 }) {
 		t.Fatalf("%d idle buckets still tracked", l.leases.len())
 	}
 }
@@ -572,8 +584,9 @@ func TestLeaseClusterSilentNode(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	var granted atomic.Int64
 	const timeout = 100 * time.Millisecond
+	clk := newTestClock(timeout)
 	r, err := NewRedis(withDefaults(RedisOptions{Client: c, Timeout: timeout, WireTimeout: 300 * time.Millisecond, BusyTimeout: 2 * time.Second,
-		Pipeline: true, LeaseMax: 16, LeaseTTL: 10 * time.Second, Leases: LeaseHooks{Granted: func(n int) { granted.Add(int64(n)) }}}))
+		Pipeline: true, LeaseMax: 16, LeaseTTL: 10 * time.Second, Clock: clk, Leases: LeaseHooks{Granted: func(n int) { granted.Add(int64(n)) }}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -592,34 +605,43 @@ func TestLeaseClusterSilentNode(t *testing.T) {
 			t.Fatal("no lease held after 100 reads", d, err)
 		}
 	}
-	// The other vendor's reads go to their node each time (a burst of 3
-	// leaves nothing to lease) and keep this gateway hearing from Redis.
+	// The busy bucket's node silent past the timeout, on the limiter's
+	// clock (what a lease is honoured by). The other vendor's reads go to
+	// their node each time (a burst of 3 leaves nothing to lease) and keep
+	// this gateway hearing from Redis: one before the busy bucket's read,
+	// one while it waits.
 	unleased := policy.Rate{Name: "reads", Limit: 1000000, Burst: 3, Period: time.Minute}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			if d, err := r.Allow(one(other, unleased)); err != nil || !d.Allowed {
-				t.Errorf("the answering node's vendor: %+v %v", d, err)
-			}
+	otherRead := func() {
+		if d, err := r.Allow(one(other, unleased)); err != nil || !d.Allowed {
+			t.Errorf("the answering node's vendor: %+v %v", d, err)
 		}
+	}
+	silence(r, node.Pause, 3*timeout)
+	defer node.Resume()
+	otherRead()
+	for len(clk.armed) > 0 { // the reads' waits
+		<-clk.armed
+	}
+	type result struct {
+		d   Decision
+		err error
+	}
+	busyRead := make(chan result, 1)
+	go func() {
+		d, err := r.Allow(one(busy, leasedRate))
+		busyRead <- result{d, err}
 	}()
-	node.Pause()
-	time.Sleep(3 * timeout) // silent past the timeout: the fault's length, no event
-	d, err := r.Allow(one(busy, leasedRate))
-	node.Resume()
-	close(stop)
-	wg.Wait()
-	t.Logf("read with its node silent: %v", err)
-	if err == nil && d.Allowed {
-		t.Fatalf("read admitted from a lease with its node silent for %s (timeout %s)", 3*timeout, timeout)
+	select {
+	case <-clk.armed: // its call queued, waiting on the silent node
+		otherRead()
+	case x := <-busyRead:
+		t.Fatalf("busy bucket's read decided without asking its node, silent for %s on the limiter's clock (timeout %s): allowed %v, %v",
+			3*timeout, timeout, x.d.Allowed, x.err)
+	}
+	res := <-busyRead
+	t.Logf("read with its node silent: %v", res.err)
+	if res.err == nil && res.d.Allowed {
+		t.Fatalf("read admitted from a lease with its node silent for %s on the limiter's clock (timeout %s)", 3*timeout, timeout)
 	}
 }
 
@@ -802,39 +824,55 @@ func TestLeaseCloseRacingRequests(t *testing.T) {
 }
 
 // A refund gives back all of the lease that is still in the bucket's
-// future, a part of a token included: a lease whose one unused token is
-// 0.6 of an emission interval in the future at a reload leaves the bucket
-// whole, as if the token had never been leased.
+// future, a part of a token included: a lease whose two unused tokens lie
+// less than two emission intervals in the future at a reload (charged
+// from Redis' now at the grant, which Redis' clock has since passed)
+// leaves the bucket whole, as if they had never been leased. (The lease's
+// second token is its request's own: the request failed for the backend,
+// and its token went back to its lease. A lease's own tokens lie a whole
+// interval each in the future until Redis' clock passes the request's
+// own token, an interval after the grant; the request's own token back
+// in it makes the part of a token without waiting on Redis' clock.)
 func TestLeaseRefundKeepsNoFraction(t *testing.T) {
 	rs := testredis.Start(t)
 	a := newLeased(t, rs, 2, time.Minute)
 	b := newLeased(t, rs, 1, time.Second)
-	r := policy.Rate{Name: "reads", Limit: 1800, Burst: 1000, Period: time.Hour} // 2 s a token
+	r := policy.Rate{Name: "reads", Limit: 1800, Burst: 1000, Period: time.Hour, Refund: true} // 2 s a token
 	const key = "vg:{v:1}:reads"
-	a.admit(t, key, r, 3) // the third read takes a lease of one more (lease_max 2)
+	a.admit(t, key, r, 2) // demand builds
+	// The bucket whole again (as after a flush): the third read's grant
+	// charges from Redis' now.
+	if err := a.client.Del(context.Background(), keyPrefix+key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := a.Allow(one(key, r)) // the third read takes a lease of one more (lease_max 2)
+	if err != nil || !d.Allowed {
+		t.Fatal(d, err)
+	}
 	if a.granted.Load() != 1 || a.spent.Load() != 0 {
 		t.Fatalf("%d tokens leased, %d spent; want 1 leased, unspent", a.granted.Load(), a.spent.Load())
 	}
-	// Wait until the leased token is 0.6 of a token in the future, then
-	// reload: the refund goes out within a heartbeat.
-	g := storedTAT(t, a.client, key)
-	time.Sleep(time.Duration((g - 1.2 - nowSince2017(t, a.client)) * float64(time.Second))) // until Redis' clock reaches it
+	if n := a.Refund(one(key, r), d); n != 1 {
+		t.Fatalf("the third read's token went back to %d buckets, want its lease's", n)
+	}
+	// A reload: the refund goes out in the next beat of the lease loop.
 	a.SetLeases(2, time.Minute)
-	if !within(5*time.Second, func() bool { return a.refunded.Load() > 0 }) {
+	if !within(5*time.Second, a.clock.kick, func() bool { return a.refunded.Load() > 0 }) {
 		t.Fatalf("no refund within 5 s of the reload (%d leased, %d spent, %d dropped)", a.granted.Load(), a.spent.Load(), a.dropped.Load())
 	}
-	// Sent in the same loop turn: wait for the bucket to move (a while).
-	within(400*time.Millisecond, func() bool { return storedTAT(t, a.client, key) != g })
-	d, err := b.Allow(one(key, r))
+	nextBeat(t, a.clock) // sent in the beat that queued it
+	d, err = b.Allow(one(key, r))
 	if err != nil || !d.Allowed || d.Results[0].Remaining != 999 {
-		t.Fatalf("after the refund: %+v %v, want 999 remaining of the 1000 burst", d.Results[0], err)
+		t.Fatalf("after the refund of %d tokens: %+v %v, want 999 remaining of the 1000 burst", a.refunded.Load(), d.Results[0], err)
 	}
 }
 
 // A token given back to a lease already sent back (a reload while its
 // request waited on Redis for another bucket, which refused) is not sent
 // back a second time: the second refund would erase another gateway's
-// charge made just before.
+// charge made just before. (The other gateway charges more than a lease
+// holds: the bucket then lies past the grant's TAT after the first refund
+// too, so that the fence would not stop a second.)
 func TestLeaseGiveBackAfterRefund(t *testing.T) {
 	rs := testredis.Start(t)
 	a := newLeased(t, rs, 16, time.Minute)
@@ -850,13 +888,14 @@ func TestLeaseGiveBackAfterRefund(t *testing.T) {
 	if d, err := b.Allow(one(other, scarce)); err != nil || !d.Allowed {
 		t.Fatal(d, err)
 	}
-	// Wait until all but two of the lease's unused tokens have drained,
-	// then let the other gateway charge 4.
+	// The other gateway charges 20 after the grant. The bucket is to keep
+	// every charge but the lease's unused tokens but one, sent back once
+	// by the reload below (none of them drained yet: 1 s a token); the
+	// one is taken by a request meanwhile, given back after the refund,
+	// and lost.
 	unused := a.granted.Load() - a.spent.Load()
-	g := storedTAT(t, a.client, key)
-	time.Sleep(time.Duration((g - 2 - nowSince2017(t, a.client)) * float64(time.Second))) // until Redis' clock reaches it
-	b.admit(t, key, r, 4)
-	want := nowSince2017(t, a.client) + 4 // b's 4 from now; a's own charges have drained
+	b.admit(t, key, r, 20)
+	want := storedTAT(t, a.client, key) - float64(unused-1)
 	// A request of both buckets takes a token of a's lease and waits on
 	// Redis (paused) for the scarce one; meanwhile a reload sends the rest
 	// of the lease back; Redis refuses the scarce bucket, and the token
@@ -873,14 +912,14 @@ func TestLeaseGiveBackAfterRefund(t *testing.T) {
 			t.Error("admitted beyond the scarce bucket")
 		}
 	}()
-	within(time.Hour, func() bool { return a.spent.Load() != spent }) // its token taken
+	within(time.Hour, a.clock.kick, func() bool { return a.spent.Load() != spent }) // its token taken
 	a.SetLeases(16, time.Minute)
-	within(time.Hour, func() bool { return a.refunded.Load() >= unused-1 })
+	within(time.Hour, a.clock.kick, func() bool { return a.refunded.Load() >= unused-1 })
 	rs.Resume()
 	<-done
 	a.Close()
 	if got := storedTAT(t, a.client, key); got < want-0.1 {
-		t.Fatalf("the bucket holds %.2f tokens after the refunds, want at least the other gateway's 4", got-want+4)
+		t.Fatalf("the bucket holds %.2f tokens less than its charges but the %d unused tokens of the lease sent back: a charge erased", want-got, unused-1)
 	}
 }
 

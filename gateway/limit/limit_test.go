@@ -112,10 +112,12 @@ func newRedisOpts(t testing.TB, rs *testredis.Server, calls *atomic.Int64, pipel
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
 		DialTimeout: 100 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
 	t.Cleanup(func() { c.Close() })
+	clk := newTestClock(0)
+	c.AddHook(answered{clk.kick}) // each command answered kicks the clock's kick
 	// A 250ms wire deadline: a node that runs late (a loaded test machine)
 	// leaves a silent Redis' verdict to it, within the tests' 500ms bounds.
 	r, err := NewRedis(withDefaults(RedisOptions{Client: c, Timeout: 50 * time.Millisecond, WireTimeout: 250 * time.Millisecond,
-		BreakerOpenFor: 200 * time.Millisecond, Pipeline: pipeline, ObserveCall: func(time.Duration, error) {
+		BreakerOpenFor: 200 * time.Millisecond, Pipeline: pipeline, Clock: clk, ObserveCall: func(time.Duration, error) {
 			if calls != nil {
 				calls.Add(1)
 			}

@@ -146,7 +146,7 @@ func TestRefundRedisAcrossGateways(t *testing.T) {
 		a.Refund(cs, ds[1])
 		c := newLeased(t, rs, 1, time.Second).client
 		var held float64
-		if !within(2*time.Second, func() bool {
+		if !within(2*time.Second, a.clock.(testClock).kick, func() bool { // the refund's call answered
 			held = storedTAT(t, c, key) - nowSince2017(t, c)
 			return math.Round(held) == 3
 		}) {
