@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -211,5 +212,32 @@ func TestRatioAndPair(t *testing.T) {
 		if _, err := pair(bad); err == nil {
 			t.Errorf("pair %q accepted", bad)
 		}
+	}
+}
+
+// A step's function renamed or moved counts nothing: the report refuses
+// to run rather than hold that step to a budget it cannot exceed.
+func TestUnnamedTerms(t *testing.T) {
+	var names []string
+	for _, s := range steps {
+		for _, tm := range s.terms {
+			names = append(names, tm.name+"x") // a prefix term matches a longer name
+			if !tm.self {
+				names[len(names)-1] = tm.name
+			}
+		}
+	}
+	if err := unnamedTerms(names); err != nil {
+		t.Fatalf("every term named: %v", err)
+	}
+	books := gwPkg + "/admission.(*Books).Admission"
+	i := slices.Index(names, books)
+	if i < 0 {
+		t.Fatalf("%s is not a term", books)
+	}
+	names[i] = gwPkg + "/books.(*Books).Admission" // the function as it was named before it moved
+	err := unnamedTerms(names)
+	if err == nil || !strings.Contains(err.Error(), `step "books": `+books) {
+		t.Fatalf("a moved function: %v, want the step and its term named", err)
 	}
 }

@@ -130,6 +130,9 @@ func run(args []string) error {
 			return fmt.Errorf("go test -c ./gateway: %w\n%s", err, out)
 		}
 	}
+	if err := stepsNamed(bin); err != nil {
+		return err
+	}
 	m := &measurer{opts: o, bin: bin, strace: true}
 	if _, err := exec.LookPath("strace"); err != nil {
 		m.strace = false

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"debug/elf"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -43,9 +45,9 @@ var steps = []step{
 		selfOf(gwPkg + "/paramroute."), selfOf("github.com/fasthttp/router.")}},
 	{"request id", "requestid.(*Source).Set", []term{incl(gwPkg + "/requestid.(*Source).Set")}},
 	{"client address", "clientip.(*Resolver).Resolve", []term{incl(gwPkg + "/clientip.(*Resolver).Resolve")}},
-	{"key", "the own code of authenticate, the authenticator and key cache, apikey and SHA-256 (its AVX2 code under valgrind)", []term{
+	{"key", "the own code of authenticate, the authenticator and key cache, the cache's tag (auth.Tag, its maphash sums), apikey and SHA-256 (its AVX2 code under valgrind; on a miss)", []term{
 		selfOf(gwPkg + ".(*Gateway).authenticate"), selfOf(gwPkg + "/auth.(*Authenticator)."), selfOf(gwPkg + "/auth.(*Cache)."),
-		selfOf(gwPkg + "/auth.Sum"), selfOf("vendorgate/shared/apikey."), selfOf("crypto/sha256."), selfOf("crypto/internal/fips140/sha256.")}},
+		incl(gwPkg + "/auth.Tag"), selfOf("vendorgate/shared/apikey."), selfOf("crypto/sha256."), selfOf("crypto/internal/fips140/sha256.")}},
 	{"throttle", "throttle.(*Throttle).Fail (a refused key only)", []term{incl(gwPkg + "/throttle.(*Throttle).Fail")}},
 	{"account", "the own code of admit and of what it asks (the account's state, the policy table, the key's buckets)", []term{
 		selfOf(gwPkg + ".(*Gateway).admit"), selfOf(gwPkg + ".(*snapshot)."), selfOf(gwPkg + "/auth.(*Identity).Buckets")}},
@@ -56,7 +58,7 @@ var steps = []step{
 		selfOf(gwPkg + "/limit/redisconn.")}},
 	{"limits: in flight", "admission.(*Admitter).admitInFlight", []term{incl(gwPkg + "/admission.(*Admitter).admitInFlight")}},
 	{"limits: slots", "admission.(*Admitter).admitSlots", []term{incl(gwPkg + "/admission.(*Admitter).admitSlots")}},
-	{"books", "books.(*Books).Admission: decision metrics, usage", []term{incl(gwPkg + "/books.(*Books).Admission")}},
+	{"books", "admission.(*Books).Admission: decision metrics, usage", []term{incl(gwPkg + "/admission.(*Books).Admission")}},
 	{"proxy", "prepareRequest, stripResponse, and the own code of proxy and the breaker", []term{
 		incl(gwPkg + "/proxy.prepareRequest"), incl(gwPkg + "/proxy.stripResponse"),
 		selfOf(gwPkg + "/proxy.(*Proxy)."), selfOf(gwPkg + "/breaker."), selfOf("github.com/sony/gobreaker")}},
@@ -65,6 +67,51 @@ var steps = []step{
 	{"metrics and log", "admin.(*Metrics).Request, ObserveRequest, the access log's check and line", []term{
 		incl(gwPkg + "/admin.(*Metrics).Request"), incl(gwPkg + "/admin.(*Metrics).ObserveRequest"),
 		incl("log/slog.(*Logger).Enabled"), incl(gwPkg + "/accesslog.Write")}},
+}
+
+// stepsNamed checks that each step's functions are in the test binary bin
+// (its symbol table): a function renamed or moved, or inlined into every
+// caller, would count nothing, and its step's budget could not fail.
+func stepsNamed(bin string) error {
+	f, err := elf.Open(bin)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		return fmt.Errorf("%s: %w", bin, err)
+	}
+	names := make([]string, len(syms))
+	for i, s := range syms {
+		names[i] = s.Name
+	}
+	return unnamedTerms(names)
+}
+
+// unnamedTerms is the error naming the steps' terms that match none of
+// names (a term counted on a function's own cost matches by prefix).
+func unnamedTerms(names []string) error {
+	exact := make(map[string]bool, len(names))
+	for _, n := range names {
+		exact[n] = true
+	}
+	var missing []string
+	for _, s := range steps {
+		for _, t := range s.terms {
+			found := exact[t.name]
+			for i := 0; t.self && !found && i < len(names); i++ {
+				found = strings.HasPrefix(names[i], t.name)
+			}
+			if !found {
+				missing = append(missing, fmt.Sprintf("step %q: %s", s.name, t.name))
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return errors.New("functions no longer in the gateway's test binary (renamed, moved or inlined everywhere): name what does the step now in steps.go:\n  " + strings.Join(missing, "\n  "))
+	}
+	return nil
 }
 
 // count is the step's count of event ev in p.
