@@ -276,11 +276,22 @@ func (c *Conn) once(script *redis.Script, keys []string, args []any) (*redis.Cmd
 
 // Run runs the script once per group of keys and args (pipelined in one
 // round trip, up to deadline) and returns each group's reply; a group
-// whose script failed has none. It reports nothing to the breaker.
+// whose script failed has none. It reports nothing to the breaker; with
+// Pipeline a round trip that failed on the wire with Redis silent or gone
+// is the verdict of the calls waiting meanwhile, as a batch's (see
+// batcher.judge and batcher.owed).
 func (c *Conn) Run(deadline time.Duration, keys [][]string, args [][]any) ([][]any, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
+	var lateReads, lateWrites int64
+	if c.batch != nil {
+		lateReads, lateWrites = c.batch.conns.lateReads.Load(), c.batch.conns.lateWrites.Load()
+	}
 	cmds, err := runScripts(ctx, c.client, c.script, nil, keys, args)
+	if err != nil && c.batch != nil && !poolWait(err) && KindOf(err) != FailScript &&
+		c.batch.conns.lateReads.Load() == lateReads && c.batch.conns.lateWrites.Load() == lateWrites {
+		c.batch.wireDown.Store(c.batch.conns.now())
+	}
 	out := make([][]any, len(cmds))
 	for i, cmd := range cmds {
 		out[i], _ = cmd.Slice()
