@@ -350,11 +350,29 @@ func (w *simWorld) trigger(read bool) {
 }
 
 // waitUntil waits, on the bubble's clock, until t.
-func (w *simWorld) waitUntil(t time.Duration) {
-	if d := t - w.now(); d > 0 {
+func (w *simWorld) waitUntil(t time.Duration) { advance(t - w.now()) }
+
+// advance waits d on the clock of the bubble it runs in: no wall time
+// passes (it would outside one).
+func advance(d time.Duration) {
+	if d > 0 {
 		timer := time.NewTimer(d)
 		<-timer.C
 	}
+}
+
+// inBubble runs f in a testing/synctest bubble of its own over a
+// simulated Redis that answers every command within a millisecond and
+// never falls silent (a simWorld without a plan): a test of a late core
+// or node, whose waits (sleeps, timers, deadlines) pass no wall time.
+func inBubble(t *testing.T, f func(t *testing.T, w *simWorld)) {
+	t.Helper()
+	dropPooledTimers()
+	synctest.Test(t, func(t *testing.T) {
+		f(t, &simWorld{t: t, epoch: time.Now(), silence: silencePause, silentAt: 1 << 62,
+			counts: make(map[string]int64)})
+	})
+	dropPooledTimers()
 }
 
 // answerAt is when Redis answers a command it got at at, or -1 never.
@@ -866,7 +884,7 @@ func (w *simWorld) run() {
 	// go-redis' redial probe (started once PoolSize dials in a row failed,
 	// one dial a second until the client is closed) wakes and ends: the
 	// bubble must end with none of its goroutines left.
-	time.Sleep(2 * time.Second)
+	w.waitUntil(w.now() + 2*time.Second)
 	w.check()
 }
 
