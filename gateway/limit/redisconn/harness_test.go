@@ -81,7 +81,10 @@ func (c *lateClock) queued(n int, bound time.Duration) bool {
 
 // within polls cond until it holds, for up to bound, and reports whether
 // it held: for a state nothing announces (the on-time probe's window, the
-// clock's loss).
+// clock's loss, published a tick at a time). In a synctest bubble
+// (TestOnTimeClock) its waits are the bubble's clock; out of one they are
+// the wall clock, which is what the tests of a real Redis (paused by the
+// operating system) on a probe late by the system's timers wait on.
 func within(bound time.Duration, cond func() bool) bool {
 	for deadline := time.Now().Add(bound); !cond(); {
 		if time.Now().After(deadline) {
