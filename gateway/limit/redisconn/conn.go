@@ -25,14 +25,16 @@
 // a Conn as the gateway does, on a counting script; busy_test.go holds the
 // transport to its two promises (no failure while Redis answers within
 // its rule: a late sender, reader, writer or node; a failure within the
-// wire deadline when Redis is silent: paused, killed, black-holed);
-// pipeline_test.go and eval_test.go the batching; conns_test.go and
-// lateness_test.go the evidence and the on-time clock. sim_test.go is
-// their deterministic complement: the same Conn in a testing/synctest
-// bubble, on the bubble's clock and a Clock of its own, over a Redis
-// simulated at the connection, each run (delays, pauses, a late or
-// stalled node, the silence it ends in) drawn from a seed and held to the
-// same two promises (go test -run TestSimulation -sim.seed N replays one).
+// wire deadline when Redis is silent: paused, killed, black-holed), its
+// late sender, reader and writer in a testing/synctest bubble over the
+// simulated Redis of sim_test.go; pipeline_test.go and eval_test.go the
+// batching; conns_test.go and lateness_test.go the evidence and the
+// on-time clock (a stepped clock; a bubble). sim_test.go is their
+// deterministic complement: the same Conn in a bubble, on the bubble's
+// clock and a Clock of its own, over a Redis simulated at the
+// connection, each run (delays, pauses, a late or stalled node, a full
+// pool, the silence it ends in) drawn from a seed and held to the same
+// two promises (go test -run TestSimulation -sim.seed N replays one).
 package redisconn
 
 import (
