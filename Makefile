@@ -74,7 +74,9 @@ test-beside:
 # concurrency slot's TestTimedOutAcquireGivesItsSlotBack against a real
 # redis-server, the transport's three its tests in gateway/limit/redisconn
 # against a real redis-server: queued callers sharing a failed round
-# trip's verdict, a reply read late taken, a request written late shed).
+# trip's verdict, a reply read late taken, a request written late shed;
+# its two of a full pool its simulation: a pool wait shed while Redis
+# owes an answer, a refund's failure on the wire not shared).
 # Not part of `test`: about 5 minutes on a quiet host.
 # MUTATIONS=name,... runs some only.
 mutations:

@@ -15,35 +15,39 @@ import (
 // batcher's own seams (a sender, reader or writer that gets its core late,
 // a probe that wakes late): no call fails while Redis answers within its
 // rule, and a call fails closed (unavailable) at about Timeout on a node
-// on time, at the wire deadline on a late one, when Redis is silent.
+// on time, at the wire deadline on a late one, when Redis is silent. The
+// tests of a late core run in a synctest bubble over the simulated Redis
+// of sim_test.go (inBubble): the core's lateness and the deadlines it
+// passes take no wall time, and nothing else of the machine's is late.
 
 // TestLateSenderIsNotAFailure: a sender that gets its core 120ms late (a
 // busy node: the callers' 50ms pass before their calls are even sent)
 // while Redis answers at once. Every caller gets its reply; nothing counts
 // against the breaker, which stays closed.
 func TestLateSenderIsNotAFailure(t *testing.T) {
-	rs := testredis.Start(t)
-	c := newTestConn(t, rs.Addr(), connSettings{})
-	if _, err := c.count("late"); err != nil { // connection and script
-		t.Fatal(err)
-	}
-	c.batch.beforeSend = func() { time.Sleep(120 * time.Millisecond) } // the sender's core, 120ms late
-	for round := 0; round < 4; round++ {
-		concurrently(16, func(i int) {
-			if _, err := c.count(fmt.Sprintf("late%d", i)); err != nil {
-				t.Errorf("round %d caller %d: %v", round, i, err)
-			}
-		})
-	}
-	if n := c.failures.Load(); n != 0 {
-		t.Errorf("%d round trips counted as failed with Redis answering", n)
-	}
-	if n := c.unsent.Load(); n != 0 {
-		t.Errorf("%d calls given up before they were sent", n)
-	}
-	if s := c.state(); s != "closed" {
-		t.Errorf("breaker %s with Redis answering", s)
-	}
+	inBubble(t, func(t *testing.T, w *simWorld) {
+		c := w.testConn(t, connSettings{})
+		if _, err := c.count("late"); err != nil { // connection and script
+			t.Fatal(err)
+		}
+		c.batch.beforeSend = func() { advance(120 * time.Millisecond) } // the sender's core, 120ms late
+		for round := 0; round < 4; round++ {
+			concurrently(16, func(i int) {
+				if _, err := c.count(fmt.Sprintf("late%d", i)); err != nil {
+					t.Errorf("round %d caller %d: %v", round, i, err)
+				}
+			})
+		}
+		if n := c.failures.Load(); n != 0 {
+			t.Errorf("%d round trips counted as failed with Redis answering", n)
+		}
+		if n := c.unsent.Load(); n != 0 {
+			t.Errorf("%d calls given up before they were sent", n)
+		}
+		if s := c.state(); s != "closed" {
+			t.Errorf("breaker %s with Redis answering", s)
+		}
+	})
 }
 
 // TestBusyBoundShedsUncharged: a sender later than the busy bound. The
@@ -106,13 +110,12 @@ func TestSilentRedisFailsAtTimeout(t *testing.T) {
 	}
 }
 
-// lateNodeConn is a pipelined Conn with one sender on a real Redis, a
-// 100ms wire deadline, and a count of the failures it reports: the
-// setting of the tests of a node that gets to its socket late.
-func lateNodeConn(t *testing.T) *testConn {
+// lateNodeConn is a pipelined Conn with one sender on w's simulated
+// Redis, a 100ms wire deadline, and a count of the failures it reports:
+// the setting of the tests of a node that gets to its socket late.
+func lateNodeConn(t *testing.T, w *simWorld) *testConn {
 	t.Helper()
-	rs := testredis.Start(t)
-	return newTestConn(t, rs.Addr(), connSettings{wire: 100 * time.Millisecond, busy: time.Second, senders: 1,
+	return w.testConn(t, connSettings{wire: 100 * time.Millisecond, busy: time.Second, senders: 1,
 		pool: 4, clientTimeout: 100 * time.Millisecond})
 }
 
@@ -124,29 +127,31 @@ func lateNodeConn(t *testing.T) *testConn {
 // trip was lost and its callers refused 503 request_failed: a vendor's
 // read failed on a loaded node with its decision in hand.)
 func TestReplyReadLateIsTaken(t *testing.T) {
-	c := lateNodeConn(t)
-	var late atomic.Bool
-	c.batch.conns.beforeRead = func() {
-		if late.Load() {
-			time.Sleep(150 * time.Millisecond) // the reader's core, past the 100ms wire deadline
+	inBubble(t, func(t *testing.T, w *simWorld) {
+		c := lateNodeConn(t, w)
+		var late atomic.Bool
+		c.batch.conns.beforeRead = func() {
+			if late.Load() {
+				advance(150 * time.Millisecond) // the reader's core, past the 100ms wire deadline
+			}
 		}
-	}
-	if _, err := c.count("rl"); err != nil {
-		t.Fatalf("first call: %v", err)
-	}
-	late.Store(true)
-	for i := 0; i < 5; i++ {
-		if n, err := c.count("rl"); err != nil || n != int64(i+2) {
-			t.Fatalf("call %d read late with the reply waiting: count %d, %v; want %d", i, n, err, i+2)
+		if _, err := c.count("rl"); err != nil {
+			t.Fatalf("first call: %v", err)
 		}
-	}
-	late.Store(false)
-	if c.failures.Load() != 0 || c.state() != "closed" {
-		t.Fatalf("%d failures counted, breaker %s", c.failures.Load(), c.state())
-	}
-	if _, err := c.count("rl"); err != nil {
-		t.Fatalf("after the late reads: %v", err)
-	}
+		late.Store(true)
+		for i := 0; i < 5; i++ {
+			if n, err := c.count("rl"); err != nil || n != int64(i+2) {
+				t.Fatalf("call %d read late with the reply waiting: count %d, %v; want %d", i, n, err, i+2)
+			}
+		}
+		late.Store(false)
+		if c.failures.Load() != 0 || c.state() != "closed" {
+			t.Fatalf("%d failures counted, breaker %s", c.failures.Load(), c.state())
+		}
+		if _, err := c.count("rl"); err != nil {
+			t.Fatalf("after the late reads: %v", err)
+		}
+	})
 }
 
 // TestRequestWrittenLateIsNotAFailure: the sender's write runs only after
@@ -157,30 +162,32 @@ func TestReplyReadLateIsTaken(t *testing.T) {
 // a Redis timeout: 503 rate_limit_unavailable, and one failure for the
 // breaker each.)
 func TestRequestWrittenLateIsNotAFailure(t *testing.T) {
-	c := lateNodeConn(t)
-	var late atomic.Bool
-	c.batch.conns.beforeWrite = func() {
-		if late.Load() {
-			time.Sleep(150 * time.Millisecond) // the writer's core, past the 100ms wire deadline
+	inBubble(t, func(t *testing.T, w *simWorld) {
+		c := lateNodeConn(t, w)
+		var late atomic.Bool
+		c.batch.conns.beforeWrite = func() {
+			if late.Load() {
+				advance(150 * time.Millisecond) // the writer's core, past the 100ms wire deadline
+			}
 		}
-	}
-	if _, err := c.count("wl"); err != nil {
-		t.Fatalf("first call: %v", err)
-	}
-	late.Store(true)
-	for i := 0; i < 5; i++ {
-		_, err := c.count("wl")
-		if !errors.Is(err, ErrBusy) || unavailable(err) {
-			t.Fatalf("call %d written late: %v, want ErrBusy", i, err)
+		if _, err := c.count("wl"); err != nil {
+			t.Fatalf("first call: %v", err)
 		}
-	}
-	late.Store(false)
-	if c.failures.Load() != 0 || c.state() != "closed" {
-		t.Fatalf("%d failures counted, breaker %s", c.failures.Load(), c.state())
-	}
-	if _, err := c.count("wl"); err != nil {
-		t.Fatalf("after the late writes: %v", err)
-	}
+		late.Store(true)
+		for i := 0; i < 5; i++ {
+			_, err := c.count("wl")
+			if !errors.Is(err, ErrBusy) || unavailable(err) {
+				t.Fatalf("call %d written late: %v, want ErrBusy", i, err)
+			}
+		}
+		late.Store(false)
+		if c.failures.Load() != 0 || c.state() != "closed" {
+			t.Fatalf("%d failures counted, breaker %s", c.failures.Load(), c.state())
+		}
+		if _, err := c.count("wl"); err != nil {
+			t.Fatalf("after the late writes: %v", err)
+		}
+	})
 }
 
 // TestLateNodeWaitsForAPausedRedis: the node runs late (its timers, its

@@ -25,14 +25,16 @@
 // a Conn as the gateway does, on a counting script; busy_test.go holds the
 // transport to its two promises (no failure while Redis answers within
 // its rule: a late sender, reader, writer or node; a failure within the
-// wire deadline when Redis is silent: paused, killed, black-holed);
-// pipeline_test.go and eval_test.go the batching; conns_test.go and
-// lateness_test.go the evidence and the on-time clock. sim_test.go is
-// their deterministic complement: the same Conn in a testing/synctest
-// bubble, on the bubble's clock and a Clock of its own, over a Redis
-// simulated at the connection, each run (delays, pauses, a late or
-// stalled node, the silence it ends in) drawn from a seed and held to the
-// same two promises (go test -run TestSimulation -sim.seed N replays one).
+// wire deadline when Redis is silent: paused, killed, black-holed), its
+// late sender, reader and writer in a testing/synctest bubble over the
+// simulated Redis of sim_test.go; pipeline_test.go and eval_test.go the
+// batching; conns_test.go and lateness_test.go the evidence and the
+// on-time clock (a stepped clock; a bubble). sim_test.go is their
+// deterministic complement: the same Conn in a bubble, on the bubble's
+// clock and a Clock of its own, over a Redis simulated at the
+// connection, each run (delays, pauses, a late or stalled node, a full
+// pool, the silence it ends in) drawn from a seed and held to the same
+// two promises (go test -run TestSimulation -sim.seed N replays one).
 package redisconn
 
 import (
@@ -276,11 +278,22 @@ func (c *Conn) once(script *redis.Script, keys []string, args []any) (*redis.Cmd
 
 // Run runs the script once per group of keys and args (pipelined in one
 // round trip, up to deadline) and returns each group's reply; a group
-// whose script failed has none. It reports nothing to the breaker.
+// whose script failed has none. It reports nothing to the breaker; with
+// Pipeline a round trip that failed on the wire with Redis silent or gone
+// is the verdict of the calls waiting meanwhile, as a batch's (see
+// batcher.judge and batcher.owed).
 func (c *Conn) Run(deadline time.Duration, keys [][]string, args [][]any) ([][]any, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
+	var lateReads, lateWrites int64
+	if c.batch != nil {
+		lateReads, lateWrites = c.batch.conns.lateReads.Load(), c.batch.conns.lateWrites.Load()
+	}
 	cmds, err := runScripts(ctx, c.client, c.script, nil, keys, args)
+	if err != nil && c.batch != nil && !poolWait(err) && KindOf(err) != FailScript &&
+		c.batch.conns.lateReads.Load() == lateReads && c.batch.conns.lateWrites.Load() == lateWrites {
+		c.batch.wireDown.Store(c.batch.conns.now())
+	}
 	out := make([][]any, len(cmds))
 	for i, cmd := range cmds {
 		out[i], _ = cmd.Slice()

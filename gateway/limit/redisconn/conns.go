@@ -144,6 +144,19 @@ func (c *conns) silent(timeout time.Duration) bool {
 	return waited
 }
 
+// asked reports whether a connection was written to after its last read:
+// a request Redis has not answered (at least in part) yet.
+func (c *conns) asked() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for w := range c.set {
+		if wrote := w.wrote.Load(); wrote != 0 && wrote > w.read.Load() {
+			return true
+		}
+	}
+	return false
+}
+
 // waiting reports whether a reply waits unread in a socket that was asked
 // (written after its last read): Redis answered, the gateway has not read
 // it yet.

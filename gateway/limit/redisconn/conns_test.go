@@ -1,7 +1,11 @@
+//go:build unix
+
 package redisconn
 
 import (
 	"context"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,9 +17,14 @@ import (
 // TestConnsJudgeAtTheSocket: a request written to Redis and answered is
 // not silence while its reply waits unread (the node is late, not Redis);
 // a request written to a hung Redis is, once it has waited the timeout.
+// The judge's clock is stepped by the test (the time a request has
+// waited is the clock's, not the socket's); the sockets are real (what is
+// judged is what waits in one). (Unix: elsewhere no socket is peeked.)
 func TestConnsJudgeAtTheSocket(t *testing.T) {
 	rs := testredis.Start(t)
-	w := conns{clock: SystemClock{Epoch: time.Now()}}
+	clk := &stepClock{}
+	clk.ns.Store(int64(time.Second))
+	w := conns{clock: clk}
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, PoolSize: 1})
 	t.Cleanup(func() { c.Close() })
 	w.watch(c)
@@ -36,10 +45,12 @@ func TestConnsJudgeAtTheSocket(t *testing.T) {
 	}
 	// A PING written through the watched connection; its +PONG is left
 	// unread, as by a sender that got no core.
+	clk.step(time.Millisecond)
 	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond) // past the 10ms judged, the reply arrived
+	waitReadable(t, conn)
+	clk.step(20 * time.Millisecond) // past the 10ms judged
 	if w.silent(10 * time.Millisecond) {
 		t.Fatal("silent with a reply waiting in the socket buffer")
 	}
@@ -49,13 +60,14 @@ func TestConnsJudgeAtTheSocket(t *testing.T) {
 	}
 	rs.Pause()
 	defer rs.Resume()
+	clk.step(time.Millisecond)
 	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
 		t.Fatal(err)
 	}
 	if w.silent(10 * time.Millisecond) {
 		t.Fatal("silent before the timeout passed")
 	}
-	time.Sleep(20 * time.Millisecond) // past the 10ms judged
+	clk.step(20 * time.Millisecond) // past the 10ms judged
 	if !w.silent(10 * time.Millisecond) {
 		t.Fatal("a hung Redis not seen silent")
 	}
@@ -69,5 +81,30 @@ func TestConnsJudgeAtTheSocket(t *testing.T) {
 	w.mu.Unlock()
 	if left != 0 {
 		t.Fatal("a closed connection still watched")
+	}
+}
+
+// stepClock is a Clock that moves only when stepped (no timers).
+type stepClock struct{ ns atomic.Int64 }
+
+func (c *stepClock) Nanotime() int64      { return c.ns.Load() }
+func (c *stepClock) NewTimer() Timer      { panic("stepClock has no timers") }
+func (c *stepClock) step(d time.Duration) { c.ns.Add(int64(d)) }
+
+// waitReadable waits until bytes wait in conn's socket, without reading
+// them: the netpoller wakes it when the socket turns readable.
+func waitReadable(t *testing.T, conn *watchedConn) {
+	t.Helper()
+	raw, err := conn.Conn.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf [1]byte
+	err = raw.Read(func(fd uintptr) bool {
+		n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return n > 0 || err != syscall.EAGAIN // false: wait for the socket to turn readable
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

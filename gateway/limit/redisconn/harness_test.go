@@ -1,7 +1,9 @@
 package redisconn
 
 import (
+	"context"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -79,7 +81,10 @@ func (c *lateClock) queued(n int, bound time.Duration) bool {
 
 // within polls cond until it holds, for up to bound, and reports whether
 // it held: for a state nothing announces (the on-time probe's window, the
-// clock's loss).
+// clock's loss, published a tick at a time). In a synctest bubble
+// (TestOnTimeClock) its waits are the bubble's clock; out of one they are
+// the wall clock, which is what the tests of a real Redis (paused by the
+// operating system) on a probe late by the system's timers wait on.
 func within(bound time.Duration, cond func() bool) bool {
 	for deadline := time.Now().Add(bound); !cond(); {
 		if time.Now().After(deadline) {
@@ -92,6 +97,9 @@ func within(bound time.Duration, cond func() bool) bool {
 
 // connSettings is what a test changes of the defaults.
 type connSettings struct {
+	// dial, when set, is the client's dialer (a simulated Redis': see
+	// simWorld.testConn).
+	dial                func(ctx context.Context, network, addr string) (net.Conn, error)
 	timeout, wire, busy time.Duration
 	senders, max, pool  int
 	// clientTimeout is the client's read and write timeout (500ms when 0).
@@ -99,6 +107,14 @@ type connSettings struct {
 	// queued: the callers' waits are told to the clock's armed (see
 	// lateClock.queued).
 	queued bool
+}
+
+// testConn is a pipelined Conn to w's simulated Redis with s over
+// config's defaults (see newTestConn), in w's bubble.
+func (w *simWorld) testConn(t *testing.T, s connSettings) *testConn {
+	t.Helper()
+	s.dial = w.dial
+	return newTestConn(t, "127.0.0.1:6379", s)
 }
 
 // newTestConn is a pipelined Conn to addr with s over config's defaults.
@@ -123,6 +139,9 @@ func newTestConn(t *testing.T, addr string, s connSettings) *testConn {
 	co := &redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
 		DialTimeout: 100 * time.Millisecond, ReadTimeout: pick(s.clientTimeout, 500*time.Millisecond),
 		WriteTimeout: pick(s.clientTimeout, 500*time.Millisecond), PoolSize: s.pool}
+	if s.dial != nil {
+		co.Dialer, co.Protocol, co.DisableIdentity = s.dial, 2, true
+	}
 	c := redis.NewClient(co)
 	t.Cleanup(func() { c.Close() })
 	tc := &testConn{clock: &lateClock{SystemClock: SystemClock{Epoch: time.Now()}}}

@@ -95,6 +95,13 @@ var errSilent = fmt.Errorf("no answer from redis within the limiter timeout: %w"
 //   - A caller that gives up before its call was sent takes it back: the
 //     senders skip it, so it is neither sent nor charged. Nothing is
 //     retried (the client has MaxRetries -1).
+//   - A batch whose sender got no pooled connection within the client's
+//     PoolTimeout was never sent: no outcome for the breaker. Its callers
+//     are shed (ErrBusy: the gateway's own calls hold the pool), unless
+//     Redis owes an answer (a request unanswered on a connection, or a
+//     round trip failed on the wire with nothing read since): then the
+//     pool is full of connections waiting on Redis, the calls go back to
+//     their callers to be queued again, and the rule above decides.
 //
 // A few senders work the queue, so that a few callers at a time (light
 // load) each go at once as before rather than waiting for one another.
@@ -169,11 +176,15 @@ type Call struct {
 }
 
 // reply is a call's answer: its values (Do), or with a script of its own
-// its whole reply as Redis gave it (raw: a value or the values).
+// its whole reply as Redis gave it (raw: a value or the values). again is
+// no answer: the call was not sent (its batch got no pooled connection in
+// time while Redis owed an answer, see send) and is its caller's again,
+// to queue once more.
 type reply struct {
-	v   []any
-	raw any
-	err error
+	v     []any
+	raw   any
+	err   error
+	again bool
 }
 
 func newBatcher(client redis.UniversalClient, o *Options, h *Health, clk Clock) *batcher {
@@ -248,6 +259,11 @@ func (b *batcher) do(c *Call) reply {
 		case in <- c:
 			in = nil // queued: now wait for the reply
 		case r := <-c.reply:
+			if r.again { // not sent: queued again, the wait goes on
+				c.state.Store(callQueued)
+				in = b.queue
+				continue
+			}
 			c.timer.Stop()
 			b.calls.Put(c) // a sender wrote its last: nobody else holds it
 			return r
@@ -335,6 +351,10 @@ func (b *batcher) giveUp(c *Call, neverQueued bool, err error) reply {
 	select {
 	case r := <-c.reply: // answered meanwhile: this goroutine only ran late
 		b.calls.Put(c)
+		if r.again { // handed back unsent
+			b.health.hooks.onUnsent()
+			return reply{err: err}
+		}
 		return r
 	default:
 		return reply{err: err} // c is abandoned to the batch
@@ -448,7 +468,12 @@ func (b *batcher) send(batch []*Call) {
 		}
 	}
 	// A batch that got no connection of the pool in time was never sent:
-	// this gateway's overload, excluded from the breaker, its callers shed.
+	// excluded from the breaker. While Redis owes an answer (see owed) the
+	// pool is full of connections waiting on Redis, and the wait says
+	// nothing of this gateway's load: the calls go back to their callers,
+	// who queue them again and judge Redis by the rule (a silent Redis
+	// fails them closed, an answer frees a connection). Otherwise the
+	// connections are this gateway's own doing: its callers are shed.
 	done(failed)
 	if failed != nil && !notRedis(failed) {
 		b.health.Failed(failed)
@@ -472,6 +497,12 @@ func (b *batcher) send(batch []*Call) {
 			// fail, but as an overloaded node, never as a Redis outage.
 			err = fmt.Errorf("%w: %w", ErrBusy, failed)
 		} else if err != nil && poolWait(err) {
+			if b.owed() {
+				for _, c := range g {
+					c.reply <- reply{again: true}
+				}
+				continue
+			}
 			err = fmt.Errorf("%w: %w", ErrBusy, err)
 		}
 		off := 0
@@ -490,6 +521,16 @@ func (b *batcher) send(batch []*Call) {
 			c.reply <- r
 		}
 	}
+}
+
+// owed reports whether Redis owes the gateway an answer: a request
+// written on a limiter connection and not answered since, or a round trip
+// that failed on the wire with nothing read from Redis since.
+func (b *batcher) owed() bool {
+	if down := b.wireDown.Load(); down != 0 && b.conns.lastRead.Load() < down {
+		return true
+	}
+	return b.conns.asked()
 }
 
 // group splits live into the script calls of one batch: all of it, or with

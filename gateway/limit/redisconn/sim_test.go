@@ -10,6 +10,7 @@ import (
 	"math/rand"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,8 +35,16 @@ import (
 // pauses within its rule, when the node runs late (each wake of its
 // timers and readers late by a few milliseconds), when it stalls past the
 // wire deadline with a reply waiting to be read or a request about to be
-// written, and the silence the run ends in (Redis paused for good, killed
-// or black-holed), on a node on time or late. Everything but the order of
+// written, the silence the run ends in (Redis paused for good, killed
+// or black-holed), on a node on time or late, and the client's pool:
+// PoolSize 16 (never full), 2 or 1, with the pool wait gateway/stores
+// gives it (PoolTimeout = the timeout). The senders and the lease loop's
+// refunds (Conn.Run, every quarter lease period, bounded by the wire
+// deadline) draw connections from that pool, so that with 1 or 2 a
+// sender often finds every connection in use (a pause or a stall holding
+// one, a refund or a dial another) and waits for one, up to PoolTimeout:
+// its callers' calls are then shed when Redis owes the gateway nothing,
+// handed back to wait on when it does. Everything but the order of
 // goroutines woken at the same instant is fixed by the seed.
 //
 // The checks are the transport's two promises, read from a log of what
@@ -44,12 +53,23 @@ import (
 //   - answering: while Redis answers within its rule (each answer within
 //     a fraction of the timeout; paused below it on a node on time, below
 //     the wire deadline on a late one), no caller is refused as Redis
-//     failing and no round trip is counted failed; a caller is shed
-//     (ErrBusy) only when its request reached the socket past the wire
-//     deadline (Redis never asked).
+//     failing and no round trip is counted failed, whether or not its
+//     batch waited for a pooled connection; a caller is shed (ErrBusy)
+//     only when its request reached the socket past the wire deadline or
+//     a wait for a pooled connection ran out meanwhile (Redis never
+//     asked).
 //   - silent: once Redis is silent, every caller that comes is refused as
 //     Redis failing within the wire deadline (plus the look that sees it,
-//     half a timeout, and on a late node the look's lateness).
+//     half a timeout, and on a late node the look's lateness), a full
+//     pool or not.
+//
+// The run counts the seeds whose callers' batches found every pooled
+// connection in use, and fails if none did (13 or 14 of the 40 default
+// seeds: the order of goroutines woken at once decides one).
+// go-redis keeps its pool-wait timers in a sync.Pool, tied to the bubble
+// that made them: see dropPooledTimers. The client does not pre-dial
+// (MinIdleConns, gateway/stores' min(pool, 8)): a connection dialled
+// before New adds the sockets' watch is never watched.
 //
 // go test ./gateway/limit/redisconn -run TestSimulation -sim.seed N
 // replays seed N, logging its story; -sim.seeds runs more.
@@ -58,8 +78,10 @@ var (
 	simSeed  = flag.Int64("sim.seed", -1, "TestSimulation: run this seed only, logging its story")
 )
 
-// simRegressions are seeds that once failed, run first.
-var simRegressions = []int64{}
+// simRegressions are seeds that once failed, run first: 48 and 142, a
+// refund holding the pool's one connection into a silence, and its
+// failure on the wire not shared with the calls waiting (see Conn.Run).
+var simRegressions = []int64{48, 142}
 
 func TestSimulation(t *testing.T) {
 	seeds := *simSeeds
@@ -69,18 +91,22 @@ func TestSimulation(t *testing.T) {
 			seeds = 10
 		}
 	}
-	run := func(seed int64, verbose bool) bool {
+	dropPooledTimers() // made outside any bubble, by the tests before
+	run := func(seed int64, verbose bool) *simWorld {
 		var w *simWorld
 		synctest.Test(t, func(t *testing.T) {
 			w = newSimWorld(t, seed, verbose)
 			w.run()
 		})
+		dropPooledTimers() // made in this bubble
+		if verbose {
+			t.Logf("pool %d: %d batches found every connection in use, %d waits for one ran out", w.pool, w.fullPool, len(w.poolOut))
+		}
 		if len(w.violations) > 0 {
 			t.Errorf("seed %d (%s; replay: go test ./gateway/limit/redisconn -run TestSimulation -sim.seed %d):\n  %s",
 				seed, w.story(), seed, strings.Join(w.violations[:min(len(w.violations), 8)], "\n  "))
-			return false
 		}
-		return true
+		return w
 	}
 	if *simSeed >= 0 {
 		run(*simSeed, true)
@@ -89,9 +115,35 @@ func TestSimulation(t *testing.T) {
 	for _, seed := range simRegressions {
 		run(seed, false)
 	}
+	full, ranOut := 0, 0 // seeds where callers' batches waited for a pooled connection, and where a wait ran out
 	for seed := int64(0); seed < int64(seeds); seed++ {
-		run(seed, false)
+		w := run(seed, false)
+		if w.fullPool > 0 {
+			full++
+		}
+		if len(w.poolOut) > 0 {
+			ranOut++
+		}
 	}
+	t.Logf("%d of %d seeds filled the pool (their callers' batches waited for a connection), in %d a wait ran out", full, seeds, ranOut)
+	if full == 0 {
+		t.Errorf("no seed of %d filled the pool: the full pool's checks never ran", seeds)
+	}
+}
+
+// dropPooledTimers empties go-redis' pool of timers for the waits for a
+// pooled connection (internal.semTimers, a sync.Pool), whose timers are
+// tied to the bubble that made them: a timer made in one seed's bubble
+// and taken in another's (or outside any) is fatal ("select on synctest
+// channel from outside bubble"), and one made outside a bubble would
+// wait on the wall clock. A sync.Pool's objects survive one garbage
+// collection (as its victims) and are dropped by the second. Seeds run
+// one after another, each followed by this (and the first preceded), so
+// every pooled timer a bubble takes was made in it, and none is left to
+// the tests after.
+func dropPooledTimers() {
+	runtime.GC()
+	runtime.GC()
 }
 
 // simMaxLate is the most a late node's goroutines wake late (a stall
@@ -121,6 +173,7 @@ type simWorld struct {
 
 	timeout, wire, busy time.Duration
 	senders, max        int
+	pool                int // the client's PoolSize
 
 	// The plan, drawn from the seed before the run.
 	arrivals []time.Duration
@@ -137,10 +190,16 @@ type simWorld struct {
 	mu      sync.Mutex
 	stalls  []simSpan       // the stalls that happened: nothing of the node runs in them
 	refused []time.Duration // writes refused past their deadline: the node wrote late
-	counts  map[string]int64
-	fails   []string // round trips told failed, with when
-	calls   []simCall
-	conns   []*simConn
+	// poolOut are the waits for a pooled connection that ran out
+	// (go-redis' ErrPoolTimeout): nothing was asked of Redis.
+	poolOut []time.Duration
+	// fullPool counts the batches that came to the pool with every
+	// connection in use: their sender waited for one.
+	fullPool int
+	counts   map[string]int64
+	fails    []string // round trips told failed, with when
+	calls    []simCall
+	conns    []*simConn
 
 	violations []string
 }
@@ -166,6 +225,7 @@ func newSimWorld(t *testing.T, seed int64, verbose bool) *simWorld {
 	w.senders = 1 + w.rng.Intn(2)
 	w.max = []int{4, d.PipelineMax}[w.rng.Intn(2)]
 	w.plan()
+	w.pool = []int{16, 1, 2}[w.rng.Intn(3)]
 	return w
 }
 
@@ -236,7 +296,7 @@ func (w *simWorld) note(format string, args ...any) {
 }
 
 func (w *simWorld) story() string {
-	return fmt.Sprintf("wire %s, %d senders, max %d; %s", w.wire, w.senders, w.max, strings.Join(w.episodes, "; "))
+	return fmt.Sprintf("wire %s, %d senders, max %d, pool %d; %s", w.wire, w.senders, w.max, w.pool, strings.Join(w.episodes, "; "))
 }
 
 func (w *simWorld) now() time.Duration { return time.Since(w.epoch) }
@@ -290,11 +350,29 @@ func (w *simWorld) trigger(read bool) {
 }
 
 // waitUntil waits, on the bubble's clock, until t.
-func (w *simWorld) waitUntil(t time.Duration) {
-	if d := t - w.now(); d > 0 {
+func (w *simWorld) waitUntil(t time.Duration) { advance(t - w.now()) }
+
+// advance waits d on the clock of the bubble it runs in: no wall time
+// passes (it would outside one).
+func advance(d time.Duration) {
+	if d > 0 {
 		timer := time.NewTimer(d)
 		<-timer.C
 	}
+}
+
+// inBubble runs f in a testing/synctest bubble of its own over a
+// simulated Redis that answers every command within a millisecond and
+// never falls silent (a simWorld without a plan): a test of a late core
+// or node, whose waits (sleeps, timers, deadlines) pass no wall time.
+func inBubble(t *testing.T, f func(t *testing.T, w *simWorld)) {
+	t.Helper()
+	dropPooledTimers()
+	synctest.Test(t, func(t *testing.T) {
+		f(t, &simWorld{t: t, epoch: time.Now(), silence: silencePause, silentAt: 1 << 62,
+			counts: make(map[string]int64)})
+	})
+	dropPooledTimers()
 }
 
 // answerAt is when Redis answers a command it got at at, or -1 never.
@@ -667,12 +745,55 @@ func (w *simWorld) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 	return c, nil
 }
 
+// simPoolLog is the client's Limiter (it limits nothing): it logs the
+// waits for a pooled connection that ran out.
+type simPoolLog struct{ w *simWorld }
+
+func (simPoolLog) Allow() error { return nil }
+
+func (l simPoolLog) ReportResult(err error) {
+	if errors.Is(err, redis.ErrPoolTimeout) {
+		l.w.mu.Lock()
+		l.w.poolOut = append(l.w.poolOut, l.w.now())
+		l.w.mu.Unlock()
+	}
+}
+
+// simPoolWatch is a hook of the client that counts the callers' batches
+// that find every pooled connection in use.
+type simPoolWatch struct {
+	w      *simWorld
+	client *redis.Client
+}
+
+func (simPoolWatch) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h simPoolWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); len(args) > 3 && args[3] != "refund" {
+			if st := h.client.PoolStats(); st.IdleConns == 0 && st.TotalConns >= uint32(h.w.pool) {
+				h.w.mu.Lock()
+				h.w.fullPool++
+				h.w.mu.Unlock()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (simPoolWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 // run runs the plan and checks what the callers got.
 func (w *simWorld) run() {
 	d := config.DefaultGateway().Redis
+	// The client's options as gateway/stores sets them, but for
+	// MinIdleConns (there min(pool, 8)): connections the client dials
+	// before New adds the sockets' watch are not watched.
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", Dialer: w.dial, Protocol: 2, DisableIdentity: true,
-		MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true, DialTimeout: 100 * time.Millisecond,
-		ReadTimeout: w.wire, WriteTimeout: w.wire, PoolSize: 16})
+		MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true, DialTimeout: max(w.timeout, 100*time.Millisecond),
+		ReadTimeout: w.wire, WriteTimeout: w.wire, PoolSize: w.pool, PoolTimeout: w.timeout, Limiter: simPoolLog{w}})
 	h, err := NewHealth(HealthOptions{BreakerOpenFor: d.BreakerOpenFor, BreakerFailures: d.BreakerFailures,
 		BreakerWindow: d.BreakerWindow, BreakerFailureRatio: float64(d.BreakerFailurePercent) / 100,
 		OnFailure: func(k FailureKind, err error) {
@@ -692,6 +813,7 @@ func (w *simWorld) run() {
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	client.AddHook(simPoolWatch{w, client})
 	// A sender runs after a stall (its lateness on waking is the timers'
 	// and readers': it does not wait between batches when calls are
 	// queued).
@@ -700,6 +822,26 @@ func (w *simWorld) run() {
 		w.trigger(false)
 		w.waitUntil(w.runsAt(w.now()))
 	}
+	// The refunds, as the lease loop sends them (every quarter lease
+	// period, a round trip bounded by the wire deadline, its outcome told
+	// to nobody): another holder of the pool's connections.
+	stop := make(chan struct{})
+	refunds := make(chan struct{})
+	go func() {
+		defer close(refunds)
+		timer := simClock{w}.NewTimer() // the lease loop's clock: late as the node
+		for {
+			timer.Reset(d.LeaseTTL / 4)
+			select {
+			case <-stop:
+				timer.Stop()
+				return
+			case <-timer.Chan():
+			}
+			_, err := conn.Run(w.wire, [][]string{{"refund"}}, [][]any{{1}})
+			w.logf("refunds: %v", err)
+		}
+	}()
 	// The silence, at its time.
 	go func() {
 		w.waitUntil(w.silentAt)
@@ -735,8 +877,14 @@ func (w *simWorld) run() {
 	for range w.arrivals {
 		<-done
 	}
+	close(stop)
+	<-refunds
 	conn.Close()
 	client.Close()
+	// go-redis' redial probe (started once PoolSize dials in a row failed,
+	// one dial a second until the client is closed) wakes and ends: the
+	// bubble must end with none of its goroutines left.
+	w.waitUntil(w.now() + 2*time.Second)
 	w.check()
 }
 
@@ -758,12 +906,12 @@ func (w *simWorld) check() {
 				w.violations = append(w.violations, fmt.Sprintf("caller %d (%s to %s): %v with Redis answering", i, c.start, c.end, c.err))
 				continue
 			}
-			writtenLate := false
-			for _, r := range w.refused {
-				writtenLate = writtenLate || r >= c.start && r <= c.end
+			neverAsked := false // a request written late, a wait for a pooled connection run out
+			for _, r := range append(w.refused, w.poolOut...) {
+				neverAsked = neverAsked || r >= c.start && r <= c.end
 			}
-			if !writtenLate {
-				w.violations = append(w.violations, fmt.Sprintf("caller %d (%s to %s) shed with Redis answering, no request of it written late: %v", i, c.start, c.end, c.err))
+			if !neverAsked {
+				w.violations = append(w.violations, fmt.Sprintf("caller %d (%s to %s) shed with Redis answering, no request of it written late nor pool wait run out: %v", i, c.start, c.end, c.err))
 			}
 		case c.start >= w.silentAt:
 			if !unavailable(c.err) {
