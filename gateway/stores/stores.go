@@ -154,12 +154,17 @@ func New(o Options) (_ Stores, err error) {
 	uo.ReadTimeout = max(c.Redis.WireTimeout, c.Redis.Timeout, 10*time.Millisecond)
 	uo.WriteTimeout = uo.ReadTimeout
 	uo.PoolSize = max(c.Redis.PoolSize, 1)
-	uo.MinIdleConns = min(uo.PoolSize, 8)
+	// No idle connections dialed at once: the client would dial them as
+	// it is made, before the limiter's transport puts its hook on it, and
+	// the transport judges Redis by the sockets it watches (a connection
+	// dialed first was never watched: a read on it with Redis paused
+	// waited for the wire deadline, or was shed as this node's overload).
+	// A connection is dialed, watched, at its first use.
+	uo.MinIdleConns = 0
 	uo.PoolTimeout = max(c.Redis.Timeout, 10*time.Millisecond)
 	s.Clients.Limiter = redis.NewUniversalClient(uo)
 	tc := *uo
 	tc.PoolSize = c.FailedKeys.RedisPoolSize
-	tc.MinIdleConns = 0
 	s.Clients.Throttle = redis.NewUniversalClient(&tc)
 	sub.PoolSize = subscriberPoolSize
 	s.Clients.Sub = redis.NewUniversalClient(&sub)
@@ -194,7 +199,7 @@ func New(o Options) (_ Stores, err error) {
 		return Stores{}, err
 	}
 	sc := *uo
-	sc.PoolSize, sc.MinIdleConns = slotPoolSize, 0
+	sc.PoolSize = slotPoolSize
 	s.Clients.Slots = redis.NewUniversalClient(&sc)
 	// A request's slot call goes through the limiter's transport too; the
 	// refreshes and releases on the slots' own client.
