@@ -87,13 +87,14 @@ var (
 
 // simRegressions are seeds that once failed, run first: 48 and 142, a
 // refund holding the pool's one connection into a silence, and its
-// failure on the wire not shared with the calls waiting (see Conn.Run);
-// 159 and 297, a heartbeat's ping on a node on time held to a fixed
+// failure on the wire not shared with the calls waiting (see Conn.Run;
+// since the lease loop pings too, 262 and 285 are the seeds that fail
+// without it); 159 and 297, a heartbeat's ping on a node on time held to a fixed
 // timeout plus grace, a new connection's handshake and the ping two
 // round trips within it (Redis answering each within the rule: counted
 // failed); 128, a heartbeat's failure on the wire not shared with the
 // calls waiting (callers refused past the wire deadline).
-var simRegressions = []int64{48, 142, 159, 297, 128}
+var simRegressions = []int64{48, 142, 262, 285, 159, 297, 128}
 
 func TestSimulation(t *testing.T) {
 	seeds := *simSeeds
