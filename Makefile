@@ -81,7 +81,7 @@ test-beside:
 # failing, or never a verdict while Redis owes an answer, a ping written
 # late counted as Redis', a ping held to a fixed timeout plus grace, a
 # ping's failure on the wire not shared).
-# Not part of `test`: about 6 minutes on a quiet host.
+# Not part of `test`: about 5 minutes on a quiet host.
 # MUTATIONS=name,... runs some only.
 mutations:
 	GO=$(GO) scripts/mutate.sh
