@@ -76,7 +76,11 @@ test-beside:
 # against a real redis-server: queued callers sharing a failed round
 # trip's verdict, a reply read late taken, a request written late shed;
 # its two of a full pool its simulation: a pool wait shed while Redis
-# owes an answer, a refund's failure on the wire not shared).
+# owes an answer, a refund's failure on the wire not shared; its five of
+# the heartbeat its simulation too: a ping's pool wait counted as Redis
+# failing, or never a verdict while Redis owes an answer, a ping written
+# late counted as Redis', a ping held to a fixed timeout plus grace, a
+# ping's failure on the wire not shared).
 # Not part of `test`: about 5 minutes on a quiet host.
 # MUTATIONS=name,... runs some only.
 mutations:

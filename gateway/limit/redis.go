@@ -400,8 +400,10 @@ func (r *Redis) leaseTick() {
 
 // heartbeat pings every node the buckets live on, by the rule the
 // requests keep (Conn.Heartbeat; docs/limiter-design.md, "When is Redis down").
-// An answer the node was too late to judge (read late, or the node turned
-// late while it waited) is no verdict: the next beat asks again. (Whether
+// A ping the transport does not call Redis' failure (ReplyLate: a reply
+// read late, a request written late, no pooled connection while Redis was
+// not judged silent, no verdict within the busy timeout) is no verdict:
+// the next beat asks again. (Whether
 // Redis answered in time is what heard and pinged tell the leases.) A
 // failed ping is a Redis failure: counted, and every lease dropped with
 // it.

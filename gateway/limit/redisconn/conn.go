@@ -33,8 +33,9 @@
 // deterministic complement: the same Conn in a bubble, on the bubble's
 // clock and a Clock of its own, over a Redis simulated at the
 // connection, each run (delays, pauses, a late or stalled node, a full
-// pool, the silence it ends in) drawn from a seed and held to the same
-// two promises (go test -run TestSimulation -sim.seed N replays one).
+// pool, the lease loop's heartbeats and refunds, the silence it ends in)
+// drawn from a seed and held to the same two promises, the heartbeats'
+// verdicts too (go test -run TestSimulation -sim.seed N replays one).
 package redisconn
 
 import (
@@ -58,8 +59,8 @@ var (
 )
 
 // ReplyLate reports whether err is a round trip the gateway read or wrote
-// late, or a heartbeat it waited for while it turned late: not Redis'
-// failure.
+// late, or a heartbeat that got no pooled connection or no verdict within
+// BusyTimeout (see Heartbeat): not Redis' failure.
 func ReplyLate(err error) bool { return replyLate(err) }
 
 // Clock is the transport's time: monotonic nanoseconds (the sockets'
@@ -303,42 +304,33 @@ func (c *Conn) Run(deadline time.Duration, keys [][]string, args [][]any) ([][]a
 
 // Heartbeat asks every Redis the client reaches (each master of a
 // Cluster) whether it answers, judged by the rule the calls keep (see
-// batcher.silent): a node that has run on time waits Timeout and Redis'
-// slowest recent answer (Grace); a late node leaves the verdict to the
-// wire (WireTimeout). A timeout is not Redis' failure (ReplyLate) when
-// the reply waited in a socket past the deadline, or when the node turned
-// late while it waited: the next heartbeat asks again. The deadline is on
-// the wall clock (the on-time clock does not bound a socket's). Without
+// batcher.heartbeat): its ping waits up to the wire deadline (WireTimeout)
+// while it is judged as a caller's wait is (batcher.judge): a node that
+// has run on time calls Redis silent past Timeout and Redis' slowest
+// recent answer (Grace), a late node leaves the verdict to the wire. So a
+// ping's pool wait, a dial and its handshake (two round trips), or its
+// write or read that got its core late count as a call's do: never Redis'
+// failure alone. An error that is not Redis' failure is ReplyLate (no
+// verdict: the next heartbeat asks again): a reply that waited in a
+// socket past the wire deadline, a request that reached its socket past
+// it, a ping that got no pooled connection (the gateway's own calls hold
+// them, or they wait on a Redis not judged silent), a wait past
+// BusyTimeout on a node too late to judge. The wire deadline is on the
+// wall clock (the on-time clock does not bound a socket's). Without
 // Pipeline it waits Timeout.
 func (c *Conn) Heartbeat() error {
-	onTime := c.OnTime()
-	deadline := c.timeout
-	var late int64
-	if c.batch != nil {
-		deadline = c.batch.wire
-		if onTime {
-			deadline = c.timeout + c.Grace()
+	ping := func(ctx context.Context) error {
+		if cl, ok := c.client.(*redis.ClusterClient); ok {
+			return cl.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.Ping(ctx).Err() })
 		}
-		late = c.batch.conns.lateReads.Load()
+		return c.client.Ping(ctx).Err()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
-	var err error
-	if cl, ok := c.client.(*redis.ClusterClient); ok {
-		err = cl.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.Ping(ctx).Err() })
-	} else {
-		err = c.client.Ping(ctx).Err()
+	if c.batch == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		defer cancel()
+		return ping(ctx)
 	}
-	if err == nil || KindOf(err) != FailTimeout || c.batch == nil {
-		return err
-	}
-	switch {
-	case c.batch.conns.lateReads.Load() != late:
-		return fmt.Errorf("%w: %w", errReadLate, err)
-	case onTime && !c.OnTime():
-		return fmt.Errorf("%w: %w", errTurnedLate, err)
-	}
-	return err
+	return c.batch.heartbeat(ping)
 }
 
 // Heard is when a byte was last read from Redis, on any connection (the

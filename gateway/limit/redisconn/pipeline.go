@@ -22,14 +22,19 @@ var errReadLate = errors.New("redis reply waiting unread past the wire deadline 
 // after the wire deadline and was not written: Redis was never asked.
 var errWriteLate = errors.New("redis request not written before the wire deadline (the gateway wrote late)")
 
-// errTurnedLate marks a heartbeat that timed out on a node that turned
-// late while it waited (see Conn.Heartbeat): not Redis' failure.
-var errTurnedLate = errors.New("redis ping timed out while the gateway ran late")
+// errBeatBusy marks a heartbeat that waited BusyTimeout without a
+// verdict (see batcher.heartbeat): the node too late to judge Redis.
+var errBeatBusy = errors.New("redis ping unanswered within the busy timeout on a node too late to judge redis")
 
-// replyLate reports whether err is a round trip's of the three above: the
-// node's lateness, not Redis'.
+// errNoConn marks a heartbeat whose ping got no pooled connection in time
+// (see batcher.heartbeat): Redis was not asked, and not judged silent.
+var errNoConn = errors.New("redis ping got no pooled connection in time (the gateway's connections all in use)")
+
+// replyLate reports whether err is a round trip's or a heartbeat's of the
+// four above: the node's lateness or its own connections, not Redis'.
 func replyLate(err error) bool {
-	return errors.Is(err, errReadLate) || errors.Is(err, errWriteLate) || errors.Is(err, errTurnedLate)
+	return errors.Is(err, errReadLate) || errors.Is(err, errWriteLate) || errors.Is(err, errBeatBusy) ||
+		errors.Is(err, errNoConn)
 }
 
 // poolWait reports whether err is a wait for a connection of the client's
@@ -317,6 +322,98 @@ func (b *batcher) judge(start, due, now int64, suspect *bool) (int64, error) {
 		step = max(b.timeout/10, time.Millisecond) // the second look
 	}
 	return min(now+int64(step), start+int64(b.busy)), nil
+}
+
+// heartbeat is Conn.Heartbeat with Pipeline: ping (every node Redis has)
+// bounded by the wire deadline, judged meanwhile as a caller's wait is
+// (judge, from when it began), so that a ping is held to the calls' rule
+// and nothing stricter:
+//   - answered: nil; an error reply is Redis' answer, returned as it is.
+//   - failed on the wire (a timeout or a broken connection): Redis'
+//     failure, and the verdict of the calls waiting meanwhile, as a
+//     batch's (wireDown), unless a reply waited unread past the deadline
+//     or the request reached its socket past it (the node's lateness).
+//   - its wait for a pooled connection ran out: Redis was not asked. When
+//     Redis owes an answer (owed: the pool's connections wait on it), the
+//     heartbeat waits on for the judge's verdict, up to the wire deadline
+//     and a look: Redis silent by the rule (or a round trip failed on the
+//     wire since, nothing read since) fails it; an answer read meanwhile,
+//     or no verdict by then, is none (errNoConn: the next beat asks
+//     again). When Redis owes nothing the gateway's own calls hold the
+//     pool: no verdict either.
+//   - the judge called Redis silent first: Redis' failure (errSilent),
+//     the ping left to end by its deadline; no verdict within BusyTimeout
+//     (a node late throughout): none (errBeatBusy).
+//
+// It is the lease loop's, never on a request's path: one goroutine and a
+// timer a heartbeat.
+func (b *batcher) heartbeat(ping func(context.Context) error) error {
+	start := b.clock.Nanotime()
+	lateReads, lateWrites := b.conns.lateReads.Load(), b.conns.lateWrites.Load()
+	// The ping ends by its deadline, abandoned or not (never cancelled:
+	// its outcome on the wire is a verdict the callers share).
+	outcome := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), b.wire)
+		defer cancel()
+		outcome <- b.pinged(ping(ctx), lateReads, lateWrites)
+	}()
+	timer := b.clock.NewTimer()
+	defer timer.Stop()
+	timer.Reset(b.timeout)
+	due := start + int64(b.timeout)
+	suspect := false
+	unasked := false // the ping got no pooled connection while Redis owed an answer
+	var heard int64  // what had been read from Redis then (conns.lastRead)
+	for {
+		select {
+		case err := <-outcome:
+			switch {
+			case err == nil || KindOf(err) == FailScript:
+				return err
+			case poolWait(err):
+				if !b.owed() {
+					return fmt.Errorf("%w: %w", errNoConn, err)
+				}
+				unasked, heard = true, b.conns.lastRead.Load()
+				continue
+			}
+			return err
+		case <-timer.Chan():
+			now := b.clock.Nanotime()
+			next, err := b.judge(start, due, now, &suspect)
+			switch {
+			case errors.Is(err, ErrBusy):
+				return fmt.Errorf("%w: %w", errBeatBusy, err)
+			case err != nil:
+				return err
+			case unasked && (b.conns.lastRead.Load() != heard || now-start >= int64(b.wire)):
+				return fmt.Errorf("%w: %w", errNoConn, redis.ErrPoolTimeout)
+			}
+			due = next
+			timer.Reset(time.Duration(next - now))
+		}
+	}
+}
+
+// pinged is a heartbeat's ping's outcome err, judged where the ping ends
+// (an abandoned one too): a timeout with a reply left unread, or a
+// request unwritten, since lateReads and lateWrites were read is the
+// node's lateness; another failure on the wire is Redis silent or gone,
+// the verdict the callers already waiting share, as a batch's (see
+// judge). An answer, an error reply and a pool wait are returned as they
+// are.
+func (b *batcher) pinged(err error, lateReads, lateWrites int64) error {
+	switch {
+	case err == nil || KindOf(err) == FailScript || poolWait(err):
+		return err
+	case KindOf(err) == FailTimeout && b.conns.lateReads.Load() != lateReads:
+		return fmt.Errorf("%w: %w", errReadLate, err)
+	case KindOf(err) == FailTimeout && b.conns.lateWrites.Load() != lateWrites:
+		return fmt.Errorf("%w: %w", errWriteLate, err)
+	}
+	b.wireDown.Store(b.conns.now())
+	return err
 }
 
 // silent reports whether Redis is silent, as judged by a node that has

@@ -38,18 +38,22 @@ import (
 // written, the silence the run ends in (Redis paused for good, killed
 // or black-holed), on a node on time or late, and the client's pool:
 // PoolSize 16 (never full), 2 or 1, with the pool wait gateway/stores
-// gives it (PoolTimeout = the timeout). The senders and the lease loop's
-// refunds (Conn.Run, every quarter lease period, bounded by the wire
-// deadline) draw connections from that pool, so that with 1 or 2 a
-// sender often finds every connection in use (a pause or a stall holding
-// one, a refund or a dial another) and waits for one, up to PoolTimeout:
-// its callers' calls are then shed when Redis owes the gateway nothing,
+// gives it (PoolTimeout = the timeout). The senders and the lease loop
+// (as gateway/limit runs it: a beat every half timeout, a heartbeat,
+// Conn.Heartbeat, when nothing was heard within the beat or, drawn per
+// seed, at every beat as with a Cluster; the refunds, Conn.Run, every
+// quarter lease period, bounded by the wire deadline) draw connections
+// from that pool, so that with 1 or 2 a sender or a ping often finds
+// every connection in use (a pause or a stall holding one, a refund, a
+// ping or a dial another) and waits for one, up to PoolTimeout: its
+// callers' calls are then shed when Redis owes the gateway nothing,
 // handed back to wait on when it does. Everything but the order of
 // goroutines woken at the same instant is fixed by the seed.
 //
 // The checks are the transport's two promises, read from a log of what
-// the callers got and when (and of the failures told to the breaker's
-// hooks):
+// the callers and the heartbeats got and when (and of the failures told
+// to the breaker's hooks, a failed heartbeat's among them, as
+// gateway/limit tells them):
 //   - answering: while Redis answers within its rule (each answer within
 //     a fraction of the timeout; paused below it on a node on time, below
 //     the wire deadline on a late one), no caller is refused as Redis
@@ -57,14 +61,17 @@ import (
 //     batch waited for a pooled connection; a caller is shed (ErrBusy)
 //     only when its request reached the socket past the wire deadline or
 //     a wait for a pooled connection ran out meanwhile (Redis never
-//     asked).
+//     asked); no heartbeat fails but as ReplyLate (no verdict: the next
+//     beat asks again), however its ping waited (for a pooled connection,
+//     a dial and its handshake, a write or a read that got its core late).
 //   - silent: once Redis is silent, every caller that comes is refused as
 //     Redis failing within the wire deadline (plus the look that sees it,
 //     half a timeout, and on a late node the look's lateness), a full
-//     pool or not.
+//     pool or not; so is every heartbeat begun then (failed, not
+//     ReplyLate), within the same bound.
 //
 // The run counts the seeds whose callers' batches found every pooled
-// connection in use, and fails if none did (13 or 14 of the 40 default
+// connection in use, and fails if none did (19 or 20 of the 40 default
 // seeds: the order of goroutines woken at once decides one).
 // go-redis keeps its pool-wait timers in a sync.Pool, tied to the bubble
 // that made them: see dropPooledTimers. The client does not pre-dial
@@ -80,8 +87,14 @@ var (
 
 // simRegressions are seeds that once failed, run first: 48 and 142, a
 // refund holding the pool's one connection into a silence, and its
-// failure on the wire not shared with the calls waiting (see Conn.Run).
-var simRegressions = []int64{48, 142}
+// failure on the wire not shared with the calls waiting (see Conn.Run;
+// since the lease loop pings too, 262 and 285 are the seeds that fail
+// without it); 159 and 297, a heartbeat's ping on a node on time held to a fixed
+// timeout plus grace, a new connection's handshake and the ping two
+// round trips within it (Redis answering each within the rule: counted
+// failed); 128, a heartbeat's failure on the wire not shared with the
+// calls waiting (callers refused past the wire deadline).
+var simRegressions = []int64{48, 142, 262, 285, 159, 297, 128}
 
 func TestSimulation(t *testing.T) {
 	seeds := *simSeeds
@@ -100,7 +113,8 @@ func TestSimulation(t *testing.T) {
 		})
 		dropPooledTimers() // made in this bubble
 		if verbose {
-			t.Logf("pool %d: %d batches found every connection in use, %d waits for one ran out", w.pool, w.fullPool, len(w.poolOut))
+			t.Logf("pool %d: %d batches found every connection in use, %d waits for one ran out (and %d of the heartbeats'); %d heartbeats",
+				w.pool, w.fullPool, len(w.callersPoolOut()), len(w.pingPoolOut), len(w.beats))
 		}
 		if len(w.violations) > 0 {
 			t.Errorf("seed %d (%s; replay: go test ./gateway/limit/redisconn -run TestSimulation -sim.seed %d):\n  %s",
@@ -121,7 +135,7 @@ func TestSimulation(t *testing.T) {
 		if w.fullPool > 0 {
 			full++
 		}
-		if len(w.poolOut) > 0 {
+		if len(w.callersPoolOut()) > 0 {
 			ranOut++
 		}
 	}
@@ -174,6 +188,10 @@ type simWorld struct {
 	timeout, wire, busy time.Duration
 	senders, max        int
 	pool                int // the client's PoolSize
+	// beatAlways: the lease loop pings at every beat (a Cluster's, whose
+	// masters answer for their own buckets only), not only when nothing
+	// was heard from Redis within the beat.
+	beatAlways bool
 
 	// The plan, drawn from the seed before the run.
 	arrivals []time.Duration
@@ -193,12 +211,16 @@ type simWorld struct {
 	// poolOut are the waits for a pooled connection that ran out
 	// (go-redis' ErrPoolTimeout): nothing was asked of Redis.
 	poolOut []time.Duration
+	// pingPoolOut are those of the heartbeats' pings, among poolOut: no
+	// caller's call waited in them.
+	pingPoolOut []time.Duration
 	// fullPool counts the batches that came to the pool with every
 	// connection in use: their sender waited for one.
 	fullPool int
 	counts   map[string]int64
 	fails    []string // round trips told failed, with when
 	calls    []simCall
+	beats    []simCall // the lease loop's heartbeats
 	conns    []*simConn
 
 	violations []string
@@ -226,6 +248,7 @@ func newSimWorld(t *testing.T, seed int64, verbose bool) *simWorld {
 	w.max = []int{4, d.PipelineMax}[w.rng.Intn(2)]
 	w.plan()
 	w.pool = []int{16, 1, 2}[w.rng.Intn(3)]
+	w.beatAlways = w.rng.Intn(2) == 0 // drawn last: the earlier draws' stories stay
 	return w
 }
 
@@ -777,7 +800,13 @@ func (h simPoolWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 				h.w.mu.Unlock()
 			}
 		}
-		return next(ctx, cmd)
+		err := next(ctx, cmd)
+		if cmd.Name() == "ping" && errors.Is(err, redis.ErrPoolTimeout) {
+			h.w.mu.Lock()
+			h.w.pingPoolOut = append(h.w.pingPoolOut, h.w.now())
+			h.w.mu.Unlock()
+		}
+		return err
 	}
 }
 
@@ -822,24 +851,48 @@ func (w *simWorld) run() {
 		w.trigger(false)
 		w.waitUntil(w.runsAt(w.now()))
 	}
-	// The refunds, as the lease loop sends them (every quarter lease
-	// period, a round trip bounded by the wire deadline, its outcome told
-	// to nobody): another holder of the pool's connections.
+	// The lease loop, as gateway/limit runs it (Redis.beat, leaseTick): a
+	// beat every half timeout (at least 5ms) on the node's clock (late as
+	// the node), each after the last one's work. At a beat, leases held,
+	// a heartbeat (Conn.Heartbeat) when nothing was heard from Redis
+	// within the beat, or at every beat (beatAlways, a Cluster's); its
+	// failure, unless ReplyLate, is told to the breaker's hooks (Redis
+	// failed: the leases dropped). Every quarter lease period, the refunds
+	// (a round trip bounded by the wire deadline, its outcome told to
+	// nobody). Pings and refunds hold the pool's connections as the
+	// senders do.
 	stop := make(chan struct{})
-	refunds := make(chan struct{})
+	loop := make(chan struct{})
 	go func() {
-		defer close(refunds)
-		timer := simClock{w}.NewTimer() // the lease loop's clock: late as the node
+		defer close(loop)
+		every := max(w.timeout/2, 5*time.Millisecond)
+		timer := simClock{w}.NewTimer()
+		heard := conn.Heard()
+		var lastSweep time.Duration
 		for {
-			timer.Reset(d.LeaseTTL / 4)
+			timer.Reset(every)
 			select {
 			case <-stop:
 				timer.Stop()
 				return
 			case <-timer.Chan():
 			}
-			_, err := conn.Run(w.wire, [][]string{{"refund"}}, [][]any{{1}})
-			w.logf("refunds: %v", err)
+			now := w.now()
+			if w.beatAlways || int64(now)-heard.Load() > int64(every) {
+				err := conn.Heartbeat()
+				if err != nil && !ReplyLate(err) {
+					h.Failed(err)
+				}
+				w.mu.Lock()
+				w.beats = append(w.beats, simCall{start: now, end: w.now(), err: err})
+				w.mu.Unlock()
+				w.logf("heartbeat (from %s): %v", now, err)
+			}
+			if now-lastSweep >= d.LeaseTTL/4 {
+				lastSweep = now
+				_, err := conn.Run(w.wire, [][]string{{"refund"}}, [][]any{{1}})
+				w.logf("refunds: %v", err)
+			}
 		}
 	}()
 	// The silence, at its time.
@@ -878,7 +931,7 @@ func (w *simWorld) run() {
 		<-done
 	}
 	close(stop)
-	<-refunds
+	<-loop
 	conn.Close()
 	client.Close()
 	// go-redis' redial probe (started once PoolSize dials in a row failed,
@@ -896,6 +949,7 @@ func (w *simWorld) check() {
 	// queued behind; on a late node, the look runs up to the node's
 	// lateness late.
 	tol := w.timeout/2 + simMaxLate + time.Millisecond
+	poolOut := w.callersPoolOut()
 	for i, c := range w.calls {
 		switch {
 		case c.end < w.silentAt:
@@ -907,7 +961,7 @@ func (w *simWorld) check() {
 				continue
 			}
 			neverAsked := false // a request written late, a wait for a pooled connection run out
-			for _, r := range append(w.refused, w.poolOut...) {
+			for _, r := range append(w.refused, poolOut...) {
 				neverAsked = neverAsked || r >= c.start && r <= c.end
 			}
 			if !neverAsked {
@@ -921,4 +975,39 @@ func (w *simWorld) check() {
 			}
 		}
 	}
+	// The heartbeats, by the same promises: gateway/limit takes any error
+	// but ReplyLate for Redis failing (the leases dropped, the hooks told).
+	for _, b := range w.beats {
+		failed := b.err != nil && !ReplyLate(b.err)
+		switch {
+		case b.end < w.silentAt:
+			if failed {
+				w.violations = append(w.violations, fmt.Sprintf("heartbeat (%s to %s): %v with Redis answering, not ReplyLate (Redis failed, to gateway/limit)", b.start, b.end, b.err))
+			}
+		case b.start >= w.silentAt:
+			if !failed {
+				w.violations = append(w.violations, fmt.Sprintf("heartbeat (%s to %s): %v with Redis %s, want it failed", b.start, b.end, b.err, w.silence))
+			} else if b.end-b.start > w.wire+tol {
+				w.violations = append(w.violations, fmt.Sprintf("heartbeat (from %s) failed after %s with Redis %s, past the wire deadline %s (+%s)", b.start, b.end-b.start, w.silence, w.wire, tol))
+			}
+		}
+	}
+}
+
+// callersPoolOut is poolOut without the heartbeats' waits (pingPoolOut):
+// the waits for a pooled connection that ran out on a batch or a refund.
+func (w *simWorld) callersPoolOut() []time.Duration {
+	ping := make(map[time.Duration]int)
+	for _, t := range w.pingPoolOut {
+		ping[t]++
+	}
+	var out []time.Duration
+	for _, t := range w.poolOut {
+		if ping[t] > 0 {
+			ping[t]--
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
 }
