@@ -291,9 +291,8 @@ func (c *Conn) Run(deadline time.Duration, keys [][]string, args [][]any) ([][]a
 		lateReads, lateWrites = c.batch.conns.lateReads.Load(), c.batch.conns.lateWrites.Load()
 	}
 	cmds, err := runScripts(ctx, c.client, c.script, nil, keys, args)
-	if err != nil && c.batch != nil && !poolWait(err) && KindOf(err) != FailScript &&
-		c.batch.conns.lateReads.Load() == lateReads && c.batch.conns.lateWrites.Load() == lateWrites {
-		c.batch.wireDown.Store(c.batch.conns.now())
+	if c.batch != nil {
+		c.batch.onWire(err, lateReads, lateWrites) // its verdict shared; err returned as it was
 	}
 	out := make([][]any, len(cmds))
 	for i, cmd := range cmds {

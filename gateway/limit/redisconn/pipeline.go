@@ -356,7 +356,7 @@ func (b *batcher) heartbeat(ping func(context.Context) error) error {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), b.wire)
 		defer cancel()
-		outcome <- b.pinged(ping(ctx), lateReads, lateWrites)
+		outcome <- b.onWire(ping(ctx), lateReads, lateWrites)
 	}()
 	timer := b.clock.NewTimer()
 	defer timer.Stop()
@@ -396,14 +396,14 @@ func (b *batcher) heartbeat(ping func(context.Context) error) error {
 	}
 }
 
-// pinged is a heartbeat's ping's outcome err, judged where the ping ends
-// (an abandoned one too): a timeout with a reply left unread, or a
-// request unwritten, since lateReads and lateWrites were read is the
-// node's lateness; another failure on the wire is Redis silent or gone,
-// the verdict the callers already waiting share, as a batch's (see
-// judge). An answer, an error reply and a pool wait are returned as they
-// are.
-func (b *batcher) pinged(err error, lateReads, lateWrites int64) error {
+// onWire is a round trip's outcome err (a batch's, a heartbeat's ping,
+// even one abandoned, Conn.Run's), judged where it ends: a timeout with a
+// reply left unread, or a request unwritten, since lateReads and
+// lateWrites were read is the node's lateness (errReadLate,
+// errWriteLate); another failure on the wire is Redis silent or gone, the
+// verdict the callers already waiting share (wireDown; see judge). An
+// answer, an error reply and a pool wait are returned as they are.
+func (b *batcher) onWire(err error, lateReads, lateWrites int64) error {
 	switch {
 	case err == nil || KindOf(err) == FailScript || poolWait(err):
 		return err
@@ -553,17 +553,10 @@ func (b *batcher) send(batch []*Call) {
 	}
 	cmds, failed := runScripts(ctx, b.client, script, own, keys, args)
 	// A timeout while a reply sat unread in a socket was the node's doing:
-	// excluded from the breaker, its callers shed.
-	// So was a request that reached its socket past the deadline, unwritten.
-	late := false
-	if failed != nil && KindOf(failed) == FailTimeout {
-		switch {
-		case b.conns.lateReads.Load() != lateBefore:
-			late, failed = true, fmt.Errorf("%w: %w", errReadLate, failed)
-		case b.conns.lateWrites.Load() != unwrittenBefore:
-			late, failed = true, fmt.Errorf("%w: %w", errWriteLate, failed)
-		}
-	}
+	// excluded from the breaker, its callers shed. So was a request that
+	// reached its socket past the deadline, unwritten.
+	failed = b.onWire(failed, lateBefore, unwrittenBefore)
+	late := failed != nil && (errors.Is(failed, errReadLate) || errors.Is(failed, errWriteLate))
 	// A batch that got no connection of the pool in time was never sent:
 	// excluded from the breaker. While Redis owes an answer (see owed) the
 	// pool is full of connections waiting on Redis, and the wait says
@@ -574,9 +567,6 @@ func (b *batcher) send(batch []*Call) {
 	done(failed)
 	if failed != nil && !notRedis(failed) {
 		b.health.Failed(failed)
-		if KindOf(failed) != FailScript { // silent or gone, not an error reply
-			b.wireDown.Store(b.conns.now())
-		}
 	}
 	for i, g := range groups {
 		var v []any
