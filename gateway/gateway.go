@@ -218,8 +218,8 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
-	g.usage, err = usage.New(usage.Options{Store: usage.Tee{First: st.Usage, Second: toBackend}, Interval: c.Usage.FlushInterval,
-		MaxPending: usageMaxPending, OnFlush: g.hooks.UsageFlush, Names: g.usageNames})
+	g.usage, err = usage.New(usage.Options{Stores: []usage.Store{st.Usage, toBackend}, Interval: c.Usage.FlushInterval,
+		MaxAge: usageMaxAge, MaxBytes: usageMaxBytes, OnFlush: g.hooks.UsageFlush, Names: g.usageNames})
 	if err != nil {
 		return nil, err
 	}

@@ -53,6 +53,7 @@ type testBackend struct {
 	calls        atomic.Int64
 	probes       atomic.Int64 // readiness probes
 	usageFlushes atomic.Int64 // usage flushes posted (wire.UsageFlushPath)
+	refuseUsage  atomic.Bool  // answer usage flushes 503
 	ln           net.Listener
 	addr         string
 	srv          *fasthttp.Server
@@ -170,6 +171,10 @@ func (b *testBackend) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if path == wire.UsageFlushPath { // the gateway's usage flushes: not a call
+		if b.refuseUsage.Load() {
+			ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+			return
+		}
 		b.usageFlushes.Add(1)
 		ctx.SetContentType("application/json")
 		ctx.SetBodyString(`{"applied":true}`)

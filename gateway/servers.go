@@ -26,8 +26,16 @@ const (
 	// backend unready within probeInterval + its probe's timeout.
 	probeInterval = time.Second
 
-	// usageMaxPending bounds the usage flushes kept for a retry while the
-	// store fails: an hour of them at the default usage.flush_interval
-	// (5s); past it the oldest is dropped and counted.
-	usageMaxPending = 720
+	// usageMaxAge bounds how long a usage flush is kept for a retry while
+	// its store fails: an hour, within the usage view's Redis memory of
+	// applied flushes (2h) and the backend's (48h); past it the flush is
+	// dropped and counted.
+	usageMaxAge = time.Hour
+	// usageMaxBytes bounds the memory of each usage store's retry queue
+	// (the view's store, the backend's daily totals). While a store fails
+	// its queue grows by about 100 bytes a vendor counted a minute (the
+	// flushes held back are merged by minute): 32 MiB is the hour at 5,000
+	// active vendors, five minutes at 60,000. Past it the oldest flushes
+	// are dropped, the newest kept, and counted.
+	usageMaxBytes = 32 << 20
 )

@@ -59,6 +59,8 @@ type Metrics struct {
 	UsageFlushes      *prometheus.CounterVec
 	UsagePending      prometheus.Gauge
 	UsageDropped      prometheus.Counter
+	UsagePendingBytes prometheus.Gauge
+	UsageDroppedReqs  prometheus.Counter
 
 	// requestCounters caches the children of requests_total by route index,
 	// method index and status, so that counting a request does not hash
@@ -155,7 +157,11 @@ func NewMetrics(routes []string) *Metrics {
 		UsagePending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_usage_pending_flushes",
 			Help: "Usage flushes kept for a retry because the store did not take them."}),
 		UsageDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_usage_dropped_flushes_total",
-			Help: "Usage flushes dropped after too long a store outage (their counts are lost)."}),
+			Help: "Usage flushes dropped after too long a store outage, or past the retry queue's memory bound (their counts are lost)."}),
+		UsagePendingBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vendorgate_gateway_usage_pending_bytes",
+			Help: "Memory held by the usage flushes kept for a retry, every store's queue summed."}),
+		UsageDroppedReqs: prometheus.NewCounter(prometheus.CounterOpts{Name: "vendorgate_gateway_usage_dropped_requests_total",
+			Help: "Requests counted in the usage flushes dropped (vendorgate_gateway_usage_dropped_flushes_total)."}),
 		routes:  routes,
 		methods: countedMethods,
 	}
@@ -178,7 +184,7 @@ func NewMetrics(routes []string) *Metrics {
 	m.decisions = make(map[string]*Decisions)
 	reg.MustRegister(m.requests, m.RequestDuration, m.HTTPServerDuration, m.UpstreamDuration, m.LimiterDecisions, m.RedisCallDuration,
 		m.RedisErrors, m.RedisUnsent, m.RedisBreakerTrips, m.LimiterShed, m.BucketsCharged, m.LeaseAdmissions, m.LeaseTokens, m.Refunds, m.NodeSchedLateness, m.RedisSilenceGrace, m.BreakerState, m.BreakerTransitions, m.Ready, m.AuthFailures, m.ThrottleLocal, m.ThrottleInProcess, m.ConfigInfo, m.ConfigReloads,
-		m.UsageFlushes, m.UsagePending, m.UsageDropped)
+		m.UsageFlushes, m.UsagePending, m.UsageDropped, m.UsagePendingBytes, m.UsageDroppedReqs)
 	// The runtime's and the process's own (go_*, process_*), as the
 	// backend exports them: memory, GC, goroutines, CPU, file descriptors
 	// of the component that autoscales.

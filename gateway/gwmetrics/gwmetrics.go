@@ -24,6 +24,7 @@ import (
 	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/limit"
 	"vendorgate/gateway/throttle"
+	"vendorgate/gateway/usage"
 	"vendorgate/gateway/window"
 )
 
@@ -71,12 +72,17 @@ func (h *Hooks) BreakerState(name string, from, to gobreaker.State) {
 }
 
 // UsageFlush is the usage recorder's OnFlush.
-func (h *Hooks) UsageFlush(err error, pending, dropped int) {
-	h.m.UsagePending.Set(float64(pending))
-	h.m.UsageDropped.Add(float64(dropped))
-	if err != nil {
+func (h *Hooks) UsageFlush(rep usage.FlushReport) {
+	h.m.UsagePending.Set(float64(rep.Pending))
+	h.m.UsagePendingBytes.Set(float64(rep.PendingBytes))
+	h.m.UsageDropped.Add(float64(rep.Dropped))
+	h.m.UsageDroppedReqs.Add(float64(rep.DroppedCounts))
+	if rep.Dropped > 0 {
+		h.log.Warn("usage flushes dropped: their counts are lost", "flushes", rep.Dropped, "requests", rep.DroppedCounts)
+	}
+	if rep.Err != nil {
 		h.m.UsageFlushes.WithLabelValues("error").Inc()
-		h.log.Warn("usage flush failed; kept for the next flush", "pending", pending, "err", err)
+		h.log.Warn("usage flush failed; kept for the next flush", "pending", rep.Pending, "pending_bytes", rep.PendingBytes, "err", rep.Err)
 		return
 	}
 	h.m.UsageFlushes.WithLabelValues("ok").Inc()

@@ -83,11 +83,12 @@ func FlushParts(d *Delta) []wire.UsageFlush {
 		r := &d.Rows[i]
 		for p := range MaxPolicies {
 			name := d.name(p)
-			v := r.Values[p*numCounters : (p+1)*numCounters]
-			if name == "" || (v[cAllowed] == 0 && v[cLimited] == 0 && v[cShadow] == 0) {
+			base := p * numCounters
+			allowed, limited, shadow := r.Value(base+cAllowed), r.Value(base+cLimited), r.Value(base+cShadow)
+			if name == "" || (allowed == 0 && limited == 0 && shadow == 0) {
 				continue
 			}
-			rows = append(rows, wire.UsageFlushRow{VendorID: r.Vendor, Policy: name, Allowed: v[cAllowed], Limited: v[cLimited], ShadowLimited: v[cShadow]})
+			rows = append(rows, wire.UsageFlushRow{VendorID: r.Vendor, Policy: name, Allowed: allowed, Limited: limited, ShadowLimited: shadow})
 		}
 	}
 	if len(rows) <= wire.MaxUsageFlushRows {
@@ -106,35 +107,3 @@ func FlushParts(d *Delta) []wire.UsageFlush {
 func (b *Backend) Read(minutes, hours []int64) (Buckets, error) {
 	return Buckets{}, errors.New("usage: the backend store keeps daily totals for the month report, not buckets")
 }
-
-// Tee is a Store that applies every delta to two stores and reads from the
-// first: the usage view's buckets (Redis or in process) and the backend's
-// daily totals. A delta that either failed is reported failed and retried
-// whole; both stores apply a delta once per ID, so the one that took it
-// before counts nothing again.
-type Tee struct {
-	First, Second Store
-}
-
-// Apply applies ds to both stores.
-func (t Tee) Apply(ds []*Delta) []error {
-	a, b := t.First.Apply(ds), t.Second.Apply(ds)
-	if a == nil && b == nil {
-		return nil
-	}
-	errs := make([]error, len(ds))
-	for i := range ds {
-		var ea, eb error
-		if a != nil {
-			ea = a[i]
-		}
-		if b != nil {
-			eb = b[i]
-		}
-		errs[i] = errors.Join(ea, eb)
-	}
-	return errs
-}
-
-// Read reads the first store.
-func (t Tee) Read(minutes, hours []int64) (Buckets, error) { return t.First.Read(minutes, hours) }

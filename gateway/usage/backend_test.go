@@ -109,9 +109,9 @@ func TestBackendStoreCountsARetriedFlushOnce(t *testing.T) {
 	}
 	local := usage.NewLocal(nil)
 	var pending atomic.Int64
-	r, err := usage.New(usage.Options{Store: usage.Tee{First: local, Second: be}, Interval: time.Minute, MaxPending: 720,
+	r, err := usage.New(usage.Options{Stores: []usage.Store{local, be}, Interval: time.Minute, MaxAge: time.Hour, MaxBytes: 32 << 20,
 		Names:   func() []string { return []string{"standard", "burst"} },
-		OnFlush: func(_ error, p, _ int) { pending.Store(int64(p)) }})
+		OnFlush: func(rep usage.FlushReport) { pending.Store(int64(rep.Pending)) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestFlushPartsSplitStably(t *testing.T) {
 	for i := range wire.MaxUsageFlushRows + 3 {
 		var row usage.Row
 		row.Vendor = fmt.Sprintf("v%04d", i)
-		row.Values[0] = 1
+		row.Add(0, 1)
 		d.Rows = append(d.Rows, row)
 	}
 	parts := usage.FlushParts(d)

@@ -20,7 +20,7 @@ func BenchmarkRedisApplyCPU(b *testing.B) {
 	rows := make([]Row, vendors)
 	for i := range rows {
 		rows[i].Vendor = uuid.NewString()
-		rows[i].Values[0] = 6
+		rows[i].Add(0, 6)
 	}
 	minute := time.Now().Unix() / 60
 	apply := func(id string) {

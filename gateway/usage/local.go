@@ -139,7 +139,7 @@ func (s *Local) Apply(ds []*Delta) []error {
 		for i := range d.Rows {
 			row := &d.Rows[i]
 			m, h := mb[row.Vendor], hb[row.Vendor]
-			addRow(&m, &h, &row.Values, &ids)
+			addRow(&m, &h, row, &ids)
 			if len(m) > 0 {
 				mb[row.Vendor], hb[row.Vendor] = m, h
 			}
@@ -151,7 +151,8 @@ func (s *Local) Apply(ds []*Delta) []error {
 
 // addRow adds v to a minute's counts m and its hour's h under each
 // policy's name id, and raises the hour's peak to the minute's demand.
-func addRow(m, h *sparse, v *[numValues]uint64, ids *[MaxPolicies]int) {
+func addRow(m, h *sparse, row *Row, ids *[MaxPolicies]int) {
+	v := row.values()
 	for p, id := range ids {
 		if id < 0 {
 			continue

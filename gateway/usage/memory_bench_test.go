@@ -30,7 +30,9 @@ func BenchmarkRedisMemory10kVendors(b *testing.B) {
 	rows := make([]Row, vendors)
 	for i := range rows {
 		rows[i].Vendor = ids[i]
-		rows[i].Values[0], rows[i].Values[1], rows[i].Values[3] = 100, 7, 9
+		rows[i].Add(0, 100)
+		rows[i].Add(1, 7)
+		rows[i].Add(3, 9)
 	}
 	var ds []*Delta
 	// One minute in each of the 25 hours before, then every minute of the last hour.
@@ -68,7 +70,9 @@ func BenchmarkLocalMemory10kVendors(b *testing.B) {
 	rows := make([]Row, vendors)
 	for i := range rows {
 		rows[i].Vendor = uuid.NewString()
-		rows[i].Values[0], rows[i].Values[1], rows[i].Values[3] = 100, 7, 9
+		rows[i].Add(0, 100)
+		rows[i].Add(1, 7)
+		rows[i].Add(3, 9)
 	}
 	var ds []*Delta
 	for h := int64(25); h >= 1; h-- {

@@ -94,8 +94,10 @@ func TestMigrateV2(t *testing.T) {
 	srv.Do(t, "HSET", legacyTag+"h:"+strconv.FormatInt(lastHour, 10),
 		field(vendorA), v2(map[int][3]uint64{0: {500, 20, 0}, 4: {9, 0, 0}}, map[int]uint64{0: 90, 4: 3}))
 	// A new gateway counted in the hour already (v3): reads 10, a peak of 95.
+	row := Row{Vendor: vendorA}
+	row.Add(0, 95)
 	if errs := st.Apply([]*Delta{{ID: "new-1", Minute: lastHour*60 + 5, Names: testNames,
-		Rows: []Row{{Vendor: vendorA, Values: [numValues]uint64{0: 95}}}}}); errs != nil && errs[0] != nil {
+		Rows: []Row{row}}}); errs != nil && errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	names := []string{"reads", "orders", "key-reads", "key-orders", "downloads"}

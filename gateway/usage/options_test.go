@@ -15,7 +15,7 @@ const testGuardTTL = 2 * time.Hour
 // (time.Now when nil) whose flusher never fires on its own (a long
 // interval): the test flushes.
 func testOptions(st Store, now func() time.Time) Options {
-	return Options{Store: st, Interval: time.Hour, MaxPending: 720, Now: now, Names: func() []string { return testNames }}
+	return Options{Stores: []Store{st}, Interval: time.Hour, MaxAge: time.Hour, MaxBytes: 32 << 20, Now: now, Names: func() []string { return testNames }}
 }
 
 // TestNewRefusesZeros: the recorder and the Redis store fill in no default
@@ -29,9 +29,10 @@ func TestNewRefusesZeros(t *testing.T) {
 	}
 	r.Close()
 	for name, zero := range map[string]func(o *Options){
-		"store":       func(o *Options) { o.Store = nil },
-		"interval":    func(o *Options) { o.Interval = 0 },
-		"max pending": func(o *Options) { o.MaxPending = 0 },
+		"stores":    func(o *Options) { o.Stores = nil },
+		"interval":  func(o *Options) { o.Interval = 0 },
+		"max age":   func(o *Options) { o.MaxAge = 0 },
+		"max bytes": func(o *Options) { o.MaxBytes = 0 },
 	} {
 		o := good
 		zero(&o)

@@ -44,7 +44,7 @@ type RedisOptions struct {
 	Timeout time.Duration
 	// GuardTTL is how long a flush is remembered as applied; a retry later
 	// than that would count it twice: longer than the Recorder keeps a
-	// failed flush (MaxPending × Interval). At least 1s.
+	// failed flush (Options.MaxAge). At least 1s.
 	GuardTTL time.Duration
 }
 
@@ -118,7 +118,7 @@ func (s *Redis) send(ctx context.Context, ds []*Delta) (cmds []*redis.Cmd, owner
 			args := make([]any, 0, 4+2*len(rows))
 			args = append(args, guard, mExp, hExp, names)
 			for r := range rows {
-				args = append(args, field(rows[r].Vendor), encode(rows[r].Values[:]))
+				args = append(args, field(rows[r].Vendor), encodeRow(&rows[r]))
 			}
 			keys := []string{keyTag + "f:" + d.ID + ":" + strconv.Itoa(c), minuteKey(d.Minute), hourKey(hour)}
 			cmds = append(cmds, applyScript.EvalSha(ctx, pipe, keys, args...))
@@ -283,6 +283,12 @@ func vendorOf(f string) string {
 }
 
 // encode writes values as the script reads them.
+// encodeRow is encode of row's counts.
+func encodeRow(row *Row) string {
+	v := row.values()
+	return encode(v[:])
+}
+
 func encode(v []uint64) string {
 	n := len(v)
 	for n > 0 && v[n-1] == 0 {

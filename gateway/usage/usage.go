@@ -13,9 +13,12 @@ package usage
 import (
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"vendorgate/gateway/policy"
 )
@@ -111,20 +114,26 @@ func (c *Counter) add(p Policy, which int) {
 	w[i].Add(1)
 }
 
-// Options configures a Recorder. Store, Interval and MaxPending are
-// required (config holds the interval's default): New refuses a zero.
+// Options configures a Recorder. Stores, Interval, MaxAge and MaxBytes
+// are required (config holds the interval's default): New refuses a zero.
 type Options struct {
-	// Store receives the flushed deltas. Required.
-	Store Store
+	// Stores receive the flushed deltas. Each keeps a retry queue of its
+	// own, so a failing store neither delays another nor makes it take a
+	// flush again. Required.
+	Stores []Store
 	// Interval between flushes.
 	Interval time.Duration
-	// MaxPending bounds the flushes kept for retry while the store fails;
-	// past it the oldest is dropped (and counted).
-	MaxPending int
-	// OnFlush is told the outcome of each flush: the error (nil when every
-	// pending delta reached the store), how many flushes wait for a retry,
-	// and how many were dropped since the last call. Metrics and logs.
-	OnFlush func(err error, pending, dropped int)
+	// MaxAge bounds how long a flush is kept for a retry, by the age of
+	// its minute: shorter than every store's memory of the flushes it
+	// applied, so a retry is never counted twice. Older ones are dropped
+	// (and counted).
+	MaxAge time.Duration
+	// MaxBytes bounds the memory of each store's retry queue; past it the
+	// oldest flushes are dropped (and counted), the newest kept.
+	MaxBytes int
+	// OnFlush is told the outcome of each flush that sent or dropped
+	// something. Metrics and logs.
+	OnFlush func(FlushReport)
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// Names is the policy table's names by index as it is now: a flush
@@ -132,6 +141,20 @@ type Options struct {
 	// stored). A reload that changes the table flushes first (the counts
 	// of the old table under the old names).
 	Names func() []string
+}
+
+// FlushReport is the outcome of one flush, summed over the stores.
+type FlushReport struct {
+	// Err is nil when every store took every flush it was sent.
+	Err error
+	// Pending is how many flushes wait for a retry, and PendingBytes the
+	// memory they hold.
+	Pending, PendingBytes int
+	// Dropped is how many flushes were given up since the last report
+	// (too old, or past MaxBytes), and DroppedCounts the requests they
+	// counted.
+	Dropped       int
+	DroppedCounts uint64
 }
 
 // Recorder hands out Counters and flushes them.
@@ -142,9 +165,9 @@ type Recorder struct {
 	counters map[string]*Counter
 	seq      uint64
 	id       string // names this recorder's flushes, so a retry is applied once
-	pending  []*Delta
 
-	flushMu sync.Mutex // one flush at a time (ticker and Close)
+	flushMu sync.Mutex // one flush at a time (ticker and Close); guards queues
+	queues  []*queue
 	stop    chan struct{}
 	done    chan struct{}
 	closed  sync.Once
@@ -154,18 +177,23 @@ type Recorder struct {
 // last flush. It refuses options it cannot use.
 func New(o Options) (*Recorder, error) {
 	switch {
-	case o.Store == nil:
-		return nil, errors.New("usage: store required")
+	case len(o.Stores) == 0 || slices.Contains(o.Stores, nil):
+		return nil, errors.New("usage: stores required")
 	case o.Interval <= 0:
 		return nil, fmt.Errorf("usage: interval %s must be positive", o.Interval)
-	case o.MaxPending <= 0:
-		return nil, fmt.Errorf("usage: max pending %d must be positive", o.MaxPending)
+	case o.MaxAge <= 0:
+		return nil, fmt.Errorf("usage: max age %s must be positive", o.MaxAge)
+	case o.MaxBytes <= 0:
+		return nil, fmt.Errorf("usage: max bytes %d must be positive", o.MaxBytes)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	r := &Recorder{o: o, counters: make(map[string]*Counter), id: newID(),
 		stop: make(chan struct{}), done: make(chan struct{})}
+	for _, st := range o.Stores {
+		r.queues = append(r.queues, &queue{store: st})
+	}
 	go r.run()
 	return r, nil
 }
@@ -214,55 +242,139 @@ func (r *Recorder) run() {
 	}
 }
 
-// Flush takes the deltas counted since the last flush and sends them, with
-// any earlier ones the store failed to take, in one call to the store.
+// Flush takes the deltas counted since the last flush and hands them to
+// each store's queue, which sends them with any the store failed to take.
 func (r *Recorder) Flush() {
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
+	now := r.o.Now()
 	// Deltas counted up to now belong to the minute that is ending: a flush
 	// on a minute's first instant still counts into the minute before.
-	at := r.o.Now().Add(-time.Nanosecond)
-	d := r.collect(at)
-	r.mu.Lock()
-	if d != nil {
-		r.pending = append(r.pending, d)
-	}
-	dropped := 0
-	if over := len(r.pending) - r.o.MaxPending; over > 0 {
-		dropped = over
-		r.pending = append(r.pending[:0], r.pending[over:]...)
-	}
-	batch := append([]*Delta(nil), r.pending...)
-	r.mu.Unlock()
-	if len(batch) == 0 {
-		if r.o.OnFlush != nil && dropped > 0 {
-			r.o.OnFlush(nil, 0, dropped)
+	d := r.collect(now.Add(-time.Nanosecond))
+	oldest := now.Add(-r.o.MaxAge).Unix() / 60
+	var rep FlushReport
+	var errs []error
+	sent := false
+	for _, q := range r.queues {
+		q.add(d)
+		n, counts := q.trim(oldest, r.o.MaxBytes)
+		rep.Dropped += n
+		rep.DroppedCounts += counts
+		s, err := q.send()
+		sent = sent || s
+		if err != nil {
+			errs = append(errs, err)
 		}
+		rep.Pending += len(q.pending)
+		rep.PendingBytes += q.bytes
+	}
+	rep.Err = errors.Join(errs...)
+	if r.o.OnFlush != nil && (sent || rep.Dropped > 0) {
+		r.o.OnFlush(rep)
+	}
+}
+
+// queue is one store's flushes not yet applied, oldest first: those the
+// store failed to take (tried) and, behind them, those held back while it
+// fails. A held-back flush was never sent to this store, so the next one
+// of the same minute is merged into it: while a store fails its queue
+// grows by one flush a minute, the size of the vendors counted in it, not
+// by one a flush.
+type queue struct {
+	store   Store
+	pending []queued
+	bytes   int  // the sum of pending's sizes
+	failing bool // the store failed the last flush it was sent
+}
+
+type queued struct {
+	d     *Delta
+	size  int
+	tried bool
+}
+
+// add queues d (nil: nothing counted).
+func (q *queue) add(d *Delta) {
+	if d == nil {
 		return
 	}
-	errs := r.o.Store.Apply(batch)
-	var first error
-	r.mu.Lock()
-	kept := r.pending[:0]
-	for i, d := range batch {
-		if errs != nil && errs[i] != nil {
-			if first == nil {
-				first = errs[i]
-			}
-			kept = append(kept, d)
+	if n := len(q.pending); q.failing && n > 0 {
+		if last := &q.pending[n-1]; !last.tried && last.d.Minute == d.Minute && slices.Equal(last.d.Names, d.Names) {
+			q.bytes -= last.size
+			last.d = merge(last.d, d)
+			last.size = last.d.size()
+			q.bytes += last.size
+			return
 		}
 	}
-	// Deltas appended meanwhile cannot exist: Flush holds flushMu and only
-	// Flush appends; keep what failed, oldest first, and let the applied
-	// ones go (the array past kept still pointed at them: a vendor's row
-	// held until the next flush).
-	clear(r.pending[len(kept):])
-	r.pending = kept
-	pending := len(r.pending)
-	r.mu.Unlock()
-	if r.o.OnFlush != nil {
-		r.o.OnFlush(first, pending, dropped)
+	e := queued{d: d, size: d.size()}
+	q.pending = append(q.pending, e)
+	q.bytes += e.size
+}
+
+// trim drops the flushes of minutes before oldest, then the oldest ones
+// while the queue holds more than maxBytes, but never the newest; it
+// returns how many it dropped and the requests they counted.
+func (q *queue) trim(oldest int64, maxBytes int) (dropped int, counts uint64) {
+	n := 0
+	for ; n < len(q.pending); n++ {
+		e := q.pending[n]
+		tooOld := e.d.Minute < oldest
+		if !tooOld && (q.bytes <= maxBytes || n == len(q.pending)-1) {
+			break
+		}
+		q.bytes -= e.size
+		counts += e.d.total()
 	}
+	q.pending = slices.Delete(q.pending, 0, n)
+	return n, counts
+}
+
+// send sends the store the flushes it failed to take before and, once it
+// has taken them all, those held back meanwhile. It reports whether it
+// sent anything, and the store's first error.
+func (q *queue) send() (sent bool, err error) {
+	for len(q.pending) > 0 {
+		n := 0
+		for n < len(q.pending) && q.pending[n].tried {
+			n++
+		}
+		if n == 0 {
+			n = len(q.pending)
+		}
+		batch := make([]*Delta, n)
+		for i := range batch {
+			batch[i] = q.pending[i].d
+		}
+		errs := q.store.Apply(batch)
+		sent = true
+		// Keep what failed, oldest first, then what was not sent; let the
+		// applied ones go (cleared: the array past the kept ones still
+		// pointed at them).
+		kept := 0
+		for i := range n {
+			e := q.pending[i]
+			if errs == nil || errs[i] == nil {
+				q.bytes -= e.size
+				continue
+			}
+			if err == nil {
+				err = errs[i]
+			}
+			e.tried = true
+			q.pending[kept] = e
+			kept++
+		}
+		kept += copy(q.pending[kept:], q.pending[n:])
+		clear(q.pending[kept:])
+		q.pending = q.pending[:kept]
+		if err != nil {
+			q.failing = true
+			return sent, err
+		}
+	}
+	q.failing = false
+	return sent, nil
 }
 
 // collect swaps every counter to zero and returns what they held as one
@@ -271,9 +383,9 @@ func (r *Recorder) Flush() {
 func (r *Recorder) collect(at time.Time) *Delta {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	// Room for the vendors counted, made at once: rows of 400 bytes grown
-	// one append at a time were copied over and over (20 MB made for
-	// 10,000 vendors' 4). One counted meanwhile grows it as before.
+	// Room for the vendors counted, made at once: rows grown one append at
+	// a time were copied over and over. One counted meanwhile grows it as
+	// before.
 	n := 0
 	for _, c := range r.counters {
 		if c.counted() {
@@ -286,15 +398,16 @@ func (r *Recorder) collect(at time.Time) *Delta {
 		var row Row
 		any := false
 		for i := range c.c {
-			n := uint64(c.c[i].Swap(0))
-			row.Values[i] = n
-			any = any || n > 0
+			if n := c.c[i].Swap(0); n > 0 {
+				row.c[i], any = n, true
+			}
 		}
 		if w := c.wide.Load(); w != nil {
 			for i := len(c.c); i < len(w); i++ {
-				n := uint64(w[i].Swap(0))
-				row.Values[i] = n
-				any = any || n > 0
+				if n := w[i].Swap(0); n > 0 {
+					row.Add(i, uint64(n))
+					any = true
+				}
 			}
 		}
 		if !any {
@@ -340,10 +453,125 @@ func (d *Delta) name(p int) string {
 	return ""
 }
 
-// Row is one vendor's counts: per policy allowed, limited, shadow-limited.
+// Row is one vendor's counts: per policy allowed, limited, shadow-limited,
+// at index policy*3 + counter (Value, Add). Like a Counter it holds the
+// first inlinePolicies policies in itself and the others in an array made
+// when one is counted: 72 bytes a vendor, not 400, in every flush and in
+// every one kept for a retry. A count is 32 bits, saturating: a Row holds
+// at most a minute of one gateway's requests.
 type Row struct {
 	Vendor string
-	Values [numValues]uint64
+	c      [inlinePolicies * numCounters]uint32
+	wide   *[numValues]uint32 // from inlinePolicies on; nil until one is counted
+}
+
+// Value is the count at index i.
+func (r *Row) Value(i int) uint64 {
+	if i < len(r.c) {
+		return uint64(r.c[i])
+	}
+	if r.wide == nil {
+		return 0
+	}
+	return uint64(r.wide[i])
+}
+
+// Add adds n to the count at index i (< MaxPolicies*3).
+func (r *Row) Add(i int, n uint64) {
+	var p *uint32
+	if i < len(r.c) {
+		p = &r.c[i]
+	} else {
+		if r.wide == nil {
+			r.wide = new([numValues]uint32)
+		}
+		p = &r.wide[i]
+	}
+	*p = uint32(min(uint64(*p)+n, math.MaxUint32))
+}
+
+// values is r's counts by index.
+func (r *Row) values() (v [numValues]uint64) {
+	for i := range r.c {
+		v[i] = uint64(r.c[i])
+	}
+	if r.wide != nil {
+		for i := len(r.c); i < numValues; i++ {
+			v[i] = uint64(r.wide[i])
+		}
+	}
+	return v
+}
+
+// total is the sum of r's counts.
+func (r *Row) total() (n uint64) {
+	for _, v := range r.values() {
+		n += v
+	}
+	return n
+}
+
+// size is the memory d holds, for the retry queues' bound: its rows, their
+// vendors' names and their wide arrays (a name is shared with the
+// recorder's map while the vendor is active: counted anyway).
+func (d *Delta) size() int {
+	n := int(unsafe.Sizeof(*d)) + len(d.ID) + cap(d.Rows)*int(unsafe.Sizeof(Row{}))
+	for i := range d.Rows {
+		n += len(d.Rows[i].Vendor)
+		if d.Rows[i].wide != nil {
+			n += int(unsafe.Sizeof(*d.Rows[i].wide))
+		}
+	}
+	return n
+}
+
+// total is the requests d counted, for what a dropped flush lost.
+func (d *Delta) total() (n uint64) {
+	for i := range d.Rows {
+		n += d.Rows[i].total()
+	}
+	return n
+}
+
+// merge is a new delta of a's minute and names, under b's ID, with a's
+// and b's counts added by vendor. Neither is changed: either may be queued
+// for another store.
+func merge(a, b *Delta) *Delta {
+	at := make(map[string]int, len(a.Rows))
+	for i := range a.Rows {
+		at[a.Rows[i].Vendor] = i
+	}
+	added := 0
+	for i := range b.Rows {
+		if _, ok := at[b.Rows[i].Vendor]; !ok {
+			added++
+		}
+	}
+	// Exactly the room needed: the merged delta may be kept for an hour.
+	rows := make([]Row, len(a.Rows), len(a.Rows)+added)
+	for i, row := range a.Rows {
+		if row.wide != nil {
+			w := *row.wide
+			row.wide = &w
+		}
+		rows[i] = row
+	}
+	for i := range b.Rows {
+		from := &b.Rows[i]
+		j, ok := at[from.Vendor]
+		if !ok {
+			rows = append(rows, Row{Vendor: from.Vendor})
+			j = len(rows) - 1
+			at[from.Vendor] = j
+		}
+		to := &rows[j]
+		for k, v := range from.values() {
+			if v > 0 {
+				to.Add(k, v)
+			}
+		}
+	}
+	return &Delta{ID: b.ID, Minute: a.Minute, Rows: rows, Names: a.Names}
 }
 
 // Store keeps the buckets.

@@ -223,9 +223,9 @@ func TestFlushRetriedOnce(t *testing.T) {
 	var mu sync.Mutex
 	var errs []error
 	o := testOptions(st, clk.Now)
-	o.OnFlush = func(err error, pending, dropped int) {
+	o.OnFlush = func(rep FlushReport) {
 		mu.Lock()
-		errs = append(errs, err)
+		errs = append(errs, rep.Err)
 		mu.Unlock()
 	}
 	r, err := New(o)
@@ -285,7 +285,7 @@ func TestApplyOnce(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			st := mk()
 			d := &Delta{ID: "x-1", Minute: clk.Now().Unix() / 60, Rows: []Row{{Vendor: vendorA}}, Names: testNames}
-			d.Rows[0].Values[0] = 3
+			d.Rows[0].Add(0, 3)
 			for i := 0; i < 3; i++ {
 				if errs := st.Apply([]*Delta{d}); errs != nil && errs[0] != nil {
 					t.Fatal(errs[0])
@@ -368,9 +368,9 @@ func TestRedisAddsAsLocalDoes(t *testing.T) {
 				continue // not in this flush
 			}
 			row := Row{Vendor: v}
-			for i := range row.Values {
+			for i := range numValues {
 				if rng.IntN(4) == 0 {
-					row.Values[i] = uint64(rng.IntN(1000))
+					row.Add(i, uint64(rng.IntN(1000)))
 				}
 			}
 			d.Rows = append(d.Rows, row)
@@ -442,7 +442,7 @@ func TestEveryPolicyIsCounted(t *testing.T) {
 	if len(st.deltas) != 1 || len(st.deltas[0].Rows) != 1 {
 		t.Fatalf("%d deltas, want one of one row", len(st.deltas))
 	}
-	if got := st.deltas[0].Rows[0].Values; got != want {
+	if got := st.deltas[0].Rows[0].values(); got != want {
 		t.Fatalf("flushed %v\nwant    %v", got, want)
 	}
 	if size := unsafe.Sizeof(Counter{}); size != 64 {
