@@ -36,12 +36,19 @@ ALLOCS_PKGS = $(sort $(dir $(shell grep -rlE --include='*_test.go' '^func Test[A
 # time: `go build -race ./cmd/...` compiles it once first (it links
 # nothing), into the build cache both then read.
 #
-# The checks built without -race (vet, the allocation guards, the load
-# tools' vet) compile every package a second time, without the race
-# detector: about a third of make test's CPU from an empty cache. They run
-# beside the race tests (test-beside, niced so that the race build and
-# the tests keep their CPU), whose end waits on sleeps, sockets and
-# timers far more than on the CPU; make test fails when either fails.
+# vet reads the packages' export data: built with -race, it reads what
+# the race tests compiled (without it, it compiled every package a second
+# time, about 85 CPU-seconds from an empty cache), and so do the tests that
+# build a binary (shared/testbuild: the test binary's own race mode). make
+# lint vets without -race, so files built only without it are vetted
+# there. What must be built without -race (the allocation guards, the
+# lease simulation's full run) compiles only those packages and their
+# dependencies a second time. All this runs beside the race tests, vet
+# last (by then the race tests' packages are mostly compiled: two go
+# commands compiling one package at once both do the work) (test-beside,
+# niced so that the race build and the tests keep their CPU), whose end
+# waits on sleeps, sockets and timers far more than on the CPU; make test
+# fails when either fails.
 # The lease simulation runs all its seeds there, without the race
 # detector (about 21 s against 148 s under it), and its first 150 under
 # -race. (The load tools' race tests ran there too for a while: the
@@ -63,10 +70,10 @@ test-raced:
 	cd bench && $(GO) test -race $(TEST_LDFLAGS) -count=1 -timeout 10m ./...
 
 test-beside:
-	$(GO) vet ./...
 	$(GO) test $(TEST_LDFLAGS) -count=1 -run 'Allocs$$' $(addprefix ./,$(ALLOCS_PKGS))
 	$(GO) test $(TEST_LDFLAGS) -count=1 -run '^TestSimulation$$' ./gateway/limit
-	cd bench && $(GO) vet ./...
+	$(GO) vet -race ./...
+	cd bench && $(GO) vet -race ./...
 
 # The planted defects under scripts/mutations/, each applied to a copy of
 # this checkout: the test each names must fail (the lease and refund ones a

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"vendorgate/shared/testbuild"
 )
 
 // The configuration files under deploy/config hold no secrets and load
@@ -148,7 +150,7 @@ func TestGatewayReloadChecksFirst(t *testing.T) {
 	lines := reloadLines(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "gateway")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/gateway")
+	build := exec.Command("go", append(append([]string{"build"}, testbuild.Flags()...), "-o", bin, "../cmd/gateway")...)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}

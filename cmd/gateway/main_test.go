@@ -14,6 +14,7 @@ import (
 
 	"vendorgate/config"
 	"vendorgate/gateway"
+	"vendorgate/shared/testbuild"
 )
 
 // bin is the gateway binary built for these tests.
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = filepath.Join(dir, "gateway")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", append(append([]string{"build"}, testbuild.Flags()...), "-o", bin, ".")...).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
 		os.Exit(1)
 	}

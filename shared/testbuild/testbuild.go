@@ -1,0 +1,15 @@
+// Package testbuild gives the go build flags for binaries a test builds
+// and runs (the gateway, the backend, vendorctl): the test binary's own
+// race mode, so that under make test (-race) they are linked from the
+// packages the race tests compiled already, and race reports from the
+// binaries fail the tests that run them; and no DWARF, as the tests'
+// own binaries (a quarter of a link's CPU).
+package testbuild
+
+// Flags are the flags to put after "go build".
+func Flags() []string {
+	if race {
+		return []string{"-race", "-ldflags=-w"}
+	}
+	return []string{"-ldflags=-w"}
+}
