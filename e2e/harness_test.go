@@ -87,7 +87,9 @@ func startProc(t *testing.T, name string, env map[string]string, args ...string)
 		t.Fatal(err)
 	}
 	cmd := exec.Command(filepath.Join(binDir, name), args...)
-	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")
+	// No second of sleep at each exit (the race runtime's default): the
+	// stacks stop and restart their processes often.
+	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1 atexit_sleep_ms=0")
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
