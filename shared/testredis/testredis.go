@@ -323,10 +323,24 @@ func tail(path string) string {
 	return strings.TrimSpace(string(b))
 }
 
+// handedOut are the ports FindPort returned in this process. A port is a
+// resource of the whole host: this one set is the process's part of it.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
 // FindPort returns a loopback TCP port that was free a moment ago, at most
-// max. Below 65535 it also checks port+10000, which a Redis Cluster node
-// binds for its cluster bus.
+// max, and never one it returned before in this process: Linux often gives
+// a port just closed to the next bind to port 0, and tests pick several
+// ports before the processes that bind them start. Below 65535 it also
+// checks port+10000, which a Redis Cluster node binds for its cluster bus.
 func FindPort(max int) (int, error) {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = make(map[int]bool)
+	}
 	for range 200 {
 		l, err := net.Listen("tcp4", "127.0.0.1:0")
 		if err != nil {
@@ -334,7 +348,7 @@ func FindPort(max int) (int, error) {
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
-		if port > max {
+		if port > max || handedOut.ports[port] {
 			continue
 		}
 		if max < 65535 {
@@ -344,6 +358,7 @@ func FindPort(max int) (int, error) {
 			}
 			bus.Close()
 		}
+		handedOut.ports[port] = true
 		return port, nil
 	}
 	return 0, fmt.Errorf("no free loopback port at or below %d", max)
