@@ -150,7 +150,7 @@ func TestGatewayReloadChecksFirst(t *testing.T) {
 	lines := reloadLines(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "gateway")
-	build := exec.Command("go", append(append([]string{"build"}, testbuild.Flags()...), "-o", bin, "../cmd/gateway")...)
+	build := exec.Command("go", testbuild.Args(bin, "../cmd/gateway")...)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}

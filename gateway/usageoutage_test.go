@@ -27,11 +27,14 @@ func TestUsageFlushesWaitForTheBackend(t *testing.T) {
 		for _, k := range keys {
 			do(t, "GET", gw.url+"/api/vendor/v1/me", k)
 		}
-		// The counter has no sample before the first refusal.
-		if !strings.Contains(scrape(t, gw), errors+" ") {
-			return 0
+		// One scrape; the counter has no sample before the first refusal.
+		var n float64
+		for _, line := range strings.Split(scrape(t, gw), "\n") {
+			if v, ok := strings.CutPrefix(line, errors+" "); ok {
+				_, _ = fmt.Sscan(v, &n)
+			}
 		}
-		return metricValue(t, gw, errors)
+		return n
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for n := 0.0; n < 4; n = refused() {

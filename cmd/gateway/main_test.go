@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = filepath.Join(dir, "gateway")
-	if out, err := exec.Command("go", append(append([]string{"build"}, testbuild.Flags()...), "-o", bin, ".")...).CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", testbuild.Args(bin, ".")...).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
 		os.Exit(1)
 	}

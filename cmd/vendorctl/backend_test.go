@@ -64,7 +64,7 @@ func buildBinaries(t *testing.T) string {
 		}
 		root := filepath.Dir(strings.TrimSpace(string(out)))
 		for _, name := range []string{"backend", "vendorctl"} {
-			cmd := exec.Command("go", append(append([]string{"build"}, testbuild.Flags()...), "-o", filepath.Join(built.dir, name), "./cmd/"+name)...)
+			cmd := exec.Command("go", testbuild.Args(filepath.Join(built.dir, name), "./cmd/"+name)...)
 			cmd.Dir = root
 			if out, err := cmd.CombinedOutput(); err != nil {
 				built.err = fmt.Errorf("build %s: %v\n%s", name, err, out)

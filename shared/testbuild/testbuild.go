@@ -13,3 +13,8 @@ func Flags() []string {
 	}
 	return []string{"-ldflags=-w"}
 }
+
+// Args are the arguments of "go" that build pkgs into out with Flags.
+func Args(out string, pkgs ...string) []string {
+	return append(append(append([]string{"build"}, Flags()...), "-o", out), pkgs...)
+}
