@@ -2,4 +2,5 @@
 
 package testbuild
 
-const race = false
+// Race is whether this binary was built with -race.
+const Race = false

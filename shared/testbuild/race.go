@@ -2,4 +2,5 @@
 
 package testbuild
 
-const race = true
+// Race is whether this binary was built with -race.
+const Race = true

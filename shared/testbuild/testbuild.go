@@ -8,7 +8,7 @@ package testbuild
 
 // Flags are the flags to put after "go build".
 func Flags() []string {
-	if race {
+	if Race {
 		return []string{"-race", "-ldflags=-w"}
 	}
 	return []string{"-ldflags=-w"}

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"vendorgate/shared/testbuild"
 )
 
 // Root is the folder of the vendorgate module, as go list resolves it from
@@ -34,9 +36,17 @@ func Root(ctx context.Context) (string, error) {
 // Build compiles ./cmd/NAME of the module at root into dir/NAME for each
 // name, with plain flags so that it reuses the build cache of go build
 // and go test (the SQLite driver alone takes minutes to compile afresh on
-// 2 cores).
+// 2 cores). In a race-built test (make test), it builds them as the
+// root module's tests do (testbuild.Flags: -race), from the packages
+// make test compiled with -race already: built plainly there, the
+// gateway and the backend were compiled a second time without -race,
+// about 90 CPU-seconds of a run from empty caches.
 func Build(ctx context.Context, root, dir string, names ...string) error {
-	return build(ctx, root, dir, nil, names)
+	var flags []string
+	if testbuild.Race {
+		flags = testbuild.Flags()
+	}
+	return build(ctx, root, dir, flags, names)
 }
 
 func build(ctx context.Context, root, dir string, flags []string, names []string) error {
