@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"vendorgate/config"
 )
 
 // failure is what vendors saw while one part was down, and how long the
@@ -91,6 +93,13 @@ func recoverTime(ctx context.Context, client *http.Client, gws []string, key str
 	return -1
 }
 
+// leaseTTL and leaseMax are the gateways' redis.lease_ttl and
+// redis.lease_max (their defaults: gatewayYAML sets neither).
+var (
+	leaseTTL = config.DefaultGateway().Redis.LeaseTTL
+	leaseMax = config.DefaultGateway().Redis.LeaseMax
+)
+
 // runFailures takes one part down at a time, for d each, while a vendor
 // reads through both gateways, then brings it back. spare is a key no
 // gateway has seen, for the PostgreSQL outage.
@@ -135,7 +144,14 @@ func runFailures(ctx context.Context, s *stack, vendorID, key, spare string, d t
 		}
 	}
 	n.Stop()
-	f = failure{part: "the Redis master holding the vendor's limit stopped (1 of 3)", answers: probe(ctx, client, s.gws, key, d)}
+	// Each gateway may go on spending the lease it holds without Redis
+	// (up to redis.lease_max tokens, for redis.lease_ttl: the gateways run
+	// with the defaults), and the probe's last request before the stop
+	// took one: the probe outlasts the leases, so that what comes after
+	// them is seen whatever d is. (A 1.5 s probe, 20 reads a second, could
+	// be answered from two 16-token leases whole: 28 reads, 14 a gateway,
+	// all 200.)
+	f = failure{part: "the Redis master holding the vendor's limit stopped (1 of 3)", answers: probe(ctx, client, s.gws, key, d+leaseTTL)}
 	if err := n.Rerun(); err != nil {
 		return nil, err
 	}

@@ -150,7 +150,7 @@ func run(ctx context.Context, o options, w io.Writer) (*result, error) {
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(w, "failures: one backend, PostgreSQL, one Redis master, each down for %s ...\n", o.failFor)
+		fmt.Fprintf(w, "failures: one backend, PostgreSQL, one Redis master, each down for %s (Redis for the gateways' lease_ttl, %s, more) ...\n", o.failFor, leaseTTL)
 		if res.failures, err = runFailures(ctx, s, loadVendor, loadKey, spare, o.failFor); err != nil {
 			return nil, err
 		}

@@ -199,7 +199,8 @@ Admitted %d of a budget of %d: the limit is %s across two gateways on a Redis Cl
 		fmt.Fprintf(&b, `
 ## One part down at a time
 
-After the measured runs, one part at a time is taken down for %s while the throughput vendor reads
+After the measured runs, one part at a time is taken down for %s (the Redis master for the
+gateways' `+"`redis.lease_ttl`"+` more, so that their leases run out) while the throughput vendor reads
 `+"`GET /api/vendor/v1/me`"+` through both gateways in turn (20 a second, sequentially), then brought
 back; "back" is the time from its return until both gateways answer 200 again.
 

@@ -81,6 +81,11 @@ func TestScaleoutSmoke(t *testing.T) {
 	if redis.answers["503 rate_limit_unavailable"] == 0 {
 		t.Errorf("%s: no 503 rate_limit_unavailable (%s)", redis.part, redis.summary())
 	}
+	// What the gateways admitted without Redis is at most the leases they
+	// held: lease_max tokens a gateway.
+	if n := redis.answers["200"]; n > len(res.load)*leaseMax {
+		t.Errorf("%s: %d reads answered 200, more than %d gateways' leases of %d tokens allow (%s)", redis.part, n, len(res.load), leaseMax, redis.summary())
+	}
 	for k := range redis.answers {
 		if k != "200" && k != "503 rate_limit_unavailable" {
 			t.Errorf("%s: answered %q; want 200 or a fail-closed 503 rate_limit_unavailable", redis.part, k)
