@@ -404,16 +404,26 @@ func (b *batcher) heartbeat(ping func(context.Context) error) error {
 // verdict the callers already waiting share (wireDown; see judge). An
 // answer, an error reply and a pool wait are returned as they are.
 func (b *batcher) onWire(err error, lateReads, lateWrites int64) error {
+	down, err := b.wireOutcome(err, lateReads, lateWrites)
+	if down {
+		b.wireDown.Store(b.conns.now())
+	}
+	return err
+}
+
+// wireOutcome is onWire without telling the callers: whether err is a
+// failure on the wire with Redis silent or gone (the verdict to store in
+// wireDown), and the outcome.
+func (b *batcher) wireOutcome(err error, lateReads, lateWrites int64) (bool, error) {
 	switch {
 	case err == nil || KindOf(err) == FailScript || poolWait(err):
-		return err
+		return false, err
 	case KindOf(err) == FailTimeout && b.conns.lateReads.Load() != lateReads:
-		return fmt.Errorf("%w: %w", errReadLate, err)
+		return false, fmt.Errorf("%w: %w", errReadLate, err)
 	case KindOf(err) == FailTimeout && b.conns.lateWrites.Load() != lateWrites:
-		return fmt.Errorf("%w: %w", errWriteLate, err)
+		return false, fmt.Errorf("%w: %w", errWriteLate, err)
 	}
-	b.wireDown.Store(b.conns.now())
-	return err
+	return true, err
 }
 
 // silent reports whether Redis is silent, as judged by a node that has
@@ -554,8 +564,15 @@ func (b *batcher) send(batch []*Call) {
 	cmds, failed := runScripts(ctx, b.client, script, own, keys, args)
 	// A timeout while a reply sat unread in a socket was the node's doing:
 	// excluded from the breaker, its callers shed. So was a request that
-	// reached its socket past the deadline, unwritten.
-	failed = b.onWire(failed, lateBefore, unwrittenBefore)
+	// reached its socket past the deadline, unwritten. A failure on the
+	// wire is the verdict of the callers waiting meanwhile (wireDown), told
+	// only once this batch's replies are handed out: with Redis Cluster a
+	// batch spans nodes, and the callers of a node that answered get their
+	// replies, not the silence of another node its round trip waited on.
+	down, failed := b.wireOutcome(failed, lateBefore, unwrittenBefore)
+	if down {
+		defer b.wireDown.Store(b.conns.now())
+	}
 	late := failed != nil && (errors.Is(failed, errReadLate) || errors.Is(failed, errWriteLate))
 	// A batch that got no connection of the pool in time was never sent:
 	// excluded from the breaker. While Redis owes an answer (see owed) the
@@ -578,10 +595,11 @@ func (b *batcher) send(batch []*Call) {
 		} else {
 			v, err = cmds[i].Slice()
 		}
-		if late {
+		if late && err != nil {
 			// This gateway read too late and lost Redis' reply with the
 			// connection, or wrote too late and never asked. Its callers
 			// fail, but as an overloaded node, never as a Redis outage.
+			// (A group answered, another Cluster node's, keeps its reply.)
 			err = fmt.Errorf("%w: %w", ErrBusy, failed)
 		} else if err != nil && poolWait(err) {
 			if b.owed() {
@@ -684,9 +702,29 @@ func runScripts(ctx context.Context, client redis.UniversalClient, script *redis
 		}
 		return script
 	}
-	if len(keys) == 1 {
+	switch nodes := byNode(ctx, client, keys); {
+	case len(keys) == 1:
 		cmds[0] = scriptOf(0).EvalSha(ctx, client, keys[0], args[0]...)
-	} else {
+	case len(nodes) > 1:
+		// A Cluster pipeline whose part on one node fails is tried again
+		// (MaxRedirects) after a backoff; with the deadline past by then,
+		// go-redis sets that error on every command of the pipeline, the
+		// other nodes' answers too. One pipeline a node, at once: each
+		// command keeps its own node's outcome.
+		var wg sync.WaitGroup
+		for _, idx := range nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pipe := client.Pipeline()
+				for _, i := range idx {
+					cmds[i] = scriptOf(i).EvalSha(ctx, pipe, keys[i], args[i]...)
+				}
+				_, _ = pipe.Exec(ctx) // each command carries its own error
+			}()
+		}
+		wg.Wait()
+	default:
 		pipe := client.Pipeline()
 		for i := range keys {
 			cmds[i] = scriptOf(i).EvalSha(ctx, pipe, keys[i], args[i]...)
@@ -705,4 +743,27 @@ func runScripts(ctx context.Context, client redis.UniversalClient, script *redis
 		}
 	}
 	return cmds, failed
+}
+
+// byNode is, for a Redis Cluster and more than one group of keys, the
+// groups' indexes by the master each group's first key maps to; nil
+// otherwise, or when the map is not known yet (the client's pipeline
+// then finds the nodes itself).
+func byNode(ctx context.Context, client redis.UniversalClient, keys [][]string) map[*redis.Client][]int {
+	cl, ok := client.(*redis.ClusterClient)
+	if !ok || len(keys) < 2 {
+		return nil
+	}
+	nodes := make(map[*redis.Client][]int, 2)
+	for i, k := range keys {
+		if len(k) == 0 {
+			return nil // a script without keys: any node
+		}
+		n, err := cl.MasterForKey(ctx, k[0])
+		if err != nil {
+			return nil
+		}
+		nodes[n] = append(nodes[n], i)
+	}
+	return nodes
 }
