@@ -696,15 +696,9 @@ func batchArgs(g []*Call) ([]string, []any) {
 // them.
 func runScripts(ctx context.Context, client redis.UniversalClient, script *redis.Script, own []*redis.Script, keys [][]string, args [][]any) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(keys))
-	scriptOf := func(i int) *redis.Script {
-		if own != nil && own[i] != nil {
-			return own[i]
-		}
-		return script
-	}
 	switch nodes := byNode(ctx, client, keys); {
 	case len(keys) == 1:
-		cmds[0] = scriptOf(0).EvalSha(ctx, client, keys[0], args[0]...)
+		cmds[0] = scriptFor(script, own, 0).EvalSha(ctx, client, keys[0], args[0]...)
 	case len(nodes) > 1:
 		// A Cluster pipeline whose part on one node fails is tried again
 		// (MaxRedirects) after a backoff; with the deadline past by then,
@@ -716,24 +710,16 @@ func runScripts(ctx context.Context, client redis.UniversalClient, script *redis
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				pipe := client.Pipeline()
-				for _, i := range idx {
-					cmds[i] = scriptOf(i).EvalSha(ctx, pipe, keys[i], args[i]...)
-				}
-				_, _ = pipe.Exec(ctx) // each command carries its own error
+				pipeline(ctx, client, script, own, keys, args, idx, cmds)
 			}()
 		}
 		wg.Wait()
 	default:
-		pipe := client.Pipeline()
-		for i := range keys {
-			cmds[i] = scriptOf(i).EvalSha(ctx, pipe, keys[i], args[i]...)
-		}
-		_, _ = pipe.Exec(ctx) // each command carries its own error
+		pipeline(ctx, client, script, own, keys, args, nil, cmds)
 	}
 	for i, cmd := range cmds {
 		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			cmds[i] = scriptOf(i).Eval(ctx, client, keys[i], args[i]...)
+			cmds[i] = scriptFor(script, own, i).Eval(ctx, client, keys[i], args[i]...)
 		}
 	}
 	var failed error
@@ -743,6 +729,31 @@ func runScripts(ctx context.Context, client redis.UniversalClient, script *redis
 		}
 	}
 	return cmds, failed
+}
+
+// scriptFor is group i's script: own[i] when own is not nil and it is
+// set, else script.
+func scriptFor(script *redis.Script, own []*redis.Script, i int) *redis.Script {
+	if own != nil && own[i] != nil {
+		return own[i]
+	}
+	return script
+}
+
+// pipeline runs the groups idx (all of them when nil) in one pipeline of
+// client, setting their commands in cmds.
+func pipeline(ctx context.Context, client redis.UniversalClient, script *redis.Script, own []*redis.Script, keys [][]string, args [][]any, idx []int, cmds []*redis.Cmd) {
+	pipe := client.Pipeline()
+	if idx == nil {
+		for i := range keys {
+			cmds[i] = scriptFor(script, own, i).EvalSha(ctx, pipe, keys[i], args[i]...)
+		}
+	} else {
+		for _, i := range idx {
+			cmds[i] = scriptFor(script, own, i).EvalSha(ctx, pipe, keys[i], args[i]...)
+		}
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its own error
 }
 
 // byNode is, for a Redis Cluster and more than one group of keys, the
