@@ -41,17 +41,6 @@ func TestClusterBatchKeepsTheAnsweringNodesReplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
-	count := func(key string) (int64, error) {
-		call := conn.Call()
-		call.Keys[0], call.NKeys, call.NArgs, call.NValues = key, 1, 0, 1
-		v, err := conn.Do(call)
-		if err != nil {
-			return 0, err
-		}
-		n, _ := v[0].(int64)
-		return n, nil
-	}
-
 	// Two keys on two masters: silent's is paused, answering's answers.
 	const silent = "{s}:n"
 	node := cl.NodeFor(t, silent)
@@ -62,7 +51,7 @@ func TestClusterBatchKeepsTheAnsweringNodesReplies(t *testing.T) {
 		}
 	}
 	for _, k := range []string{silent, answering} { // each node's connection made
-		if _, err := count(k); err != nil {
+		if _, err := count(conn, k); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -76,7 +65,7 @@ func TestClusterBatchKeepsTheAnsweringNodesReplies(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if _, err := count(answering); err != nil {
+		if _, err := count(conn, answering); err != nil {
 			t.Errorf("lead call: %v", err)
 		}
 	}()
@@ -87,8 +76,8 @@ func TestClusterBatchKeepsTheAnsweringNodesReplies(t *testing.T) {
 	var silentErr, answeringErr error
 	var answered int64
 	wg.Add(2)
-	go func() { defer wg.Done(); _, silentErr = count(silent) }()
-	go func() { defer wg.Done(); answered, answeringErr = count(answering) }()
+	go func() { defer wg.Done(); _, silentErr = count(conn, silent) }()
+	go func() { defer wg.Done(); answered, answeringErr = count(conn, answering) }()
 	if !clk.queued(2, 30*time.Second) {
 		close(hold)
 		t.Fatal("the two calls were not queued")

@@ -164,7 +164,11 @@ func newTestConn(t *testing.T, addr string, s connSettings) *testConn {
 }
 
 // count is one call of the counter for key: its count after this call.
-func (c *testConn) count(key string) (int64, error) {
+func (c *testConn) count(key string) (int64, error) { return count(c.Conn, key) }
+
+// count is one call of the counter on c for key: its count after this
+// call.
+func count(c *Conn, key string) (int64, error) {
 	call := c.Call()
 	call.Keys[0], call.NKeys, call.NArgs, call.NValues = key, 1, 0, 1
 	v, err := c.Do(call)
