@@ -10,6 +10,7 @@ import (
 
 	"vendorgate/config"
 	"vendorgate/gateway/policy"
+	"vendorgate/shared/testbuild"
 	"vendorgate/shared/wire"
 )
 
@@ -36,7 +37,7 @@ const (
 // not): it fails as soon as a change makes a proxied request allocate more
 // than its budget.
 func TestProxiedRequestAllocs(t *testing.T) {
-	if raceEnabled {
+	if testbuild.Race {
 		t.Skip("the race detector allocates on its own: run without -race")
 	}
 	if testing.Short() {
@@ -102,7 +103,7 @@ func TestProxiedRequestAllocs(t *testing.T) {
 // limits (reads, the twelve, three shadow twins) cost a request no
 // allocation more than the default table does.
 func TestFullTableAllocs(t *testing.T) {
-	if raceEnabled {
+	if testbuild.Race {
 		t.Skip("the race detector allocates on its own: run without -race")
 	}
 	if testing.Short() {

@@ -16,6 +16,7 @@ import (
 
 	"vendorgate/config"
 	"vendorgate/shared/apierr"
+	"vendorgate/shared/testbuild"
 )
 
 // announce writes the headers of a request announcing a body of n bytes,
@@ -464,7 +465,7 @@ func metricValue(t testing.TB, gw *testGateway, name string) float64 {
 // The per-request decision runs on every request's headers: it must not
 // allocate.
 func TestHeaderReceivedAllocs(t *testing.T) {
-	if raceEnabled {
+	if testbuild.Race {
 		t.Skip("the race detector allocates on its own: run without -race")
 	}
 	b := newTestBackend(t)

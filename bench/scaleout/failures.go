@@ -95,10 +95,9 @@ func recoverTime(ctx context.Context, client *http.Client, gws []string, key str
 
 // leaseTTL and leaseMax are the gateways' redis.lease_ttl and
 // redis.lease_max (their defaults: gatewayYAML sets neither).
-var (
-	leaseTTL = config.DefaultGateway().Redis.LeaseTTL
-	leaseMax = config.DefaultGateway().Redis.LeaseMax
-)
+var leaseTTL, leaseMax = gatewayRedis.LeaseTTL, gatewayRedis.LeaseMax
+
+var gatewayRedis = config.DefaultGateway().Redis
 
 // runFailures takes one part down at a time, for d each, while a vendor
 // reads through both gateways, then brings it back. spare is a key no

@@ -21,6 +21,7 @@ import (
 
 	"vendorgate/gateway/limit/redisconn"
 	"vendorgate/gateway/policy"
+	"vendorgate/shared/testbuild"
 )
 
 // The lease limiter, simulated. Several gateways run the product's lease
@@ -117,7 +118,7 @@ func TestSimulation(t *testing.T) {
 		// handing over on channels. make test runs it twice: the first
 		// 150 seeds and the regressions under -race, for a data race in
 		// what it drives, and all 1,500 without (test-beside).
-		if raceEnabled {
+		if testbuild.Race {
 			seeds = min(seeds, 150)
 		}
 	}

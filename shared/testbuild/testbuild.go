@@ -3,7 +3,9 @@
 // race mode, so that under make test (-race) they are linked from the
 // packages the race tests compiled already, and race reports from the
 // binaries fail the tests that run them; and no DWARF, as the tests'
-// own binaries (a quarter of a link's CPU).
+// own binaries (a quarter of a link's CPU). Race tells a test whether it
+// runs under the race detector (whose allocations the allocation guards
+// do not count).
 package testbuild
 
 // Flags are the flags to put after "go build".

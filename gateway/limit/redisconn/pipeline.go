@@ -571,7 +571,7 @@ func (b *batcher) send(batch []*Call) {
 	// replies, not the silence of another node its round trip waited on.
 	down, failed := b.wireOutcome(failed, lateBefore, unwrittenBefore)
 	if down {
-		defer b.wireDown.Store(b.conns.now())
+		defer b.wireDown.Store(b.conns.now()) // the outcome's time, stored last
 	}
 	late := failed != nil && (errors.Is(failed, errReadLate) || errors.Is(failed, errWriteLate))
 	// A batch that got no connection of the pool in time was never sent:
@@ -696,7 +696,11 @@ func batchArgs(g []*Call) ([]string, []any) {
 // them.
 func runScripts(ctx context.Context, client redis.UniversalClient, script *redis.Script, own []*redis.Script, keys [][]string, args [][]any) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(keys))
-	switch nodes := byNode(ctx, client, keys); {
+	var nodes map[*redis.Client][]int
+	if len(keys) > 1 {
+		nodes = byNode(ctx, client, keys)
+	}
+	switch {
 	case len(keys) == 1:
 		cmds[0] = scriptFor(script, own, 0).EvalSha(ctx, client, keys[0], args[0]...)
 	case len(nodes) > 1:
@@ -756,13 +760,12 @@ func pipeline(ctx context.Context, client redis.UniversalClient, script *redis.S
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 }
 
-// byNode is, for a Redis Cluster and more than one group of keys, the
-// groups' indexes by the master each group's first key maps to; nil
-// otherwise, or when the map is not known yet (the client's pipeline
-// then finds the nodes itself).
+// byNode is, for a Redis Cluster, the groups' indexes by the master each
+// group's first key maps to; nil for a single Redis, or when the map is
+// not known yet (the client's pipeline then finds the nodes itself).
 func byNode(ctx context.Context, client redis.UniversalClient, keys [][]string) map[*redis.Client][]int {
 	cl, ok := client.(*redis.ClusterClient)
-	if !ok || len(keys) < 2 {
+	if !ok {
 		return nil
 	}
 	nodes := make(map[*redis.Client][]int, 2)

@@ -1,6 +1,0 @@
-//go:build race
-
-package gateway
-
-// raceEnabled: the race detector is on, so allocation counts are its own.
-const raceEnabled = true
