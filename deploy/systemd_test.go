@@ -150,9 +150,8 @@ func TestGatewayReloadChecksFirst(t *testing.T) {
 	lines := reloadLines(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "gateway")
-	build := exec.Command("go", testbuild.Args(bin, "../cmd/gateway")...)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	if err := testbuild.Build(".", dir, testbuild.Flags(), "../cmd/gateway"); err != nil {
+		t.Fatalf("build: %v", err)
 	}
 	env := []string{"PATH=" + os.Getenv("PATH"), "GATEWAY_INTERNAL_TOKEN=" + dummyToken, "GATEWAY_KEY_SIGNING_SECRETS=" + dummySigning}
 	good := string(readFile(t, "config/gateway.yaml"))

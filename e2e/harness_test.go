@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"vendorgate/shared/testbuild"
 	"vendorgate/shared/testredis"
 )
 
@@ -31,13 +32,11 @@ func TestMain(m *testing.M) {
 	root, err := moduleRoot()
 	if err == nil {
 		// One go command for the three: it loads the packages once and
-		// links the binaries side by side.
-		// Without DWARF (-ldflags=-w), as make test links the test
-		// binaries: a quarter of each link's CPU.
-		cmd := exec.Command("go", "build", "-race", "-ldflags=-w", "-o", dir+string(filepath.Separator), "./cmd/gateway", "./cmd/backend", "./cmd/vendorctl")
-		cmd.Dir = root
-		if out, berr := cmd.CombinedOutput(); berr != nil {
-			err = fmt.Errorf("build the binaries: %v\n%s", berr, out)
+		// links the binaries side by side. Always with -race, whatever the
+		// test binary's own mode; without DWARF (-ldflags=-w), as make
+		// test links the test binaries: a quarter of each link's CPU.
+		if berr := testbuild.Build(root, dir, []string{"-race", "-ldflags=-w"}, "./cmd/gateway", "./cmd/backend", "./cmd/vendorctl"); berr != nil {
+			err = fmt.Errorf("build the binaries: %v", berr)
 		}
 	}
 	if err != nil {

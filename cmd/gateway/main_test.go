@@ -27,8 +27,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = filepath.Join(dir, "gateway")
-	if out, err := exec.Command("go", testbuild.Args(bin, ".")...).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+	if err := testbuild.Build(".", dir, testbuild.Flags(), "."); err != nil {
+		fmt.Fprintf(os.Stderr, "build: %v\n", err)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -63,14 +63,7 @@ func buildBinaries(t *testing.T) string {
 			return
 		}
 		root := filepath.Dir(strings.TrimSpace(string(out)))
-		for _, name := range []string{"backend", "vendorctl"} {
-			cmd := exec.Command("go", testbuild.Args(filepath.Join(built.dir, name), "./cmd/"+name)...)
-			cmd.Dir = root
-			if out, err := cmd.CombinedOutput(); err != nil {
-				built.err = fmt.Errorf("build %s: %v\n%s", name, err, out)
-				return
-			}
-		}
+		built.err = testbuild.Build(root, built.dir, testbuild.Flags(), "./cmd/backend", "./cmd/vendorctl")
 	})
 	if built.err != nil {
 		t.Fatal(built.err)

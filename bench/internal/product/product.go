@@ -40,13 +40,18 @@ func Root(ctx context.Context) (string, error) {
 // root module's tests do (testbuild.Flags: -race), from the packages
 // make test compiled with -race already: built plainly there, the
 // backend's dependencies were compiled a second time without -race (56
-// packages, about 60 CPU-seconds of a run from empty caches).
+// packages, about 60 CPU-seconds of a run from empty caches), and with
+// testbuild.Build, which links each binary once for all the test
+// packages of a make test run.
 func Build(ctx context.Context, root, dir string, names ...string) error {
-	var flags []string
 	if testbuild.Race {
-		flags = testbuild.Flags()
+		pkgs := make([]string, len(names))
+		for i, b := range names {
+			pkgs[i] = "./cmd/" + b
+		}
+		return testbuild.Build(root, dir, testbuild.Flags(), pkgs...)
 	}
-	return build(ctx, root, dir, flags, names)
+	return build(ctx, root, dir, nil, names)
 }
 
 func build(ctx context.Context, root, dir string, flags []string, names []string) error {
