@@ -51,8 +51,10 @@ func Build(dir, out string, flags []string, pkgs ...string) error {
 	}
 	sum := sha256.Sum256([]byte(strings.Join(flags, "\x00")))
 	into := filepath.Join(shared, hex.EncodeToString(sum[:8]))
-	if err := os.MkdirAll(into, 0o755); err != nil {
-		return err
+	for _, d := range []string{into, out} { // go build -o makes the folder too
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
 	}
 	if err := goBuild(dir, into, flags, pkgs); err != nil {
 		return err

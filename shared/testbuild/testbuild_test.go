@@ -36,11 +36,11 @@ func run(t *testing.T, bin string) string {
 }
 
 // Under make test, the second package to build a binary gets the file the
-// first one linked; a build of other sources links anew, and a binary
+// first one linked (into a folder Build makes, as go build -o does); a build of other sources links anew, and a binary
 // handed out before keeps what it was.
 func TestBuildSharesTheLink(t *testing.T) {
 	t.Setenv(SharedEnv, t.TempDir())
-	src, a, b, c := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
+	src, a, b, c := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "new"), t.TempDir()
 	module(t, src, "one")
 	for _, out := range []string{a, b} {
 		if err := Build(src, out, Flags(), "./hello"); err != nil {
@@ -75,7 +75,7 @@ func TestBuildSharesTheLink(t *testing.T) {
 // says why.
 func TestBuildAlone(t *testing.T) {
 	t.Setenv(SharedEnv, "")
-	src, out := t.TempDir(), t.TempDir()
+	src, out := t.TempDir(), filepath.Join(t.TempDir(), "new")
 	module(t, src, "alone")
 	if err := Build(src, out, Flags(), "./hello"); err != nil {
 		t.Fatal(err)
