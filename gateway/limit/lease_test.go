@@ -873,13 +873,37 @@ func TestLeaseRefundKeepsNoFraction(t *testing.T) {
 // charge made just before. (The other gateway charges more than a lease
 // holds: the bucket then lies past the grant's TAT after the first refund
 // too, so that the fence would not stop a second.)
+//
+// The order is the test's to check, not to assume: the reload's refund
+// must be queued while the request still waits. Under a loaded machine
+// the next beat of the lease loop may come over a beat after Redis was
+// last heard, and its heartbeat to the paused Redis then drops every
+// lease (as it should), or the request may end before the beat. An
+// attempt where that happened says so and the scenario is played again
+// on buckets of their own; the test fails when no attempt of five played
+// it.
 func TestLeaseGiveBackAfterRefund(t *testing.T) {
 	rs := testredis.Start(t)
+	for attempt := 1; attempt <= 5; attempt++ {
+		played, why := giveBackAfterRefund(t, rs, attempt)
+		if played {
+			return
+		}
+		t.Logf("attempt %d did not play the scenario: %s", attempt, why)
+	}
+	t.Fatal("in 5 attempts the reload's refund was never queued while the request waited on Redis")
+}
+
+// giveBackAfterRefund plays TestLeaseGiveBackAfterRefund's scenario once,
+// on vendor v's buckets, and reports whether it played as meant (and why
+// not).
+func giveBackAfterRefund(t *testing.T, rs *testredis.Server, v int) (bool, string) {
 	a := newLeased(t, rs, 16, time.Minute)
 	b := newLeased(t, rs, 1, time.Second)
+	defer a.Close()
 	r := policy.Rate{Name: "reads", Limit: 3600, Burst: 1000, Period: time.Hour} // 1 s a token
 	scarce := policy.Rate{Name: "key-reads", Limit: 1, Period: time.Hour}
-	const key, other = "vg:{v:1}:reads", "vg:{v:1}:k:1:reads"
+	key, other := fmt.Sprintf("vg:{v:%d}:reads", v), fmt.Sprintf("vg:{v:%d}:k:1:reads", v)
 	for a.granted.Load()-a.spent.Load() < 3 { // a lease of 3 unused at least
 		if d, err := a.Allow(one(key, r)); err != nil || !d.Allowed || a.charged.Load() > 20 {
 			t.Fatal("no lease of 3", d, err)
@@ -900,7 +924,7 @@ func TestLeaseGiveBackAfterRefund(t *testing.T) {
 	// Redis (paused) for the scarce one; meanwhile a reload sends the rest
 	// of the lease back; Redis refuses the scarce bucket, and the token
 	// goes back to the lease.
-	spent := a.spent.Load()
+	spent, dropped := a.spent.Load(), a.dropped.Load()
 	rs.Pause()
 	done := make(chan struct{})
 	go func() {
@@ -912,15 +936,35 @@ func TestLeaseGiveBackAfterRefund(t *testing.T) {
 			t.Error("admitted beyond the scarce bucket")
 		}
 	}()
-	within(time.Hour, a.clock.kick, func() bool { return a.spent.Load() != spent }) // its token taken
+	taken := within(10*time.Second, a.clock.kick, func() bool { return a.spent.Load() != spent })
 	a.SetLeases(16, time.Minute)
-	within(time.Hour, a.clock.kick, func() bool { return a.refunded.Load() >= unused-1 })
+	queued := within(10*time.Second, a.clock.kick, func() bool {
+		return a.refunded.Load() >= unused-1 || a.dropped.Load() != dropped
+	})
 	rs.Resume()
 	<-done
+	switch {
+	case !taken:
+		t.Fatal("the request took no token of the lease within 10 s")
+	case !queued:
+		t.Fatalf("within 10 s of the reload nothing of the lease was sent back or dropped (%d refunded, %d dropped)",
+			a.refunded.Load(), a.dropped.Load()-dropped)
+	}
+	// As meant when the reload queued the lease's unused tokens but the
+	// one taken (all of them: the request ended first; none: the
+	// heartbeat dropped the lease).
+	if got := a.refunded.Load(); got != unused-1 {
+		return false, fmt.Sprintf("%d tokens sent back, want %d (the heartbeat failed on the paused Redis, or the request ended before the beat)",
+			got, unused-1)
+	}
+	if lost := a.dropped.Load() - dropped; lost != 1 {
+		t.Errorf("%d tokens lost, want the one given back after its lease was sent back", lost)
+	}
 	a.Close()
 	if got := storedTAT(t, a.client, key); got < want-0.1 {
 		t.Fatalf("the bucket holds %.2f tokens less than its charges but the %d unused tokens of the lease sent back: a charge erased", want-got, unused-1)
 	}
+	return true, ""
 }
 
 // Two grants merged into one lease (two requests' calls at once) keep each
