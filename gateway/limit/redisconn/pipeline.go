@@ -122,10 +122,17 @@ type batcher struct {
 	clock   Clock     // a caller's wait and the sockets' evidence
 	late    *lateness // the node's recent scheduling lateness
 	queue   chan *Call
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
-	calls   sync.Pool
+	// waiting holds, in the order they came, the calls that found the
+	// queue full (enqueue); the senders move them into the queue as it
+	// drains (refill), so that a caller waiting for room keeps its place
+	// whatever its own wait does meanwhile. nWaiting is its length.
+	waitMu   sync.Mutex
+	waiting  []*Call
+	nWaiting atomic.Int64
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
+	calls    sync.Pool
 	// cluster groups a batch by hash slot: one script's keys share a slot.
 	cluster bool
 	// beforeSend, when set (tests only), runs in the sender before it sends
@@ -248,25 +255,18 @@ func (b *batcher) do(c *Call) reply {
 	start := b.clock.Nanotime()
 	due := start + int64(b.timeout)
 	// Queued first, then the wait armed: the clock's timer is armed with
-	// the call in the queue (or the queue full), so that a clock's owner
-	// can tell calls queued behind a batch in flight.
-	in := b.queue
-	select {
-	case in <- c:
-		in = nil
-	default: // full: queued below as it drains
-	}
+	// the call in the queue (or waiting for room in it), so that a clock's
+	// owner can tell calls queued behind a batch in flight.
+	b.enqueue(c)
 	c.timer.Reset(b.timeout)
 	fired := c.timer.Chan()
 	suspect := false // Redis looked silent at the last look
 	for {
 		select {
-		case in <- c:
-			in = nil // queued: now wait for the reply
 		case r := <-c.reply:
 			if r.again { // not sent: queued again, the wait goes on
 				c.state.Store(callQueued)
-				in = b.queue
+				b.enqueue(c)
 				continue
 			}
 			c.timer.Stop()
@@ -280,10 +280,10 @@ func (b *batcher) do(c *Call) reply {
 				c.timer.Reset(time.Duration(next - now))
 				continue
 			}
-			return b.giveUp(c, in != nil, err)
+			return b.giveUp(c, err)
 		case <-b.stop:
 			c.timer.Stop()
-			return b.giveUp(c, in != nil, errClosed)
+			return b.giveUp(c, errClosed)
 		}
 	}
 }
@@ -441,16 +441,64 @@ func (b *batcher) silent() bool { return b.late.OnTime(b.conns.now()) && b.silen
 // whose round trip has not failed on the wire by then).
 func (b *batcher) silentFor() bool { return b.conns.silent(b.timeout + b.late.Grace()) }
 
-// giveUp ends a caller's wait with err. A call still queued is withdrawn
-// (never sent, not charged, counted); one a sender already took is left to
-// it: its reply, if it came meanwhile, is taken after all.
-func (b *batcher) giveUp(c *Call, neverQueued bool, err error) reply {
-	if neverQueued {
-		c.timer.Stop()
-		b.calls.Put(c) // never queued: nobody else holds it
-		b.health.hooks.onUnsent()
-		return reply{err: err}
+// enqueue queues c behind every call queued before it: when the queue is
+// full, c waits for room in b.waiting, in the order the calls came. (A
+// caller that waited for room on the channel itself lost its place each
+// time its own wait woke it to judge Redis, and went back behind the
+// callers that came since: under a backlog one could be overtaken until
+// it was shed as busy while Redis answered.) nWaiting is stored before
+// the send is tried, so that a sender that takes from the full queue
+// after the try sees it and refills.
+func (b *batcher) enqueue(c *Call) {
+	if b.nWaiting.Load() == 0 {
+		select {
+		case b.queue <- c:
+			return
+		default:
+		}
 	}
+	b.waitMu.Lock()
+	b.waiting = append(b.waiting, c)
+	b.nWaiting.Store(int64(len(b.waiting)))
+	b.refillLocked()
+	b.waitMu.Unlock()
+}
+
+// refill moves waiting calls into the queue, first come first, as far as
+// there is room; a sender calls it after each take.
+func (b *batcher) refill() {
+	if b.nWaiting.Load() == 0 {
+		return
+	}
+	b.waitMu.Lock()
+	b.refillLocked()
+	b.waitMu.Unlock()
+}
+
+func (b *batcher) refillLocked() {
+	n := 0
+fill:
+	for n < len(b.waiting) {
+		if c := b.waiting[n]; c.state.Load() != callWithdrawn { // a withdrawn call is dropped
+			select {
+			case b.queue <- c:
+			default:
+				break fill
+			}
+		}
+		n++
+	}
+	rest := copy(b.waiting, b.waiting[n:])
+	clear(b.waiting[rest:])
+	b.waiting = b.waiting[:rest]
+	b.nWaiting.Store(int64(rest))
+}
+
+// giveUp ends a caller's wait with err. A call still queued (or waiting
+// for room) is withdrawn (never sent, not charged, counted); one a sender
+// already took is left to it: its reply, if it came meanwhile, is taken
+// after all.
+func (b *batcher) giveUp(c *Call, err error) reply {
 	if c.state.CompareAndSwap(callQueued, callWithdrawn) {
 		b.health.hooks.onUnsent() // the sender that meets it skips it
 		return reply{err: err}
@@ -490,13 +538,24 @@ func (b *batcher) run() {
 				break fill
 			}
 		}
+		b.refill()
 		b.send(batch)
 		clear(batch) // drop references to calls handed back
 	}
 }
 
-// drain fails what is still queued at close.
+// drain fails what is still queued, or waiting for room, at close.
 func (b *batcher) drain() {
+	b.waitMu.Lock()
+	for _, c := range b.waiting {
+		if c.state.CompareAndSwap(callQueued, callSent) {
+			c.reply <- reply{err: errClosed}
+		}
+	}
+	clear(b.waiting)
+	b.waiting = b.waiting[:0]
+	b.nWaiting.Store(0)
+	b.waitMu.Unlock()
 	for {
 		select {
 		case c := <-b.queue:
