@@ -521,6 +521,7 @@ func (b *batcher) giveUp(c *Call, err error) reply {
 // and the next free sender takes it whole: batches grow with the load.
 func (b *batcher) run() {
 	batch := make([]*Call, 0, b.max)
+	var buf sendBuf
 	for {
 		select {
 		case c := <-b.queue:
@@ -539,8 +540,9 @@ func (b *batcher) run() {
 			}
 		}
 		b.refill()
-		b.send(batch)
+		b.send(batch, &buf)
 		clear(batch) // drop references to calls handed back
+		buf.clear()
 	}
 }
 
@@ -574,7 +576,7 @@ func (b *batcher) drain() {
 // its scripts: EVAL loads it again). The round trip is one outcome for the
 // breaker; with the breaker open (or its one half-open probe in flight) the
 // batch is not sent and its callers fail closed.
-func (b *batcher) send(batch []*Call) {
+func (b *batcher) send(batch []*Call, buf *sendBuf) {
 	if b.beforeSend != nil {
 		b.beforeSend()
 	}
@@ -599,16 +601,15 @@ func (b *batcher) send(batch []*Call) {
 	lateBefore, unwrittenBefore := b.conns.lateReads.Load(), b.conns.lateWrites.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), b.wire)
 	defer cancel()
-	groups := b.group(live)
-	keys := make([][]string, len(groups))
-	args := make([][]any, len(groups))
+	groups := b.group(live, buf)
+	keys, args := buf.lists(len(groups))
 	script := b.script
 	var own []*redis.Script // by group: its call's own script (nil: script)
 	for i, g := range groups {
 		s := g[0].Script
 		switch {
 		case s == nil:
-			keys[i], args[i] = batchArgs(g)
+			keys[i], args[i] = buf.batchArgs(g)
 			continue
 		case len(groups) == 1:
 			script = s // a lone call of its own: no list of scripts
@@ -620,7 +621,7 @@ func (b *batcher) send(batch []*Call) {
 		}
 		keys[i], args[i] = g[0].Keys[:g[0].NKeys], g[0].Args[:g[0].NArgs]
 	}
-	cmds, failed := runScripts(ctx, b.client, script, own, keys, args)
+	cmds, failed := runScripts(ctx, b.client, script, own, keys, args, buf.commands(len(groups)))
 	// A timeout while a reply sat unread in a socket was the node's doing:
 	// excluded from the breaker, its callers shed. So was a request that
 	// reached its socket past the deadline, unwritten. A failure on the
@@ -700,13 +701,14 @@ func (b *batcher) owed() bool {
 // group splits live into the script calls of one batch: all of it, or with
 // Redis Cluster one group per hash slot (each call's buckets share one);
 // a call with a script of its own is a group alone.
-func (b *batcher) group(live []*Call) [][]*Call {
+func (b *batcher) group(live []*Call, buf *sendBuf) [][]*Call {
 	merged := true
 	for _, c := range live {
 		merged = merged && c.Script == nil
 	}
 	if len(live) == 1 || !b.cluster && merged {
-		return [][]*Call{live}
+		buf.one[0] = live
+		return buf.one[:]
 	}
 	var groups [][]*Call
 	index := make(map[uint16]int)
@@ -730,31 +732,65 @@ func (b *batcher) group(live []*Call) [][]*Call {
 	return groups
 }
 
-// batchArgs is one group's KEYS and ARGV for the script (see Call).
-func batchArgs(g []*Call) ([]string, []any) {
-	nk, na := 0, 0
-	for _, c := range g {
-		nk += c.NKeys
-		na += c.NArgs
+// sendBuf is one sender's room for a batch's lists (the groups' keys and
+// arguments, the commands), kept from one batch to the next: a batch on
+// one Redis allocates none of them. Whatever a batch's replies hand out is
+// go-redis' (the commands' values), never these.
+type sendBuf struct {
+	one   [1][]*Call
+	keys  [][]string
+	args  [][]any
+	mkeys []string // merged groups' keys and arguments, one after the other
+	margs []any
+	cmds  []*redis.Cmd
+}
+
+// lists are n groups' keys and arguments, to fill.
+func (s *sendBuf) lists(n int) ([][]string, [][]any) {
+	if cap(s.keys) < n {
+		s.keys, s.args = make([][]string, n), make([][]any, n)
 	}
-	keys := make([]string, 0, nk)
-	args := make([]any, 0, len(g)+na)
-	for _, c := range g {
-		keys = append(keys, c.Keys[:c.NKeys]...)
-		args = append(args, c.NKeys)
-		args = append(args, c.Args[:c.NArgs]...)
+	return s.keys[:n], s.args[:n]
+}
+
+// commands is room for n commands.
+func (s *sendBuf) commands(n int) []*redis.Cmd {
+	if cap(s.cmds) < n {
+		s.cmds = make([]*redis.Cmd, n)
 	}
-	return keys, args
+	return s.cmds[:n]
+}
+
+// batchArgs is one merged group's KEYS and ARGV for the script (see Call).
+func (s *sendBuf) batchArgs(g []*Call) ([]string, []any) {
+	k, a := len(s.mkeys), len(s.margs)
+	for _, c := range g {
+		s.mkeys = append(s.mkeys, c.Keys[:c.NKeys]...)
+		s.margs = append(s.margs, c.NKeys)
+		s.margs = append(s.margs, c.Args[:c.NArgs]...)
+	}
+	return s.mkeys[k:len(s.mkeys):len(s.mkeys)], s.margs[a:len(s.margs):len(s.margs)]
+}
+
+// clear drops what the last batch left (its calls' keys and arguments, its
+// commands), keeping the room.
+func (s *sendBuf) clear() {
+	s.one[0] = nil
+	clear(s.keys)
+	clear(s.args)
+	clear(s.mkeys)
+	clear(s.margs)
+	clear(s.cmds)
+	s.mkeys, s.margs = s.mkeys[:0], s.margs[:0]
 }
 
 // runScripts runs a script once per group of keys and args (own[i] when
 // own is not nil and it is set, else script): one command, or several
 // pipelined in one round trip (Redis Cluster, one per slot; calls with
 // scripts of their own), then EVAL for any that met NOSCRIPT (a Redis that
-// lost its scripts). It returns the commands and the first error among
-// them.
-func runScripts(ctx context.Context, client redis.UniversalClient, script *redis.Script, own []*redis.Script, keys [][]string, args [][]any) ([]*redis.Cmd, error) {
-	cmds := make([]*redis.Cmd, len(keys))
+// lost its scripts). It sets the commands in cmds (of len(keys)) and
+// returns them and the first error among them.
+func runScripts(ctx context.Context, client redis.UniversalClient, script *redis.Script, own []*redis.Script, keys [][]string, args [][]any, cmds []*redis.Cmd) ([]*redis.Cmd, error) {
 	var nodes map[*redis.Client][]int
 	if len(keys) > 1 {
 		nodes = byNode(ctx, client, keys)
