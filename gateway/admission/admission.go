@@ -31,6 +31,7 @@ package admission
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"vendorgate/gateway/concurrency"
 	"vendorgate/gateway/inflight"
@@ -105,6 +106,10 @@ type Admitter struct {
 	rates    RateLimiter
 	inFlight InFlightCounter
 	slots    SlotLimiter
+	// slotLists are the requests' lists of slots to take, reused: a list
+	// passed to the limiter (an interface) would be an allocation a
+	// request.
+	slotLists sync.Pool
 }
 
 // New returns an Admitter; it refuses a nil limiter.
@@ -112,7 +117,9 @@ func New(w WindowLimiter, r RateLimiter, f InFlightCounter, s SlotLimiter) (*Adm
 	if w == nil || r == nil || f == nil || s == nil {
 		return nil, errors.New("admission: a limiter is missing")
 	}
-	return &Admitter{windows: w, rates: r, inFlight: f, slots: s}, nil
+	ad := &Admitter{windows: w, rates: r, inFlight: f, slots: s}
+	ad.slotLists.New = func() any { return new(concurrency.Slots) }
+	return ad, nil
 }
 
 // Request is what a request is admitted by: its route's plan under its
@@ -284,12 +291,14 @@ func (ad *Admitter) admitInFlight(a *Admission, r *Request) error {
 // admitSlots is the slots' step, for a plan that counts any.
 func (ad *Admitter) admitSlots(a *Admission, r *Request) error {
 	n := a.Plan.Slots()
-	var ss concurrency.Slots
+	ss := ad.slotLists.Get().(*concurrency.Slots)
+	defer ad.slotLists.Put(ss) // the limiter keeps none of it
+	ss.Count = 0
 	for i := 0; i < n; i++ {
 		key, limit, row := a.Plan.Slot(i, r.Buckets)
 		ss.Add(concurrency.Slot{Key: key, Cap: limit, Policy: row})
 	}
-	held, refused, err := ad.slots.Acquire(&ss)
+	held, refused, err := ad.slots.Acquire(ss)
 	if err != nil && errors.Is(err, limit.ErrBusy) {
 		return err // shed: this node's overload, counted by the limiter, not a decision
 	}

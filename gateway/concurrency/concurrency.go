@@ -19,7 +19,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,10 +69,14 @@ type Limiter interface {
 // once, then releases Then (the request's in-flight slot at this gateway,
 // when set), so that one value held until the answer is done frees both.
 type Held struct {
-	owner    releaser
-	keys     [policy.MaxChecks]string
-	n        int
-	member   string
+	owner releaser
+	keys  [policy.MaxChecks]string
+	// caps are the caps asked (Redis): the take's arguments point here.
+	caps [policy.MaxChecks]int64
+	n    int
+	// seq names the slots in Redis: the member is the gateway's id and
+	// seq, joined by the scripts.
+	seq      uint64
 	released atomic.Bool
 	// Then is released after the slots.
 	Then interface{ Release() }
@@ -123,12 +126,13 @@ type Options struct {
 
 // Redis is the limiter every gateway sharing one Redis counts in.
 type Redis struct {
-	o    Options
-	id   string // this gateway's members are id-seq
-	seq  atomic.Uint64
-	ttl  string // TTL in milliseconds, for the scripts
-	mu   sync.Mutex
-	held map[*Held]struct{}
+	o     Options
+	id    string // this gateway's members are id-seq
+	seq   atomic.Uint64
+	ttl   int64 // TTL in milliseconds, for the scripts
+	mu    sync.Mutex
+	held  map[*Held]struct{}
+	calls calls // the releases' and refreshes' script calls
 
 	releases chan *Held
 	stop     chan struct{}
@@ -151,8 +155,9 @@ func NewRedis(o Options) (*Redis, error) {
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	r := &Redis{o: o, id: hex.EncodeToString(b[:]) + "-", ttl: strconv.FormatInt(o.TTL.Milliseconds(), 10),
-		held: make(map[*Held]struct{}), releases: make(chan *Held, 4096), stop: make(chan struct{})}
+	_, cluster := o.Client.(*redis.ClusterClient)
+	r := &Redis{o: o, id: hex.EncodeToString(b[:]) + "-", ttl: o.TTL.Milliseconds(), calls: calls{cluster: cluster},
+		held: make(map[*Held]struct{}), releases: make(chan *Held, releaseBatch*16), stop: make(chan struct{})}
 	r.done.Add(2)
 	go r.refresher()
 	go r.releaser()
@@ -160,44 +165,65 @@ func NewRedis(o Options) (*Redis, error) {
 }
 
 // acquireScript counts and takes one slot of each set, all or none.
-// KEYS: the sets; ARGV[1] the member, ARGV[2] the TTL in milliseconds,
-// then each set's cap. Expired members are dropped first. Returns the
-// 1-based index of a set at its cap, or 0 when every slot was taken.
+// KEYS: the sets; ARGV[1] and ARGV[2] the member (the gateway's id and the
+// request's number), ARGV[3] the TTL in milliseconds, then each set's cap.
+// Expired members are dropped first. Returns the 1-based index of a set at
+// its cap, or 0 when every slot was taken.
 var acquireScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ttl = tonumber(ARGV[2])
+local member = ARGV[1] .. ARGV[2]
+local ttl = tonumber(ARGV[3])
 for i = 1, #KEYS do
   redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
-  if redis.call('ZCARD', KEYS[i]) >= tonumber(ARGV[i + 2]) then return i end
+  if redis.call('ZCARD', KEYS[i]) >= tonumber(ARGV[i + 3]) then return i end
 end
 for i = 1, #KEYS do
-  redis.call('ZADD', KEYS[i], now + ttl, ARGV[1])
+  redis.call('ZADD', KEYS[i], now + ttl, member)
   redis.call('PEXPIRE', KEYS[i], ttl)
 end
 return 0
 `)
 
-// refreshScript renews a member's expiry in each set, and puts it back in
-// a set that no longer holds it (Redis lost it: a flush, a restart or a
-// failover without the data, or its expiry passed while Redis was stopped
-// or unreachable): the request holding it is still in flight. Returns how
-// many sets it was put back in.
+// refreshScript renews the expiry of many requests' members, each in its
+// sets, and puts a member back in a set that no longer holds it (Redis
+// lost it: a flush, a restart or a failover without the data, or its
+// expiry passed while Redis was stopped or unreachable): the request
+// holding it is still in flight. KEYS: every request's sets, one request
+// after the other; ARGV[1] the gateway's id, ARGV[2] the TTL in
+// milliseconds, then for each request its number of sets and its number.
+// Returns, by request, how many sets its member was put back in.
 var refreshScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
-local back = 0
-for i = 1, #KEYS do
-  back = back + redis.call('ZADD', KEYS[i], now + ttl, ARGV[1])
-  redis.call('PEXPIRE', KEYS[i], ttl)
+local back = {}
+local k = 0
+for i = 3, #ARGV, 2 do
+  local n = tonumber(ARGV[i])
+  local member = ARGV[1] .. ARGV[i + 1]
+  local b = 0
+  for j = k + 1, k + n do
+    b = b + redis.call('ZADD', KEYS[j], now + ttl, member)
+    redis.call('PEXPIRE', KEYS[j], ttl)
+  end
+  back[#back + 1] = b
+  k = k + n
 end
 return back
 `)
 
-// releaseScript removes a member from each set.
+// releaseScript removes many requests' members from their sets. KEYS and
+// ARGV as refreshScript's, without the TTL: ARGV[1] the gateway's id, then
+// for each request its number of sets and its number.
 var releaseScript = redis.NewScript(`
-for i = 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
+local k = 0
+for i = 2, #ARGV, 2 do
+  local n = tonumber(ARGV[i])
+  local member = ARGV[1] .. ARGV[i + 1]
+  for j = k + 1, k + n do redis.call('ZREM', KEYS[j], member) end
+  k = k + n
+end
 return 0
 `)
 
@@ -206,16 +232,20 @@ func (r *Redis) Acquire(ss *Slots) (*Held, int, error) {
 	if ss.Count == 0 {
 		return nil, -1, nil
 	}
-	h := &Held{owner: r, n: ss.Count, member: r.id + strconv.FormatUint(r.seq.Add(1), 36)}
-	call, keys, args, err := r.call(ss.Count, 2+ss.Count)
+	h := &Held{owner: r, n: ss.Count, seq: r.seq.Add(1)}
+	call, keys, args, err := r.call(ss.Count, 3+ss.Count)
 	if err != nil {
 		return nil, -1, fmt.Errorf("concurrency: take slots: %w", err)
 	}
-	keys, args = keys[:ss.Count], args[:2]
-	args[0], args[1] = h.member, r.ttl
+	// The arguments point at the limiter's and the Held's fields (go-redis
+	// writes what they point at): no value boxed, no allocation. The Held
+	// outlives the call, which a sender may still read after its caller
+	// gave up.
+	args[0], args[1], args[2] = &r.id, &h.seq, &r.ttl
 	for i := 0; i < ss.Count; i++ {
 		keys[i], h.keys[i] = ss.List[i].Key, ss.List[i].Key
-		args = append(args, ss.List[i].Cap)
+		h.caps[i] = int64(ss.List[i].Cap)
+		args[3+i] = &h.caps[i]
 	}
 	// Held before the call: a slot Redis took whose answer came too late
 	// is refreshed until it is given back below, not leaked for a TTL.
@@ -282,7 +312,7 @@ func (r *Redis) release(h *Held) {
 
 func (r *Redis) releaser() {
 	defer r.done.Done()
-	batch := make([]*Held, 0, 256)
+	batch := make([]*Held, 0, releaseBatch)
 	for {
 		select {
 		case <-r.stop:
@@ -311,14 +341,13 @@ func (r *Redis) releaser() {
 	}
 }
 
-// remove takes the members of hs out of their sets, in one pipeline.
+// remove takes the members of hs out of their sets: one script call for
+// them all (with Redis Cluster, one a hash slot), in one pipeline.
 func (r *Redis) remove(hs []*Held) {
 	if len(hs) == 0 {
 		return
 	}
-	_ = r.each(hs, "release", true, func(ctx context.Context, p redis.Pipeliner, h *Held) {
-		releaseScript.Eval(ctx, p, h.keys[:h.n], h.member)
-	})
+	_, _ = r.run(releaseScript, hs, "release", true)
 }
 
 // refresher renews the expiry of every held slot each Refresh. After a
@@ -364,19 +393,13 @@ func (r *Redis) refresh(tell bool) bool {
 	if len(hs) == 0 {
 		return true
 	}
-	cmds := make([]*redis.Cmd, len(hs))
-	i := 0
-	err := r.each(hs, "refresh", tell, func(ctx context.Context, p redis.Pipeliner, h *Held) {
-		cmds[i] = refreshScript.Eval(ctx, p, h.keys[:h.n], h.member, r.ttl)
-		i++
-	})
+	back, err := r.run(refreshScript, hs, "refresh", tell)
 	if err != nil {
 		return false
 	}
 	lost := 0
 	for i, h := range hs {
-		n, err := cmds[i].Int()
-		if err != nil || n == 0 {
+		if back[i] == 0 {
 			continue
 		}
 		if h.released.Load() {
@@ -391,29 +414,66 @@ func (r *Redis) refresh(tell bool) bool {
 	return true
 }
 
-// each runs call for every h in one pipeline (a Cluster splits it by
-// slot); a failure is told to OnError once per pipeline when tell is set,
-// and returned. The scripts of a pipeline are sent whole (EVAL, a few
-// hundred bytes): a pipelined EVALSHA a server has not seen fails, with no
-// fallback.
-func (r *Redis) each(hs []*Held, what string, tell bool, call func(context.Context, redis.Pipeliner, *Held)) error {
-	if len(hs) == 0 {
-		return nil
-	}
+// run runs script (releaseScript or refreshScript) for hs in one pipeline,
+// one script call per batch of calls (see calls), and returns by request
+// what the refresh script answered for it (0 where a call failed, and for
+// a release); a failure is told to OnError once per pipeline when tell is
+// set, and returned.
+func (r *Redis) run(script *redis.Script, hs []*Held, what string, tell bool) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), max(r.o.Timeout, time.Second))
 	defer cancel()
-	p := r.o.Client.Pipeline()
-	for _, h := range hs {
-		call(ctx, p, h)
+	refresh := script == refreshScript
+	batches := r.calls.batches(hs, &r.id, refresh, &r.ttl)
+	cmds := make([]*redis.Cmd, len(batches))
+	if len(batches) == 1 { // one call: no pipeline
+		b := &batches[0]
+		if cmds[0] = script.EvalSha(ctx, r.o.Client, b.keys, b.args...); noScript(cmds[0].Err()) {
+			cmds[0] = script.Eval(ctx, r.o.Client, b.keys, b.args...)
+		}
+	} else {
+		p := r.o.Client.Pipeline()
+		for i, b := range batches {
+			cmds[i] = script.EvalSha(ctx, p, b.keys, b.args...)
+		}
+		_, _ = p.Exec(ctx) // each command carries its own error
+		again := false
+		for _, c := range cmds {
+			again = again || noScript(c.Err())
+		}
+		if again { // the calls that met NOSCRIPT again, as EVAL
+			p = r.o.Client.Pipeline()
+			for i, b := range batches {
+				if noScript(cmds[i].Err()) {
+					cmds[i] = script.Eval(ctx, p, b.keys, b.args...)
+				}
+			}
+			_, _ = p.Exec(ctx)
+		}
 	}
-	_, err := p.Exec(ctx)
-	if err != nil && !errors.Is(err, redis.Nil) {
+	var err error
+	for _, c := range cmds {
+		if err = c.Err(); err != nil {
+			break
+		}
+	}
+	if err != nil {
 		if tell && r.o.OnError != nil {
 			r.o.OnError(what, err)
 		}
-		return err
+		return nil, err
 	}
-	return nil
+	out := make([]int64, len(hs))
+	if refresh {
+		for i, b := range batches {
+			backs, _ := cmds[i].Int64Slice()
+			for j, n := range backs {
+				if p := b.place(j); p < len(out) {
+					out[p] = n
+				}
+			}
+		}
+	}
+	return out, nil
 }
 
 // Held is how many requests hold slots at this gateway now.

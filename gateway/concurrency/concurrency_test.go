@@ -251,16 +251,21 @@ func transport(t testing.TB, addr string, timeout time.Duration) *redisconn.Conn
 
 // newTransport is transport for a helper process (no test to end it).
 func newTransport(addr string, timeout time.Duration) (*redisconn.Conn, error) {
+	wire := max(config.DefaultGateway().Redis.WireTimeout, timeout)
+	return transportOn(redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
+		ReadTimeout: wire, WriteTimeout: wire}), timeout)
+}
+
+// transportOn is the limiter's transport on c, a client of its own, with
+// the shipped settings and timeout.
+func transportOn(c redis.UniversalClient, timeout time.Duration) (*redisconn.Conn, error) {
 	d := config.DefaultGateway().Redis
-	wire := max(d.WireTimeout, timeout)
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
-		ReadTimeout: wire, WriteTimeout: wire})
 	h, err := redisconn.NewHealth(redisconn.HealthOptions{BreakerOpenFor: d.BreakerOpenFor, BreakerFailures: d.BreakerFailures,
 		BreakerWindow: d.BreakerWindow, BreakerFailureRatio: float64(d.BreakerFailurePercent) / 100})
 	if err != nil {
 		return nil, err
 	}
 	return redisconn.New(redisconn.Options{Client: c, Script: redis.NewScript("return 0"), Timeout: timeout,
-		WireTimeout: wire, BusyTimeout: max(d.BusyTimeout, timeout), Pipeline: true,
+		WireTimeout: max(d.WireTimeout, timeout), BusyTimeout: max(d.BusyTimeout, timeout), Pipeline: true,
 		PipelineMax: d.PipelineMax, PipelineSenders: d.PipelineSenders, TickSlack: d.TickSlack}, h, redisconn.SystemClock{Epoch: time.Now()})
 }
