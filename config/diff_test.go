@@ -157,3 +157,35 @@ func TestPrintEffectiveLimits(t *testing.T) {
 		t.Errorf("the printed limits load as other limits: %q", cs)
 	}
 }
+
+// A quota row's lease: shown by the diff and by -check (an override under
+// its row's); refused on another kind and in an override.
+func TestQuotaLease(t *testing.T) {
+	old := DefaultGateway()
+	c := *old
+	c.Limits.Policies = []Policy{{Name: "daily", Scope: ScopeVendor, Class: ClassOrders, Limit: Limit{Kind: KindQuota, Rate: 1000, Window: WindowDay, Lease: true},
+		Overrides: map[string]Limit{"v1": {Rate: 5}}}}
+	want := []string{"limits.policies[daily]: added {name: daily, scope: vendor, class: orders, kind: quota, rate: 1000, window: day, lease: true, overrides: {v1: {rate: 5}}}"}
+	if got := diffLines(t, old, &c); !reflect.DeepEqual(got, want) {
+		t.Errorf("a leased quota added:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if l := c.Limits.Policies[0].For("v1"); !l.Lease || l.Rate != 5 {
+		t.Errorf("v1's override %+v: want its row's lease", l)
+	}
+	env := envMap(map[string]string{"GATEWAY_INTERNAL_TOKEN": strings.Repeat("t", 16), "GATEWAY_KEY_SIGNING_SECRETS": testSigning})
+	for _, tc := range []struct{ row, want string }{
+		{"{name: daily, scope: vendor, class: orders, kind: quota, rate: 1000, window: day, lease: true}", ""},
+		{"{name: pace, scope: vendor, class: orders, rate: 10, period: 1m, lease: true}", "limits.policies[0].lease: only a quota is leased this way (a gcra row is leased by redis.lease_max, or never)"},
+		{"{name: slide, scope: vendor, class: orders, kind: window, rate: 10, period: 1m, lease: true}", "limits.policies[0].lease: only a quota is leased this way (a window row"},
+		{"{name: once, scope: vendor, class: orders, kind: concurrency, rate: 2, lease: true}", "limits.policies[0].lease: only a quota is leased this way (a policy of kind concurrency never is)"},
+		{"{name: daily, scope: vendor, class: orders, kind: quota, rate: 1000, window: day, overrides: {v1: {rate: 5, lease: true}}}", "limits.policies[0].overrides.v1.lease: an override keeps the row's lease"},
+	} {
+		_, err := LoadGateway(writeFile(t, "limits:\n  policies:\n    - "+tc.row+"\n"), env)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.row, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want %q", tc.row, err, tc.want)
+		}
+	}
+}

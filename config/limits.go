@@ -17,7 +17,10 @@ import (
 // each span of Days days; Period is not set) or KindWindow (a sliding
 // window: at most Rate in any Period), or, on a row of limits.policies,
 // KindConcurrency (at most Rate requests in flight at once). A quota or a
-// window has no burst and no shadow twin.
+// window has no burst and no shadow twin. Lease (a quota only): the
+// gateways lease the quota's counter in slices (see redis.lease_max and
+// redis.lease_ttl) rather than asking Redis for each request; never over
+// the quota, it may refuse while another gateway holds unused slices.
 type Limit struct {
 	Rate       int           `yaml:"rate"`
 	Period     time.Duration `yaml:"period"`
@@ -27,6 +30,7 @@ type Limit struct {
 	Kind       string        `yaml:"kind"`
 	Window     string        `yaml:"window"`
 	Days       int           `yaml:"days"`
+	Lease      bool          `yaml:"lease"`
 }
 
 // The kinds of limit.
@@ -66,6 +70,9 @@ func (l Limit) KindOf() string {
 
 // validateKind checks what l's kind asks of it.
 func (l Limit) validateKind(name string) error {
+	if l.Lease && l.KindOf() != KindQuota {
+		return fmt.Errorf("%s.lease: only a quota is leased this way (a %s row is leased by redis.lease_max, or never)", name, l.KindOf())
+	}
 	switch l.KindOf() {
 	case KindGCRA:
 		if l.Window != "" || l.Days != 0 {
@@ -241,7 +248,7 @@ func (p Policy) Path() string { return p.path }
 // An override keeps the row's kind and calendar window.
 func (p Policy) For(vendor string) Limit {
 	if o, ok := p.Overrides[vendor]; ok {
-		o.Kind, o.Window, o.Days = p.Kind, p.Window, p.Days
+		o.Kind, o.Window, o.Days, o.Lease = p.Kind, p.Window, p.Days, p.Lease
 		return o
 	}
 	return p.Limit
@@ -257,6 +264,9 @@ func (p Policy) validateOverride(vendor string) error {
 	}
 	if o.Kind != "" || o.Window != "" || o.Days != 0 {
 		return fmt.Errorf("%s: an override keeps the row's kind and window: set only rate, period, burst and shadow", name)
+	}
+	if o.Lease {
+		return fmt.Errorf("%s.lease: an override keeps the row's lease: set lease on the row", name)
 	}
 	return p.For(vendor).validate(name)
 }
@@ -336,6 +346,8 @@ func (p Policy) validateConcurrency() []error {
 			errs = append(errs, fmt.Errorf("%s.burst: a policy of kind concurrency has no burst", path))
 		case l.Shadow || l.ShadowTwin != nil:
 			errs = append(errs, fmt.Errorf("%s: a policy of kind concurrency has no shadow flag or shadow twin", path))
+		case l.Lease:
+			errs = append(errs, fmt.Errorf("%s.lease: only a quota is leased this way (a policy of kind concurrency never is)", path))
 		case l.Window != "" || l.Days != 0 || l.Kind != "" && path != p.path:
 			errs = append(errs, fmt.Errorf("%s: a policy of kind concurrency has no calendar window, and an override keeps its kind", path))
 		}

@@ -7,8 +7,8 @@ import "time"
 // row's kind) and only the fields its kind has; an override with the
 // values it sets, under its row's kind and window.
 
-// limitView is one limit's effective values. Kind, window and days are
-// the row's; an override has none of its own.
+// limitView is one limit's effective values. Kind, window, days and
+// lease are the row's; an override has none of its own.
 type limitView struct {
 	Kind       string        `yaml:"kind,omitempty"`
 	Rate       int           `yaml:"rate"`
@@ -16,6 +16,7 @@ type limitView struct {
 	Burst      int           `yaml:"burst,omitempty"`
 	Window     string        `yaml:"window,omitempty"`
 	Days       int           `yaml:"days,omitempty"`
+	Lease      bool          `yaml:"lease,omitempty"`
 	Shadow     bool          `yaml:"shadow,omitempty"`
 	ShadowTwin *limitView    `yaml:"shadow_twin,omitempty"`
 }
@@ -25,7 +26,7 @@ type limitView struct {
 func (l Limit) view(kind string, row bool) limitView {
 	v := limitView{Rate: l.Rate, Shadow: l.Shadow}
 	if row {
-		v.Kind, v.Window, v.Days = kind, l.Window, l.Days
+		v.Kind, v.Window, v.Days, v.Lease = kind, l.Window, l.Days, l.Lease
 	}
 	if !l.Enabled() {
 		return v // off: its other fields do not apply

@@ -10,6 +10,7 @@ import (
 
 	"vendorgate/config"
 	"vendorgate/gateway/edge"
+	"vendorgate/gateway/window"
 )
 
 // Serve serves the public API on pub and the admin endpoints on adm until
@@ -97,6 +98,9 @@ func (g *Gateway) Reload(c *config.Gateway) error {
 		if err := g.stores.Redis.SetLeases(c.Redis.LeaseMax, c.Redis.LeaseTTL); err != nil {
 			// config's validation refuses such settings first
 			g.log.Error("lease settings not reloaded; the previous stay", "err", err)
+		}
+		if w, ok := g.stores.Windows.(*window.Redis); ok {
+			w.SetLeases(c.Redis.LeaseMax, c.Redis.LeaseTTL) // the quotas' leases
 		}
 	}
 	g.metrics.ConfigReloads.WithLabelValues("ok").Inc()

@@ -17,8 +17,10 @@ import (
 // figures over the run: the limiters' calls, and the usage flushes and
 // the prober's pings, alike in every case) under each kind of limit: the
 // reads row as GCRA with the shipped leases, as GCRA without leases (every
-// request asks Redis), GCRA with a daily quota beside it, and the reads
-// row as a sliding window (its set holding the last 10 s of requests).
+// request asks Redis), GCRA with a daily quota beside it (exact, and
+// leased), and the reads row as a sliding window (its set holding the
+// last 10 s of requests). cmds/op counts every command Redis ran, those
+// the scripts run included (INFO commandstats).
 func BenchmarkRedisCostPerRequest(b *testing.B) {
 	for _, tc := range []struct {
 		name string
@@ -29,6 +31,10 @@ func BenchmarkRedisCostPerRequest(b *testing.B) {
 		{"gcra-leased+quota", func(o *Options) {
 			o.Config.Limits.Policies = []config.Policy{{Name: "reads-day", Scope: config.ScopeVendor, Class: config.ClassReads,
 				Limit: config.Limit{Kind: config.KindQuota, Rate: 1 << 30, Window: config.WindowDay}}}
+		}},
+		{"gcra-leased+leased-quota", func(o *Options) {
+			o.Config.Limits.Policies = []config.Policy{{Name: "reads-day", Scope: config.ScopeVendor, Class: config.ClassReads,
+				Limit: config.Limit{Kind: config.KindQuota, Rate: 1 << 30, Window: config.WindowDay, Lease: true}}}
 		}},
 		{"sliding", func(o *Options) {
 			o.Config.Limits.Vendor.Reads = config.Limit{Kind: config.KindWindow, Rate: config.MaxWindowRate, Period: 10 * time.Second}
@@ -66,6 +72,11 @@ func BenchmarkRedisCostPerRequest(b *testing.B) {
 			moved := func(name string) float64 { a, _ := st1.Sum(name); z, _ := st0.Sum(name); return a - z }
 			b.ReportMetric((st1.CPU()-st0.CPU())*1e6/n, "redis-us/op")
 			b.ReportMetric(float64(st1.Scripts()-st0.Scripts())/n, "scripts/op")
+			cmds := int64(0) // every command, those the scripts run included
+			for name, c := range st1.Calls() {
+				cmds += c - st0.Calls()[name]
+			}
+			b.ReportMetric(float64(cmds)/n, "cmds/op")
 			b.ReportMetric(moved("total_net_input_bytes")/n, "redis-in-B/op")
 			b.ReportMetric(moved("total_net_output_bytes")/n, "redis-out-B/op")
 			var mem int64

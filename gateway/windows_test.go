@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"vendorgate/config"
 	"vendorgate/gateway/usage"
@@ -233,9 +236,7 @@ func TestWindowsAcrossGateways(t *testing.T) {
 	rs := testredis.Start(t)
 	b := newTestBackend(t)
 	shipped := func(o *Options) {
-		o.Config.Redis.URL = config.List{rs.URL()}
-		d := config.DefaultGateway().Redis
-		o.Config.Redis.Timeout, o.Config.Redis.PoolSize = d.Timeout, d.PoolSize
+		onShippedRedis(o, rs)
 		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 100000, Period: time.Minute, Kind: config.KindWindow}
 		o.Config.Limits.Vendor.Orders = config.Limit{Rate: 100000, Period: time.Minute}
 		o.Config.Limits.Policies = []config.Policy{
@@ -249,37 +250,50 @@ func TestWindowsAcrossGateways(t *testing.T) {
 		method, path string
 		want         int
 	}{{"POST", "/api/vendor/v1/orders", 25}, {"GET", "/api/vendor/v1/me", 15}} {
-		var ok, refused, other atomic.Int64
-		var wg sync.WaitGroup
-		for w := 0; w < 8; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				gw := g1
-				if w%2 == 1 {
-					gw = g2
-				}
-				for i := 0; i < 10; i++ {
-					switch a := do(t, tc.method, gw.url+tc.path, key); a.status {
-					case 200:
-						ok.Add(1)
-					case 429:
-						refused.Add(1)
-					default:
-						other.Add(1)
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		if ok.Load() != int64(tc.want) || refused.Load() != 80-int64(tc.want) || other.Load() != 0 {
+		ok, refused, other := spreadOver(t, []*testGateway{g1, g2}, 10, tc.method, tc.path, key)
+		if ok != int64(tc.want) || refused != 80-int64(tc.want) || other != 0 {
 			t.Fatalf("%s %s: %d admitted, %d refused, %d other; want exactly %d admitted across both gateways",
-				tc.method, tc.path, ok.Load(), refused.Load(), other.Load(), tc.want)
+				tc.method, tc.path, ok, refused, other, tc.want)
 		}
 	}
 	rs.Stop()
 	do(t, "POST", g1.url+"/api/vendor/v1/orders", key).wantError(t, 503, apierr.RateLimitUnavailable)
 	do(t, "GET", g2.url+"/api/vendor/v1/me", key).wantError(t, 503, apierr.RateLimitUnavailable)
+}
+
+// onShippedRedis points o at rs with the shipped Redis timeout and pool
+// (the tests' configuration shortens them).
+func onShippedRedis(o *Options, rs *testredis.Server) {
+	o.Config.Redis.URL = config.List{rs.URL()}
+	d := config.DefaultGateway().Redis
+	o.Config.Redis.Timeout, o.Config.Redis.PoolSize = d.Timeout, d.PoolSize
+}
+
+// spreadOver sends each requests from 8 clients at once, client w to
+// gateway w of gws in turn, and counts the answers admitted (200),
+// refused (429) and other.
+func spreadOver(t *testing.T, gws []*testGateway, each int, method, path, key string) (ok, refused, other int64) {
+	var okN, refusedN, otherN atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gw := gws[w%len(gws)]
+			for i := 0; i < each; i++ {
+				switch a := do(t, method, gw.url+path, key); a.status {
+				case 200:
+					okN.Add(1)
+				case 429:
+					refusedN.Add(1)
+				default:
+					otherN.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return okN.Load(), refusedN.Load(), otherN.Load()
 }
 
 // TestReadsAsSlidingWindow: the specification's reads row given a sliding
@@ -393,4 +407,108 @@ func TestQuotaReloaded(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLeasedQuotaAcrossGateways: a leased quota of 60 orders a day on
+// gateways sharing one Redis, with the shipped Redis settings (slices of
+// at most redis.lease_max). Two gateways take 40 orders spread between them:
+// all admitted (with room left, no refusal). When both have stopped (each
+// gives back what its leases held), the quota's counter in Redis is the 40
+// they admitted. Two more gateways then share 40 orders for the 20 left:
+// never more than 20 admitted between them, and once they have stopped the
+// counter is what all four admitted: nothing a lease took is lost.
+func TestLeasedQuotaAcrossGateways(t *testing.T) {
+	rs := testredis.Start(t)
+	b := newTestBackend(t)
+	shipped := func(o *Options) {
+		onShippedRedis(o, rs)
+		o.Config.Limits.Vendor.Orders = config.Limit{Rate: 100000, Period: time.Minute}
+		o.Config.Limits.Policies = []config.Policy{{Name: "orders-day", Scope: config.ScopeVendor, Class: config.ClassOrders,
+			Limit: config.Limit{Kind: config.KindQuota, Rate: 60, Days: 1, Lease: true}}}
+	}
+	key, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	rc := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	defer rc.Close()
+	// spread sends 40 orders from 8 clients over two new gateways, then
+	// stops them; it returns how many were admitted.
+	spread := func() int64 {
+		gws := []*testGateway{startGateway(t, b, shipped), startGateway(t, b, shipped)}
+		ok, _, other := spreadOver(t, gws, 5, "POST", "/api/vendor/v1/orders", key)
+		if other != 0 {
+			t.Fatalf("%d answers neither 200 nor 429", other)
+		}
+		for _, gw := range gws {
+			if err := gw.g.Shutdown(0, 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return ok
+	}
+	counter := func() int64 {
+		t.Helper()
+		keys, err := rc.Keys(context.Background(), "win:*orders-day:q*").Result()
+		if err != nil || len(keys) != 1 {
+			t.Fatalf("the quota's counters in Redis: %q, %v; want one", keys, err)
+		}
+		n, err := rc.Get(context.Background(), keys[0]).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if first := spread(); first != 40 {
+		t.Fatalf("%d of 40 orders admitted under a quota of 60, want all", first)
+	}
+	if n := counter(); n != 40 {
+		t.Fatalf("the counter holds %d after the gateways stopped, want the 40 they admitted", n)
+	}
+	second := spread()
+	if second > 20 {
+		t.Fatalf("%d admitted for the 20 left", second)
+	}
+	if n := counter(); n != 40+second {
+		t.Fatalf("the counter holds %d after the gateways stopped, want the %d all four admitted", n, 40+second)
+	}
+}
+
+// TestLeasedQuotaHeadersAndUsage: on one gateway, a leased quota's
+// RateLimit header counts down by one a request as an exact quota's does
+// (what the gateway's slice holds unspent is not counted used), and so
+// does the usage view's quota_used, though Redis' counter holds the slice.
+func TestLeasedQuotaHeadersAndUsage(t *testing.T) {
+	const adminToken = "usage-admin-token-0123"
+	rs := testredis.Start(t)
+	b := newTestBackend(t)
+	gw := startGateway(t, b, func(o *Options) {
+		o.Config.Redis.URL = config.List{rs.URL()}
+		o.Config.AdminToken = adminToken
+		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 100000, Period: time.Minute}
+		o.Config.Limits.Policies = []config.Policy{{Name: "reads-day", Scope: config.ScopeVendor, Class: config.ClassReads,
+			Limit: config.Limit{Kind: config.KindQuota, Rate: 1000, Window: config.WindowDay, Lease: true}}}
+	})
+	key, res := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	const n = 40
+	for i := 0; i < n; i++ {
+		a := do(t, "GET", gw.url+"/api/vendor/v1/me", key)
+		rl := a.header.Get("RateLimit")
+		var r, tt int
+		if a.status != 200 || !strings.Contains(rl, `"reads-day"`) {
+			t.Fatalf("read %d: %d, RateLimit %q", i, a.status, rl)
+		}
+		if _, err := fmt.Sscanf(rl[strings.Index(rl, `"reads-day"`):], `"reads-day";r=%d;t=%d`, &r, &tt); err != nil || r != 999-i {
+			t.Fatalf("read %d: RateLimit %q, want reads-day's r=%d", i, rl, 999-i)
+		}
+	}
+	if used := quotaUsed(t, gw, adminToken, res.VendorID); used != n {
+		t.Fatalf("quota_used %d, want the %d reads", used, n)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	defer rc.Close()
+	keys, err := rc.Keys(context.Background(), "win:*reads-day:q*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("the quota's counters: %q, %v", keys, err)
+	}
+	if c, _ := rc.Get(context.Background(), keys[0]).Int(); c <= n {
+		t.Fatalf("the counter holds %d: no slice taken beyond the %d reads (the test shows nothing)", c, n)
+	}
 }

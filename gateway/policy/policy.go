@@ -44,6 +44,9 @@ type Rate struct {
 	// (Tokens: at least 1).
 	Refund bool
 	Cost   int32
+	// Lease (a Quota only): the quota's counter is leased in slices
+	// (package window), not asked of Redis for each request.
+	Lease bool
 }
 
 // Kind is how a policy decides.

@@ -57,7 +57,7 @@ func rateOf(name string, l config.Limit) policy.Rate {
 	case config.KindWindow:
 		r.Kind = policy.Sliding
 	case config.KindQuota:
-		r.Kind = policy.Quota
+		r.Kind, r.Lease = policy.Quota, l.Lease
 		r.Calendar = policy.Calendar{Days: uint16(l.Days), Month: l.Window == config.WindowMonth}
 		if l.Window == config.WindowDay {
 			r.Calendar.Days = 1

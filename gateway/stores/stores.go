@@ -195,7 +195,8 @@ func New(o Options) (_ Stores, err error) {
 	// one, through the limiter's transport (its pipelined round trips, its
 	// rule and its breaker), failing at once while the breaker is open.
 	if s.Windows, err = window.NewRedis(window.RedisOptions{Client: s.Clients.Limiter, Conn: s.Redis.Transport(),
-		Timeout: c.Redis.Timeout, Down: s.Redis.Down, OnFailure: h.WindowFailure, OnDataLost: h.RedisDataLost}); err != nil {
+		Timeout: c.Redis.Timeout, Down: s.Redis.Down, OnFailure: h.WindowFailure, OnDataLost: h.RedisDataLost,
+		LeaseMax: c.Redis.LeaseMax, LeaseTTL: c.Redis.LeaseTTL}); err != nil {
 		return Stores{}, err
 	}
 	sc := *uo
@@ -232,10 +233,14 @@ func New(o Options) (_ Stores, err error) {
 	return s, nil
 }
 
-// Close stops the Redis limiter and the slots' refreshes, then closes the
+// Close gives back the leased quotas' tokens, stops the Redis limiter and
+// the slots' refreshes, then closes the
 // clients; it skips what New did not get to. The callers of the clients
 // (the usage recorder, the invalidation subscriber) are closed first.
 func (s *Stores) Close() {
+	if w, ok := s.Windows.(*window.Redis); ok {
+		w.Close() // gives back what its leased quotas hold
+	}
 	if s.Redis != nil {
 		s.Redis.Close()
 	}

@@ -18,54 +18,8 @@ import "github.com/redis/go-redis/v9"
 // (Unix seconds) and charged (1; 2 when the charge found a quota's counter
 // absent and created it: the window's first use, or a counter Redis lost;
 // 0 not charged).
-//
-// The calendar is Howard Hinnant's days_from_civil and civil_from_days.
-var chargeScript = redis.NewScript(`
-local now
-if ARGV[2] ~= "" then
-  now = tonumber(ARGV[2])
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+var chargeScript = redis.NewScript(calendar + `
 local id = ARGV[1]
-
-local function days_from_civil(y, m, d)
-  if m <= 2 then y = y - 1 end
-  local era = math.floor(y / 400)
-  local yoe = y - era * 400
-  local mp = (m + 9) % 12
-  local doy = math.floor((153 * mp + 2) / 5) + d - 1
-  local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
-  return era * 146097 + doe - 719468
-end
-
-local function civil_from_days(z)
-  z = z + 719468
-  local era = math.floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
-  local y = yoe + era * 400
-  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
-  local mp = math.floor((5 * doy + 2) / 153)
-  local m = mp < 10 and mp + 3 or mp - 9
-  if m <= 2 then y = y + 1 end
-  return y, m
-end
-
-local function window(days)
-  local s = math.floor(now / 1000)
-  if days == 0 then
-    local y, m = civil_from_days(math.floor(s / 86400))
-    local ny, nm = y, m + 1
-    if nm > 12 then ny, nm = y + 1, 1 end
-    return days_from_civil(y, m, 1) * 86400, days_from_civil(ny, nm, 1) * 86400
-  end
-  local span = days * 86400
-  local start = math.floor(s / span) * span
-  return start, start + span
-end
-
 local st = {}
 local allowed = true
 for i = 1, #KEYS do
@@ -140,3 +94,110 @@ for i = 1, #KEYS do
 end
 return 0
 `)
+
+// leaseScript takes slices of quota counters for a gateway's lease, and
+// gives back what an expired lease left. KEYS[i] is check i's bucket;
+// ARGV[1] is not read, ARGV[2] the time in milliseconds ("" for Redis
+// TIME), then five per check: the quota's days (0: the UTC month), its
+// limit, the tokens wanted (0: none), and a lease to give back: its
+// window's start (Unix seconds) and its unused tokens (0: none).
+//
+// What goes back is taken off that window's counter, never below zero.
+// Then the counter of the window holding now grants min(wanted, room,
+// max(1, room / 8)) tokens (room: the limit less the count): a slice of
+// what is left, so that near the end no gateway holds much of it. It
+// returns six numbers per check: the tokens granted, the count after,
+// the milliseconds to the window's end, the window in milliseconds, its
+// start (Unix seconds), and 1 when the grant created the counter (the
+// window's first use, or a counter Redis lost), else 0.
+var leaseScript = redis.NewScript(calendar + `
+local out = {}
+for i = 1, #KEYS do
+  local a = 2 + (i - 1) * 5
+  local days, limit, want = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local back = tonumber(ARGV[a + 5])
+  if back > 0 then
+    local bk = KEYS[i] .. ":q" .. ARGV[a + 4]
+    local v = tonumber(redis.call("GET", bk) or "0")
+    if v > 0 then redis.call("DECRBY", bk, math.min(v, back)) end
+  end
+  local ws, we = window(days)
+  local key = KEYS[i] .. ":q" .. string.format("%d", ws)
+  local v = redis.call("GET", key)
+  local used = tonumber(v or "0")
+  local room = math.max(limit - used, 0)
+  local grant, created = 0, 0
+  if want > 0 and room > 0 then
+    grant = math.min(want, room, math.max(1, math.floor(room / 8)))
+    redis.call("INCRBY", key, grant)
+    if not v then
+      redis.call("PEXPIRE", key, we * 1000 + 3600000 - now)
+      created = 1
+    end
+    used = used + grant
+  end
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3] = grant, used, we * 1000 - now
+  out[n + 4], out[n + 5], out[n + 6] = (we - ws) * 1000, ws, created
+end
+return out
+`)
+
+// giveBackScript takes n (ARGV[1]) off a quota window's counter (KEYS[1]),
+// never below zero: the tokens a lease did not use.
+var giveBackScript = redis.NewScript(`
+local v = tonumber(redis.call("GET", KEYS[1]) or "0")
+if v > 0 then redis.call("DECRBY", KEYS[1], math.min(v, tonumber(ARGV[1]))) end
+return 0
+`)
+
+// calendar begins the scripts that count quotas: now (ARGV[2] when set,
+// else Redis TIME) in milliseconds, and window(days), a quota window's
+// start and end in Unix seconds (days 0: the UTC month). The calendar is
+// Howard Hinnant's days_from_civil and civil_from_days.
+const calendar = `
+local now
+if ARGV[2] ~= "" then
+  now = tonumber(ARGV[2])
+else
+  local t = redis.call("TIME")
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function days_from_civil(y, m, d)
+  if m <= 2 then y = y - 1 end
+  local era = math.floor(y / 400)
+  local yoe = y - era * 400
+  local mp = (m + 9) % 12
+  local doy = math.floor((153 * mp + 2) / 5) + d - 1
+  local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
+  return era * 146097 + doe - 719468
+end
+
+local function civil_from_days(z)
+  z = z + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local y = yoe + era * 400
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local m = mp < 10 and mp + 3 or mp - 9
+  if m <= 2 then y = y + 1 end
+  return y, m
+end
+
+local function window(days)
+  local s = math.floor(now / 1000)
+  if days == 0 then
+    local y, m = civil_from_days(math.floor(s / 86400))
+    local ny, nm = y, m + 1
+    if nm > 12 then ny, nm = y + 1, 1 end
+    return days_from_civil(y, m, 1) * 86400, days_from_civil(ny, nm, 1) * 86400
+  end
+  local span = days * 86400
+  local start = math.floor(s / span) * span
+  return start, start + span
+end
+
+`

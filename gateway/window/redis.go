@@ -42,6 +42,12 @@ type RedisOptions struct {
 	// gone or replaced: Redis lost its data (quota counters included)
 	// since. Optional.
 	OnDataLost func()
+	// LeaseMax and LeaseTTL lease the quotas whose rows ask for it
+	// (policy.Rate.Lease; see lease.go): the most tokens of a bucket one
+	// call takes (1: none, every request asks Redis) and how long a lease
+	// lives. LeaseMax 0: no leases (and no sweeper to Close).
+	LeaseMax int
+	LeaseTTL time.Duration
 }
 
 // MarkerKey is the marker of one Redis' data: written once, with no TTL
@@ -75,6 +81,14 @@ type Redis struct {
 	seenMu       sync.Mutex
 	seen         string
 	markerChecks atomic.Uint64 // checks made (tests wait on it)
+
+	// Leased quotas (nil without LeaseMax): the leases, the clock they
+	// end on, and the sweeper's stop and end.
+	leases *quotaLeases
+	epoch  time.Time
+	stop   chan struct{}
+	swept  chan struct{}
+	closed sync.Once
 }
 
 // NewRedis returns a Redis window limiter.
@@ -92,7 +106,29 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 	if _, err := rand.Read(seed[:]); err != nil {
 		return nil, fmt.Errorf("window: charge id: %w", err)
 	}
-	return &Redis{o: o, prefix: hex.EncodeToString(seed[:]) + "-"}, nil
+	l := &Redis{o: o, prefix: hex.EncodeToString(seed[:]) + "-", epoch: time.Now()}
+	if o.LeaseMax > 0 {
+		if o.LeaseTTL <= 0 {
+			return nil, errors.New("window: LeaseTTL must be positive")
+		}
+		l.leases = newQuotaLeases(o.LeaseMax, o.LeaseTTL)
+		l.stop, l.swept = make(chan struct{}), make(chan struct{})
+		go l.sweeper()
+	}
+	return l, nil
+}
+
+// Close gives back what the leases hold and stops the sweeper; nothing
+// without leases. Charges after it are not leased.
+func (l *Redis) Close() {
+	if l.leases == nil {
+		return
+	}
+	l.closed.Do(func() {
+		l.leases.off.Store(true)
+		close(l.stop)
+		<-l.swept
+	})
 }
 
 // Charge decides and charges cs in one call (chargeScript).
@@ -104,6 +140,9 @@ func (l *Redis) Charge(cs policy.Checks) (Decision, error) {
 	}
 	if l.o.Down != nil && l.o.Down() {
 		return d, ErrUnavailable
+	}
+	if l.leased(&cs) {
+		return l.chargeLeased(cs)
 	}
 	d.id = l.prefix + strconv.FormatUint(l.seq.Add(1), 36)
 	call, keys, args, err := l.call(cs.Count, 2+4*cs.Count)
@@ -196,6 +235,9 @@ func (l *Redis) checkMarker() {
 	l.seen = old
 	l.seenMu.Unlock()
 	l.known.Store(true)
+	if lost {
+		l.dropLeases() // counted in counters that are gone
+	}
 	if lost && l.o.OnDataLost != nil {
 		l.o.OnDataLost()
 	}
@@ -204,6 +246,16 @@ func (l *Redis) checkMarker() {
 // Refund takes back d's charges in one call; a failure leaves them (told
 // to OnFailure), never retried.
 func (l *Redis) Refund(cs policy.Checks, d Decision) Decision {
+	if d.leased {
+		now := l.clock()
+		for i := 0; i < d.Count; i++ {
+			if r := &d.Results[i]; r.charged {
+				l.giveOne(cs.List[i].Key, r.start, now)
+				r.refunded(cs.List[i].Rate.Limit)
+			}
+		}
+		return d
+	}
 	var keys []string
 	args := []any{d.id}
 	for i := 0; i < d.Count; i++ {
@@ -271,7 +323,8 @@ func integers(raw any, n int) ([]any, error) {
 	return vs, nil
 }
 
-// Used reads a quota bucket's counter for the window holding now.
+// Used reads a quota bucket's counter for the window holding now, less
+// what this gateway's lease of it holds unspent.
 func (l *Redis) Used(key string, r policy.Rate) (int, time.Time, time.Time, error) {
 	start, end := r.Calendar.Window(time.Now())
 	ctx, cancel := context.WithTimeout(context.Background(), max(l.o.Timeout, time.Second))
@@ -279,6 +332,11 @@ func (l *Redis) Used(key string, r policy.Rate) (int, time.Time, time.Time, erro
 	n, err := l.o.Client.Get(ctx, keyPrefix+quotaKey(key, start.Unix())).Int()
 	if errors.Is(err, redis.Nil) {
 		err = nil
+	}
+	if l.leases != nil {
+		// A leased quota's counter counts the slices the gateways hold
+		// unspent: this gateway's are not used.
+		n = max(n-l.held(key, start.Unix()), 0)
 	}
 	return n, start, end, err
 }

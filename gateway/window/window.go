@@ -1,9 +1,10 @@
 // Package window decides the limits that count requests in a window rather
 // than in a token bucket: a Quota (at most q in each calendar window: a UTC
 // day, a UTC month, or a span of days) and a Sliding window (at most q in
-// any w seconds). Neither is ever leased: each request's check is one
-// round trip to Redis, exact across gateway replicas, made only for the
-// routes that have such a policy (package limit decides the GCRA rows).
+// any w seconds). Unless every check of a request is a quota its row
+// leases (lease.go), each request's check is one round trip to Redis,
+// exact across gateway replicas, made only for the routes that have such a
+// policy (package limit decides the GCRA rows).
 //
 // A quota is one counter per window ("win:<bucket>:q<window start>", expiring
 // an hour after the window ends); a sliding window is one sorted set per
@@ -66,8 +67,11 @@ type Decision struct {
 	RetryAfter time.Duration
 	Count      int
 	Results    [policy.MaxChecks]Result
-	// id names the charge (a sliding window's member).
-	id string
+	// id names the charge (a sliding window's member); leased: the
+	// charges were spent from this gateway's leases (a refund goes back
+	// to them).
+	id     string
+	leased bool
 }
 
 // Left is what check i's window holds after the decision, for the

@@ -1,0 +1,413 @@
+package window
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"vendorgate/gateway/limit/redisconn"
+	"vendorgate/gateway/policy"
+)
+
+// Leased quotas (a quota row's lease: true). A gateway takes a slice of a
+// quota window's counter at once (leaseScript: the counter counts it
+// whole, in Redis) and admits the requests of the slice itself; what a
+// slice has not used when its lease ends (lease_ttl after its call, or at
+// its window's end, whichever comes first) goes back to the counter it was
+// taken from. A token is counted in Redis before a request spends it, in
+// the window that request falls in, so a leased quota never admits more
+// than its rate in a window while Redis keeps its counters. It may refuse
+// below it: while another gateway holds an unused slice (at most
+// lease_max tokens of a bucket, and an eighth of what was left when it
+// was taken), or after a slice that never came back (a gateway that died
+// holding it, a give-back Redis did not answer): at most the slice, for
+// the rest of that window. A slice follows demand: a bucket's first
+// request in a lease period takes its own token only (exact), then each
+// call asks for as many as the bucket had requests in the last period, at
+// most lease_max. lease_max 1 is no lease: every request asks Redis, as an
+// exact quota does.
+//
+// A request whose checks are not all leased quotas (a sliding window, an
+// exact quota) is decided by one chargeScript call, exactly, as before.
+
+// quotaLeases are one limiter's leases, by the quota's bucket name.
+type quotaLeases struct {
+	max atomic.Int64 // tokens a call asks for at most; 1: no leases
+	ttl atomic.Int64 // a lease's life, ms
+	off atomic.Bool  // closed: the quotas are asked of Redis, exactly
+
+	mu   sync.Mutex
+	m    map[string]*quotaLease
+	back []giveBack // what goes back at the next sweep (or Close)
+	// sent counts the tokens given back that Redis answered for, lost
+	// those it did not (a give-back is never sent twice: one whose answer
+	// was lost may have been applied).
+	sent, lost atomic.Uint64
+}
+
+// quotaLease is one bucket's lease at this gateway, and its demand.
+type quotaLease struct {
+	start  int64 // the quota window (Unix seconds) the tokens were counted in
+	tokens int   // unused tokens
+	until  int64 // ms, the limiter's clock: the tokens are spent before it
+	end    int64 // ms: the window's end, on the limiter's clock, at the latest
+	used   int   // the counter after this gateway's last call
+	win    time.Duration
+	// Demand: requests since the period began (n) and in the one before.
+	since   int64
+	n, prev int
+}
+
+// giveBack is unused tokens of a quota window's counter: its bucket and
+// the window's start.
+type giveBack struct {
+	bucket string
+	start  int64
+	n      int
+}
+
+func newQuotaLeases(max int, ttl time.Duration) *quotaLeases {
+	q := &quotaLeases{m: make(map[string]*quotaLease)}
+	q.set(max, ttl)
+	return q
+}
+
+func (q *quotaLeases) set(max int, ttl time.Duration) {
+	q.max.Store(int64(max))
+	q.ttl.Store(ttl.Milliseconds())
+}
+
+// want is what bucket le's next call asks for at now: the requests of the
+// last lease period, this one's included, at most most, at least one.
+func (le *quotaLease) want(now, ttl, most int64) int {
+	if now-le.since >= ttl {
+		if now-le.since < 2*ttl {
+			le.prev = le.n
+		} else {
+			le.prev = 0
+		}
+		le.n, le.since = 0, now
+	}
+	le.n++
+	return int(min(most, int64(max(le.n, le.prev, 1))))
+}
+
+// leased reports whether every check of cs is a leased quota, and leases
+// are on.
+func (l *Redis) leased(cs *policy.Checks) bool {
+	if l.leases == nil || l.leases.max.Load() <= 1 || l.leases.off.Load() {
+		return false
+	}
+	for i := 0; i < cs.Count; i++ {
+		if r := &cs.List[i].Rate; r.Kind != policy.Quota || !r.Lease {
+			return false
+		}
+	}
+	return true
+}
+
+// chargeLeased decides cs (leased quotas only) from this gateway's leases,
+// and asks Redis (leaseScript, one call) only for the checks whose lease
+// is spent or ended. A token taken for a request that is refused after
+// all (another check full) goes back to its lease.
+func (l *Redis) chargeLeased(cs policy.Checks) (Decision, error) {
+	d := Decision{leased: true}
+	q := l.leases
+	now, ttl, most := l.clock(), q.ttl.Load(), q.max.Load()
+	var got [policy.MaxChecks]bool
+	var want [policy.MaxChecks]int
+	var back [policy.MaxChecks]giveBack
+	ask := false
+	q.mu.Lock()
+	for i := 0; i < cs.Count; i++ {
+		c := &cs.List[i]
+		le := q.m[c.Key]
+		if le == nil {
+			le = &quotaLease{since: now}
+			q.m[c.Key] = le
+		}
+		w := le.want(now, ttl, most)
+		if le.tokens > 0 && now < le.until {
+			le.tokens--
+			got[i] = true
+			l.fromLease(&d.Results[i], le, now)
+			continue
+		}
+		if le.tokens > 0 { // ended unused: back with this call
+			back[i] = giveBack{start: le.start, n: le.tokens}
+			le.tokens = 0
+		}
+		want[i], ask = w, true
+	}
+	q.mu.Unlock()
+	if ask {
+		if err := l.take(&cs, &d, now, &want, &back, &got); err != nil {
+			l.putBack(&cs, &d, &got, now) // the tokens taken from leases
+			return Decision{}, err
+		}
+	}
+	d.decide(&cs)
+	if !d.Allowed {
+		l.putBack(&cs, &d, &got, now)
+	}
+	return d, nil
+}
+
+// fromLease fills r for a token spent from le at now.
+func (l *Redis) fromLease(r *Result, le *quotaLease, now int64) {
+	r.Allowed, r.charged, r.start = true, true, le.start
+	r.Used = max(le.used-le.tokens, 0) // what this gateway knows is spent
+	r.ResetAfter = time.Duration(max(le.end-now, 0)) * time.Millisecond
+	r.Window = le.win
+}
+
+// take asks Redis for the checks of want (their slices) and gives back
+// back; each check granted a token spends one, the rest goes to its
+// lease.
+func (l *Redis) take(cs *policy.Checks, d *Decision, now int64, want *[policy.MaxChecks]int, back *[policy.MaxChecks]giveBack, got *[policy.MaxChecks]bool) error {
+	call, keys, args, err := l.call(cs.Count, 2+5*cs.Count)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	keys, args = keys[:cs.Count], args[:2]
+	args[0], args[1] = "", ""
+	if l.now != nil {
+		args[1] = strconv.FormatInt(now, 10)
+	}
+	for i := 0; i < cs.Count; i++ {
+		c := &cs.List[i]
+		keys[i] = keyPrefix + c.Key
+		days := int64(c.Rate.Calendar.Days)
+		if c.Rate.Calendar.Month {
+			days = 0
+		}
+		args = append(args, days, c.Rate.Limit, want[i], back[i].start, back[i].n)
+	}
+	raw, err := l.run(call, leaseScript, keys, args)
+	if err != nil {
+		if errors.Is(err, redisconn.ErrBusy) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	vals, err := integers(raw, 6*cs.Count)
+	if err != nil {
+		err = fmt.Errorf("window: %w for %d leased checks", err, cs.Count)
+		l.failed(err)
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	created := false
+	q := l.leases
+	q.mu.Lock()
+	for i := 0; i < cs.Count; i++ {
+		if want[i] == 0 {
+			continue
+		}
+		v := vals[6*i : 6*i+6]
+		grant, used, reset := int(v[0].(int64)), int(v[1].(int64)), v[2].(int64)
+		win, start := time.Duration(v[3].(int64))*time.Millisecond, v[4].(int64)
+		created = created || v[5].(int64) == 1
+		c := &cs.List[i]
+		le := q.m[c.Key]
+		if le == nil { // dropped meanwhile (Redis lost its data)
+			le = &quotaLease{since: now}
+			q.m[c.Key] = le
+		}
+		// The window's end and the lease's, on this gateway's clock from
+		// the call's start: Redis read its clock after that, so both are
+		// early, never late.
+		end := now + reset
+		until := min(end, now+q.ttl.Load())
+		if grant > 0 {
+			if le.tokens > 0 && (le.start != start || now >= le.until) {
+				// Another call's tokens, of an older window or ended.
+				q.back = append(q.back, giveBack{bucket: c.Key, start: le.start, n: le.tokens})
+				le.tokens = 0
+			}
+			if le.tokens == 0 {
+				le.start, le.until, le.used = start, until, used
+			} else { // another call's lease of the same window, running
+				le.until, le.used = max(le.until, until), max(le.used, used)
+			}
+			le.end, le.win = end, win
+			le.tokens += grant - 1 // one for this request
+			got[i] = true
+			l.fromLease(&d.Results[i], le, now)
+			continue
+		}
+		r := &d.Results[i]
+		r.Used, r.Window = used, win
+		r.ResetAfter = time.Duration(max(reset, 0)) * time.Millisecond
+		r.RetryAfter = r.ResetAfter
+	}
+	q.mu.Unlock()
+	if (created || !l.known.Load()) && l.checking.CompareAndSwap(false, true) {
+		go l.checkMarker()
+	}
+	return nil
+}
+
+// putBack returns the tokens a request took from leases (got) and did
+// not spend: refused, or its call failed.
+func (l *Redis) putBack(cs *policy.Checks, d *Decision, got *[policy.MaxChecks]bool, now int64) {
+	for i := 0; i < cs.Count; i++ {
+		if got[i] {
+			l.giveOne(cs.List[i].Key, d.Results[i].start, now)
+			d.Results[i].charged = false
+			got[i] = false
+		}
+	}
+}
+
+// giveOne returns one token of bucket's window start: to its lease while
+// it runs, else to the counter at the next sweep.
+func (l *Redis) giveOne(bucket string, start, now int64) {
+	q := l.leases
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if le := q.m[bucket]; le != nil && le.start == start && now < le.until {
+		le.tokens++
+		return
+	}
+	q.back = append(q.back, giveBack{bucket: bucket, start: start, n: 1})
+}
+
+// sweeper gives back, every lease_ttl, what ended leases did not use, and
+// forgets buckets idle for two lease periods.
+func (l *Redis) sweeper() {
+	defer close(l.swept)
+	for {
+		ttl := time.Duration(l.leases.ttl.Load()) * time.Millisecond
+		select {
+		case <-l.stop:
+			l.sweep(true)
+			return
+		case <-time.After(ttl):
+			l.sweep(false)
+		}
+	}
+}
+
+// sweep sends back the unused tokens of every ended lease (of every lease
+// when all: at Close), and what refunds queued.
+func (l *Redis) sweep(all bool) {
+	q := l.leases
+	now, ttl := l.clock(), q.ttl.Load()
+	q.mu.Lock()
+	for k, le := range q.m {
+		if le.tokens > 0 && (all || now >= le.until) {
+			q.back = append(q.back, giveBack{bucket: k, start: le.start, n: le.tokens})
+			le.tokens = 0
+		}
+		if le.tokens == 0 && now-le.since >= 2*ttl {
+			delete(q.m, k)
+		}
+	}
+	back := q.back
+	q.back = nil
+	q.mu.Unlock()
+	if len(back) == 0 {
+		return
+	}
+	n := 0
+	for _, b := range back {
+		n += b.n
+	}
+	if err := l.sendBack(back); err != nil {
+		// Not sent again: the counter keeps them (refusals early in this
+		// window, never an admission over it).
+		l.failed(fmt.Errorf("window: %d leased quota tokens not given back: %w", n, err))
+		q.lost.Add(uint64(n))
+		return
+	}
+	q.sent.Add(uint64(n))
+}
+
+// sendBack runs giveBackScript for each of back in one pipeline (a Redis
+// Cluster sends each to its key's master) by digest, and those that met
+// NOSCRIPT again whole; the first error, if any.
+func (l *Redis) sendBack(back []giveBack) error {
+	ctx, cancel := context.WithTimeout(context.Background(), max(l.o.Timeout, time.Second))
+	defer cancel()
+	keys := make([][]string, len(back))
+	cmds := make([]*redis.Cmd, len(back))
+	p := l.o.Client.Pipeline()
+	for i, b := range back {
+		keys[i] = []string{keyPrefix + quotaKey(b.bucket, b.start)}
+		cmds[i] = giveBackScript.EvalSha(ctx, p, keys[i], b.n)
+	}
+	_, _ = p.Exec(ctx) // each command carries its own error
+	again := false
+	for _, c := range cmds {
+		again = again || redis.HasErrorPrefix(c.Err(), "NOSCRIPT")
+	}
+	if again { // refused unrun: sent whole, once
+		p = l.o.Client.Pipeline()
+		for i, b := range back {
+			if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+				cmds[i] = giveBackScript.Eval(ctx, p, keys[i], b.n)
+			}
+		}
+		_, _ = p.Exec(ctx)
+	}
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// held is what this gateway holds unspent of bucket's window start: in
+// its lease, and queued to go back.
+func (l *Redis) held(bucket string, start int64) int {
+	q := l.leases
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	if le := q.m[bucket]; le != nil && le.start == start {
+		n += le.tokens
+	}
+	for _, b := range q.back {
+		if b.bucket == bucket && b.start == start {
+			n += b.n
+		}
+	}
+	return n
+}
+
+// dropLeases forgets every lease and what was to go back: Redis lost its
+// data, so the counters they were counted in are gone.
+func (l *Redis) dropLeases() {
+	if l.leases == nil {
+		return
+	}
+	q := l.leases
+	q.mu.Lock()
+	clear(q.m)
+	q.back = nil
+	q.mu.Unlock()
+}
+
+// SetLeases changes lease_max and lease_ttl (a reload); leases held keep
+// their end.
+func (l *Redis) SetLeases(max int, ttl time.Duration) {
+	if l.leases != nil {
+		l.leases.set(max, ttl)
+	}
+}
+
+// clock is the limiter's clock in milliseconds: the test's, or monotonic
+// time since the limiter began.
+func (l *Redis) clock() int64 {
+	if l.now != nil {
+		return l.now()
+	}
+	return time.Since(l.epoch).Milliseconds()
+}

@@ -1,0 +1,214 @@
+package window
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"vendorgate/gateway/policy"
+	"vendorgate/shared/testredis"
+)
+
+// leasedLimiter is a limiter on rs, on the test's clock, whose quotas
+// marked Lease are leased (lease_max most, lease_ttl ttl on that clock).
+// Its sweeper is stopped: the test sweeps (sweep) when it chooses, so that
+// what the leases hold is known at every step.
+func leasedLimiter(t testing.TB, rs *testredis.Server, now *time.Time, most int, ttl time.Duration) *Redis {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true,
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
+	t.Cleanup(func() { c.Close() })
+	r, err := NewRedis(RedisOptions{Client: c, Conn: transport(t, c, 500*time.Millisecond), Timeout: 500 * time.Millisecond,
+		LeaseMax: most, LeaseTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.now = func() int64 { return now.UnixMilli() }
+	r.closed.Do(func() { close(r.stop); <-r.swept })
+	return r
+}
+
+func leasedQuota(name string, limit int) policy.Rate {
+	r := quota(name, limit, policy.Calendar{Days: 1})
+	r.Lease = true
+	return r
+}
+
+// TestLeasedQuotaAccounts: three gateways lease two daily quotas of one
+// vendor (40 a day, and 25 a day on its key) on one Redis, on one test
+// clock that crosses midnight, with seeded random requests (each counting
+// one quota or both), refunds (a later limit refusing) and sweeps. From
+// the outside, after every step, for each quota and window:
+//   - never more admitted than the quota (less what was refunded);
+//   - Redis' counter is exactly what was admitted and kept plus what the
+//     gateways' leases hold of that window unspent: nothing lost, nothing
+//     counted twice, so a refusal (Redis found no room) came when admitted
+//     and held together filled the quota;
+//   - no gateway holds more than lease_max of a bucket;
+//   - a request with two quotas takes from neither when one refuses;
+//   - a request is charged in the window it falls in (a slice taken
+//     before midnight is not spent after it).
+//
+// After every gateway gives back what it holds, the counters are what was
+// admitted. A failure prints its seed.
+func TestLeasedQuotaAccounts(t *testing.T) {
+	rs := testredis.Start(t)
+	info := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	t.Cleanup(func() { info.Close() })
+	const most = 8
+	rates := []policy.Rate{leasedQuota("day", 40), leasedQuota("keyday", 25)}
+	for seed := uint64(1); seed <= 12; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 77))
+		now := time.Date(2026, 3, 1, 23, 59, 0, 0, time.UTC)
+		var ls []*Redis
+		for range 3 {
+			ls = append(ls, leasedLimiter(t, rs, &now, most, 2*time.Second))
+		}
+		buckets := []string{fmt.Sprintf("vg:{v:s%d}:day", seed), fmt.Sprintf("vg:{v:s%d}:k:key:keyday", seed)}
+		admitted := map[string]int{} // bucket + window start
+		refused, refunded, spentLeased := 0, 0, 0
+		type charge struct {
+			l  *Redis
+			cs policy.Checks
+			d  Decision
+		}
+		var kept []charge
+		check := func(step int) {
+			t.Helper()
+			day := now.Truncate(24 * time.Hour).Unix()
+			for _, start := range []int64{day, day - 86400} {
+				for b, bucket := range buckets {
+					k := bucket + ":" + strconv.FormatInt(start, 10)
+					counter, err := info.Get(context.Background(), keyPrefix+quotaKey(bucket, start)).Int()
+					if err != nil && err != redis.Nil {
+						t.Fatal(err)
+					}
+					held := 0
+					for _, l := range ls {
+						h := l.held(bucket, start)
+						if le := l.leases.m[bucket]; le != nil && le.tokens > most {
+							t.Fatalf("seed %d step %d: a gateway holds %d tokens of %s, past lease_max %d", seed, step, le.tokens, bucket, most)
+						}
+						held += h
+					}
+					if admitted[k] > rates[b].Limit {
+						t.Fatalf("seed %d step %d: %d admitted in %s's window %d, over its quota %d", seed, step, admitted[k], bucket, start, rates[b].Limit)
+					}
+					if counter != admitted[k]+held {
+						t.Fatalf("seed %d step %d: %s's counter of window %d is %d, want %d admitted + %d held", seed, step, bucket, start, counter, admitted[k], held)
+					}
+				}
+			}
+		}
+		for step := 0; step < 400; step++ {
+			now = now.Add(time.Duration(rng.IntN(400)) * time.Millisecond)
+			l := ls[rng.IntN(len(ls))]
+			route := rng.IntN(3) // the vendor's quota, the key's, or both
+			var cs policy.Checks
+			for b := range buckets {
+				if route == b || route == 2 {
+					cs.Add(policy.Check{Key: buckets[b], Rate: rates[b]})
+				}
+			}
+			switch rng.IntN(10) {
+			case 0:
+				l.sweep(false)
+			case 1:
+				if len(kept) > 0 { // a later limit refused one admitted
+					i := rng.IntN(len(kept))
+					c := kept[i]
+					kept = append(kept[:i], kept[i+1:]...)
+					c.l.Refund(c.cs, c.d)
+					for j := 0; j < c.cs.Count; j++ {
+						admitted[c.cs.List[j].Key+":"+strconv.FormatInt(c.d.Results[j].start, 10)]--
+					}
+					refunded++
+				}
+			}
+			scripts := rs.Info(t, "commandstats").Scripts()
+			d, err := l.Charge(cs)
+			if err != nil {
+				t.Fatalf("seed %d step %d: %v", seed, step, err)
+			}
+			if rs.Info(t, "commandstats").Scripts() == scripts {
+				spentLeased++
+			}
+			if !d.Allowed {
+				refused++
+				for j := 0; j < cs.Count; j++ {
+					if d.Results[j].charged {
+						t.Fatalf("seed %d step %d: refused, yet %s is charged", seed, step, cs.List[j].Key)
+					}
+				}
+			} else {
+				for j := 0; j < cs.Count; j++ {
+					if day := now.Truncate(24 * time.Hour).Unix(); d.Results[j].start != day {
+						t.Fatalf("seed %d step %d: admitted at %v on a token of window %d, not of its day %d", seed, step, now, d.Results[j].start, day)
+					}
+					admitted[cs.List[j].Key+":"+strconv.FormatInt(d.Results[j].start, 10)]++
+				}
+				kept = append(kept, charge{l, cs, d})
+			}
+			check(step)
+		}
+		for _, l := range ls {
+			l.sweep(true)
+		}
+		check(-1)
+		for _, l := range ls {
+			if n := l.leases.lost.Load(); n != 0 {
+				t.Fatalf("seed %d: %d tokens not given back", seed, n)
+			}
+		}
+		if refused == 0 || refunded == 0 || spentLeased == 0 {
+			t.Fatalf("seed %d: %d refused, %d refunded, %d decided from leases: the run did not reach every case", seed, refused, refunded, spentLeased)
+		}
+	}
+}
+
+// A leased quota's slices follow demand: the first request of a bucket
+// asks Redis for its own token only; a steady stream then takes slices of
+// up to lease_max. 2,000 requests at 100 a second of one vendor's quota of
+// 100,000 a day make at most one script call in 10 (lease_max 16, at most
+// 1 in 16 once the demand is known); the counter, once the gateway gave
+// back what it held, is what was admitted. With lease_max 1 every request
+// is a script call, as an exact quota's.
+func TestLeasedQuotaScriptCalls(t *testing.T) {
+	rs := testredis.Start(t)
+	for _, tc := range []struct {
+		most     int
+		max, min float64 // script calls a request
+	}{{16, 0.1, 0.05}, {1, 1.01, 0.99}} {
+		now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+		l := leasedLimiter(t, rs, &now, tc.most, 2*time.Second)
+		bucket := fmt.Sprintf("vg:{v:m%d}:day", tc.most)
+		cs := checks(policy.Check{Key: bucket, Rate: leasedQuota("day", 100000)})
+		before := rs.Info(t, "commandstats").Scripts()
+		const n = 2000
+		for i := 0; i < n; i++ {
+			d, err := l.Charge(cs)
+			if err != nil || !d.Allowed {
+				t.Fatalf("request %d: %v, allowed %v", i, err, d.Allowed)
+			}
+			if i == 0 && l.held(bucket, now.Truncate(24*time.Hour).Unix()) != 0 {
+				t.Fatalf("the first request took a slice: want its own token only")
+			}
+			now = now.Add(10 * time.Millisecond)
+		}
+		per := float64(rs.Info(t, "commandstats").Scripts()-before) / n
+		t.Logf("lease_max %d: %.4f script calls a request", tc.most, per)
+		if per > tc.max || per < tc.min {
+			t.Errorf("lease_max %d: %.3f script calls a request, want %.2f to %.2f", tc.most, per, tc.min, tc.max)
+		}
+		l.sweep(true)
+		got, err := redis.NewClient(&redis.Options{Addr: rs.Addr()}).Get(context.Background(), keyPrefix+quotaKey(bucket, now.Truncate(24*time.Hour).Unix())).Int()
+		if err != nil || got != n {
+			t.Errorf("lease_max %d: the counter is %d (%v) after the give-back, want %d", tc.most, got, err, n)
+		}
+	}
+}
