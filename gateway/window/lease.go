@@ -101,8 +101,8 @@ func (le *quotaLease) want(now, ttl, most int64) int {
 // leased reports whether every check of cs is a leased quota, and leases
 // are on.
 func (l *Redis) leased(cs *policy.Checks) bool {
-	if l.leases == nil || l.leases.max.Load() <= 1 || l.leases.off.Load() {
-		return false
+	if l.leases == nil || l.leases.max.Load() <= 1 || l.leases.off.Load() || 2+5*cs.Count > redisconn.MaxArgs {
+		return false // (past what one call carries: 13 quotas on a route, decided exactly)
 	}
 	for i := 0; i < cs.Count; i++ {
 		if r := &cs.List[i].Rate; r.Kind != policy.Quota || !r.Lease {
