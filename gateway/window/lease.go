@@ -41,13 +41,16 @@ type quotaLeases struct {
 	max atomic.Int64 // tokens a call asks for at most; 1: no leases
 	ttl atomic.Int64 // a lease's life, ms
 	off atomic.Bool  // closed: the quotas are asked of Redis, exactly
+	// closing is held (read) by a leased charge, so that Close gives back
+	// what the charges running took.
+	closing sync.RWMutex
+	seq     atomic.Uint64 // names the give-backs
 
 	mu   sync.Mutex
 	m    map[string]*quotaLease
 	back []giveBack // what goes back at the next sweep (or Close)
 	// sent counts the tokens given back that Redis answered for, lost
-	// those it did not (a give-back is never sent twice: one whose answer
-	// was lost may have been applied).
+	// those given up on (not answered for giveBackRetry).
 	sent, lost atomic.Uint64
 }
 
@@ -65,11 +68,29 @@ type quotaLease struct {
 }
 
 // giveBack is unused tokens of a quota window's counter: its bucket and
-// the window's start.
+// the window's start. Its id makes it count once, however often it is
+// sent (a give-back whose answer was lost is sent again; a Redis Cluster
+// client sends a pipeline again after a node's timeout): Redis keeps a
+// mark of each id applied (the bucket's name, ":g" and the id) for
+// giveBackMark, well past giveBackRetry.
 type giveBack struct {
 	bucket string
 	start  int64
 	n      int
+	id     string
+	since  int64 // ms, the limiter's clock: first queued
+}
+
+// How long a give-back is tried again, and how long Redis remembers one
+// applied.
+const (
+	giveBackRetry = 10 * time.Minute
+	giveBackMark  = time.Hour
+)
+
+// giveBack is n tokens of bucket's window start to give back, named.
+func (l *Redis) giveBack(bucket string, start int64, n int, now int64) giveBack {
+	return giveBack{bucket: bucket, start: start, n: n, id: l.prefix + "g" + strconv.FormatUint(l.leases.seq.Add(1), 36), since: now}
 }
 
 func newQuotaLeases(max int, ttl time.Duration) *quotaLeases {
@@ -101,8 +122,8 @@ func (le *quotaLease) want(now, ttl, most int64) int {
 // leased reports whether every check of cs is a leased quota, and leases
 // are on.
 func (l *Redis) leased(cs *policy.Checks) bool {
-	if l.leases == nil || l.leases.max.Load() <= 1 || l.leases.off.Load() || 2+5*cs.Count > redisconn.MaxArgs {
-		return false // (past what one call carries: 13 quotas on a route, decided exactly)
+	if l.leases == nil || l.leases.max.Load() <= 1 || l.leases.off.Load() || 2+leaseArgs*cs.Count > redisconn.MaxArgs {
+		return false // (past what one call carries: 11 quotas on a route, decided exactly)
 	}
 	for i := 0; i < cs.Count; i++ {
 		if r := &cs.List[i].Rate; r.Kind != policy.Quota || !r.Lease {
@@ -112,13 +133,22 @@ func (l *Redis) leased(cs *policy.Checks) bool {
 	return true
 }
 
+// leaseArgs is leaseScript's arguments a check.
+const leaseArgs = 6
+
 // chargeLeased decides cs (leased quotas only) from this gateway's leases,
 // and asks Redis (leaseScript, one call) only for the checks whose lease
 // is spent or ended. A token taken for a request that is refused after
-// all (another check full) goes back to its lease.
-func (l *Redis) chargeLeased(cs policy.Checks) (Decision, error) {
-	d := Decision{leased: true}
+// all (another check full) goes back to its lease. ok is false when the
+// leases were closed meanwhile: nothing was decided.
+func (l *Redis) chargeLeased(cs policy.Checks) (d Decision, ok bool, err error) {
 	q := l.leases
+	q.closing.RLock()
+	defer q.closing.RUnlock()
+	if q.off.Load() {
+		return d, false, nil
+	}
+	d.leased = true
 	now, ttl, most := l.clock(), q.ttl.Load(), q.max.Load()
 	var got [policy.MaxChecks]bool
 	var want [policy.MaxChecks]int
@@ -140,7 +170,7 @@ func (l *Redis) chargeLeased(cs policy.Checks) (Decision, error) {
 			continue
 		}
 		if le.tokens > 0 { // ended unused: back with this call
-			back[i] = giveBack{start: le.start, n: le.tokens}
+			back[i] = l.giveBack(c.Key, le.start, le.tokens, now)
 			le.tokens = 0
 		}
 		want[i], ask = w, true
@@ -149,14 +179,21 @@ func (l *Redis) chargeLeased(cs policy.Checks) (Decision, error) {
 	if ask {
 		if err := l.take(&cs, &d, now, &want, &back, &got); err != nil {
 			l.putBack(&cs, &d, &got, now) // the tokens taken from leases
-			return Decision{}, err
+			q.mu.Lock()
+			for i := 0; i < cs.Count; i++ { // sent or not, sent again: once
+				if back[i].n > 0 {
+					q.back = append(q.back, back[i])
+				}
+			}
+			q.mu.Unlock()
+			return Decision{}, true, err
 		}
 	}
 	d.decide(&cs)
 	if !d.Allowed {
 		l.putBack(&cs, &d, &got, now)
 	}
-	return d, nil
+	return d, true, nil
 }
 
 // fromLease fills r for a token spent from le at now.
@@ -171,7 +208,7 @@ func (l *Redis) fromLease(r *Result, le *quotaLease, now int64) {
 // back; each check granted a token spends one, the rest goes to its
 // lease.
 func (l *Redis) take(cs *policy.Checks, d *Decision, now int64, want *[policy.MaxChecks]int, back *[policy.MaxChecks]giveBack, got *[policy.MaxChecks]bool) error {
-	call, keys, args, err := l.call(cs.Count, 2+5*cs.Count)
+	call, keys, args, err := l.call(cs.Count, 2+leaseArgs*cs.Count)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -187,7 +224,7 @@ func (l *Redis) take(cs *policy.Checks, d *Decision, now int64, want *[policy.Ma
 		if c.Rate.Calendar.Month {
 			days = 0
 		}
-		args = append(args, days, c.Rate.Limit, want[i], back[i].start, back[i].n)
+		args = append(args, days, c.Rate.Limit, want[i], back[i].start, back[i].n, back[i].id)
 	}
 	raw, err := l.run(call, leaseScript, keys, args)
 	if err != nil {
@@ -227,7 +264,7 @@ func (l *Redis) take(cs *policy.Checks, d *Decision, now int64, want *[policy.Ma
 		if grant > 0 {
 			if le.tokens > 0 && (le.start != start || now >= le.until) {
 				// Another call's tokens, of an older window or ended.
-				q.back = append(q.back, giveBack{bucket: c.Key, start: le.start, n: le.tokens})
+				q.back = append(q.back, l.giveBack(c.Key, le.start, le.tokens, now))
 				le.tokens = 0
 			}
 			if le.tokens == 0 {
@@ -275,7 +312,7 @@ func (l *Redis) giveOne(bucket string, start, now int64) {
 		le.tokens++
 		return
 	}
-	q.back = append(q.back, giveBack{bucket: bucket, start: start, n: 1})
+	q.back = append(q.back, l.giveBack(bucket, start, 1, now))
 }
 
 // sweeper gives back, every lease_ttl, what ended leases did not use, and
@@ -302,7 +339,7 @@ func (l *Redis) sweep(all bool) {
 	q.mu.Lock()
 	for k, le := range q.m {
 		if le.tokens > 0 && (all || now >= le.until) {
-			q.back = append(q.back, giveBack{bucket: k, start: le.start, n: le.tokens})
+			q.back = append(q.back, l.giveBack(k, le.start, le.tokens, now))
 			le.tokens = 0
 		}
 		if le.tokens == 0 && now-le.since >= 2*ttl {
@@ -320,17 +357,28 @@ func (l *Redis) sweep(all bool) {
 		n += b.n
 	}
 	if err := l.sendBack(back); err != nil {
-		// Not sent again: the counter keeps them (refusals early in this
-		// window, never an admission over it).
-		l.failed(fmt.Errorf("window: %d leased quota tokens not given back: %w", n, err))
-		q.lost.Add(uint64(n))
+		// Sent again at the next sweep (each counts once), for
+		// giveBackRetry; past it, the counter keeps them (refusals early in
+		// this window, never an admission over it).
+		l.failed(fmt.Errorf("window: %d leased quota tokens not given back yet: %w", n, err))
+		lost := 0
+		q.mu.Lock()
+		for _, b := range back {
+			if now-b.since < giveBackRetry.Milliseconds() {
+				q.back = append(q.back, b)
+			} else {
+				lost += b.n
+			}
+		}
+		q.mu.Unlock()
+		q.lost.Add(uint64(lost))
 		return
 	}
 	q.sent.Add(uint64(n))
 }
 
 // sendBack runs giveBackScript for each of back in one pipeline (a Redis
-// Cluster sends each to its key's master) by digest, and those that met
+// Cluster sends each to its keys' master) by digest, and those that met
 // NOSCRIPT again whole; the first error, if any.
 func (l *Redis) sendBack(back []giveBack) error {
 	ctx, cancel := context.WithTimeout(context.Background(), max(l.o.Timeout, time.Second))
@@ -339,8 +387,8 @@ func (l *Redis) sendBack(back []giveBack) error {
 	cmds := make([]*redis.Cmd, len(back))
 	p := l.o.Client.Pipeline()
 	for i, b := range back {
-		keys[i] = []string{keyPrefix + quotaKey(b.bucket, b.start)}
-		cmds[i] = giveBackScript.EvalSha(ctx, p, keys[i], b.n)
+		keys[i] = []string{keyPrefix + quotaKey(b.bucket, b.start), keyPrefix + b.bucket + ":g" + b.id}
+		cmds[i] = giveBackScript.EvalSha(ctx, p, keys[i], b.n, giveBackMark.Milliseconds())
 	}
 	_, _ = p.Exec(ctx) // each command carries its own error
 	again := false
@@ -351,7 +399,7 @@ func (l *Redis) sendBack(back []giveBack) error {
 		p = l.o.Client.Pipeline()
 		for i, b := range back {
 			if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
-				cmds[i] = giveBackScript.Eval(ctx, p, keys[i], b.n)
+				cmds[i] = giveBackScript.Eval(ctx, p, keys[i], b.n, giveBackMark.Milliseconds())
 			}
 		}
 		_, _ = p.Exec(ctx)
@@ -395,11 +443,24 @@ func (l *Redis) dropLeases() {
 	q.mu.Unlock()
 }
 
-// SetLeases changes lease_max and lease_ttl (a reload); leases held keep
-// their end.
+// SetLeases changes lease_max and lease_ttl (a reload). What the leases
+// hold goes back (at the next sweep): a reload may change a quota's
+// limit, or its calendar, and the next requests take slices under the
+// new one.
 func (l *Redis) SetLeases(max int, ttl time.Duration) {
-	if l.leases != nil {
-		l.leases.set(max, ttl)
+	if l.leases == nil {
+		return
+	}
+	q := l.leases
+	q.set(max, ttl)
+	now := l.clock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for k, le := range q.m {
+		if le.tokens > 0 {
+			q.back = append(q.back, l.giveBack(k, le.start, le.tokens, now))
+			le.tokens = 0
+		}
 	}
 }
 

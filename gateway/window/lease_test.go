@@ -212,3 +212,51 @@ func TestLeasedQuotaScriptCalls(t *testing.T) {
 		}
 	}
 }
+
+// A give-back counts once however often it is sent (a retry after a lost
+// answer, a Cluster client sending a pipeline again); a reload gives back
+// what the leases hold, so that the next slices are taken under the new
+// settings.
+func TestLeasedQuotaGiveBackOnceAndReload(t *testing.T) {
+	rs := testredis.Start(t)
+	info := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	t.Cleanup(func() { info.Close() })
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	l := leasedLimiter(t, rs, &now, 16, 2*time.Second)
+	const bucket = "vg:{v:once}:day"
+	cs := checks(policy.Check{Key: bucket, Rate: leasedQuota("day", 1000)})
+	start := now.Truncate(24 * time.Hour).Unix()
+	counter := func() int {
+		n, err := info.Get(context.Background(), keyPrefix+quotaKey(bucket, start)).Int()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for i := 0; i < 20; i++ { // the demand grows: slices beyond the requests
+		if d, err := l.Charge(cs); err != nil || !d.Allowed {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		now = now.Add(10 * time.Millisecond)
+	}
+	held := l.held(bucket, start)
+	if held == 0 || counter() != 20+held {
+		t.Fatalf("counter %d, %d held after 20 requests: want a slice held", counter(), held)
+	}
+	l.SetLeases(16, 2*time.Second) // a reload
+	l.leases.mu.Lock()
+	back := append([]giveBack(nil), l.leases.back...)
+	spendable := l.leases.m[bucket].tokens
+	l.leases.mu.Unlock()
+	if spendable != 0 || len(back) != 1 || back[0].n != held {
+		t.Fatalf("after the reload: %d spendable, %+v queued; want the %d held queued to go back", spendable, back, held)
+	}
+	for range 2 { // the same give-back sent twice
+		if err := l.sendBack(back); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := counter(); got != 20 {
+		t.Fatalf("counter %d after the give-back sent twice, want the 20 admitted", got)
+	}
+}

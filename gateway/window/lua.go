@@ -98,11 +98,15 @@ return 0
 // leaseScript takes slices of quota counters for a gateway's lease, and
 // gives back what an expired lease left. KEYS[i] is check i's bucket;
 // ARGV[1] is not read, ARGV[2] the time in milliseconds ("" for Redis
-// TIME), then five per check: the quota's days (0: the UTC month), its
+// TIME), then six per check: the quota's days (0: the UTC month), its
 // limit, the tokens wanted (0: none), and a lease to give back: its
-// window's start (Unix seconds) and its unused tokens (0: none).
+// window's start (Unix seconds), its unused tokens (0: none) and the
+// give-back's id.
 //
-// What goes back is taken off that window's counter, never below zero.
+// What goes back is taken off that window's counter, never below zero,
+// once: unless the bucket's mark of its id (the bucket, ":g", the id) is
+// there, which it then sets for an hour (a call sent again, by the
+// gateway or by a Cluster client, gives nothing back twice).
 // Then the counter of the window holding now grants min(wanted, room,
 // max(1, room / 8)) tokens (room: the limit less the count): a slice of
 // what is left, so that near the end no gateway holds much of it. It
@@ -113,10 +117,10 @@ return 0
 var leaseScript = redis.NewScript(calendar + `
 local out = {}
 for i = 1, #KEYS do
-  local a = 2 + (i - 1) * 5
+  local a = 2 + (i - 1) * 6
   local days, limit, want = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local back = tonumber(ARGV[a + 5])
-  if back > 0 then
+  if back > 0 and redis.call("SET", KEYS[i] .. ":g" .. ARGV[a + 6], 1, "NX", "PX", 3600000) then
     local bk = KEYS[i] .. ":q" .. ARGV[a + 4]
     local v = tonumber(redis.call("GET", bk) or "0")
     if v > 0 then redis.call("DECRBY", bk, math.min(v, back)) end
@@ -144,8 +148,10 @@ return out
 `)
 
 // giveBackScript takes n (ARGV[1]) off a quota window's counter (KEYS[1]),
-// never below zero: the tokens a lease did not use.
+// never below zero: the tokens a lease did not use; once, unless its mark
+// (KEYS[2]) is there, which it then sets for ARGV[2] milliseconds.
 var giveBackScript = redis.NewScript(`
+if not redis.call("SET", KEYS[2], 1, "NX", "PX", ARGV[2]) then return 0 end
 local v = tonumber(redis.call("GET", KEYS[1]) or "0")
 if v > 0 then redis.call("DECRBY", KEYS[1], math.min(v, tonumber(ARGV[1]))) end
 return 0

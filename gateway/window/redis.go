@@ -125,7 +125,9 @@ func (l *Redis) Close() {
 		return
 	}
 	l.closed.Do(func() {
+		l.leases.closing.Lock() // the leased charges running are done
 		l.leases.off.Store(true)
+		l.leases.closing.Unlock()
 		close(l.stop)
 		<-l.swept
 	})
@@ -142,7 +144,9 @@ func (l *Redis) Charge(cs policy.Checks) (Decision, error) {
 		return d, ErrUnavailable
 	}
 	if l.leased(&cs) {
-		return l.chargeLeased(cs)
+		if d, ok, err := l.chargeLeased(cs); ok {
+			return d, err
+		}
 	}
 	d.id = l.prefix + strconv.FormatUint(l.seq.Add(1), 36)
 	call, keys, args, err := l.call(cs.Count, 2+4*cs.Count)
