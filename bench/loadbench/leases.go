@@ -15,6 +15,32 @@ const (
 	rowRedisTTL1    = "gateway-redis-ttl1"   // redis.lease_ttl: 1s, a tighter bound
 )
 
+// Row 4 with one more policy on the reads the load sends (a quota or cap
+// that never refuses): what each kind adds to a request. Measured only
+// when asked for (-rows).
+const (
+	rowRedisQuota      = "gateway-redis-quota"       // an exact daily quota
+	rowRedisQuotaLease = "gateway-redis-quota-lease" // the same quota, lease: true
+	rowRedisSlot       = "gateway-redis-slot"        // a concurrency cap
+)
+
+// policyRows are the rows of one more policy, in table order.
+func policyRows() []string { return []string{rowRedisQuota, rowRedisQuotaLease, rowRedisSlot} }
+
+// rowPolicies is the limits.policies section of row id's configuration
+// ("" for a row without one).
+func rowPolicies(id string) string {
+	switch id {
+	case rowRedisQuota:
+		return "  policies:\n    - {name: reads-day, scope: vendor, class: reads, kind: quota, rate: 1000000000, window: day}\n"
+	case rowRedisQuotaLease:
+		return "  policies:\n    - {name: reads-day, scope: vendor, class: reads, kind: quota, rate: 1000000000, window: day, lease: true}\n"
+	case rowRedisSlot:
+		return "  policies:\n    - {name: reads-at-once, scope: vendor, class: reads, kind: concurrency, rate: 100000}\n"
+	}
+	return ""
+}
+
 // leaseRowLabel is the table name of a lease row; ok is false for others.
 func leaseRowLabel(id string) (string, bool) {
 	switch id {
@@ -22,6 +48,12 @@ func leaseRowLabel(id string) (string, bool) {
 		return "4a vendorgate, Redis limiter, lease_max 1", true
 	case rowRedisTTL1:
 		return "4c vendorgate, Redis limiter, lease_ttl 1s", true
+	case rowRedisQuota:
+		return "4d vendorgate, Redis limiter + a daily quota", true
+	case rowRedisQuotaLease:
+		return "4e vendorgate, Redis limiter + a leased daily quota", true
+	case rowRedisSlot:
+		return "4f vendorgate, Redis limiter + a concurrency cap", true
 	}
 	return "", false
 }
@@ -124,7 +156,7 @@ func (res *results) leaseReport() string {
 	var rows []*row
 	for _, r := range res.rows {
 		switch r.id {
-		case rowGateway, rowGatewayRedis, rowRedisNoLease, rowRedisTTL1, rowGatewayRedisBase:
+		case rowGateway, rowGatewayRedis, rowRedisNoLease, rowRedisTTL1, rowGatewayRedisBase, rowRedisQuota, rowRedisQuotaLease, rowRedisSlot:
 			rows = append(rows, r)
 		}
 	}
@@ -200,7 +232,7 @@ func (res *results) leaseTargets(r *row, c cell, m measurement) []string {
 // defaultRows are the rows measured without -rows: every row but the
 // lease_ttl 1s one, a setting to try, not the product's.
 func defaultRows() []string {
-	return slices.DeleteFunc(allRows(), func(id string) bool { return id == rowRedisTTL1 })
+	return slices.DeleteFunc(allRows(), func(id string) bool { return id == rowRedisTTL1 || slices.Contains(policyRows(), id) })
 }
 
 // shellArgs joins args as a shell would read them back: an empty argument

@@ -409,7 +409,7 @@ func (b *bench) setup() error {
 			r, err = b.startGateway(rowGateway, false)
 		case rowBaseline:
 			r, err = b.startGateway(rowBaseline, false)
-		case rowGatewayRedis, rowRedisNoLease, rowRedisTTL1:
+		case rowGatewayRedis, rowRedisNoLease, rowRedisTTL1, rowRedisQuota, rowRedisQuotaLease, rowRedisSlot:
 			r, err = b.startGateway(id, true)
 		case rowGatewayRedisBase:
 			r, err = b.startBaselineGateway()

@@ -59,7 +59,7 @@ func rowLabel(id string) string {
 }
 
 func allRows() []string {
-	return slices.Concat([]string{rowBackend, rowBare, rowGateway, rowBaseline, rowGatewayRedis}, leaseRows(), []string{rowNginx, rowHAProxy})
+	return slices.Concat([]string{rowBackend, rowBare, rowGateway, rowBaseline, rowGatewayRedis}, leaseRows(), policyRows(), []string{rowNginx, rowHAProxy})
 }
 
 // row is one thing measured: a URL, the processes behind it, or the reason
@@ -122,7 +122,7 @@ func (b *bench) startBareProxy(extraEnv ...string) (*row, error) {
 // gatewayConfig keeps the limiter on every request but never denying, and
 // the access log (one line per request at info) off. The flood vendor alone
 // may send one request an hour: the vendor far over its limit.
-func gatewayConfig(floodVendor string) string {
+func gatewayConfig(floodVendor string, policies ...string) string {
 	return `# loadbench: limits high enough never to deny, so the limiter is
 # exercised on every request without refusing any; one vendor, the flood
 # row's, is allowed one request an hour.
@@ -134,7 +134,7 @@ limits:
     "` + floodVendor + `":
       reads:  {rate: 1, period: 1h}
       orders: {rate: 1, period: 1h}
-log_level: warn
+` + strings.Join(policies, "") + `log_level: warn
 `
 }
 
@@ -165,7 +165,7 @@ func (b *bench) startGateway(id string, withRedis bool) (*row, error) {
 
 // startGatewayBin starts gateway binary bin as row id.
 func (b *bench) startGatewayBin(id, bin string, withRedis bool) (*row, error) {
-	return b.startGatewayConfig(id, bin, withRedis, gatewayConfig(b.floodVendor)+leaseSettings(id))
+	return b.startGatewayConfig(id, bin, withRedis, gatewayConfig(b.floodVendor, rowPolicies(id))+leaseSettings(id))
 }
 
 // startGatewayConfig starts gateway binary bin as row id with configuration
