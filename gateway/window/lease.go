@@ -61,6 +61,7 @@ type quotaLease struct {
 	until  int64 // ms, the limiter's clock: the tokens are spent before it
 	end    int64 // ms: the window's end, on the limiter's clock, at the latest
 	used   int   // the counter after this gateway's last call
+	taken  int64 // ms: when the last call that granted tokens began
 	win    time.Duration
 	// Demand: requests since the period began (n) and in the one before.
 	since   int64
@@ -262,6 +263,12 @@ func (l *Redis) take(cs *policy.Checks, d *Decision, now int64, want *[policy.Ma
 		end := now + reset
 		until := min(end, now+q.ttl.Load())
 		if grant > 0 {
+			if v[5].(int64) == 1 && le.start == start && le.tokens > 0 {
+				// The counter this lease's tokens were counted in is gone
+				// (Redis lost its data): spent or given back, they would
+				// be counted nowhere, or taken off others' count.
+				le.tokens = 0
+			}
 			if le.tokens > 0 && (le.start != start || now >= le.until) {
 				// Another call's tokens, of an older window or ended.
 				q.back = append(q.back, l.giveBack(c.Key, le.start, le.tokens, now))
@@ -272,7 +279,7 @@ func (l *Redis) take(cs *policy.Checks, d *Decision, now int64, want *[policy.Ma
 			} else { // another call's lease of the same window, running
 				le.until, le.used = max(le.until, until), max(le.used, used)
 			}
-			le.end, le.win = end, win
+			le.end, le.win, le.taken = end, win, now
 			le.tokens += grant - 1 // one for this request
 			got[i] = true
 			l.fromLease(&d.Results[i], le, now)
@@ -285,6 +292,7 @@ func (l *Redis) take(cs *policy.Checks, d *Decision, now int64, want *[policy.Ma
 	}
 	q.mu.Unlock()
 	if (created || !l.known.Load()) && l.checking.CompareAndSwap(false, true) {
+		l.checkFrom.Store(now)
 		go l.checkMarker()
 	}
 	return nil
@@ -430,17 +438,32 @@ func (l *Redis) held(bucket string, start int64) int {
 	return n
 }
 
-// dropLeases forgets every lease and what was to go back: Redis lost its
-// data, so the counters they were counted in are gone.
+// dropLeases forgets the leases and what was to go back from before the
+// charge whose call found a counter gone: Redis lost its data, so the
+// counters they were counted in are gone.
 func (l *Redis) dropLeases() {
 	if l.leases == nil {
 		return
 	}
+	// What was taken and queued from the charge that asked for the check
+	// on was counted after the loss: kept.
+	since := l.checkFrom.Load()
 	q := l.leases
 	q.mu.Lock()
-	clear(q.m)
-	q.back = nil
-	q.mu.Unlock()
+	defer q.mu.Unlock()
+	for _, le := range q.m {
+		if le.taken < since {
+			le.tokens = 0
+		}
+	}
+	kept := q.back[:0]
+	for _, b := range q.back {
+		if b.since >= since {
+			kept = append(kept, b)
+		}
+	}
+	clear(q.back[len(kept):])
+	q.back = kept
 }
 
 // SetLeases changes lease_max and lease_ttl (a reload). What the leases

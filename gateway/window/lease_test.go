@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -258,5 +259,65 @@ func TestLeasedQuotaGiveBackOnceAndReload(t *testing.T) {
 	}
 	if got := counter(); got != 20 {
 		t.Fatalf("counter %d after the give-back sent twice, want the 20 admitted", got)
+	}
+}
+
+// Redis loses its data (FLUSHALL) while a gateway holds a slice of a
+// leased quota of 100: the quota restarts from zero, as an exact one does,
+// and the slice held then is spent on top; once a call finds the counter
+// gone, the marker tells the gateway, which drops its leases, so that
+// nothing it held is given back to the new counter. In that window the
+// gateway admits at most the quota, the slice and a give-back more (100 +
+// 2 × lease_max), and the new counter is what was admitted since the
+// flush less at most that slice.
+func TestLeasedQuotaDataLost(t *testing.T) {
+	rs := testredis.Start(t)
+	info := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	t.Cleanup(func() { info.Close() })
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	const most, quota = 16, 100
+	l := leasedLimiter(t, rs, &now, most, 2*time.Second)
+	var lost atomic.Int64
+	l.o.OnDataLost = func() { lost.Add(1) }
+	const bucket = "vg:{v:lost}:day"
+	cs := checks(policy.Check{Key: bucket, Rate: leasedQuota("day", quota)})
+	start := now.Truncate(24 * time.Hour).Unix()
+	for i := 0; i < 30; i++ { // demand known: slices of up to lease_max
+		if d, err := l.Charge(cs); err != nil || !d.Allowed {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		now = now.Add(10 * time.Millisecond)
+	}
+	markerChecked(t, l, 1)
+	held := l.held(bucket, start)
+	if held == 0 {
+		t.Fatal("no slice held before the flush: the test shows nothing")
+	}
+	rs.Do(t, "FLUSHALL")
+	admitted := 0
+	for i := 0; i < 3*quota; i++ {
+		d, err := l.Charge(cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			admitted++
+		}
+		now = now.Add(10 * time.Millisecond)
+		if i == 20 {
+			markerChecked(t, l, 2) // the call that found the counter gone asked
+		}
+	}
+	t.Logf("%d admitted after the flush, %d held at it", admitted, held)
+	if lost.Load() != 1 {
+		t.Fatalf("OnDataLost told %d times, want once", lost.Load())
+	}
+	if admitted < quota || admitted > quota+2*most {
+		t.Fatalf("%d admitted after the flush, want the quota %d and at most %d more", admitted, quota, 2*most)
+	}
+	l.sweep(true)
+	counter, err := info.Get(context.Background(), keyPrefix+quotaKey(bucket, start)).Int()
+	if err != nil || counter < admitted-held || counter > admitted {
+		t.Fatalf("the new counter %d (%v), want the %d admitted since the flush, less at most the %d held then", counter, err, admitted, held)
 	}
 }

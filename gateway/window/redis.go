@@ -81,6 +81,9 @@ type Redis struct {
 	seenMu       sync.Mutex
 	seen         string
 	markerChecks atomic.Uint64 // checks made (tests wait on it)
+	// checkFrom is when the charge that asked for the running check began
+	// (the limiter's clock, ms): a loss it finds came before.
+	checkFrom atomic.Int64
 
 	// Leased quotas (nil without LeaseMax): the leases, the clock they
 	// end on, and the sweeper's stop and end.
@@ -201,6 +204,7 @@ func (l *Redis) Charge(cs policy.Checks) (Decision, error) {
 	}
 	d.decide(&cs)
 	if (absent || !l.known.Load()) && l.checking.CompareAndSwap(false, true) {
+		l.checkFrom.Store(l.clock())
 		go l.checkMarker()
 	}
 	return d, nil
