@@ -73,3 +73,43 @@ func BenchmarkSteady(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkChargeParallel charges sliding windows of 64 vendors (120 a
+// minute, never full: the clock is Redis') from 16 callers a CPU, as
+// concurrent requests do through the limiter's transport, and reports
+// Redis' script calls, its commands (those the scripts run included) and
+// its CPU a charge.
+func BenchmarkChargeParallel(b *testing.B) {
+	rs := testredis.Start(b)
+	r := newRedisLimiter(b, rs, nil)
+	rate := sliding("reads", 100000, time.Second)
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = "vg:{v:" + strconv.Itoa(i) + "}:" + rate.Name
+	}
+	if _, err := r.Charge(checks(policy.Check{Key: keys[0], Rate: rate})); err != nil { // the script loaded
+		b.Fatal(err)
+	}
+	before := rs.Info(b, "cpu", "commandstats")
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.SetParallelism(16)
+	b.RunParallel(func(pb *testing.PB) {
+		for i := 0; pb.Next(); i++ {
+			if _, err := r.Charge(checks(policy.Check{Key: keys[i%len(keys)], Rate: rate})); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	after := rs.Info(b, "cpu", "commandstats")
+	n := float64(b.N)
+	cmds := int64(0)
+	for name, c := range after.Calls() {
+		cmds += c - before.Calls()[name]
+	}
+	b.ReportMetric(float64(after.Scripts()-before.Scripts())/n, "scripts/op")
+	b.ReportMetric(float64(cmds)/n, "cmds/op")
+	b.ReportMetric((after.CPU()-before.CPU())*1e6/n, "redis-us/op")
+}

@@ -2,78 +2,89 @@ package window
 
 import "github.com/redis/go-redis/v9"
 
-// chargeScript decides and charges one request's windowed checks in one
-// call. KEYS[i] is check i's bucket. ARGV[1] is the charge's id (a sliding
-// window's member), ARGV[2] the time in milliseconds ("" for Redis TIME:
-// tests pass it), then four per check: its kind ("q" quota, "s" sliding),
-// its limit, its argument (a quota's days, 0 for the UTC month; a sliding
-// window's period in milliseconds) and its shadow flag ("1").
+// chargeScript decides and charges the windowed checks of the requests of
+// a batch (redisconn.Call.Merge: the limiter's transport merges the calls
+// of concurrent requests into one run), each apart. KEYS is every
+// request's buckets, one request after the other; ARGV is, per request, its
+// number of checks, its charge's id (a sliding window's member), the time
+// in milliseconds ("" for Redis TIME: tests pass it), then four per check:
+// its kind ("q" quota, "s" sliding), its limit, its argument (a quota's
+// days, 0 for the UTC month; a sliding window's period in milliseconds)
+// and its shadow flag ("1").
 //
 // A quota reads the counter "<bucket>:q<window start>"; a sliding window
 // drops the members at or before now-w and counts the rest. Only when no
-// enforced check is full does it charge: INCR (PEXPIRE the window's end
-// plus an hour on the first), or ZADD now and PEXPIRE w. It returns seven
-// numbers per check: allowed (1/0), used after, retry and reset in
+// enforced check of the request is full does it charge the request's
+// checks: INCR (PEXPIRE the window's end plus an hour on the first), or
+// ZADD now and PEXPIRE w. It returns seven numbers per check, the
+// requests' in order: allowed (1/0), used after, retry and reset in
 // milliseconds, the window in milliseconds, the quota window's start
 // (Unix seconds) and charged (1; 2 when the charge found a quota's counter
 // absent and created it: the window's first use, or a counter Redis lost;
 // 0 not charged).
 var chargeScript = redis.NewScript(calendar + `
-local id = ARGV[1]
-local st = {}
-local allowed = true
-for i = 1, #KEYS do
-  local a = 2 + (i - 1) * 4
-  local s = {kind = ARGV[a + 1], limit = tonumber(ARGV[a + 2]), arg = tonumber(ARGV[a + 3])}
-  if s.kind == "q" then
-    local ws, we = window(s.arg)
-    s.key = KEYS[i] .. ":q" .. string.format("%d", ws)
-    s.start, s.wend, s.win = ws, we, (we - ws) * 1000
-    local v = redis.call("GET", s.key)
-    s.absent = not v
-    s.used = tonumber(v or "0")
-    s.reset = we * 1000 - now
-    s.retry = s.reset
-  else
-    redis.call("ZREMRANGEBYSCORE", KEYS[i], "-inf", now - s.arg)
-    s.used = redis.call("ZCARD", KEYS[i])
-    s.start, s.win, s.retry, s.reset = 0, s.arg, 0, 0
-    if s.used >= s.limit then
-      local o = redis.call("ZRANGE", KEYS[i], s.used - s.limit, s.used - s.limit, "WITHSCORES")
-      s.retry = tonumber(o[2]) + s.arg - now
-    end
-    if s.used > 0 then
-      local l = redis.call("ZRANGE", KEYS[i], -1, -1, "WITHSCORES")
-      s.reset = tonumber(l[2]) + s.arg - now
-    end
-  end
-  s.ok = s.used < s.limit
-  if not s.ok and ARGV[a + 4] ~= "1" then allowed = false end
-  st[i] = s
-end
-
 local out = {}
-for i = 1, #KEYS do
-  local s = st[i]
-  local charged = 0
-  if allowed and s.ok then
-    charged = 1
-    s.used = s.used + 1
+local k0, a0 = 0, 1
+while a0 <= #ARGV do
+  local nk = tonumber(ARGV[a0])
+  local id = ARGV[a0 + 1]
+  settime(ARGV[a0 + 2])
+  local st = {}
+  local allowed = true
+  for i = 1, nk do
+    local a = a0 + 2 + (i - 1) * 4
+    local key = KEYS[k0 + i]
+    local s = {key = key, kind = ARGV[a + 1], limit = tonumber(ARGV[a + 2]), arg = tonumber(ARGV[a + 3])}
     if s.kind == "q" then
-      redis.call("INCR", s.key)
-      if s.used == 1 then redis.call("PEXPIRE", s.key, s.wend * 1000 + 3600000 - now) end
-      if s.absent then charged = 2 end
+      local ws, we = window(s.arg)
+      s.qkey = key .. ":q" .. string.format("%d", ws)
+      s.start, s.wend, s.win = ws, we, (we - ws) * 1000
+      local v = redis.call("GET", s.qkey)
+      s.absent = not v
+      s.used = tonumber(v or "0")
+      s.reset = we * 1000 - now
+      s.retry = s.reset
     else
-      redis.call("ZADD", KEYS[i], now, id)
-      redis.call("PEXPIRE", KEYS[i], s.arg)
-      s.reset = s.arg
+      redis.call("ZREMRANGEBYSCORE", key, "-inf", now - s.arg)
+      s.used = redis.call("ZCARD", key)
+      s.start, s.win, s.retry, s.reset = 0, s.arg, 0, 0
+      if s.used >= s.limit then
+        local o = redis.call("ZRANGE", key, s.used - s.limit, s.used - s.limit, "WITHSCORES")
+        s.retry = tonumber(o[2]) + s.arg - now
+      end
+      if s.used > 0 then
+        local l = redis.call("ZRANGE", key, -1, -1, "WITHSCORES")
+        s.reset = tonumber(l[2]) + s.arg - now
+      end
     end
+    s.ok = s.used < s.limit
+    if not s.ok and ARGV[a + 4] ~= "1" then allowed = false end
+    st[i] = s
   end
-  local ok = 0
-  if s.ok then ok = 1 end
-  local n = #out
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = ok, s.used, s.retry, s.reset
-  out[n + 5], out[n + 6], out[n + 7] = s.win, s.start, charged
+  for i = 1, nk do
+    local s = st[i]
+    local charged = 0
+    if allowed and s.ok then
+      charged = 1
+      s.used = s.used + 1
+      if s.kind == "q" then
+        redis.call("INCR", s.qkey)
+        if s.used == 1 then redis.call("PEXPIRE", s.qkey, s.wend * 1000 + 3600000 - now) end
+        if s.absent then charged = 2 end
+      else
+        redis.call("ZADD", s.key, now, id)
+        redis.call("PEXPIRE", s.key, s.arg)
+        s.reset = s.arg
+      end
+    end
+    local ok = 0
+    if s.ok then ok = 1 end
+    local n = #out
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4] = ok, s.used, s.retry, s.reset
+    out[n + 5], out[n + 6], out[n + 7] = s.win, s.start, charged
+  end
+  k0 = k0 + nk
+  a0 = a0 + 3 + 4 * nk
 end
 return out
 `)
@@ -115,6 +126,7 @@ return 0
 // start (Unix seconds), and 1 when the grant created the counter (the
 // window's first use, or a counter Redis lost), else 0.
 var leaseScript = redis.NewScript(calendar + `
+settime(ARGV[2])
 local out = {}
 for i = 1, #KEYS do
   local a = 2 + (i - 1) * 6
@@ -157,17 +169,23 @@ if v > 0 then redis.call("DECRBY", KEYS[1], math.min(v, tonumber(ARGV[1]))) end
 return 0
 `)
 
-// calendar begins the scripts that count quotas: now (ARGV[2] when set,
-// else Redis TIME) in milliseconds, and window(days), a quota window's
-// start and end in Unix seconds (days 0: the UTC month). The calendar is
+// calendar begins the scripts that count quotas: settime(arg), which sets
+// now, in milliseconds, to arg when not "" (tests), else to Redis TIME
+// (read once a run), and window(days), a quota window's start and end in
+// Unix seconds at now (days 0: the UTC month). The calendar is
 // Howard Hinnant's days_from_civil and civil_from_days.
 const calendar = `
-local now
-if ARGV[2] ~= "" then
-  now = tonumber(ARGV[2])
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now, servertime
+local function settime(arg)
+  if arg ~= "" then
+    now = tonumber(arg)
+    return
+  end
+  if not servertime then
+    local t = redis.call("TIME")
+    servertime = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  now = servertime
 end
 
 local function days_from_civil(y, m, d)

@@ -178,6 +178,8 @@ func (l *Redis) Charge(cs policy.Checks) (Decision, error) {
 		}
 		args = append(args, kind, c.Rate.Limit, arg, shadow)
 	}
+	// Merged with the charges of concurrent requests: one script run.
+	call.Merge, call.NValues = true, 7*cs.Count
 	raw, err := l.run(call, chargeScript, keys, args)
 	if err != nil {
 		if errors.Is(err, redisconn.ErrBusy) {

@@ -218,7 +218,8 @@ func (c *Conn) Do(call *Call) ([]any, error) {
 }
 
 // Eval runs call.Script (required) for call's keys and arguments as they
-// are and returns Redis' whole reply; call is not the caller's any more.
+// are and returns Redis' whole reply (with Merge, the call's values of
+// its batch's reply); call is not the caller's any more.
 // With Pipeline it goes as one script call of the next batch, under the
 // rule the limiter's own calls keep (see Do and batcher: the wire
 // deadline, the on-time clock, the reply already waiting); without, alone
@@ -231,8 +232,12 @@ func (c *Conn) Eval(call *Call) (any, error) {
 	}
 	var r reply
 	if c.batch == nil {
+		args := call.Args[:call.NArgs]
+		if call.Merge { // the batch's form, of one call
+			args = append([]any{call.NKeys}, args...)
+		}
 		var cmd *redis.Cmd
-		if cmd, r.err = c.once(call.Script, call.Keys[:call.NKeys], call.Args[:call.NArgs]); r.err == nil {
+		if cmd, r.err = c.once(call.Script, call.Keys[:call.NKeys], args); r.err == nil {
 			r.raw, r.err = cmd.Result()
 		}
 	} else {

@@ -170,7 +170,10 @@ const (
 // answers the calls' values in call order. A call with a Script of its own
 // (see Conn.Eval) is not merged: it is one script call of the batch's
 // round trip, KEYS its keys and ARGV its arguments as they are, and its
-// whole reply is its own. A call is reused (calls pool) only by a caller
+// whole reply is its own; unless Merge says its script takes the batch's
+// form, as the Conn's does: it is then merged with the calls of the same
+// script in its batch (with Redis Cluster, of its hash slot), and its
+// NValues values of the reply are its own. A call is reused (calls pool) only by a caller
 // that got its reply or never queued it; one that gave up leaves it to the
 // garbage collector, since a sender may still hold it.
 type Call struct {
@@ -180,8 +183,10 @@ type Call struct {
 	NArgs   int // Args[:NArgs] are the call's
 	NValues int // the values of the reply that are the call's
 	// Script, when set (Eval), is the call's own script; nil: the Conn's,
-	// merged with the batch's other calls (Do). Conn.Call clears it.
+	// merged with the batch's other calls (Do). Merge: Script takes the
+	// batch's form (see above). Conn.Call clears both.
 	Script *redis.Script
+	Merge  bool
 	state  atomic.Int32
 	reply  chan reply // capacity 1: the batch never blocks on a caller
 	timer  Timer      // the caller's wait, on the Conn's clock
@@ -238,7 +243,7 @@ func (b *batcher) close() {
 // call is a Call for do, to be filled.
 func (b *batcher) call() *Call {
 	c := b.calls.Get().(*Call)
-	c.Script = nil
+	c.Script, c.Merge = nil, false
 	return c
 }
 
@@ -606,20 +611,21 @@ func (b *batcher) send(batch []*Call, buf *sendBuf) {
 	script := b.script
 	var own []*redis.Script // by group: its call's own script (nil: script)
 	for i, g := range groups {
-		s := g[0].Script
-		switch {
+		switch s := g[0].Script; {
 		case s == nil:
-			keys[i], args[i] = buf.batchArgs(g)
-			continue
 		case len(groups) == 1:
-			script = s // a lone call of its own: no list of scripts
+			script = s // one group of its own script: no list of scripts
 		default:
 			if own == nil {
 				own = make([]*redis.Script, len(groups))
 			}
 			own[i] = s
 		}
-		keys[i], args[i] = g[0].Keys[:g[0].NKeys], g[0].Args[:g[0].NArgs]
+		if merged(g[0]) {
+			keys[i], args[i] = buf.batchArgs(g)
+		} else {
+			keys[i], args[i] = g[0].Keys[:g[0].NKeys], g[0].Args[:g[0].NArgs]
+		}
 	}
 	cmds, failed := runScripts(ctx, b.client, script, own, keys, args, buf.commands(len(groups)))
 	// A timeout while a reply sat unread in a socket was the node's doing:
@@ -649,7 +655,7 @@ func (b *batcher) send(batch []*Call, buf *sendBuf) {
 		var v []any
 		var raw any
 		var err error
-		if g[0].Script != nil {
+		if !merged(g[0]) {
 			raw, err = cmds[i].Result()
 			v, _ = raw.([]any)
 		} else {
@@ -673,13 +679,14 @@ func (b *batcher) send(batch []*Call, buf *sendBuf) {
 		off := 0
 		for _, c := range g {
 			r := reply{err: err}
-			if c.Script != nil { // alone in its group: the whole reply
+			if !merged(c) { // alone in its group: the whole reply
 				r.v, r.raw = v, raw
 			} else if n := c.NValues; err == nil {
 				if off+n > len(v) {
 					r.err = errors.New("the script answered fewer values than its calls asked")
 				} else {
 					r.v = v[off : off+n : off+n]
+					r.raw = r.v // Eval's answer: the call's own values
 				}
 				off += n
 			}
@@ -698,39 +705,48 @@ func (b *batcher) owed() bool {
 	return b.conns.asked()
 }
 
-// group splits live into the script calls of one batch: all of it, or with
-// Redis Cluster one group per hash slot (each call's buckets share one);
-// a call with a script of its own is a group alone.
+// group splits live into the script calls of one batch: all of it, or
+// one group per script (the Conn's, and each merged one), and with Redis
+// Cluster per hash slot too (each call's buckets share one); a call with a
+// script of its own that is not merged is a group alone.
 func (b *batcher) group(live []*Call, buf *sendBuf) [][]*Call {
-	merged := true
+	same := merged(live[0])
 	for _, c := range live {
-		merged = merged && c.Script == nil
+		same = same && merged(c) && c.Script == live[0].Script
 	}
-	if len(live) == 1 || !b.cluster && merged {
+	if len(live) == 1 || !b.cluster && same {
 		buf.one[0] = live
 		return buf.one[:]
 	}
+	type key struct {
+		script *redis.Script
+		slot   uint16
+	}
 	var groups [][]*Call
-	index := make(map[uint16]int)
+	index := make(map[key]int)
 	for _, c := range live {
-		if c.Script != nil {
+		if !merged(c) {
 			groups = append(groups, []*Call{c})
 			continue
 		}
-		var s uint16
+		k := key{script: c.Script}
 		if b.cluster {
-			s = Slot(c.Keys[0])
+			k.slot = Slot(c.Keys[0])
 		}
-		i, ok := index[s]
+		i, ok := index[k]
 		if !ok {
 			i = len(groups)
-			index[s] = i
+			index[k] = i
 			groups = append(groups, nil)
 		}
 		groups[i] = append(groups[i], c)
 	}
 	return groups
 }
+
+// merged reports whether c is merged with the calls of its script: the
+// Conn's, or one of its own that takes the batch's form.
+func merged(c *Call) bool { return c.Script == nil || c.Merge }
 
 // sendBuf is one sender's room for a batch's lists (the groups' keys and
 // arguments, the commands), kept from one batch to the next: a batch on
