@@ -93,12 +93,18 @@ return out
 // quota's window counter, a sliding window's set), ARGV[1] the charge's id
 // and ARGV[1+i] check i's kind. A counter is decremented, never below
 // zero, in the window it was charged in (one that has turned and expired
-// is left alone); a member is removed.
+// is left alone), once: unless the counter's mark of the charge's id
+// (the counter's name, ":r", the id) is there, which it then sets for an
+// hour, so that a call sent again (a Redis Cluster client resends a
+// node's pipeline after a timeout) takes back nothing twice; a member is
+// removed (removing it again is nothing).
 var refundScript = redis.NewScript(`
 for i = 1, #KEYS do
   if ARGV[1 + i] == "q" then
-    local v = tonumber(redis.call("GET", KEYS[i]) or "0")
-    if v > 0 then redis.call("DECR", KEYS[i]) end
+    if redis.call("SET", KEYS[i] .. ":r" .. ARGV[1], 1, "NX", "PX", 3600000) then
+      local v = tonumber(redis.call("GET", KEYS[i]) or "0")
+      if v > 0 then redis.call("DECR", KEYS[i]) end
+    end
   else
     redis.call("ZREM", KEYS[i], ARGV[1])
   end

@@ -1,6 +1,7 @@
 package window
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"strconv"
@@ -384,4 +385,39 @@ func transport(t testing.TB, c redis.UniversalClient, timeout time.Duration) *re
 	}
 	t.Cleanup(conn.Close)
 	return conn
+}
+
+// An exact quota's refund sent twice (its answer lost and the call sent
+// again, as a Redis Cluster client does after a node's timeout) takes
+// back one charge, not two: the quota is never lifted by a resend.
+func TestQuotaRefundSentTwiceCountsOnce(t *testing.T) {
+	rs := testredis.Start(t)
+	info := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	t.Cleanup(func() { info.Close() })
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	l := newRedisLimiter(t, rs, &now)
+	const bucket = "vg:{v:refund}:day"
+	cs := checks(policy.Check{Key: bucket, Rate: quota("day", 10, policy.Calendar{Days: 1})})
+	var last Decision
+	for range 3 {
+		d, err := l.Charge(cs)
+		if err != nil || !d.Allowed {
+			t.Fatalf("charge: %v", err)
+		}
+		last = d
+	}
+	counter := keyPrefix + quotaKey(bucket, last.Results[0].start)
+	for range 2 { // the refund's call, sent twice
+		call, ks, as, err := l.call(1, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ks[0], as[0], as[1] = counter, last.id, "q"
+		if _, err := l.run(call, refundScript, ks, as); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := info.Get(context.Background(), counter).Int(); err != nil || n != 2 {
+		t.Fatalf("the counter holds %d (%v) after 3 charges and one refund sent twice, want 2", n, err)
+	}
 }
