@@ -48,7 +48,8 @@ type quotaLeases struct {
 
 	mu   sync.Mutex
 	m    map[string]*quotaLease
-	back []giveBack // what goes back at the next sweep (or Close)
+	back    []giveBack // what goes back at the next sweep (or Close)
+	sending []giveBack // what a sweep is sending back now
 	// sent counts the tokens given back that Redis answered for, lost
 	// those given up on (not answered for giveBackRetry).
 	sent, lost atomic.Uint64
@@ -355,11 +356,16 @@ func (l *Redis) sweep(all bool) {
 		}
 	}
 	back := q.back
-	q.back = nil
+	q.back, q.sending = nil, back
 	q.mu.Unlock()
 	if len(back) == 0 {
 		return
 	}
+	defer func() {
+		q.mu.Lock()
+		q.sending = nil
+		q.mu.Unlock()
+	}()
 	n := 0
 	for _, b := range back {
 		n += b.n
@@ -371,6 +377,7 @@ func (l *Redis) sweep(all bool) {
 		l.failed(fmt.Errorf("window: %d leased quota tokens not given back yet: %w", n, err))
 		lost := 0
 		q.mu.Lock()
+		q.sending = nil // queued again instead
 		for _, b := range back {
 			if now-b.since < giveBackRetry.Milliseconds() {
 				q.back = append(q.back, b)
@@ -421,7 +428,7 @@ func (l *Redis) sendBack(back []giveBack) error {
 }
 
 // held is what this gateway holds unspent of bucket's window start: in
-// its lease, and queued to go back.
+// its lease, queued to go back, and going back.
 func (l *Redis) held(bucket string, start int64) int {
 	q := l.leases
 	q.mu.Lock()
@@ -430,9 +437,11 @@ func (l *Redis) held(bucket string, start int64) int {
 	if le := q.m[bucket]; le != nil && le.start == start {
 		n += le.tokens
 	}
-	for _, b := range q.back {
-		if b.bucket == bucket && b.start == start {
-			n += b.n
+	for _, bs := range [][]giveBack{q.back, q.sending} {
+		for _, b := range bs {
+			if b.bucket == bucket && b.start == start {
+				n += b.n
+			}
 		}
 	}
 	return n
