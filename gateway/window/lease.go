@@ -26,15 +26,16 @@ import (
 // below it: while another gateway holds an unused slice (at most
 // lease_max tokens of a bucket, and an eighth of what was left when it
 // was taken), or after a slice that never came back (a gateway that died
-// holding it, a give-back Redis did not answer): at most the slice, for
-// the rest of that window. A slice follows demand: a bucket's first
+// holding it, a give-back Redis did not answer for giveBackRetry): at
+// most the slice, for the rest of that window. A give-back counts once
+// however often it is sent (see giveBack). A slice follows demand: a bucket's first
 // request in a lease period takes its own token only (exact), then each
 // call asks for as many as the bucket had requests in the last period, at
 // most lease_max. lease_max 1 is no lease: every request asks Redis, as an
 // exact quota does.
 //
 // A request whose checks are not all leased quotas (a sliding window, an
-// exact quota) is decided by one chargeScript call, exactly, as before.
+// exact quota) is decided by chargeScript, exactly, as before.
 
 // quotaLeases are one limiter's leases, by the quota's bucket name.
 type quotaLeases struct {
