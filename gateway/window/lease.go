@@ -47,8 +47,8 @@ type quotaLeases struct {
 	closing sync.RWMutex
 	seq     atomic.Uint64 // names the give-backs
 
-	mu   sync.Mutex
-	m    map[string]*quotaLease
+	mu      sync.Mutex
+	m       map[string]*quotaLease
 	back    []giveBack // what goes back at the next sweep (or Close)
 	sending []giveBack // what a sweep is sending back now
 	// sent counts the tokens given back that Redis answered for, lost
