@@ -82,12 +82,26 @@ func TestLeasedQuotaAccounts(t *testing.T) {
 		check := func(step int) {
 			t.Helper()
 			day := now.Truncate(24 * time.Hour).Unix()
+			// Every counter in one round trip: the test reads them after each of
+			// its 4,800 steps.
+			var names []string
 			for _, start := range []int64{day, day - 86400} {
+				for _, bucket := range buckets {
+					names = append(names, keyPrefix+quotaKey(bucket, start))
+				}
+			}
+			counters, err := info.MGet(context.Background(), names...).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, start := range []int64{day, day - 86400} {
 				for b, bucket := range buckets {
 					k := bucket + ":" + strconv.FormatInt(start, 10)
-					counter, err := info.Get(context.Background(), keyPrefix+quotaKey(bucket, start)).Int()
-					if err != nil && err != redis.Nil {
-						t.Fatal(err)
+					counter := 0
+					if v, ok := counters[i*len(buckets)+b].(string); ok {
+						if counter, err = strconv.Atoi(v); err != nil {
+							t.Fatal(err)
+						}
 					}
 					held := 0
 					for _, l := range ls {
@@ -131,12 +145,17 @@ func TestLeasedQuotaAccounts(t *testing.T) {
 					refunded++
 				}
 			}
-			scripts := rs.Info(t, "commandstats").Scripts()
+			// Until one charge is seen decided from a slice (no script call),
+			// Redis' count of calls is read around each.
+			var scripts int64
+			if spentLeased == 0 {
+				scripts = rs.Info(t, "commandstats").Scripts()
+			}
 			d, err := l.Charge(cs)
 			if err != nil {
 				t.Fatalf("seed %d step %d: %v", seed, step, err)
 			}
-			if rs.Info(t, "commandstats").Scripts() == scripts {
+			if spentLeased == 0 && rs.Info(t, "commandstats").Scripts() == scripts {
 				spentLeased++
 			}
 			if !d.Allowed {
@@ -167,7 +186,7 @@ func TestLeasedQuotaAccounts(t *testing.T) {
 			}
 		}
 		if refused == 0 || refunded == 0 || spentLeased == 0 {
-			t.Fatalf("seed %d: %d refused, %d refunded, %d decided from leases: the run did not reach every case", seed, refused, refunded, spentLeased)
+			t.Fatalf("seed %d: %d refused, %d refunded, no charge decided from a slice: the run did not reach every case", seed, refused, refunded)
 		}
 	}
 }
