@@ -62,16 +62,16 @@ type Metrics struct {
 	UsagePendingBytes prometheus.Gauge
 	UsageDroppedReqs  prometheus.Counter
 
-	// requestCounters caches the children of requests_total by route index,
-	// method index and status, so that counting a request does not hash
-	// label values.
-	requestCounters []atomic.Pointer[prometheus.Counter]
+	// answered caches the children of requests_total and
+	// http_server_request_duration_seconds by route index, method index and
+	// status class, so that counting a request does not hash label values.
+	// A class's table is made at its first request: a gateway holds tables
+	// only for the routes, methods and classes it answered (every table
+	// made up front was 224 KB of live heap, most of a small gateway's own).
+	answered        []atomic.Pointer[statusClass]
 	routes, methods []string
 	// durations are RequestDuration's children by route index.
 	durations []prometheus.Observer
-	// httpDurations caches HTTPServerDuration's children as
-	// requestCounters does requests_total's.
-	httpDurations []atomic.Pointer[prometheus.Observer]
 	// decisions are LimiterDecisions' counters by limit name (a handful,
 	// from the settings), the same for a name across reloads: the gateway
 	// resolves them when it compiles its policy table, so that counting a
@@ -165,8 +165,7 @@ func NewMetrics(routes []string) *Metrics {
 		routes:  routes,
 		methods: countedMethods,
 	}
-	m.requestCounters = make([]atomic.Pointer[prometheus.Counter], len(routes)*len(countedMethods)*500)
-	m.httpDurations = make([]atomic.Pointer[prometheus.Observer], len(m.requestCounters))
+	m.answered = make([]atomic.Pointer[statusClass], len(routes)*len(countedMethods)*statusClasses)
 	m.durations = make([]prometheus.Observer, len(routes))
 	for i, r := range routes {
 		m.durations[i] = m.RequestDuration.WithLabelValues(r)
@@ -272,24 +271,52 @@ func (m *Metrics) Request(route int, method []byte, status int, d time.Duration)
 	if status < 100 || status > 599 {
 		status = 599
 	}
-	i := (route*len(m.methods)+mi)*500 + status - 100
-	if o := m.httpDurations[i].Load(); o != nil {
+	i := (route*len(m.methods)+mi)*statusClasses + status/100 - 1
+	class := m.answered[i].Load()
+	if class == nil {
+		class = m.firstOfClass(i)
+	}
+	ch := &class[status%100]
+	if o := ch.duration.Load(); o != nil {
 		(*o).Observe(d.Seconds())
 	} else {
-		m.observeHTTPFirst(i, route, mi, status, d)
+		m.observeHTTPFirst(ch, route, mi, status, d)
 	}
-	if c := m.requestCounters[i].Load(); c != nil {
+	if c := ch.count.Load(); c != nil {
 		(*c).Inc()
 		return
 	}
 	c := m.requests.WithLabelValues(m.routes[route], m.methods[mi], strconv.Itoa(status))
-	m.requestCounters[i].Store(&c)
+	ch.count.Store(&c)
 	c.Inc()
+}
+
+// statusClasses are the status classes a route and method count apart:
+// 1xx to 5xx.
+const statusClasses = 5
+
+// statusClass holds one route's, method's and class's children by
+// status % 100.
+type statusClass [100]statusChildren
+
+// statusChildren are one route's, method's and status's children of
+// requests_total and http_server_request_duration_seconds, each cached at
+// the status's first request.
+type statusChildren struct {
+	count    atomic.Pointer[prometheus.Counter]
+	duration atomic.Pointer[prometheus.Observer]
+}
+
+// firstOfClass makes class i's table; of two made at once the first
+// stored is kept.
+func (m *Metrics) firstOfClass(i int) *statusClass {
+	m.answered[i].CompareAndSwap(nil, new(statusClass))
+	return m.answered[i].Load()
 }
 
 // observeHTTPFirst resolves and caches the OTel histogram's child for a
 // route, method and status seen for the first time.
-func (m *Metrics) observeHTTPFirst(i, route, mi, status int, d time.Duration) {
+func (m *Metrics) observeHTTPFirst(ch *statusChildren, route, mi, status int, d time.Duration) {
 	code, errType := strconv.Itoa(status), ""
 	if status >= 500 {
 		errType = code
@@ -299,7 +326,7 @@ func (m *Metrics) observeHTTPFirst(i, route, mi, status int, d time.Duration) {
 		method = "_OTHER" // the convention's name for a method it does not list
 	}
 	o := m.HTTPServerDuration.WithLabelValues(m.routes[route], method, code, errType)
-	m.httpDurations[i].Store(&o)
+	ch.duration.Store(&o)
 	o.Observe(d.Seconds())
 }
 
