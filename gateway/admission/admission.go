@@ -260,8 +260,18 @@ func (ad *Admitter) admitWindows(a *Admission, r *Request) error {
 }
 
 func (ad *Admitter) admitRates(a *Admission) error {
+	// The limiters by their own types: their Decide writes the decision
+	// in place, where a call through the interface would move the
+	// request's Admission to the heap (RateLimiter).
 	var err error
-	a.Decision, err = ad.rates.Allow(a.Checks)
+	switch l := ad.rates.(type) {
+	case *limit.Redis:
+		err = l.Decide(&a.Checks, &a.Decision)
+	case *limit.Local:
+		err = l.Decide(&a.Checks, &a.Decision)
+	default:
+		a.Decision, err = ad.rates.Allow(a.Checks)
+	}
 	if err != nil {
 		a.RatesErr = err
 		if !a.Checks.Enforces() {

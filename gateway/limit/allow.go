@@ -19,76 +19,92 @@ import (
 	"vendorgate/gateway/policy"
 )
 
-// Allow checks cs: from this gateway's leases when every bucket of the
-// request has a token (lease.go), otherwise in Redis. Redis down, silent
-// past Timeout, or the breaker open: ErrUnavailable; the node too busy to
-// get an answer within BusyTimeout while Redis answers: ErrBusy; never an
-// allowed Decision.
-func (r *Redis) Allow(cs policy.Checks) (Decision, error) {
+// Allow is Decide for a caller that keeps its checks and decision by
+// value.
+func (r *Redis) Allow(cs policy.Checks) (d Decision, err error) {
+	err = r.Decide(&cs, &d)
+	return d, err
+}
+
+// Decide checks cs into d: from this gateway's leases when every bucket of
+// the request has a token (lease.go), otherwise in Redis. Redis down,
+// silent past Timeout, or the breaker open: ErrUnavailable; the node too
+// busy to get an answer within BusyTimeout while Redis answers: ErrBusy;
+// never an allowed Decision (d is left as a zero one). Written in place:
+// a Decision is a kilobyte, which a result by value copied twice on every
+// request.
+func (r *Redis) Decide(cs *policy.Checks, d *Decision) error {
+	d.reset(cs.Count)
 	if cs.Count == 0 {
-		return Decision{Allowed: true}, nil
+		d.Allowed = true
+		return nil
 	}
 	now := r.now().UnixNano()
-	var d Decision
 	var err error
 	if r.leases != nil && r.leases.on() {
 		if r.closed.Load() {
-			return Decision{}, errLimiterClosed
+			return errLimiterClosed
 		}
 		var again bool
-		d, again, err = r.allowLeased(&cs, now, true)
+		again, err = r.allowLeased(cs, d, now, true)
 		if again {
-			d, _, err = r.allowLeased(&cs, now, false)
+			d.reset(cs.Count)
+			_, err = r.allowLeased(cs, d, now, false)
 		}
 	} else {
-		if d, ok := r.remembered(&cs, nil, now); ok {
-			return d, nil
+		if r.remembered(cs, nil, now, d) {
+			return nil
 		}
-		d, err = r.allowRedis(&cs)
+		err = r.allowRedis(cs, d)
 	}
-	if err != nil || d.Allowed {
-		return d, err
+	if err != nil {
+		d.reset(cs.Count)
+		return err
+	}
+	if d.Allowed {
+		return nil
 	}
 	for i := 0; i < cs.Count; i++ {
 		if res := d.Results[i]; res.Known && !res.Allowed && !cs.List[i].Rate.Shadow && res.RetryAfter > 0 {
 			r.remember(cs.List[i].Key, denial{until: now + int64(res.RetryAfter), reset: now + int64(res.ResetAfter)})
 		}
 	}
-	return d, nil
+	return nil
 }
 
-// remembered answers cs from the in-process memory of denials: the first
-// enforced bucket (not held, when held is given) known to refuse until
-// later.
-func (r *Redis) remembered(cs *policy.Checks, held *[policy.MaxChecks]bool, now int64) (Decision, bool) {
+// remembered answers cs into d from the in-process memory of denials: the
+// first enforced bucket (not held, when held is given) known to refuse
+// until later. It reports whether it did (d untouched when not).
+func (r *Redis) remembered(cs *policy.Checks, held *[policy.MaxChecks]bool, now int64, d *Decision) bool {
 	for i := 0; i < cs.Count; i++ {
 		if cs.List[i].Rate.Shadow || held != nil && held[i] {
 			continue
 		}
 		if dn, ok := r.deniedUntil(cs.List[i].Key, now); ok {
-			var d Decision
+			d.reset(cs.Count)
 			d.Results[i] = Result{Known: true, RetryAfter: time.Duration(dn.until - now), ResetAfter: time.Duration(dn.reset - now)}
 			d.decide(cs)
-			return d, true
+			return true
 		}
 	}
-	return Decision{}, false
+	return false
 }
 
-// allowRedis decides cs in Redis, one token a bucket: no lease.
-func (r *Redis) allowRedis(cs *policy.Checks) (Decision, error) {
+// allowRedis decides cs in Redis into d, one token a bucket: no lease.
+func (r *Redis) allowRedis(cs *policy.Checks, d *Decision) error {
 	if r.health.Open() {
-		return Decision{}, errOpen
+		return errOpen
 	}
 	want := ones
-	d, g, err := r.call(cs, &want)
+	rd, g, err := r.call(cs, &want)
+	*d = rd
 	seq := r.refundSeq.Load() // after the answer came
 	for i := 0; i < cs.Count; i++ {
 		if cs.List[i].Rate.Refund && g[i].n > 0 && d.Allowed {
 			d.receipts[i] = grantReceipt(g[i], seq)
 		}
 	}
-	return d, err
+	return err
 }
 
 // ones asks one token of every bucket (every one of MaxChecks).
@@ -105,72 +121,96 @@ var errLimiterClosed = fmt.Errorf("%w: %w", ErrUnavailable, redisconn.ErrClosed)
 // errOpen answers a call the open breaker refuses.
 var errOpen = fmt.Errorf("%w: breaker %s: %w", ErrUnavailable, BreakerName, gobreaker.ErrOpenState)
 
-// allowLeased decides cs from the leases of its buckets, asking Redis for
-// the buckets without a token (and their next lease) only. A request is
-// admitted with a token from each bucket; when a remembered denial, Redis
-// refuses or fails, the tokens taken from leases go back to them. (A
-// lease's tokens are spent before a denial remembered for its bucket: they
-// were charged.) clock is the denial memory's clock. A refusal by Redis of
-// a bucket whose lease holds tokens it did not honour (Redis had not
-// answered lately) says again is worth it, when first: Redis has answered
-// now.
-func (r *Redis) allowLeased(cs *policy.Checks, clock int64, first bool) (d Decision, again bool, err error) {
-	now := r.clock.Nanotime()
-	epoch := r.leases.epoch.Load()
-	var tickets [policy.MaxChecks]ticket
-	var held [policy.MaxChecks]bool
-	var rest policy.Checks
-	var want, idx [policy.MaxChecks]int // by rest's index: tokens asked, index in cs
+// allowLeased decides cs into d from the leases of its buckets, asking
+// Redis for the buckets without a token (and their next lease) only
+// (askLeased). A request is admitted with a token from each bucket; when
+// a remembered denial, Redis refuses or fails, the tokens taken from
+// leases go back to them. (A lease's tokens are spent before a denial
+// remembered for its bucket: they were charged.) clock is the denial
+// memory's clock. A refusal by Redis of a bucket whose lease holds tokens
+// it did not honour (Redis had not answered lately) says again is worth
+// it, when first: Redis has answered now.
+func (r *Redis) allowLeased(cs *policy.Checks, d *Decision, clock int64, first bool) (again bool, err error) {
+	var p leasedPass
+	p.now = r.clock.Nanotime()
+	p.epoch = r.leases.epoch.Load()
 	for i := 0; i < cs.Count; i++ {
-		res, t, w, ok := r.leases.take(cs.List[i].Key, now, !first)
+		res, t, w, ok := r.leases.take(cs.List[i].Key, p.now, !first)
 		if ok {
-			d.Results[i], tickets[i], held[i] = res, t, true
+			d.Results[i], p.tickets[i], p.held[i] = res, t, true
 			continue
 		}
 		if tokens := cs.List[i].Rate.Tokens(); tokens > 1 {
 			// lease_max counts tokens: whole requests of the cost within it.
 			w = min(w, max(int(r.leases.max.Load())/tokens, 1))
 		}
-		idx[rest.Count], want[rest.Count] = i, w
-		rest.List[rest.Count] = cs.List[i]
-		rest.Count++
+		p.idx[p.ask], p.want[p.ask] = i, w
+		p.ask++
 	}
-	if rest.Count == 0 {
-		d.decide(cs)
-		for i := 0; i < cs.Count; i++ {
-			if cs.List[i].Rate.Refund {
-				d.receipts[i] = leaseReceipt(tickets[i])
-			}
-		}
-		return d, false, nil
+	if p.ask > 0 {
+		return r.askLeased(cs, d, &p, clock, first)
 	}
-	giveBack := func() {
-		for i := 0; i < cs.Count; i++ {
-			if held[i] {
-				r.leases.giveBack(cs.List[i].Key, tickets[i], now)
-			}
+	d.decide(cs)
+	for i := 0; i < cs.Count; i++ {
+		if cs.List[i].Rate.Refund {
+			d.receipts[i] = leaseReceipt(p.tickets[i])
 		}
 	}
-	if dn, ok := r.remembered(cs, &held, clock); ok {
-		giveBack()
-		return dn, false, nil
+	return false, nil
+}
+
+// leasedPass is what allowLeased took from the leases: the tokens held by
+// check, and the checks (ask of them) to ask Redis for, with the tokens
+// wanted of each.
+type leasedPass struct {
+	now     int64
+	epoch   uint64
+	tickets [policy.MaxChecks]ticket
+	held    [policy.MaxChecks]bool
+	ask     int
+	// want and idx by the asking's index: tokens asked, index in cs.
+	want, idx [policy.MaxChecks]int
+}
+
+// giveBack returns the tokens p took from leases.
+func (r *Redis) giveBack(cs *policy.Checks, p *leasedPass) {
+	for i := 0; i < cs.Count; i++ {
+		if p.held[i] {
+			r.leases.giveBack(cs.List[i].Key, p.tickets[i], p.now)
+		}
+	}
+}
+
+// askLeased is allowLeased's call to Redis for the buckets p found
+// without a token, and its decision from the answer and the leases'
+// tokens.
+func (r *Redis) askLeased(cs *policy.Checks, d *Decision, p *leasedPass, clock int64, first bool) (again bool, err error) {
+	if r.remembered(cs, &p.held, clock, d) {
+		r.giveBack(cs, p)
+		return false, nil
 	}
 	if r.health.Open() {
-		giveBack()
-		return Decision{}, false, errOpen
+		r.giveBack(cs, p)
+		return false, errOpen
 	}
 	r.closing.RLock() // until the grants are in
 	defer r.closing.RUnlock()
 	if r.closed.Load() {
-		giveBack()
-		return Decision{}, false, errLimiterClosed
+		r.giveBack(cs, p)
+		return false, errLimiterClosed
 	}
-	rd, grants, err := r.call(&rest, &want)
+	var rest policy.Checks
+	for j := 0; j < p.ask; j++ {
+		rest.List[j] = cs.List[p.idx[j]]
+	}
+	rest.Count = p.ask
+	rd, grants, err := r.call(&rest, &p.want)
 	seq := r.refundSeq.Load() // after the answer came: see ownRefunds
 	if err != nil {
-		giveBack()
-		return Decision{}, false, err
+		r.giveBack(cs, p)
+		return false, err
 	}
+	now, idx := p.now, &p.idx
 	// A shadow limit Redis refused while this gateway's own lease of it
 	// holds tokens (not honoured on the way in: Redis had not answered
 	// lately) spends one now that Redis has answered, as a refused
@@ -182,21 +222,21 @@ func (r *Redis) allowLeased(cs *policy.Checks, clock int64, first bool) (d Decis
 		d.Results[i] = rd.Results[j]
 		if c := &rest.List[j]; c.Rate.Shadow && !rd.Results[j].Allowed {
 			if res, t, _, ok := r.leases.take(c.Key, now, true); ok {
-				d.Results[i], tickets[i], held[i], spent[j] = res, t, true, true
+				d.Results[i], p.tickets[i], p.held[i], spent[j] = res, t, true, true
 			}
 		}
 	}
 	d.decide(cs)
 	if !d.Allowed {
-		giveBack()
+		r.giveBack(cs, p)
 		if first {
 			for j := 0; j < rest.Count; j++ {
 				if res := rd.Results[j]; !res.Allowed && !rest.List[j].Rate.Shadow && r.leases.holds(rest.List[j].Key, now) {
-					return d, true, nil
+					return true, nil
 				}
 			}
 		}
-		return d, false, nil
+		return false, nil
 	}
 	done := r.clock.Nanotime()
 	for j := 0; j < rest.Count; j++ {
@@ -205,7 +245,7 @@ func (r *Redis) allowLeased(cs *policy.Checks, clock int64, first bool) (d Decis
 		}
 		c := &rest.List[j]
 		g := grants[j]
-		own, leased := r.leases.grant(c.Key, c.Rate, rd.Results[j], g, seq, epoch, now, done)
+		own, leased := r.leases.grant(c.Key, c.Rate, rd.Results[j], g, seq, p.epoch, now, done)
 		if c.Rate.Refund && g.n > 0 {
 			if leased {
 				d.receipts[idx[j]] = leaseReceipt(own)
@@ -221,11 +261,11 @@ func (r *Redis) allowLeased(cs *policy.Checks, clock int64, first bool) (d Decis
 		}
 	}
 	for i := 0; i < cs.Count; i++ {
-		if held[i] && cs.List[i].Rate.Refund {
-			d.receipts[i] = leaseReceipt(tickets[i])
+		if p.held[i] && cs.List[i].Rate.Refund {
+			d.receipts[i] = leaseReceipt(p.tickets[i])
 		}
 	}
-	return d, false, nil
+	return false, nil
 }
 
 // grant is what the script granted one bucket of an allowed call: n

@@ -99,6 +99,14 @@ func interval(r policy.Rate) int64 {
 func capacity(r policy.Rate) int { return max(r.EffectiveBurst()/r.Tokens(), 1) }
 
 // decide fills Allowed, RetryAfter and ShadowDenied from Results.
+// reset readies d for a decision of n checks: what deciding sets or
+// accumulates, cleared (the Results and receipts of n checks).
+func (d *Decision) reset(n int) {
+	d.Allowed, d.RetryAfter, d.ShadowDenied, d.Count = false, 0, false, 0
+	clear(d.Results[:n])
+	clear(d.receipts[:n])
+}
+
 func (d *Decision) decide(cs *policy.Checks) {
 	d.Count = cs.Count
 	d.Allowed = true

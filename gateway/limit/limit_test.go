@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,6 +69,44 @@ func TestLocalAllOrNothing(t *testing.T) {
 	if d, _ := l.Allow(one("v", vendor)); d.Results[0].Remaining != 8 {
 		t.Fatalf("%+v", d)
 	}
+}
+
+// TestDecideIntoUsedDecision decides into one Decision over and over, as
+// a caller may into a reused one: a refusal (its RetryAfter, a shadow
+// refusal, a refund's receipt) must leave nothing behind in the next
+// answer's checks, which read as a fresh Decision's would.
+func TestDecideIntoUsedDecision(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+	used, fresh := newLocal(clock), newLocal(clock)
+	key := policy.Rate{Name: "key", Limit: 1, Period: time.Minute, Refund: true}
+	shadow := policy.Rate{Name: "shadow", Limit: 1, Period: time.Minute, Shadow: true}
+	vendor := policy.Rate{Name: "vendor", Limit: 100, Period: time.Minute}
+	var d Decision
+	for i, cs := range []policy.Checks{
+		checksOf(policy.Check{Key: "k", Rate: key}, policy.Check{Key: "s", Rate: shadow}),
+		checksOf(policy.Check{Key: "k", Rate: key}, policy.Check{Key: "s", Rate: shadow}), // refused, shadow refused
+		checksOf(policy.Check{Key: "v", Rate: vendor}),
+		checksOf(policy.Check{Key: "k2", Rate: key}, policy.Check{Key: "v", Rate: vendor}),
+	} {
+		if err := used.Decide(&cs, &d); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := fresh.Allow(cs)
+		n := cs.Count // results past the checks' count are not read
+		if d.Allowed != want.Allowed || d.RetryAfter != want.RetryAfter || d.ShadowDenied != want.ShadowDenied || d.Count != want.Count ||
+			!slices.Equal(d.Results[:n], want.Results[:n]) || !slices.Equal(d.receipts[:n], want.receipts[:n]) {
+			t.Fatalf("decision %d into a used Decision:\n%+v\nwant, as into a fresh one:\n%+v", i, d, want)
+		}
+	}
+}
+
+func checksOf(c ...policy.Check) policy.Checks {
+	var cs policy.Checks
+	for _, x := range c {
+		cs.Add(x)
+	}
+	return cs
 }
 
 // withDefaults is o with config's default for every setting o leaves zero

@@ -65,10 +65,18 @@ func newLocal(now func() time.Time) *Local {
 	return l
 }
 
-// Allow checks every limit of cs and charges them only when every enforced
-// limit allows (a shadow limit that refuses is not charged).
-func (l *Local) Allow(cs policy.Checks) (Decision, error) {
-	var d Decision
+// Allow is Decide for a caller that keeps its checks and decision by
+// value.
+func (l *Local) Allow(cs policy.Checks) (d Decision, err error) {
+	err = l.Decide(&cs, &d)
+	return d, err
+}
+
+// Decide checks every limit of cs into d and charges them only when every
+// enforced limit allows (a shadow limit that refuses is not charged). It
+// never fails.
+func (l *Local) Decide(cs *policy.Checks, d *Decision) error {
+	d.reset(cs.Count)
 	now := l.now().UnixNano()
 	var idx [policy.MaxChecks]int
 	for i := 0; i < cs.Count; i++ {
@@ -79,7 +87,7 @@ func (l *Local) Allow(cs policy.Checks) (Decision, error) {
 	for i := 0; i < cs.Count; i++ {
 		d.Results[i], tats[i] = gcra(now, l.shards[idx[i]].tat[cs.List[i].Key], cs.List[i].Rate)
 	}
-	d.decide(&cs)
+	d.decide(cs)
 	if d.Allowed {
 		for i := 0; i < cs.Count; i++ {
 			if d.Results[i].Allowed {
@@ -97,7 +105,7 @@ func (l *Local) Allow(cs policy.Checks) (Decision, error) {
 		}
 	}
 	l.unlock(&order, locked)
-	return d, nil
+	return nil
 }
 
 // lock takes the shards of the checks in ascending order, each once (a
