@@ -91,6 +91,10 @@ const (
 	giveBackMark  = time.Hour
 )
 
+// giveBackMarkMS is giveBackMark as both scripts that give back take it:
+// milliseconds, as a script's argument.
+var giveBackMarkMS = strconv.FormatInt(giveBackMark.Milliseconds(), 10)
+
 // giveBack is n tokens of bucket's window start to give back, named.
 func (l *Redis) giveBack(bucket string, start int64, n int, now int64) giveBack {
 	return giveBack{bucket: bucket, start: start, n: n, id: l.prefix + "g" + strconv.FormatUint(l.leases.seq.Add(1), 36), since: now}
@@ -216,7 +220,7 @@ func (l *Redis) take(cs *policy.Checks, d *Decision, now int64, want *[policy.Ma
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	keys, args = keys[:cs.Count], args[:2]
-	args[0], args[1] = "", ""
+	args[0], args[1] = giveBackMarkMS, ""
 	if l.now != nil {
 		args[1] = strconv.FormatInt(now, 10)
 	}
@@ -404,7 +408,7 @@ func (l *Redis) sendBack(back []giveBack) error {
 	p := l.o.Client.Pipeline()
 	for i, b := range back {
 		keys[i] = []string{keyPrefix + quotaKey(b.bucket, b.start), keyPrefix + b.bucket + ":g" + b.id}
-		cmds[i] = giveBackScript.EvalSha(ctx, p, keys[i], b.n, giveBackMark.Milliseconds())
+		cmds[i] = giveBackScript.EvalSha(ctx, p, keys[i], b.n, giveBackMarkMS)
 	}
 	_, _ = p.Exec(ctx) // each command carries its own error
 	again := false
@@ -415,7 +419,7 @@ func (l *Redis) sendBack(back []giveBack) error {
 		p = l.o.Client.Pipeline()
 		for i, b := range back {
 			if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
-				cmds[i] = giveBackScript.Eval(ctx, p, keys[i], b.n, giveBackMark.Milliseconds())
+				cmds[i] = giveBackScript.Eval(ctx, p, keys[i], b.n, giveBackMarkMS)
 			}
 		}
 		_, _ = p.Exec(ctx)

@@ -279,6 +279,31 @@ func TestLeasedQuotaGiveBackOnceAndReload(t *testing.T) {
 	if got := counter(); got != 20 {
 		t.Fatalf("counter %d after the give-back sent twice, want the 20 admitted", got)
 	}
+	// A slice that ends unused goes back with the bucket's next lease call.
+	for i := 0; i < 20; i++ {
+		if d, err := l.Charge(cs); err != nil || !d.Allowed {
+			t.Fatalf("request %d after the reload: %v", i, err)
+		}
+		now = now.Add(10 * time.Millisecond)
+	}
+	now = now.Add(3 * time.Second) // past lease_ttl: the slice ended
+	if d, err := l.Charge(cs); err != nil || !d.Allowed {
+		t.Fatalf("the request after the slice ended: %v", err)
+	}
+	// Both ways back (the give-back's own script, the lease call) leave
+	// the id's mark for giveBackMark.
+	marks, err := info.Keys(context.Background(), keyPrefix+bucket+":g*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(marks) != 2 {
+		t.Fatalf("give-back marks %v, want 2: one by each way back", marks)
+	}
+	for _, m := range marks {
+		if ttl := info.PTTL(context.Background(), m).Val(); ttl <= giveBackMark-time.Minute || ttl > giveBackMark {
+			t.Fatalf("mark %s kept %v, want %v", m, ttl, giveBackMark)
+		}
+	}
 }
 
 // Redis loses its data (FLUSHALL) while a gateway holds a slice of a

@@ -114,15 +114,15 @@ return 0
 
 // leaseScript takes slices of quota counters for a gateway's lease, and
 // gives back what an expired lease left. KEYS[i] is check i's bucket;
-// ARGV[1] is not read, ARGV[2] the time in milliseconds ("" for Redis
-// TIME), then six per check: the quota's days (0: the UTC month), its
+// ARGV[1] is how long a give-back's mark is kept (milliseconds), ARGV[2]
+// the time in milliseconds ("" for Redis TIME), then six per check: the quota's days (0: the UTC month), its
 // limit, the tokens wanted (0: none), and a lease to give back: its
 // window's start (Unix seconds), its unused tokens (0: none) and the
 // give-back's id.
 //
 // What goes back is taken off that window's counter, never below zero,
 // once: unless the bucket's mark of its id (the bucket, ":g", the id) is
-// there, which it then sets for an hour (a call sent again, by the
+// there, which it then sets for ARGV[1] (a call sent again, by the
 // gateway or by a Cluster client, gives nothing back twice).
 // Then the counter of the window holding now grants min(wanted, room,
 // max(1, room / 8)) tokens (room: the limit less the count): a slice of
@@ -138,7 +138,7 @@ for i = 1, #KEYS do
   local a = 2 + (i - 1) * 6
   local days, limit, want = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local back = tonumber(ARGV[a + 5])
-  if back > 0 and redis.call("SET", KEYS[i] .. ":g" .. ARGV[a + 6], 1, "NX", "PX", 3600000) then
+  if back > 0 and redis.call("SET", KEYS[i] .. ":g" .. ARGV[a + 6], 1, "NX", "PX", ARGV[1]) then
     local bk = KEYS[i] .. ":q" .. ARGV[a + 4]
     local v = tonumber(redis.call("GET", bk) or "0")
     if v > 0 then redis.call("DECRBY", bk, math.min(v, back)) end
