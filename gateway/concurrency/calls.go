@@ -1,8 +1,6 @@
 package concurrency
 
 import (
-	"github.com/redis/go-redis/v9"
-
 	"vendorgate/gateway/limit/redisconn"
 )
 
@@ -82,10 +80,4 @@ func (c calls) batches(hs []*Held, id *string, refresh bool, ttl *int64) []call 
 func (c *call) add(h *Held) {
 	c.keys = append(c.keys, h.keys[:h.n]...)
 	c.args = append(c.args, h.n, &h.seq)
-}
-
-// noScript reports whether err is Redis' NOSCRIPT: it lost the script
-// (a restart, SCRIPT FLUSH), which EVAL loads again.
-func noScript(err error) bool {
-	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }

@@ -424,38 +424,12 @@ func (r *Redis) run(script *redis.Script, hs []*Held, what string, tell bool) ([
 	defer cancel()
 	refresh := script == refreshScript
 	batches := r.calls.batches(hs, &r.id, refresh, &r.ttl)
-	cmds := make([]*redis.Cmd, len(batches))
-	if len(batches) == 1 { // one call: no pipeline
-		b := &batches[0]
-		if cmds[0] = script.EvalSha(ctx, r.o.Client, b.keys, b.args...); noScript(cmds[0].Err()) {
-			cmds[0] = script.Eval(ctx, r.o.Client, b.keys, b.args...)
-		}
-	} else {
-		p := r.o.Client.Pipeline()
-		for i, b := range batches {
-			cmds[i] = script.EvalSha(ctx, p, b.keys, b.args...)
-		}
-		_, _ = p.Exec(ctx) // each command carries its own error
-		again := false
-		for _, c := range cmds {
-			again = again || noScript(c.Err())
-		}
-		if again { // the calls that met NOSCRIPT again, as EVAL
-			p = r.o.Client.Pipeline()
-			for i, b := range batches {
-				if noScript(cmds[i].Err()) {
-					cmds[i] = script.Eval(ctx, p, b.keys, b.args...)
-				}
-			}
-			_, _ = p.Exec(ctx)
-		}
+	keys := make([][]string, len(batches))
+	args := make([][]any, len(batches))
+	for i := range batches {
+		keys[i], args[i] = batches[i].keys, batches[i].args
 	}
-	var err error
-	for _, c := range cmds {
-		if err = c.Err(); err != nil {
-			break
-		}
-	}
+	cmds, err := redisconn.RunScripts(ctx, r.o.Client, script, keys, args)
 	if err != nil {
 		if tell && r.o.OnError != nil {
 			r.o.OnError(what, err)

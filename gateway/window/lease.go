@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"vendorgate/gateway/limit/redisconn"
 	"vendorgate/gateway/policy"
 )
@@ -397,39 +395,20 @@ func (l *Redis) sweep(all bool) {
 	q.sent.Add(uint64(n))
 }
 
-// sendBack runs giveBackScript for each of back in one pipeline (a Redis
-// Cluster sends each to its keys' master) by digest, and those that met
-// NOSCRIPT again whole; the first error, if any.
+// sendBack runs giveBackScript for each of back (redisconn.RunScripts: one
+// pipeline, one a node on a Redis Cluster, by digest, then whole for
+// those that met NOSCRIPT); the first error, if any.
 func (l *Redis) sendBack(back []giveBack) error {
 	ctx, cancel := context.WithTimeout(context.Background(), max(l.o.Timeout, time.Second))
 	defer cancel()
 	keys := make([][]string, len(back))
-	cmds := make([]*redis.Cmd, len(back))
-	p := l.o.Client.Pipeline()
+	args := make([][]any, len(back))
 	for i, b := range back {
 		keys[i] = []string{keyPrefix + quotaKey(b.bucket, b.start), keyPrefix + b.bucket + ":g" + b.id}
-		cmds[i] = giveBackScript.EvalSha(ctx, p, keys[i], b.n, giveBackMarkMS)
+		args[i] = []any{b.n, giveBackMarkMS}
 	}
-	_, _ = p.Exec(ctx) // each command carries its own error
-	again := false
-	for _, c := range cmds {
-		again = again || redis.HasErrorPrefix(c.Err(), "NOSCRIPT")
-	}
-	if again { // refused unrun: sent whole, once
-		p = l.o.Client.Pipeline()
-		for i, b := range back {
-			if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
-				cmds[i] = giveBackScript.Eval(ctx, p, keys[i], b.n, giveBackMarkMS)
-			}
-		}
-		_, _ = p.Exec(ctx)
-	}
-	for _, c := range cmds {
-		if err := c.Err(); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := redisconn.RunScripts(ctx, l.o.Client, giveBackScript, keys, args)
+	return err
 }
 
 // held is what this gateway holds unspent of bucket's window start: in

@@ -306,6 +306,36 @@ func TestLeasedQuotaGiveBackOnceAndReload(t *testing.T) {
 	}
 }
 
+// A give-back sent after Redis lost its scripts (SCRIPT FLUSH; a
+// restart) is refused by digest and sent again whole: the tokens go back.
+func TestLeasedQuotaGiveBackAfterScriptFlush(t *testing.T) {
+	rs := testredis.Start(t)
+	info := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	t.Cleanup(func() { info.Close() })
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	l := leasedLimiter(t, rs, &now, 16, 2*time.Second)
+	const bucket = "vg:{v:flush}:day"
+	cs := checks(policy.Check{Key: bucket, Rate: leasedQuota("day", 1000)})
+	start := now.Truncate(24 * time.Hour).Unix()
+	for i := 0; i < 20; i++ {
+		if d, err := l.Charge(cs); err != nil || !d.Allowed {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		now = now.Add(10 * time.Millisecond)
+	}
+	held := l.held(bucket, start)
+	if held == 0 {
+		t.Fatal("no slice held after 20 requests")
+	}
+	rs.Do(t, "SCRIPT", "FLUSH")
+	if err := l.sendBack([]giveBack{l.giveBack(bucket, start, held, l.clock())}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := info.Get(context.Background(), keyPrefix+quotaKey(bucket, start)).Int(); err != nil || n != 20 {
+		t.Fatalf("counter %d (%v) after giving back %d with the scripts flushed, want the 20 admitted", n, err, held)
+	}
+}
+
 // Redis loses its data (FLUSHALL) while a gateway holds a slice of a
 // leased quota of 100: the quota restarts from zero, as an exact one does,
 // and the slice held then is spent on top; once a call finds the counter

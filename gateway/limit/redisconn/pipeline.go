@@ -800,6 +800,19 @@ func (s *sendBuf) clear() {
 	s.mkeys, s.margs = s.mkeys[:0], s.margs[:0]
 }
 
+// RunScripts runs script once per group of keys and args on client, as
+// the transport's own calls run (runScripts): one command, or one
+// pipeline a Redis Cluster node at once, then EVAL for the groups that met
+// NOSCRIPT. It returns each group's command and the first error among
+// them. For calls off the request path (concurrency slots' releases and
+// refreshes, leased quotas' give-backs): no breaker, no batch.
+func RunScripts(ctx context.Context, client redis.UniversalClient, script *redis.Script, keys [][]string, args [][]any) ([]*redis.Cmd, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	return runScripts(ctx, client, script, nil, keys, args, make([]*redis.Cmd, len(keys)))
+}
+
 // runScripts runs a script once per group of keys and args (own[i] when
 // own is not nil and it is set, else script): one command, or several
 // pipelined in one round trip (Redis Cluster, one per slot; calls with
