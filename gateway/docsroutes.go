@@ -8,6 +8,7 @@ import (
 
 	"vendorgate/gateway/docs"
 	"vendorgate/gateway/policy"
+	"vendorgate/gateway/respond"
 	"vendorgate/shared/apierr"
 	"vendorgate/shared/wire"
 )
@@ -68,9 +69,16 @@ func (g *Gateway) serveDocs(ctx *fasthttp.RequestCtx, d docs.Route, label int) {
 		// choice, hard to undo). API clients ignore the header.
 		ctx.Response.Header.Set("Strict-Transport-Security", "max-age=31536000")
 	}
-	if retryAfter, limited := g.routes.docs.Serve(ctx, d, ex.client); limited {
+	retryAfter, limited, err := g.routes.docs.Serve(ctx, d, ex.client)
+	switch {
+	case limited:
 		g.respond.Write(ctx, errDocsRateLimited, retryAfter)
 		g.finish(ctx, &ex) // an error: no-store like every envelope
+		return
+	case err != nil:
+		ex.err = err // the access log says what failed
+		g.respond.Write(ctx, respond.Internal(), 0)
+		g.finish(ctx, &ex)
 		return
 	}
 	g.finishDocs(ctx, &ex)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,13 +33,32 @@ type HandlerOptions struct {
 
 // Handler answers the documentation routes (/docs, /openapi.yaml and
 // /openapi.json) from memory, before authentication: limited per client
-// address, cacheable, 304 on a matching If-None-Match. Render renders them
-// at start and on every reload, so the page shows the limits in force.
+// address, cacheable, 304 on a matching If-None-Match. Render checks them
+// at start and on every reload, and the first request after renders them,
+// so the page shows the limits in force.
 type Handler struct {
 	o    HandlerOptions
 	rate policy.Rate
 	lim  *limit.Local
-	set  atomic.Pointer[Set]
+	cur  atomic.Pointer[rendering]
+}
+
+// rendering is what the last Render was given, and from the first request
+// that asks for it, what it renders: a gateway nobody reads the
+// documentation of holds none of it (the page and the document's two
+// forms are some 190 kB with their buffers' slack, most of a small
+// gateway's own live heap).
+type rendering struct {
+	o    Options
+	once sync.Once
+	set  *Set
+	err  error
+}
+
+// assets renders r once, at its first call.
+func (r *rendering) assets() (*Set, error) {
+	r.once.Do(func() { r.set, r.err = Render(r.o) })
+	return r.set, r.err
 }
 
 // Route is one documentation route.
@@ -78,35 +98,42 @@ func NewHandler(o HandlerOptions) (*Handler, error) {
 		lim: limit.NewLocal(limit.LocalOptions{Now: o.Now})}, nil
 }
 
-// Render renders the page and the document for the vendor limits in force
+// Render readies the page and the document for the vendor limits in force
 // and the failed-key thresholds, and swaps them in; on an error the
-// previous rendering stays.
+// previous rendering stays. It renders them to check them, and keeps
+// only what it was given: the first request renders them again (the same
+// bytes: rendering reads nothing else) and keeps them.
 func (h *Handler) Render(limits []Policy, fk FailedKeys) error {
-	set, err := Render(Options{
+	o := Options{
 		Document: h.o.Document, PublicBaseURL: h.o.PublicBaseURL, Prefixes: h.o.Prefixes, Limits: limits,
 		FailedKeysPerAddress: fk.PerAddress, FailedKeysPerKey: fk.PerKey, FailedKeysWindow: fk.Window,
 		Docs: Policy{Name: h.rate.Name, Applies: "/docs, /openapi.yaml, /openapi.json", Scope: "per client address",
 			Quota: h.rate.Quota(), Rate: h.rate.Limit, Window: h.rate.Period},
 		MaxBodyBytes: h.o.MaxBodyBytes,
-	})
-	if err != nil {
+	}
+	if _, err := Render(o); err != nil {
 		return err
 	}
-	h.set.Store(set)
+	h.cur.Store(&rendering{o: o})
 	return nil
 }
 
 // Serve answers rt for a client at address client. When the address is
 // past its limit it writes nothing and returns how long to wait: the
-// caller answers 429 with its envelope.
-func (h *Handler) Serve(ctx *fasthttp.RequestCtx, rt Route, client netip.Addr) (retryAfter time.Duration, limited bool) {
+// caller answers 429 with its envelope. An error (the documentation could
+// not be rendered) writes nothing either: the caller answers 500.
+func (h *Handler) Serve(ctx *fasthttp.RequestCtx, rt Route, client netip.Addr) (retryAfter time.Duration, limited bool, err error) {
 	var cs policy.Checks
 	cs.Add(policy.Check{Key: "docs:" + client.String(), Rate: h.rate})
 	dec, _ := h.lim.Allow(cs) // the in-process limiter never fails
 	if !dec.Allowed {
-		return dec.RetryAfter, true
+		return dec.RetryAfter, true, nil
 	}
-	a := rt.pick(h.set.Load())
+	set, err := h.cur.Load().assets()
+	if err != nil { // Render rendered the same options without one
+		return 0, false, err
+	}
+	a := rt.pick(set)
 	hd := &ctx.Response.Header
 	hd.Set("Cache-Control", cacheControl)
 	hd.Set("ETag", a.ETag)
@@ -122,7 +149,7 @@ func (h *Handler) Serve(ctx *fasthttp.RequestCtx, rt Route, client netip.Addr) (
 		ctx.SetContentType(a.ContentType)
 		ctx.SetBody(a.Body)
 	}
-	return 0, false
+	return 0, false, nil
 }
 
 // etagMatches applies If-None-Match's weak comparison: "*" or any listed
