@@ -226,7 +226,7 @@ func (g *Gateway) authenticate(ctx *fasthttp.RequestCtx, sn *snapshot, ex *excha
 // until its answer is done. It decides; admission.Books keeps the books
 // (metrics, usage, shadow log).
 func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange) error {
-	switch id.Status {
+	switch id.Status() {
 	case wire.VendorApproved:
 	case wire.VendorSuspended:
 		if rt.placesOrder {
@@ -261,7 +261,7 @@ func (g *Gateway) forward(ctx *fasthttp.RequestCtx, id *auth.Identity, rt *route
 	// The backend follows the trace context it is sent: a trusted proxy's,
 	// or the gateway's own span's (beginBackend); an untrusted caller's
 	// loses its sampling decision and tracestate on the way.
-	pid := proxy.Identity{VendorID: id.VendorID, KeyID: id.KeyID, Environment: id.Environment,
+	pid := proxy.Identity{VendorID: id.VendorID, KeyID: id.KeyID, Environment: id.Environment(),
 		RequestID: ex.requestID(), ClientIP: ex.client.AppendTo(ip[:0]),
 		KeepTraceContext: ex.trustedPeer || ex.trace.Active()}
 	ex.trace.BeginBackend(ctx)

@@ -65,12 +65,13 @@ var (
 // Identity is what a resolved key says about its caller. It is shared by
 // every request that presents the key while cached: never modify one.
 type Identity struct {
-	KeyID       string
-	VendorID    string
-	Environment string
-	// Status is the vendor's account status (wire.VendorApproved, ...).
-	Status  string
-	Revoked bool
+	KeyID    string
+	VendorID string
+	Revoked  bool
+	// env and status are the key's environment and the vendor's account
+	// status (Environment, Status) as their places in environments and
+	// statuses: two bytes, where two strings were 32 in every cached key.
+	env, status uint8
 	// expiresAt is when the key expires, revokeAt when a rotation revokes
 	// it (0: none scheduled; from then on it is refused as revoked, even
 	// while cached), in Unix nanoseconds: 8 bytes each rather than a
@@ -87,6 +88,31 @@ type Identity struct {
 
 // ExpiresAt is when the key expires.
 func (id *Identity) ExpiresAt() time.Time { return time.Unix(0, id.expiresAt) }
+
+// Environment is the key's environment (apikey.Sandbox, apikey.Live); ""
+// for one this gateway does not know, which no prefix names.
+func (id *Identity) Environment() string { return environments[id.env] }
+
+// Status is the vendor's account status (wire.VendorApproved, ...); ""
+// for one this gateway does not know, which admits nothing.
+func (id *Identity) Status() string { return statuses[id.status] }
+
+// The environments and statuses an Identity can hold, by place; place 0
+// is any other.
+var (
+	environments = [...]string{"", apikey.Sandbox, apikey.Live}
+	statuses     = [...]string{"", wire.VendorApproved, wire.VendorPending, wire.VendorSuspended}
+)
+
+// placeOf is s's place in known, 0 when it is none of them.
+func placeOf(s string, known []string) uint8 {
+	for i, k := range known[1:] {
+		if s == k {
+			return uint8(i + 1)
+		}
+	}
+	return 0
+}
 
 // RevokeAt is when a rotation revokes the key; the zero time when none is
 // scheduled.
@@ -258,7 +284,7 @@ func (a *Authenticator) Authenticate(raw []byte, rid []byte, trace context.Conte
 			if id == nil {
 				return nil, ErrUnknownKey
 			}
-			if p, err := a.prefixes.For(id.Environment); err != nil || string(raw[:apikey.PrefixLen]) != p {
+			if p, err := a.prefixes.For(id.Environment()); err != nil || string(raw[:apikey.PrefixLen]) != p {
 				return nil, ErrUnknownKey
 			}
 			return a.check(id)
@@ -287,7 +313,7 @@ func (a *Authenticator) Authenticate(raw []byte, rid []byte, trace context.Conte
 	if id == nil {
 		return nil, ErrUnknownKey
 	}
-	if id.Environment != key.Environment {
+	if id.Environment() != key.Environment {
 		return nil, ErrUnknownKey // the prefix names another environment than the key's record
 	}
 	return a.check(id)
@@ -423,7 +449,7 @@ func (a *Authenticator) resolveOnce(ctx context.Context, tag *[16]byte, sum *[32
 
 // same reports whether id says what o says.
 func (id *Identity) same(o *Identity) bool {
-	return id.KeyID == o.KeyID && id.VendorID == o.VendorID && id.Environment == o.Environment && id.Status == o.Status &&
+	return id.KeyID == o.KeyID && id.VendorID == o.VendorID && id.env == o.env && id.status == o.status &&
 		id.expiresAt == o.expiresAt && id.Revoked == o.Revoked && id.revokeAt == o.revokeAt && id.Usage == o.Usage
 }
 
@@ -433,13 +459,13 @@ func identityOf(r *wire.KeyResolution) *Identity {
 		revokeAt = max(unixNano(*r.RevokeAt), 1)
 	}
 	return &Identity{
-		revokeAt:    revokeAt,
-		KeyID:       r.KeyID,
-		VendorID:    r.VendorID,
-		Environment: intern(r.Environment, apikey.Sandbox, apikey.Live),
-		Status:      intern(r.Vendor.Status, wire.VendorApproved, wire.VendorPending, wire.VendorSuspended),
-		expiresAt:   unixNano(r.ExpiresAt),
-		Revoked:     r.RevokedAt != nil,
+		revokeAt:  revokeAt,
+		KeyID:     r.KeyID,
+		VendorID:  r.VendorID,
+		env:       placeOf(r.Environment, environments[:]),
+		status:    placeOf(r.Vendor.Status, statuses[:]),
+		expiresAt: unixNano(r.ExpiresAt),
+		Revoked:   r.RevokedAt != nil,
 	}
 }
 
@@ -458,14 +484,3 @@ func unixNano(t time.Time) int64 {
 }
 
 var minUnixNano, maxUnixNano = time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
-
-// intern returns the one of known that equals s, else s: a cached
-// identity then holds no copy of its environment and status of its own.
-func intern(s string, known ...string) string {
-	for _, k := range known {
-		if s == k {
-			return k
-		}
-	}
-	return s
-}
