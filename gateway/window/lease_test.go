@@ -58,9 +58,7 @@ func leasedQuota(name string, limit int) policy.Rate {
 // After every gateway gives back what it holds, the counters are what was
 // admitted. A failure prints its seed.
 func TestLeasedQuotaAccounts(t *testing.T) {
-	rs := testredis.Start(t)
-	info := redis.NewClient(&redis.Options{Addr: rs.Addr()})
-	t.Cleanup(func() { info.Close() })
+	rs, info := redisAndReader(t)
 	const most = 8
 	rates := []policy.Rate{leasedQuota("day", 40), leasedQuota("keyday", 25)}
 	for seed := uint64(1); seed <= 12; seed++ {
@@ -238,9 +236,7 @@ func TestLeasedQuotaScriptCalls(t *testing.T) {
 // what the leases hold, so that the next slices are taken under the new
 // settings.
 func TestLeasedQuotaGiveBackOnceAndReload(t *testing.T) {
-	rs := testredis.Start(t)
-	info := redis.NewClient(&redis.Options{Addr: rs.Addr()})
-	t.Cleanup(func() { info.Close() })
+	rs, info := redisAndReader(t)
 	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	l := leasedLimiter(t, rs, &now, 16, 2*time.Second)
 	const bucket = "vg:{v:once}:day"
@@ -253,12 +249,7 @@ func TestLeasedQuotaGiveBackOnceAndReload(t *testing.T) {
 		}
 		return n
 	}
-	for i := 0; i < 20; i++ { // the demand grows: slices beyond the requests
-		if d, err := l.Charge(cs); err != nil || !d.Allowed {
-			t.Fatalf("request %d: %v", i, err)
-		}
-		now = now.Add(10 * time.Millisecond)
-	}
+	chargeAll(t, l, cs, &now, 20) // the demand grows: slices beyond the requests
 	held := l.held(bucket, start)
 	if held == 0 || counter() != 20+held {
 		t.Fatalf("counter %d, %d held after 20 requests: want a slice held", counter(), held)
@@ -280,12 +271,7 @@ func TestLeasedQuotaGiveBackOnceAndReload(t *testing.T) {
 		t.Fatalf("counter %d after the give-back sent twice, want the 20 admitted", got)
 	}
 	// A slice that ends unused goes back with the bucket's next lease call.
-	for i := 0; i < 20; i++ {
-		if d, err := l.Charge(cs); err != nil || !d.Allowed {
-			t.Fatalf("request %d after the reload: %v", i, err)
-		}
-		now = now.Add(10 * time.Millisecond)
-	}
+	chargeAll(t, l, cs, &now, 20)
 	now = now.Add(3 * time.Second) // past lease_ttl: the slice ended
 	if d, err := l.Charge(cs); err != nil || !d.Allowed {
 		t.Fatalf("the request after the slice ended: %v", err)
@@ -309,20 +295,13 @@ func TestLeasedQuotaGiveBackOnceAndReload(t *testing.T) {
 // A give-back sent after Redis lost its scripts (SCRIPT FLUSH; a
 // restart) is refused by digest and sent again whole: the tokens go back.
 func TestLeasedQuotaGiveBackAfterScriptFlush(t *testing.T) {
-	rs := testredis.Start(t)
-	info := redis.NewClient(&redis.Options{Addr: rs.Addr()})
-	t.Cleanup(func() { info.Close() })
+	rs, info := redisAndReader(t)
 	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	l := leasedLimiter(t, rs, &now, 16, 2*time.Second)
 	const bucket = "vg:{v:flush}:day"
 	cs := checks(policy.Check{Key: bucket, Rate: leasedQuota("day", 1000)})
 	start := now.Truncate(24 * time.Hour).Unix()
-	for i := 0; i < 20; i++ {
-		if d, err := l.Charge(cs); err != nil || !d.Allowed {
-			t.Fatalf("request %d: %v", i, err)
-		}
-		now = now.Add(10 * time.Millisecond)
-	}
+	chargeAll(t, l, cs, &now, 20)
 	held := l.held(bucket, start)
 	if held == 0 {
 		t.Fatal("no slice held after 20 requests")
@@ -345,9 +324,7 @@ func TestLeasedQuotaGiveBackAfterScriptFlush(t *testing.T) {
 // 2 × lease_max), and the new counter is what was admitted since the
 // flush less at most that slice.
 func TestLeasedQuotaDataLost(t *testing.T) {
-	rs := testredis.Start(t)
-	info := redis.NewClient(&redis.Options{Addr: rs.Addr()})
-	t.Cleanup(func() { info.Close() })
+	rs, info := redisAndReader(t)
 	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	const most, quota = 16, 100
 	l := leasedLimiter(t, rs, &now, most, 2*time.Second)
@@ -356,12 +333,7 @@ func TestLeasedQuotaDataLost(t *testing.T) {
 	const bucket = "vg:{v:lost}:day"
 	cs := checks(policy.Check{Key: bucket, Rate: leasedQuota("day", quota)})
 	start := now.Truncate(24 * time.Hour).Unix()
-	for i := 0; i < 30; i++ { // demand known: slices of up to lease_max
-		if d, err := l.Charge(cs); err != nil || !d.Allowed {
-			t.Fatalf("request %d: %v", i, err)
-		}
-		now = now.Add(10 * time.Millisecond)
-	}
+	chargeAll(t, l, cs, &now, 30) // demand known: slices of up to lease_max
 	markerChecked(t, l, 1)
 	held := l.held(bucket, start)
 	if held == 0 {
@@ -394,4 +366,26 @@ func TestLeasedQuotaDataLost(t *testing.T) {
 	if err != nil || counter < admitted-held || counter > admitted {
 		t.Fatalf("the new counter %d (%v), want the %d admitted since the flush, less at most the %d held then", counter, err, admitted, held)
 	}
+}
+
+// chargeAll charges cs n times, 10 ms apart on now, and fails unless each
+// is admitted.
+func chargeAll(t *testing.T, l *Redis, cs policy.Checks, now *time.Time, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if d, err := l.Charge(cs); err != nil || !d.Allowed {
+			t.Fatalf("request %d of %d: %v", i, n, err)
+		}
+		*now = now.Add(10 * time.Millisecond)
+	}
+}
+
+// redisAndReader starts a Redis and a client of its own, for a test to
+// read the counters with.
+func redisAndReader(t *testing.T) (*testredis.Server, *redis.Client) {
+	t.Helper()
+	rs := testredis.Start(t)
+	info := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	t.Cleanup(func() { info.Close() })
+	return rs, info
 }
