@@ -236,7 +236,7 @@ func (g *Gateway) admit(sn *snapshot, id *auth.Identity, rt *route, ex *exchange
 		return errNotApproved
 	}
 	req := admission.Request{Table: sn.table(id.VendorID), Route: rt.plan, Buckets: id.Buckets(sn.layout),
-		Vendor: id.VendorID, Caps: sn.inFlightCaps(id.VendorID), Download: rt.streams}
+		Vendor: id.VendorID, InFlight: id.InFlight, Caps: sn.inFlightCaps(id.VendorID), Download: rt.streams}
 	ex.trace.BeginStep(spans.Limiter)
 	err := g.admission.Admit(&ex.adm, &req)
 	refused := err == admission.ErrRefused

@@ -239,7 +239,7 @@ func New(o Options) (_ *Gateway, err error) {
 		g.subscriber = auth.Subscribe(st.Clients.Sub, cache, g.log)
 	}
 	g.auth, err = auth.New(auth.Options{Prefixes: prefixes, Signer: signer, Cache: cache, Lookup: g.lookup, Now: o.Now, Usage: g.usage,
-		MaxRefreshes: lookupMaxConns / 2})
+		InFlight: g.inflight, MaxRefreshes: lookupMaxConns / 2})
 	if err != nil {
 		return nil, err
 	}

@@ -108,7 +108,8 @@ func bigReport(b *testBackend, size int) {
 const reportPath = "/api/vendor/v1/orders/o1/reports/mvr"
 
 // One vendor holding as many slow report downloads as its cap allows gets
-// 429 rate_limited with Retry-After for the next one, while its reads and
+// 429 rate_limited with Retry-After for the next one (by any of its keys),
+// while its reads and
 // another vendor's downloads are served; a vendor with caps of its own is
 // held to them; a download closed gives its slot back.
 func TestDownloadsPastCapRefused(t *testing.T) {
@@ -136,6 +137,10 @@ func TestDownloadsPastCapRefused(t *testing.T) {
 	if m := metricValue(t, gw, `vendorgate_gateway_in_flight_refused_total{cap="downloads"}`); m != 1 {
 		t.Fatalf("in_flight_refused_total{cap=downloads} = %v; want 1", m)
 	}
+	// The caps are the vendor's, across its keys: its second key's
+	// download is refused too.
+	second, _ := b.addKey("vendor-a", wire.VendorApproved, time.Now().Add(time.Hour))
+	holdDownload(t, gw.url+reportPath, second).wantRefused(t)
 	// Its reads are requests in flight too, within their own cap.
 	if a := do(t, "GET", gw.url+"/api/vendor/v1/me", key); a.status != 200 {
 		t.Fatalf("a read beside the downloads: %d %s", a.status, a.body)

@@ -125,10 +125,12 @@ func New(w WindowLimiter, r RateLimiter, f InFlightCounter, s SlotLimiter) (*Adm
 // Request is what a request is admitted by: its route's plan under its
 // vendor's table, its key's bucket names, and its vendor's caps here.
 type Request struct {
-	Table    *policy.Table
-	Route    int // the plan's index in Table
-	Buckets  *policy.Buckets
-	Vendor   string
+	Table   *policy.Table
+	Route   int // the plan's index in Table
+	Buckets *policy.Buckets
+	Vendor  string
+	// InFlight are the vendor's counts (nil: found by Vendor).
+	InFlight *inflight.Counts
 	Caps     inflight.Caps
 	Download bool // a report download (the in-flight downloads cap)
 }
@@ -290,7 +292,13 @@ func (ad *Admitter) admitRates(a *Admission) error {
 }
 
 func (ad *Admitter) admitInFlight(a *Admission, r *Request) error {
-	slot, refused := ad.inFlight.Acquire(r.Vendor, r.Caps, r.Download)
+	var slot inflight.Slot
+	var refused inflight.Refusal
+	if r.InFlight != nil {
+		slot, refused = r.InFlight.Acquire(r.Caps, r.Download)
+	} else {
+		slot, refused = ad.inFlight.Acquire(r.Vendor, r.Caps, r.Download)
+	}
 	if refused != inflight.Admitted {
 		return a.refuse(inFlightRefusal(refused, r.Caps))
 	}

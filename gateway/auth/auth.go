@@ -42,6 +42,7 @@ import (
 	"time"
 	"unsafe"
 
+	"vendorgate/gateway/inflight"
 	"vendorgate/gateway/policy"
 	"vendorgate/gateway/usage"
 	"vendorgate/shared/apikey"
@@ -79,6 +80,9 @@ type Identity struct {
 	expiresAt, revokeAt int64
 	// Usage counts the vendor's requests per policy (nil: not counted).
 	Usage *usage.Counter
+	// InFlight are the vendor's requests in flight here (nil: none handed;
+	// Options.InFlight), kept here so that a request looks nothing up.
+	InFlight *inflight.Counts
 
 	// buckets are the key's bucket names by policy index, built on the
 	// first request under a policy layout and kept until the layout
@@ -154,6 +158,9 @@ type Options struct {
 	// Usage hands each resolved identity its vendor's usage counter; nil
 	// counts nothing.
 	Usage *usage.Recorder
+	// InFlight hands each resolved identity its vendor's in-flight counts;
+	// nil hands none (the admission then finds them by vendor).
+	InFlight *inflight.Counter
 	// MaxRefreshes bounds the background refreshes in flight (lookups no
 	// request waits for), so that they leave part of the lookup pool to
 	// the requests that miss; those due meanwhile wait in due order.
@@ -174,6 +181,7 @@ type Authenticator struct {
 	lookup   Lookup
 	now      func() time.Time
 	usage    *usage.Recorder
+	inflight *inflight.Counter
 
 	// flights coalesce concurrent lookups of one key hash. When a busy key's
 	// cache entry expires, every request presenting it misses at once: one
@@ -210,7 +218,7 @@ func New(o Options) (*Authenticator, error) {
 	if o.MaxRefreshes <= 0 {
 		return nil, fmt.Errorf("auth: max refreshes %d must be positive", o.MaxRefreshes)
 	}
-	a := &Authenticator{prefixes: o.Prefixes, signer: o.Signer, cache: o.Cache, lookup: o.Lookup, now: o.Now, usage: o.Usage,
+	a := &Authenticator{prefixes: o.Prefixes, signer: o.Signer, cache: o.Cache, lookup: o.Lookup, now: o.Now, usage: o.Usage, inflight: o.InFlight,
 		flights: make(map[[32]byte]*flight)}
 	a.refresher = refresher{a: a, max: o.MaxRefreshes}
 	return a, nil
@@ -439,6 +447,9 @@ func (a *Authenticator) resolveOnce(ctx context.Context, tag *[16]byte, sum *[32
 	if res != nil {
 		id = identityOf(res)
 		id.Usage = a.usage.For(id.VendorID)
+		if a.inflight != nil {
+			id.InFlight = a.inflight.For(id.VendorID)
+		}
 		if old != nil && old.same(id) {
 			id = old
 		}
@@ -450,7 +461,8 @@ func (a *Authenticator) resolveOnce(ctx context.Context, tag *[16]byte, sum *[32
 // same reports whether id says what o says.
 func (id *Identity) same(o *Identity) bool {
 	return id.KeyID == o.KeyID && id.VendorID == o.VendorID && id.env == o.env && id.status == o.status &&
-		id.expiresAt == o.expiresAt && id.Revoked == o.Revoked && id.revokeAt == o.revokeAt && id.Usage == o.Usage
+		id.expiresAt == o.expiresAt && id.Revoked == o.Revoked && id.revokeAt == o.revokeAt && id.Usage == o.Usage &&
+		id.InFlight == o.InFlight
 }
 
 func identityOf(r *wire.KeyResolution) *Identity {

@@ -54,11 +54,11 @@ type Slot interface{ Release() }
 // that a request allocates nothing.
 type Counter struct {
 	mu      sync.RWMutex
-	vendors map[string]*counts
+	vendors map[string]*Counts
 }
 
-// counts are one vendor's requests and downloads in flight.
-type counts struct {
+// Counts are one vendor's requests and downloads in flight (Counter.For).
+type Counts struct {
 	requests  atomic.Int32
 	downloads atomic.Int32
 }
@@ -66,8 +66,8 @@ type counts struct {
 // requestSlot and downloadSlot are a vendor's counts as the Slot of a
 // request and of a report download.
 type (
-	requestSlot  counts
-	downloadSlot counts
+	requestSlot  Counts
+	downloadSlot Counts
 )
 
 func (s *requestSlot) Release() { s.requests.Add(-1) }
@@ -78,12 +78,17 @@ func (s *downloadSlot) Release() {
 }
 
 // New returns an empty Counter.
-func New() *Counter { return &Counter{vendors: make(map[string]*counts)} }
+func New() *Counter { return &Counter{vendors: make(map[string]*Counts)} }
 
 // Acquire takes a slot for a request of vendor, a report download when
 // download is set, within caps; past a cap it takes nothing and says which.
 func (c *Counter) Acquire(vendor string, caps Caps, download bool) (Slot, Refusal) {
-	v := c.of(vendor)
+	return c.For(vendor).Acquire(caps, download)
+}
+
+// Acquire is Counter.Acquire for the vendor whose counts v are: a caller
+// that keeps them (beside the vendor's cached identity) looks nothing up.
+func (v *Counts) Acquire(caps Caps, download bool) (Slot, Refusal) {
 	if v.requests.Add(1) > caps.Requests {
 		v.requests.Add(-1)
 		return nil, OverRequests
@@ -121,8 +126,9 @@ func (c *Counter) Total() (requests, downloads int) {
 	return requests, downloads
 }
 
-// of is vendor's counts, made on its first request.
-func (c *Counter) of(vendor string) *counts {
+// For is vendor's counts, made on its first request. They are kept once
+// made: a caller may keep them as long as it likes.
+func (c *Counter) For(vendor string) *Counts {
 	c.mu.RLock()
 	v := c.vendors[vendor]
 	c.mu.RUnlock()
@@ -132,7 +138,7 @@ func (c *Counter) of(vendor string) *counts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if v = c.vendors[vendor]; v == nil {
-		v = new(counts)
+		v = new(Counts)
 		c.vendors[vendor] = v
 	}
 	return v
