@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"runtime"
@@ -61,6 +63,39 @@ func loadBareServer(tb testing.TB, backend string) string {
 
 // loadBareServerTLS is loadBareServer over TLS with cfg (nil: plain).
 func loadBareServerTLS(tb testing.TB, backend string, cfg *tls.Config) string {
+	return startBareServer(tb, backend, cfg, false)
+}
+
+// contractHeaders are the headers the gateway's benchmark read carries
+// besides a bare proxy's, each value as long as the gateway's (a key
+// within its expiry warning; the request id of a run of 10,000 to
+// 99,999 requests): the identity the backend reads, and the answer's
+// RateLimit, no-store, request id and key expiry.
+var contractHeaders = struct{ req, resp [][2][]byte }{
+	req: [][2][]byte{
+		{[]byte(wire.HeaderInternalToken), []byte("test-internal-token-0123456789")},
+		{[]byte(wire.HeaderVendorID), []byte("vendor-bench")},
+		{[]byte(wire.HeaderKeyID), []byte("key-3tFQSV20")},
+		{[]byte(wire.HeaderEnvironment), []byte("sandbox")},
+		{[]byte(wire.HeaderRequestID), []byte("ab83991c-12345")},
+		{[]byte(wire.HeaderForwardedFor), []byte("127.0.0.1")},
+	},
+	resp: [][2][]byte{
+		{[]byte("Ratelimit-Policy"), []byte(`"reads";q=1073741824;w=1`)},
+		{[]byte("Ratelimit"), []byte(`"reads";r=1073741823;t=1`)},
+		{[]byte("Cache-Control"), []byte("no-store")},
+		{[]byte(wire.HeaderRequestID), []byte("ab83991c-12345")},
+		{[]byte("X-Api-Key-Expiration"), []byte("2026-12-06T06:52:23Z")},
+	},
+}
+
+// startBareServer is the load benchmark's bare proxy over TLS with cfg
+// (nil: plain); with headers, it also takes the API key out of the
+// request and writes contractHeaders, as cheaply as fasthttp can (names
+// as its normalization spells them, values made once): what any proxy
+// that answers as the gateway does pays at least, its client and backend
+// included.
+func startBareServer(tb testing.TB, backend string, cfg *tls.Config, headers bool) string {
 	hc := &fasthttp.HostClient{Addr: backend, MaxConns: 1024, MaxIdemponentCallAttempts: 1, NoDefaultUserAgentHeader: true,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
 	srv := &fasthttp.Server{Name: "loadbench", NoDefaultServerHeader: true, IdleTimeout: 30 * time.Second, Concurrency: 1 << 18,
@@ -71,12 +106,23 @@ func loadBareServerTLS(tb testing.TB, backend string, cfg *tls.Config) string {
 			if ctx.IsTLS() { // the upstream hop is plain HTTP
 				req.URI().SetScheme("http")
 			}
+			if headers {
+				req.Header.Del(wire.HeaderAPIKey)
+				for _, h := range contractHeaders.req {
+					req.Header.SetCanonical(h[0], h[1])
+				}
+			}
 			if err := hc.Do(req, &ctx.Response); err != nil {
 				ctx.ResetBody()
 				ctx.SetStatusCode(fasthttp.StatusBadGateway)
 				return
 			}
 			ctx.Response.Header.Del("Connection")
+			if headers {
+				for _, h := range contractHeaders.resp {
+					ctx.Response.Header.SetCanonical(h[0], h[1])
+				}
+			}
 		}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -98,6 +144,10 @@ func loadBareServerTLS(tb testing.TB, backend string, cfg *tls.Config) string {
 // "direct" is the client and the backend alone, whose count subtracted
 // from the others leaves the proxy's own (about: the backend and the
 // client parse the gateway's added headers too).
+//
+// "bare-headers" is the bare proxy writing the headers the gateway's
+// answer and backend call carry (contractHeaders): the floor the
+// contract's headers set under any proxy here.
 //
 // The other sub-benchmarks are the cost report's rows (bench/costreport,
 // docs/cost.md), each built only when it is run: "-many" sends 10,000
@@ -132,6 +182,7 @@ func BenchmarkServedSerial(b *testing.B) {
 	}{
 		{"gateway", one(strings.TrimPrefix(gw.url, "http://"))},
 		{"bare", one(loadBareServer(b, be.addr))},
+		{"bare-headers", func(tb testing.TB) servedRow { return one(startBareServer(tb, be.addr, nil, true))(tb) }},
 		{"direct", one(be.addr)}, // the client and the backend alone, to subtract
 		{"gateway-many", func(tb testing.TB) servedRow { return startServedRow(tb, be, false, manyKeys()) }},
 		{"bare-many", func(tb testing.TB) servedRow { return servedRow{addr: loadBareServer(tb, be.addr), keys: manyKeys()} }},
@@ -343,5 +394,62 @@ func BenchmarkStreamedSerial(b *testing.B) {
 		if err := rig.readPath(&req, &ctx, "/api/vendor/v1/orders/o1/reports/fast"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestBareHeadersAsGateway holds the cost report's "bare-headers" row to
+// the gateway's answer: the backend is sent the same headers, and the
+// client answered the same ones, with values as long (the request id's
+// aside: the gateway's grows with its count). A header the gateway adds
+// or drops fails it until contractHeaders follows.
+func TestBareHeadersAsGateway(t *testing.T) {
+	be := newTestBackend(t)
+	gw := startGateway(t, be, func(o *Options) {
+		o.Config.Limits.Vendor.Reads = config.Limit{Rate: 1 << 30, Period: time.Second}
+	})
+	key, _ := be.addKey("vendor-bench", wire.VendorApproved, time.Now().Add(time.Hour))
+	bare := startBareServer(t, be.addr, nil, true)
+	// What the backend was sent (its echo route answers the headers), and
+	// what the client was answered on the benchmark's route.
+	seen := func(addr, path string) (sent, answered map[string]int) {
+		t.Helper()
+		c := &fasthttp.HostClient{Addr: addr}
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI("http://gw" + path)
+		req.Header.Set(wire.HeaderAPIKey, key)
+		if err := c.Do(req, resp); err != nil || resp.StatusCode() != 200 {
+			t.Fatalf("%s%s: %v %d %s", addr, path, err, resp.StatusCode(), resp.Body())
+		}
+		var echo map[string]string
+		if err := json.Unmarshal(resp.Body(), &echo); err == nil && strings.HasSuffix(path, "/echo") {
+			sent = map[string]int{}
+			for k, v := range echo {
+				if k != "method" && k != "body" && k != "Host" && k != "User-Agent" {
+					sent[k] = len(v)
+				}
+			}
+		}
+		answered = map[string]int{}
+		for k, v := range resp.Header.All() {
+			if string(k) != "Date" {
+				answered[string(k)] = len(v)
+			}
+		}
+		return sent, answered
+	}
+	gwSent, _ := seen(strings.TrimPrefix(gw.url, "http://"), "/api/vendor/v1/orders/echo")
+	bareSent, _ := seen(bare, "/api/vendor/v1/orders/echo")
+	_, gwAnswered := seen(strings.TrimPrefix(gw.url, "http://"), "/api/vendor/v1/orders/fast")
+	_, bareAnswered := seen(bare, "/api/vendor/v1/orders/fast")
+	for _, m := range []map[string]int{gwSent, bareSent, gwAnswered, bareAnswered} {
+		delete(m, wire.HeaderRequestID)
+	}
+	if len(gwSent) < 5 || !maps.Equal(gwSent, bareSent) {
+		t.Errorf("the backend was sent, by name and value length:\n gateway %v\n bare-headers %v", gwSent, bareSent)
+	}
+	if !maps.Equal(gwAnswered, bareAnswered) {
+		t.Errorf("the client was answered, by name and value length:\n gateway %v\n bare-headers %v", gwAnswered, bareAnswered)
 	}
 }

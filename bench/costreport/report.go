@@ -161,6 +161,7 @@ func (rep *report) markdown() string {
 		w("| %s | %s | %s | %s | %s | %s |\n", stream, r.row.label, rep.cells(r, base),
 			metric(r, "scripts/op"), metric(r, "rediscmds/op"), redisFig(r))
 	}
+	rep.contractFloor(w)
 	rep.syscalls(w)
 	rep.handshakes(w)
 	rep.stepTable(w)
@@ -300,7 +301,7 @@ func (rep *report) handshakes(w func(string, ...any)) {
 
 // stepTable is the gateway rows' instructions by step, and the budgets.
 func (rep *report) stepTable(w func(string, ...any)) {
-	cols := rep.where(func(r *result) bool { return r.row.base != "" && !r.row.tls })
+	cols := rep.where(func(r *result) bool { return strings.HasPrefix(r.row.name, "gateway") })
 	if len(cols) == 0 {
 		return
 	}
@@ -430,5 +431,26 @@ func (rep *report) manyVendors(w func(string, ...any)) {
 		for _, x := range ms[:min(len(ms), 8)] {
 			w("| `%s` | %s |\n", x.name, kilo(x.by))
 		}
+	}
+}
+
+// contractFloor compares the in-process gateway with the bare proxy that
+// writes the contract's headers: the share of the gateway's cost over the
+// bare proxy that the headers alone make (written by the proxy, parsed by
+// the client and the backend, all in the measured process).
+func (rep *report) contractFloor(w func(string, ...any)) {
+	bare, floor, gw := rep.find("bare"), rep.find("bare-headers"), rep.find("gateway")
+	if bare == nil || floor == nil || gw == nil {
+		return
+	}
+	over := gw.ir - bare.ir
+	w("\nThe contract's headers alone (the bare proxy writing the identity headers the backend reads and the RateLimit, no-store, request id and key expiry headers the client reads, values as long as the gateway's): ")
+	times := func(v, b float64) string { return strings.Trim(ratio(v, b, true), " ()") }
+	w("%s instructions a request, whole process, %s the bare proxy's; the gateway in process is %s that (%s in request code). ",
+		kilo(floor.ir), times(floor.ir, bare.ir), times(gw.ir, floor.ir), times(gw.irReq, floor.irReq))
+	if over > 0 {
+		w("Of the gateway's %s over the bare proxy, the headers make %.0f %%.\n", kilo(over), 100*(floor.ir-bare.ir)/over)
+	} else {
+		w("\n")
 	}
 }
