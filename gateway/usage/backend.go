@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -59,17 +60,13 @@ func (b *Backend) Apply(ds []*Delta) []error {
 }
 
 func (b *Backend) apply(ctx context.Context, d *Delta) error {
-	parts := FlushParts(d)
-	for _, f := range parts {
+	return eachPart(d, func(f *wire.UsageFlush) error {
 		body, err := json.Marshal(f)
 		if err != nil {
 			return err
 		}
-		if err := b.o.Post(ctx, body); err != nil {
-			return err
-		}
-	}
-	return nil
+		return b.o.Post(ctx, body)
+	})
 }
 
 // FlushParts is d as the backend takes it: its rows by vendor and policy
@@ -78,7 +75,51 @@ func (b *Backend) apply(ctx context.Context, d *Delta) error {
 // its ID; parts of a larger one are named ID/1, ID/2, ...: the same for a
 // retry of the same delta, so the backend applies each once.
 func FlushParts(d *Delta) []wire.UsageFlush {
-	var rows []wire.UsageFlushRow
+	var out []wire.UsageFlush
+	_ = eachPart(d, func(f *wire.UsageFlush) error {
+		out = append(out, wire.UsageFlush{ID: f.ID, Minute: f.Minute, Rows: slices.Clone(f.Rows)})
+		return nil
+	})
+	return out
+}
+
+// eachPart hands FlushParts' parts to send one at a time, in one buffer of
+// a part's rows (send must not keep f), and stops at send's first error: a
+// flush of 100,000 vendors holds 500 rows while it is posted, not 100,000
+// (6.4 MB).
+func eachPart(d *Delta, send func(f *wire.UsageFlush) error) error {
+	n := 0
+	d.eachRow(func(wire.UsageFlushRow) { n++ })
+	f := wire.UsageFlush{ID: d.ID, Minute: d.Minute}
+	if n > 0 {
+		f.Rows = make([]wire.UsageFlushRow, 0, min(n, wire.MaxUsageFlushRows))
+	}
+	if n <= wire.MaxUsageFlushRows {
+		d.eachRow(func(r wire.UsageFlushRow) { f.Rows = append(f.Rows, r) })
+		return send(&f)
+	}
+	part := 0
+	var err error
+	flush := func() {
+		if err == nil && len(f.Rows) > 0 {
+			part++
+			f.ID = d.ID + "/" + strconv.Itoa(part)
+			err = send(&f)
+		}
+		f.Rows = f.Rows[:0]
+	}
+	d.eachRow(func(r wire.UsageFlushRow) {
+		if f.Rows = append(f.Rows, r); len(f.Rows) == wire.MaxUsageFlushRows {
+			flush()
+		}
+	})
+	flush()
+	return err
+}
+
+// eachRow calls fn with each of d's rows as the backend takes them, by
+// vendor and policy name.
+func (d *Delta) eachRow(fn func(wire.UsageFlushRow)) {
 	for i := range d.Rows {
 		r := &d.Rows[i]
 		for p := range MaxPolicies {
@@ -88,19 +129,9 @@ func FlushParts(d *Delta) []wire.UsageFlush {
 			if name == "" || (allowed == 0 && limited == 0 && shadow == 0) {
 				continue
 			}
-			rows = append(rows, wire.UsageFlushRow{VendorID: r.Vendor, Policy: name, Allowed: allowed, Limited: limited, ShadowLimited: shadow})
+			fn(wire.UsageFlushRow{VendorID: r.Vendor, Policy: name, Allowed: allowed, Limited: limited, ShadowLimited: shadow})
 		}
 	}
-	if len(rows) <= wire.MaxUsageFlushRows {
-		return []wire.UsageFlush{{ID: d.ID, Minute: d.Minute, Rows: rows}}
-	}
-	var out []wire.UsageFlush
-	for i := 0; len(rows) > 0; i++ {
-		n := min(len(rows), wire.MaxUsageFlushRows)
-		out = append(out, wire.UsageFlush{ID: d.ID + "/" + strconv.Itoa(i+1), Minute: d.Minute, Rows: rows[:n]})
-		rows = rows[n:]
-	}
-	return out
 }
 
 // Read fails: the backend's totals are read with the month report.

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -175,5 +176,57 @@ func TestFlushPartsSplitStably(t *testing.T) {
 	}
 	if one := usage.FlushParts(&usage.Delta{ID: "gw-8", Minute: 1, Names: []string{"standard"}, Rows: d.Rows[:1]}); len(one) != 1 || one[0].ID != "gw-8" {
 		t.Errorf("a small delta: %+v", one)
+	}
+}
+
+// TestBackendApplyHoldsOnePart: posting a large flush holds one part's rows
+// at a time, not the whole flush's: 20,000 vendors' rows are 1.3 MB as the
+// backend takes them, a part's 500 of them 32 kB. It posts the same parts
+// FlushParts names, in order.
+func TestBackendApplyHoldsOnePart(t *testing.T) {
+	d := &usage.Delta{ID: "gw-9", Minute: 100, Names: []string{"standard"}}
+	for i := range 20000 {
+		var row usage.Row
+		row.Vendor = fmt.Sprintf("v%05d", i)
+		row.Add(0, 1)
+		d.Rows = append(d.Rows, row)
+	}
+	var want [][]byte
+	for _, f := range usage.FlushParts(d) {
+		b, _ := json.Marshal(f)
+		want = append(want, b)
+	}
+	heap := func() int64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	var got [][]byte
+	var grew int64
+	st, err := usage.NewBackend(usage.BackendOptions{Timeout: time.Minute, Post: func(_ context.Context, body []byte) error {
+		if len(got) == 0 {
+			grew = heap() - int64(len(body))
+		}
+		got = append(got, body)
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := heap()
+	if errs := st.Apply([]*usage.Delta{d}); errs != nil {
+		t.Fatal(errs)
+	}
+	if grew -= before; grew > 256<<10 {
+		t.Errorf("posting the first part, the heap held %d kB more than before the flush", grew>>10)
+	}
+	if len(got) != len(want) || len(got) != 40 {
+		t.Fatalf("posted %d parts, want %d (40)", len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("part %d:\n%.200s\nwant\n%.200s", i, got[i], want[i])
+		}
 	}
 }
