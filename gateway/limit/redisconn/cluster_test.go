@@ -3,6 +3,7 @@ package redisconn
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,14 +76,26 @@ func TestClusterBatchKeepsTheAnsweringNodesReplies(t *testing.T) {
 	defer node.Resume()
 	var silentErr, answeringErr error
 	var answered int64
+	var silentDone atomic.Bool
+	answeredDone := make(chan struct{})
 	wg.Add(2)
-	go func() { defer wg.Done(); _, silentErr = count(conn, silent) }()
-	go func() { defer wg.Done(); answered, answeringErr = count(conn, answering) }()
+	go func() { defer wg.Done(); _, silentErr = count(conn, silent); silentDone.Store(true) }()
+	go func() { defer wg.Done(); answered, answeringErr = count(conn, answering); close(answeredDone) }()
 	if !clk.queued(2, 30*time.Second) {
 		close(hold)
 		t.Fatal("the two calls were not queued")
 	}
 	close(hold)
+	// The answering master's reply goes out as its node answers: before
+	// the silent master's caller has an outcome (its timeout at the
+	// earliest, on a node on time; the wire deadline on a late one).
+	// Handed out with the batch instead, at the silent master's wire
+	// deadline, it came after that caller's refusal, and its caller's own
+	// timer could end first and find Redis called silent.
+	<-answeredDone
+	if silentDone.Load() {
+		t.Error("the answering master's caller got its outcome only after the silent master's caller: its reply waited for the batch")
+	}
 	wg.Wait()
 	if answeringErr != nil || answered != 3 {
 		t.Errorf("the answering master's caller: count %d, %v; want 3 (its third call), no error", answered, answeringErr)

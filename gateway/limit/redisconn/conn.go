@@ -270,7 +270,7 @@ func (c *Conn) once(script *redis.Script, keys []string, args []any) (*redis.Cmd
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	cmds, err := runScripts(ctx, c.client, script, nil, [][]string{keys}, [][]any{args}, make([]*redis.Cmd, 1))
+	cmds, err := runScripts(ctx, c.client, script, nil, [][]string{keys}, [][]any{args}, make([]*redis.Cmd, 1), nil)
 	done(err)
 	if err != nil && poolWait(err) { // never sent: this gateway's overload
 		return nil, fmt.Errorf("%w: %w", ErrBusy, err)
@@ -295,7 +295,7 @@ func (c *Conn) Run(deadline time.Duration, keys [][]string, args [][]any) ([][]a
 	if c.batch != nil {
 		lateReads, lateWrites = c.batch.conns.lateReads.Load(), c.batch.conns.lateWrites.Load()
 	}
-	cmds, err := runScripts(ctx, c.client, c.script, nil, keys, args, make([]*redis.Cmd, len(keys)))
+	cmds, err := runScripts(ctx, c.client, c.script, nil, keys, args, make([]*redis.Cmd, len(keys)), nil)
 	if c.batch != nil {
 		c.batch.onWire(err, lateReads, lateWrites) // its verdict shared; err returned as it was
 	}

@@ -627,7 +627,27 @@ func (b *batcher) send(batch []*Call, buf *sendBuf) {
 			keys[i], args[i] = g[0].Keys[:g[0].NKeys], g[0].Args[:g[0].NArgs]
 		}
 	}
-	cmds, failed := runScripts(ctx, b.client, script, own, keys, args, buf.commands(len(groups)))
+	cmds := buf.commands(len(groups))
+	// With Redis Cluster, a node's groups that were answered are handed
+	// out as soon as that node's pipeline ends: a caller of an answering
+	// master neither waits for a silent master's wire deadline nor, its
+	// timer ending first, asks the judge meanwhile, which may have seen
+	// the silent master's request written after the answer was read and
+	// called Redis silent.
+	var handed []bool
+	var answered func(idx []int)
+	if b.cluster && len(groups) > 1 {
+		handed = buf.handedOut(len(groups))
+		answered = func(idx []int) {
+			for _, i := range idx {
+				if cmds[i].Err() == nil {
+					handed[i] = true
+					b.hand(groups[i], cmds[i], nil)
+				}
+			}
+		}
+	}
+	cmds, failed := runScripts(ctx, b.client, script, own, keys, args, cmds, answered)
 	// A timeout while a reply sat unread in a socket was the node's doing:
 	// excluded from the breaker, its callers shed. So was a request that
 	// reached its socket past the deadline, unwritten. A failure on the
@@ -652,15 +672,10 @@ func (b *batcher) send(batch []*Call, buf *sendBuf) {
 		b.health.Failed(failed)
 	}
 	for i, g := range groups {
-		var v []any
-		var raw any
-		var err error
-		if !merged(g[0]) {
-			raw, err = cmds[i].Result()
-			v, _ = raw.([]any)
-		} else {
-			v, err = cmds[i].Slice()
+		if handed != nil && handed[i] {
+			continue
 		}
+		err := cmds[i].Err()
 		if late && err != nil {
 			// This gateway read too late and lost Redis' reply with the
 			// connection, or wrote too late and never asked. Its callers
@@ -676,22 +691,38 @@ func (b *batcher) send(batch []*Call, buf *sendBuf) {
 			}
 			err = fmt.Errorf("%w: %w", ErrBusy, err)
 		}
-		off := 0
-		for _, c := range g {
-			r := reply{err: err}
-			if !merged(c) { // alone in its group: the whole reply
-				r.v, r.raw = v, raw
-			} else if n := c.NValues; err == nil {
-				if off+n > len(v) {
-					r.err = errors.New("the script answered fewer values than its calls asked")
-				} else {
-					r.v = v[off : off+n : off+n]
-					r.raw = r.v // Eval's answer: the call's own values
-				}
-				off += n
-			}
-			c.reply <- r
+		b.hand(g, cmds[i], err)
+	}
+}
+
+// hand gives group g its replies from cmd, its script call: each call its
+// own values, or err (cmd's own error, as send judged it) to every call.
+func (b *batcher) hand(g []*Call, cmd *redis.Cmd, err error) {
+	var v []any
+	var raw any
+	if err == nil {
+		if !merged(g[0]) {
+			raw, err = cmd.Result()
+			v, _ = raw.([]any)
+		} else {
+			v, err = cmd.Slice()
 		}
+	}
+	off := 0
+	for _, c := range g {
+		r := reply{err: err}
+		if !merged(c) { // alone in its group: the whole reply
+			r.v, r.raw = v, raw
+		} else if n := c.NValues; err == nil {
+			if off+n > len(v) {
+				r.err = errors.New("the script answered fewer values than its calls asked")
+			} else {
+				r.v = v[off : off+n : off+n]
+				r.raw = r.v // Eval's answer: the call's own values
+			}
+			off += n
+		}
+		c.reply <- r
 	}
 }
 
@@ -759,6 +790,9 @@ type sendBuf struct {
 	mkeys []string // merged groups' keys and arguments, one after the other
 	margs []any
 	cmds  []*redis.Cmd
+	// handed marks the groups whose replies went out as their Cluster
+	// node answered, before the batch's other nodes did (see send).
+	handed []bool
 }
 
 // lists are n groups' keys and arguments, to fill.
@@ -775,6 +809,15 @@ func (s *sendBuf) commands(n int) []*redis.Cmd {
 		s.cmds = make([]*redis.Cmd, n)
 	}
 	return s.cmds[:n]
+}
+
+// handedOut is n groups' marks, none set.
+func (s *sendBuf) handedOut(n int) []bool {
+	if cap(s.handed) < n {
+		s.handed = make([]bool, n)
+	}
+	clear(s.handed[:n])
+	return s.handed[:n]
 }
 
 // batchArgs is one merged group's KEYS and ARGV for the script (see Call).
@@ -810,7 +853,7 @@ func RunScripts(ctx context.Context, client redis.UniversalClient, script *redis
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	return runScripts(ctx, client, script, nil, keys, args, make([]*redis.Cmd, len(keys)))
+	return runScripts(ctx, client, script, nil, keys, args, make([]*redis.Cmd, len(keys)), nil)
 }
 
 // runScripts runs a script once per group of keys and args (own[i] when
@@ -819,7 +862,7 @@ func RunScripts(ctx context.Context, client redis.UniversalClient, script *redis
 // scripts of their own), then EVAL for any that met NOSCRIPT (a Redis that
 // lost its scripts). It sets the commands in cmds (of len(keys)) and
 // returns them and the first error among them.
-func runScripts(ctx context.Context, client redis.UniversalClient, script *redis.Script, own []*redis.Script, keys [][]string, args [][]any, cmds []*redis.Cmd) ([]*redis.Cmd, error) {
+func runScripts(ctx context.Context, client redis.UniversalClient, script *redis.Script, own []*redis.Script, keys [][]string, args [][]any, cmds []*redis.Cmd, answered func(idx []int)) ([]*redis.Cmd, error) {
 	var nodes map[*redis.Client][]int
 	if len(keys) > 1 {
 		nodes = byNode(ctx, client, keys)
@@ -839,6 +882,9 @@ func runScripts(ctx context.Context, client redis.UniversalClient, script *redis
 			go func() {
 				defer wg.Done()
 				pipeline(ctx, client, script, own, keys, args, idx, cmds)
+				if answered != nil {
+					answered(idx)
+				}
 			}()
 		}
 		wg.Wait()
