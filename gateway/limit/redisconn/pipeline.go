@@ -861,7 +861,9 @@ func RunScripts(ctx context.Context, client redis.UniversalClient, script *redis
 // pipelined in one round trip (Redis Cluster, one per slot; calls with
 // scripts of their own), then EVAL for any that met NOSCRIPT (a Redis that
 // lost its scripts). It sets the commands in cmds (of len(keys)) and
-// returns them and the first error among them.
+// returns them and the first error among them. answered, when set, is
+// called from each Cluster node's pipeline as it ends, with the indexes
+// of that node's groups (their commands set; before any EVAL again).
 func runScripts(ctx context.Context, client redis.UniversalClient, script *redis.Script, own []*redis.Script, keys [][]string, args [][]any, cmds []*redis.Cmd, answered func(idx []int)) ([]*redis.Cmd, error) {
 	var nodes map[*redis.Client][]int
 	if len(keys) > 1 {
