@@ -58,12 +58,7 @@ func BenchmarkProxiedSerial(b *testing.B) {
 // roles.go): a fasthttp server with an idle timeout only, handing every
 // request to a HostClient with 10 s read and write timeouts.
 func loadBareServer(tb testing.TB, backend string) string {
-	return loadBareServerTLS(tb, backend, nil)
-}
-
-// loadBareServerTLS is loadBareServer over TLS with cfg (nil: plain).
-func loadBareServerTLS(tb testing.TB, backend string, cfg *tls.Config) string {
-	return startBareServer(tb, backend, cfg, false)
+	return startBareServer(tb, backend, nil, false)
 }
 
 // contractHeaders are the headers the gateway's benchmark read carries
@@ -346,8 +341,8 @@ func BenchmarkHandshakeSerial(b *testing.B) {
 			if err != nil {
 				tb.Fatal(err)
 			}
-			return loadBareServerTLS(tb, be.addr, &tls.Config{Certificates: []tls.Certificate{kp}, MinVersion: tls.VersionTLS12,
-				NextProtos: []string{"http/1.1"}, CurvePreferences: []tls.CurveID{tls.CurveP256}})
+			return startBareServer(tb, be.addr, &tls.Config{Certificates: []tls.Certificate{kp}, MinVersion: tls.VersionTLS12,
+				NextProtos: []string{"http/1.1"}, CurvePreferences: []tls.CurveID{tls.CurveP256}}, false)
 		}},
 	}
 	for _, r := range rows {
@@ -409,9 +404,9 @@ func TestBareHeadersAsGateway(t *testing.T) {
 	})
 	key, _ := be.addKey("vendor-bench", wire.VendorApproved, time.Now().Add(time.Hour))
 	bare := startBareServer(t, be.addr, nil, true)
-	// What the backend was sent (its echo route answers the headers), and
-	// what the client was answered on the benchmark's route.
-	seen := func(addr, path string) (sent, answered map[string]int) {
+	// The headers of the answer to a read of path through addr, by name
+	// and value length, and its body.
+	read := func(addr, path string) (map[string]int, []byte) {
 		t.Helper()
 		c := &fasthttp.HostClient{Addr: addr}
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
@@ -422,27 +417,34 @@ func TestBareHeadersAsGateway(t *testing.T) {
 		if err := c.Do(req, resp); err != nil || resp.StatusCode() != 200 {
 			t.Fatalf("%s%s: %v %d %s", addr, path, err, resp.StatusCode(), resp.Body())
 		}
-		var echo map[string]string
-		if err := json.Unmarshal(resp.Body(), &echo); err == nil && strings.HasSuffix(path, "/echo") {
-			sent = map[string]int{}
-			for k, v := range echo {
-				if k != "method" && k != "body" && k != "Host" && k != "User-Agent" {
-					sent[k] = len(v)
-				}
-			}
-		}
-		answered = map[string]int{}
+		answered := map[string]int{}
 		for k, v := range resp.Header.All() {
 			if string(k) != "Date" {
 				answered[string(k)] = len(v)
 			}
 		}
-		return sent, answered
+		return answered, append([]byte(nil), resp.Body()...)
 	}
-	gwSent, _ := seen(strings.TrimPrefix(gw.url, "http://"), "/api/vendor/v1/orders/echo")
-	bareSent, _ := seen(bare, "/api/vendor/v1/orders/echo")
-	_, gwAnswered := seen(strings.TrimPrefix(gw.url, "http://"), "/api/vendor/v1/orders/fast")
-	_, bareAnswered := seen(bare, "/api/vendor/v1/orders/fast")
+	// What the backend was sent: its echo route answers the headers.
+	sent := func(addr string) map[string]int {
+		t.Helper()
+		_, body := read(addr, "/api/vendor/v1/orders/echo")
+		var echo map[string]string
+		if err := json.Unmarshal(body, &echo); err != nil {
+			t.Fatalf("%s: the echo: %v", addr, err)
+		}
+		out := map[string]int{}
+		for k, v := range echo {
+			if k != "method" && k != "body" && k != "Host" && k != "User-Agent" {
+				out[k] = len(v)
+			}
+		}
+		return out
+	}
+	gwAddr := strings.TrimPrefix(gw.url, "http://")
+	gwSent, bareSent := sent(gwAddr), sent(bare)
+	gwAnswered, _ := read(gwAddr, "/api/vendor/v1/orders/fast")
+	bareAnswered, _ := read(bare, "/api/vendor/v1/orders/fast")
 	for _, m := range []map[string]int{gwSent, bareSent, gwAnswered, bareAnswered} {
 		delete(m, wire.HeaderRequestID)
 	}

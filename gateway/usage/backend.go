@@ -86,35 +86,33 @@ func FlushParts(d *Delta) []wire.UsageFlush {
 // eachPart hands FlushParts' parts to send one at a time, in one buffer of
 // a part's rows (send must not keep f), and stops at send's first error: a
 // flush of 100,000 vendors holds 500 rows while it is posted, not 100,000
-// (6.4 MB).
+// (6.4 MB). A full part goes out when the next row comes, so that a delta
+// that fits one part keeps its ID without a walk to count its rows first.
 func eachPart(d *Delta, send func(f *wire.UsageFlush) error) error {
-	n := 0
-	d.eachRow(func(wire.UsageFlushRow) { n++ })
 	f := wire.UsageFlush{ID: d.ID, Minute: d.Minute}
-	if n > 0 {
-		f.Rows = make([]wire.UsageFlushRow, 0, min(n, wire.MaxUsageFlushRows))
-	}
-	if n <= wire.MaxUsageFlushRows {
-		d.eachRow(func(r wire.UsageFlushRow) { f.Rows = append(f.Rows, r) })
-		return send(&f)
-	}
 	part := 0
 	var err error
-	flush := func() {
-		if err == nil && len(f.Rows) > 0 {
+	d.eachRow(func(r wire.UsageFlushRow) {
+		if err != nil {
+			return
+		}
+		if len(f.Rows) == wire.MaxUsageFlushRows { // one more: the delta goes in parts
 			part++
 			f.ID = d.ID + "/" + strconv.Itoa(part)
-			err = send(&f)
+			if err = send(&f); err != nil {
+				return
+			}
+			f.Rows = f.Rows[:0]
 		}
-		f.Rows = f.Rows[:0]
-	}
-	d.eachRow(func(r wire.UsageFlushRow) {
-		if f.Rows = append(f.Rows, r); len(f.Rows) == wire.MaxUsageFlushRows {
-			flush()
-		}
+		f.Rows = append(f.Rows, r)
 	})
-	flush()
-	return err
+	if err != nil {
+		return err
+	}
+	if part > 0 {
+		f.ID = d.ID + "/" + strconv.Itoa(part+1)
+	}
+	return send(&f)
 }
 
 // eachRow calls fn with each of d's rows as the backend takes them, by

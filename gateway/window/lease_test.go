@@ -236,20 +236,16 @@ func TestLeasedQuotaScriptCalls(t *testing.T) {
 // what the leases hold, so that the next slices are taken under the new
 // settings.
 func TestLeasedQuotaGiveBackOnceAndReload(t *testing.T) {
-	rs, info := redisAndReader(t)
-	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	l := leasedLimiter(t, rs, &now, 16, 2*time.Second)
-	const bucket = "vg:{v:once}:day"
-	cs := checks(policy.Check{Key: bucket, Rate: leasedQuota("day", 1000)})
-	start := now.Truncate(24 * time.Hour).Unix()
+	q := newDayQuota(t, "vg:{v:once}:day")
+	l, info, now, bucket, cs, start := q.l, q.info, q.now, q.bucket, q.cs, q.start
 	counter := func() int {
-		n, err := info.Get(context.Background(), keyPrefix+quotaKey(bucket, start)).Int()
+		n, err := q.counter()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
-	chargeAll(t, l, cs, &now, 20) // the demand grows: slices beyond the requests
+	chargeAll(t, l, cs, now, 20) // the demand grows: slices beyond the requests
 	held := l.held(bucket, start)
 	if held == 0 || counter() != 20+held {
 		t.Fatalf("counter %d, %d held after 20 requests: want a slice held", counter(), held)
@@ -271,8 +267,8 @@ func TestLeasedQuotaGiveBackOnceAndReload(t *testing.T) {
 		t.Fatalf("counter %d after the give-back sent twice, want the 20 admitted", got)
 	}
 	// A slice that ends unused goes back with the bucket's next lease call.
-	chargeAll(t, l, cs, &now, 20)
-	now = now.Add(3 * time.Second) // past lease_ttl: the slice ended
+	chargeAll(t, l, cs, now, 20)
+	*now = now.Add(3 * time.Second) // past lease_ttl: the slice ended
 	if d, err := l.Charge(cs); err != nil || !d.Allowed {
 		t.Fatalf("the request after the slice ended: %v", err)
 	}
@@ -295,22 +291,17 @@ func TestLeasedQuotaGiveBackOnceAndReload(t *testing.T) {
 // A give-back sent after Redis lost its scripts (SCRIPT FLUSH; a
 // restart) is refused by digest and sent again whole: the tokens go back.
 func TestLeasedQuotaGiveBackAfterScriptFlush(t *testing.T) {
-	rs, info := redisAndReader(t)
-	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	l := leasedLimiter(t, rs, &now, 16, 2*time.Second)
-	const bucket = "vg:{v:flush}:day"
-	cs := checks(policy.Check{Key: bucket, Rate: leasedQuota("day", 1000)})
-	start := now.Truncate(24 * time.Hour).Unix()
-	chargeAll(t, l, cs, &now, 20)
-	held := l.held(bucket, start)
+	q := newDayQuota(t, "vg:{v:flush}:day")
+	chargeAll(t, q.l, q.cs, q.now, 20)
+	held := q.l.held(q.bucket, q.start)
 	if held == 0 {
 		t.Fatal("no slice held after 20 requests")
 	}
-	rs.Do(t, "SCRIPT", "FLUSH")
-	if err := l.sendBack([]giveBack{l.giveBack(bucket, start, held, l.clock())}); err != nil {
+	q.rs.Do(t, "SCRIPT", "FLUSH")
+	if err := q.l.sendBack([]giveBack{q.l.giveBack(q.bucket, q.start, held, q.l.clock())}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := info.Get(context.Background(), keyPrefix+quotaKey(bucket, start)).Int(); err != nil || n != 20 {
+	if n, err := q.counter(); err != nil || n != 20 {
 		t.Fatalf("counter %d (%v) after giving back %d with the scripts flushed, want the 20 admitted", n, err, held)
 	}
 }
@@ -378,6 +369,32 @@ func chargeAll(t *testing.T, l *Redis, cs policy.Checks, now *time.Time, n int) 
 		}
 		*now = now.Add(10 * time.Millisecond)
 	}
+}
+
+// dayQuota is one bucket of a leased daily quota of 1,000 on a Redis of
+// its own (lease_max 16, lease_ttl 2 s), on a clock the test moves, and a
+// client to read its counter with.
+type dayQuota struct {
+	rs     *testredis.Server
+	info   *redis.Client
+	l      *Redis
+	now    *time.Time
+	bucket string
+	cs     policy.Checks
+	start  int64 // the day's window
+}
+
+func newDayQuota(t *testing.T, bucket string) *dayQuota {
+	t.Helper()
+	rs, info := redisAndReader(t)
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	return &dayQuota{rs: rs, info: info, l: leasedLimiter(t, rs, &now, 16, 2*time.Second), now: &now, bucket: bucket,
+		cs: checks(policy.Check{Key: bucket, Rate: leasedQuota("day", 1000)}), start: now.Truncate(24 * time.Hour).Unix()}
+}
+
+// counter is the day's counter in Redis.
+func (q *dayQuota) counter() (int, error) {
+	return q.info.Get(context.Background(), keyPrefix+quotaKey(q.bucket, q.start)).Int()
 }
 
 // redisAndReader starts a Redis and a client of its own, for a test to
